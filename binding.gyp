@@ -1,0 +1,38 @@
+{
+  "targets": [
+    {
+      "target_name": "cusim",
+      "sources": [
+        "<!@(node -e \"process.stdout.write(require('fs').readdirSync('native').filter(f=>f.endsWith('.cc')).map(f=>'native/'+f).join(' '))\")"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")"
+      ],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NODE_ADDON_API_DISABLE_DEPRECATED",
+        "NAPI_CPP_EXCEPTIONS"
+      ],
+      "cflags!": [
+        "-fno-exceptions"
+      ],
+      "cflags_cc!": [
+        "-fno-exceptions",
+        "-fno-rtti"
+      ],
+      "cflags_cc": [
+        "-std=c++17",
+        "-O3",
+        "-fexceptions",
+        "-frtti",
+        "-ffp-contract=off",
+        "-pthread"
+      ],
+      "ldflags": [
+        "-pthread",
+        "-static-libstdc++",
+        "-static-libgcc"
+      ]
+    }
+  ]
+}

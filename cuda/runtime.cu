@@ -1,0 +1,147 @@
+// Device discovery and the shared CUDA plumbing from gpu.cuh.
+#include <mutex>
+#include <string>
+
+#include "../native/gpu.h"
+#include "gpu.cuh"
+
+namespace cusim {
+namespace gpu {
+
+void ThrowCuda(cudaError_t e, const char* expr, const char* file, int line) {
+  // Clear sticky-free errors so the next call on this thread starts clean.
+  cudaGetLastError();
+  std::string msg = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e) + " (" + expr + " at " + file + ":" +
+                    std::to_string(line) + ")";
+  if (e == cudaErrorMemoryAllocation) throw Error(kOutOfMemory, msg);
+  throw Error(kCudaError, msg);
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  CUSIM_CUDA_CHECK(cudaGetDevice(&prev_));
+  if (prev_ != device) CUSIM_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_ && prev_ >= 0) cudaSetDevice(prev_);
+}
+
+void* DeviceAlloc(size_t bytes, const char* what) {
+  if (bytes == 0) return nullptr;
+  size_t freeB = 0, totalB = 0;
+  CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+  if (bytes > freeB) ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
+  }
+  CUSIM_CUDA_CHECK(e);
+  return p;
+}
+
+void DeviceFree(void* p) noexcept { cudaFree(p); }
+
+void* PinnedAlloc(size_t bytes, const char* what) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  cudaError_t e = cudaMallocHost(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    ThrowOutOfMemory(std::string("pinned host allocation for ") + what, bytes, 0);
+  }
+  CUSIM_CUDA_CHECK(e);
+  return p;
+}
+
+void PinnedFree(void* p) noexcept { cudaFreeHost(p); }
+
+Stream::Stream() { CUSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (s_) cudaStreamDestroy(s_);
+}
+void Stream::sync() const { CUSIM_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+Event::Event(bool timing) {
+  CUSIM_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+Event::~Event() {
+  if (e_) cudaEventDestroy(e_);
+}
+void Event::record(cudaStream_t s) { CUSIM_CUDA_CHECK(cudaEventRecord(e_, s)); }
+void Event::sync() const { CUSIM_CUDA_CHECK(cudaEventSynchronize(e_)); }
+
+float ElapsedMs(const Event& start, const Event& end) {
+  end.sync();
+  float ms = 0;
+  CUSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
+  return ms;
+}
+
+int MultiprocessorCount(int device) {
+  int v = 0;
+  CUSIM_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device));
+  return v;
+}
+
+size_t MaxSharedPerBlockOptin(int device) {
+  int v = 0;
+  CUSIM_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(v);
+}
+
+}  // namespace gpu
+
+const DeviceReport& QueryDevices() {
+  static DeviceReport report;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      report.cuda = false;
+      if (e == cudaErrorNoDevice)
+        report.reason = "no device: the CUDA driver found no GPU";
+      else if (e == cudaErrorInsufficientDriver)
+        report.reason = "no driver: no CUDA driver (libcuda) is installed, or it is older than this addon's CUDA runtime";
+      else
+        report.reason = std::string("no device: cudaGetDeviceCount failed with ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+      return;
+    }
+    if (n == 0) {
+      report.reason = "no device: the CUDA driver found no GPU";
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      cudaDeviceProp p{};
+      if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      GpuInfo g;
+      g.index = i;
+      g.name = p.name;
+      g.memoryBytes = p.totalGlobalMem;
+      g.ccMajor = p.major;
+      g.ccMinor = p.minor;
+      g.multiprocessors = p.multiProcessorCount;
+      report.gpus.push_back(g);
+    }
+    report.cuda = !report.gpus.empty();
+    if (!report.cuda) report.reason = "no device: no GPU could be queried";
+  });
+  return report;
+}
+
+void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  gpu::DeviceGuard g(device);
+  size_t f = 0, t = 0;
+  CUSIM_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+  *free_bytes = f;
+  *total_bytes = t;
+}
+
+}  // namespace cusim

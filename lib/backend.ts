@@ -1,0 +1,80 @@
+// Backend choice and device discovery, shared by every engine.
+import { native } from './addon.js';
+import { cudaError, rangeError, typeError } from './errors.js';
+
+export type BackendOption = 'auto' | 'cpu' | 'cuda';
+export type Backend = 'cpu' | 'cuda';
+
+export interface GpuInfo {
+  index: number;
+  name: string;
+  memoryBytes: number;
+  computeCapability: string;
+  multiprocessors: number;
+}
+
+export interface DeviceInfo {
+  /** True when the addon has CUDA kernels and at least one usable GPU. */
+  cuda: boolean;
+  /** Why `cuda` is false: not compiled, no driver, or no device. */
+  reason?: string;
+  gpus: GpuInfo[];
+  /** Whether this addon binary contains CUDA kernels at all. */
+  compiledWithCuda: boolean;
+}
+
+let cachedDevices: DeviceInfo | undefined;
+
+/** What this host offers. Probed once per process. */
+export function devices(): DeviceInfo {
+  cachedDevices ??= native().devices() as DeviceInfo;
+  return cachedDevices;
+}
+
+/**
+ * Resolves `backend` ('auto' picks CUDA when a GPU is usable). The
+ * CUSIM_BACKEND environment variable forces a choice over the argument.
+ */
+export function resolveBackend(requested: unknown = 'auto', name = 'backend'): Backend {
+  const forced = process.env.CUSIM_BACKEND;
+  let choice = requested;
+  if (forced !== undefined && forced !== '') {
+    if (forced !== 'auto' && forced !== 'cpu' && forced !== 'cuda') {
+      throw typeError(`CUSIM_BACKEND must be 'auto', 'cpu' or 'cuda', got '${forced}'`);
+    }
+    choice = forced;
+  }
+  if (choice === undefined) choice = 'auto';
+  if (choice !== 'auto' && choice !== 'cpu' && choice !== 'cuda') {
+    throw typeError(`${name} must be 'auto', 'cpu' or 'cuda', got ${JSON.stringify(choice)}`);
+  }
+  if (choice === 'cpu') return 'cpu';
+  const d = devices();
+  if (choice === 'cuda' && !d.cuda) throw cudaError(`${name} 'cuda' was requested but CUDA is unavailable: ${d.reason}`);
+  return d.cuda ? 'cuda' : 'cpu';
+}
+
+/** `'all'` or a list of GPU indices, checked against this host. */
+export function resolveDevices(requested: unknown, name = 'devices'): number[] | undefined {
+  if (requested === undefined || requested === 'all') return undefined;
+  if (!Array.isArray(requested) || requested.length === 0) {
+    throw typeError(`${name} must be 'all' or a non-empty array of GPU indices`);
+  }
+  const gpus = devices().gpus.length;
+  const seen = new Set<number>();
+  requested.forEach((d, i) => {
+    if (!Number.isInteger(d)) throw typeError(`${name}[${i}] must be an integer GPU index`);
+    if (d < 0 || (gpus > 0 && d >= gpus)) throw rangeError(`${name}[${i}]=${d} is out of range: this host has ${gpus} GPU(s)`);
+    if (seen.has(d)) throw rangeError(`${name}[${i}]=${d} is listed twice`);
+    seen.add(d);
+  });
+  return requested as number[];
+}
+
+/** Reads or sets the CPU backends' thread count (0 restores the default). */
+export function threads(n?: number): number {
+  if (n !== undefined && (!Number.isInteger(n) || n < 0 || n > 4096)) {
+    throw rangeError(`threads must be an integer in [0, 4096], got ${n}`);
+  }
+  return native().threads(n) as number;
+}

@@ -1,0 +1,37 @@
+// Every error cusim raises carries a machine-readable `code`.
+export type CusimErrorCode =
+  | 'CUSIM_INVALID_ARGUMENT'
+  | 'CUSIM_CUDA_ERROR'
+  | 'CUSIM_OUT_OF_MEMORY'
+  | 'CUSIM_DISPOSED'
+  | 'CUSIM_INTERNAL'
+  | 'ABORT_ERR';
+
+export type CodedError = Error & { code: CusimErrorCode };
+
+function coded<E extends Error>(err: E, code: CusimErrorCode): E & { code: CusimErrorCode } {
+  (err as E & { code: CusimErrorCode }).code = code;
+  return err as E & { code: CusimErrorCode };
+}
+
+export function typeError(message: string): TypeError & { code: CusimErrorCode } {
+  return coded(new TypeError(message), 'CUSIM_INVALID_ARGUMENT');
+}
+
+export function rangeError(message: string): RangeError & { code: CusimErrorCode } {
+  return coded(new RangeError(message), 'CUSIM_INVALID_ARGUMENT');
+}
+
+export function cudaError(message: string): CodedError {
+  return coded(new Error(message), 'CUSIM_CUDA_ERROR');
+}
+
+export function disposedError(what: string): CodedError {
+  return coded(new Error(`${what} has been disposed`), 'CUSIM_DISPOSED');
+}
+
+export function abortError(reason?: unknown): CodedError {
+  const err = coded(new Error('The operation was aborted', { cause: reason }), 'ABORT_ERR');
+  err.name = 'AbortError';
+  return err;
+}

@@ -1,0 +1,188 @@
+// Input types and their normalization. Everything is checked here, in
+// TypeScript, before any native call, so users get messages that name the
+// argument. The O(nnz) column-range check runs natively (multi-threaded) with
+// the same message shape, inside the async call.
+import { rangeError, typeError } from './errors.js';
+
+/** Compressed sparse rows. `values` absent means every stored entry weighs 1. */
+export interface CsrMatrix {
+  rows: number;
+  cols: number;
+  indptr: Uint32Array | Int32Array;
+  indices: Uint32Array;
+  values?: Float32Array;
+}
+
+/** Row-major dense float matrix. */
+export interface DenseMatrix {
+  data: Float32Array;
+  rows: number;
+  cols: number;
+}
+
+/** Packed bit codes: `bits` per row, a multiple of 32, little-endian words. */
+export interface BitCodes {
+  data: Uint32Array | Uint8Array;
+  rows: number;
+  bits: number;
+}
+
+/** What the native layer receives for bit codes: always 32-bit words. */
+export interface BitWords {
+  data: Uint32Array;
+  rows: number;
+  bits: number;
+}
+
+type NumericArray = ArrayLike<number>;
+
+export interface CsrLike {
+  rows: number;
+  cols: number;
+  indptr: NumericArray;
+  indices: NumericArray;
+  values?: NumericArray | null;
+}
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null;
+}
+
+export function checkInt(v: unknown, name: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof v !== 'number') throw typeError(`${name} must be an integer, got ${describe(v)}`);
+  if (!Number.isInteger(v) || v < min || v > max) {
+    throw rangeError(`${name} must be an integer in [${min}, ${max}], got ${v}`);
+  }
+  return v;
+}
+
+export function checkNumber(
+  v: unknown,
+  name: string,
+  { min = -Infinity, max = Infinity, minExclusive = false }: { min?: number; max?: number; minExclusive?: boolean } = {},
+): number {
+  if (typeof v !== 'number') throw typeError(`${name} must be a number, got ${describe(v)}`);
+  if (Number.isNaN(v) || (minExclusive ? v <= min : v < min) || v > max) {
+    throw rangeError(`${name} must be in ${minExclusive ? '(' : '['}${min}, ${max}], got ${v}`);
+  }
+  return v;
+}
+
+export function checkEnum<T extends string>(v: unknown, name: string, allowed: readonly T[]): T {
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
+    throw typeError(`${name} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${describe(v)}`);
+  }
+  return v as T;
+}
+
+export function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return `an array of length ${v.length}`;
+  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  if (typeof v === 'string') return `'${v.length > 40 ? v.slice(0, 40) + '…' : v}'`;
+  return typeof v === 'object' ? 'an object' : String(v);
+}
+
+function isArrayLikeNumbers(v: unknown): v is NumericArray {
+  return Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView));
+}
+
+// Converts number arrays and other typed arrays, checking that each element
+// fits the target type. Typed arrays of the right type pass through uncopied.
+function toU32(v: unknown, name: string): Uint32Array {
+  if (v instanceof Uint32Array) return v;
+  if (!isArrayLikeNumbers(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
+  const out = new Uint32Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i];
+    if (!Number.isInteger(x) || x < 0 || x > 0xffffffff) throw rangeError(`${name}[${i}]=${x} is not a uint32`);
+    out[i] = x;
+  }
+  return out;
+}
+
+function toF32(v: unknown, name: string): Float32Array {
+  if (v instanceof Float32Array) return v;
+  if (!isArrayLikeNumbers(v)) throw typeError(`${name} must be a Float32Array or an array of numbers, got ${describe(v)}`);
+  const out = new Float32Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i];
+    if (typeof x !== 'number') throw typeError(`${name}[${i}] must be a number`);
+    out[i] = x;
+  }
+  return out;
+}
+
+/**
+ * Validates and normalizes a CSR matrix. `values: 'ignore'` drops weights
+ * (set inputs); `'optional'` keeps them when present.
+ */
+export function toCsr(m: unknown, name: string, { values = 'optional' }: { values?: 'optional' | 'ignore' } = {}): CsrMatrix {
+  if (!isObject(m)) throw typeError(`${name} must be a CsrMatrix { rows, cols, indptr, indices, values? }, got ${describe(m)}`);
+  const rows = checkInt(m.rows, `${name}.rows`, 0, 0xfffffffe);
+  const cols = checkInt(m.cols, `${name}.cols`, 0, 0xffffffff);
+  const indptr =
+    m.indptr instanceof Int32Array || m.indptr instanceof Uint32Array ? m.indptr : toU32(m.indptr, `${name}.indptr`);
+  const indices = toU32(m.indices, `${name}.indices`);
+  if (indptr.length !== rows + 1) {
+    throw rangeError(`${name}.indptr has length ${indptr.length} but rows + 1 = ${rows + 1}`);
+  }
+  if (indptr.length > 0 && indptr[0] < 0) throw rangeError(`${name}.indptr[0]=${indptr[0]} is negative`);
+  for (let r = 0; r < rows; r++) {
+    if (indptr[r + 1] < indptr[r]) {
+      throw rangeError(`${name}.indptr must be non-decreasing (indptr[${r + 1}] < indptr[${r}])`);
+    }
+  }
+  const end = rows > 0 ? indptr[rows] : 0;
+  if (end > indices.length) {
+    throw rangeError(`${name}.indptr[${rows}]=${end} exceeds ${name}.indices.length=${indices.length}`);
+  }
+  const out: CsrMatrix = { rows, cols, indptr, indices };
+  if (values === 'optional' && m.values !== undefined && m.values !== null) {
+    const vals = toF32(m.values, `${name}.values`);
+    if (vals.length < end) throw rangeError(`${name}.values has length ${vals.length} but indptr[${rows}]=${end}`);
+    out.values = vals;
+  }
+  return out;
+}
+
+/** Row-major dense matrix; `cols` pins the expected width when given. */
+export function toDense(m: unknown, name: string, { cols }: { cols?: number } = {}): DenseMatrix {
+  if (!isObject(m)) throw typeError(`${name} must be a dense matrix { data, rows, cols }, got ${describe(m)}`);
+  const rows = checkInt(m.rows, `${name}.rows`);
+  const c = checkInt(m.cols, `${name}.cols`);
+  if (cols !== undefined && c !== cols) throw rangeError(`${name}.cols is ${c} but this object was built for ${cols}`);
+  const data = toF32(m.data, `${name}.data`);
+  if (data.length !== rows * c) throw rangeError(`${name}.data has length ${data.length} but rows * cols = ${rows * c}`);
+  return { data, rows, cols: c };
+}
+
+/**
+ * Packed codes as 32-bit words. Uint8Array input is reinterpreted in place
+ * when aligned (bytes are little-endian within each word), else copied.
+ */
+export function toBits(m: unknown, name: string, { bits }: { bits?: number } = {}): BitWords {
+  if (!isObject(m)) throw typeError(`${name} must be packed codes { data, rows, bits }, got ${describe(m)}`);
+  const rows = checkInt(m.rows, `${name}.rows`);
+  const b = checkInt(m.bits, `${name}.bits`, 32, 65536);
+  if (b % 32 !== 0) throw rangeError(`${name}.bits must be a multiple of 32, got ${b}`);
+  if (bits !== undefined && b !== bits) throw rangeError(`${name}.bits is ${b} but this index holds ${bits}-bit codes`);
+  const words = (rows * b) / 32;
+  let data: Uint32Array;
+  if (m.data instanceof Uint32Array) {
+    data = m.data;
+  } else if (m.data instanceof Uint8Array) {
+    const u8 = m.data;
+    if (u8.length !== words * 4) {
+      throw rangeError(`${name}.data has ${u8.length} bytes but rows * bits / 8 = ${words * 4}`);
+    }
+    data =
+      u8.byteOffset % 4 === 0
+        ? new Uint32Array(u8.buffer, u8.byteOffset, words)
+        : new Uint32Array(u8.slice().buffer, 0, words);
+  } else {
+    throw typeError(`${name}.data must be a Uint32Array or Uint8Array, got ${describe(m.data)}`);
+  }
+  if (data.length !== words) throw rangeError(`${name}.data has ${data.length} words but rows * bits / 32 = ${words}`);
+  return { data, rows, bits: b };
+}

@@ -1,0 +1,77 @@
+// Backend-neutral types shared by every engine's CPU and CUDA implementations.
+// This header must stay free of napi.h and of CUDA headers: cuda/*.cu includes it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace cusim {
+
+// Error codes surface to JavaScript as `err.code`.
+inline constexpr const char* kInvalidArgument = "CUSIM_INVALID_ARGUMENT";
+inline constexpr const char* kCudaError = "CUSIM_CUDA_ERROR";
+inline constexpr const char* kOutOfMemory = "CUSIM_OUT_OF_MEMORY";
+inline constexpr const char* kAborted = "ABORT_ERR";
+inline constexpr const char* kInternal = "CUSIM_INTERNAL";
+
+struct Error : std::runtime_error {
+  std::string code;
+  // kind picks the JavaScript class: "Error", "TypeError" or "RangeError".
+  std::string kind;
+  Error(std::string code_, const std::string& msg, std::string kind_ = "Error")
+      : std::runtime_error(msg), code(std::move(code_)), kind(std::move(kind_)) {}
+};
+
+[[noreturn]] void ThrowInvalid(const std::string& msg, const char* kind = "RangeError");
+[[noreturn]] void ThrowOutOfMemory(const std::string& what, uint64_t asked, uint64_t free_bytes);
+std::string FormatBytes(uint64_t bytes);
+
+// Cancellation requested from JavaScript through an AbortSignal. The flag lives
+// in an Int32Array that the worker keeps referenced; engines poll it between chunks.
+struct CancelToken {
+  const int32_t* flag = nullptr;
+  bool requested() const {
+    return flag != nullptr &&
+           reinterpret_cast<const std::atomic<int32_t>*>(flag)->load(std::memory_order_relaxed) != 0;
+  }
+  void check() const {
+    if (requested()) throw Error(kAborted, "The operation was aborted");
+  }
+};
+
+enum class Backend { Cpu, Cuda };
+
+// Compressed sparse rows. indptr has rows + 1 entries; values may be null
+// (then every stored entry has weight 1).
+struct CsrView {
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+  const uint32_t* indptr = nullptr;
+  const uint32_t* indices = nullptr;
+  const float* values = nullptr;
+  uint64_t nnz() const { return rows == 0 ? 0 : uint64_t(indptr[rows]) - indptr[0]; }
+};
+
+struct DenseView {
+  const float* data = nullptr;
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+};
+
+// Packed bit codes: row r occupies words [r * wordsPerRow, (r + 1) * wordsPerRow),
+// bit b of a code is bit (b % 32) of word b / 32.
+struct BitsView {
+  const uint32_t* words = nullptr;
+  uint64_t rows = 0;
+  uint32_t bits = 0;
+  uint32_t wordsPerRow() const { return (bits + 31) / 32; }
+};
+
+// O(nnz) checks that kernels rely on: indptr non-decreasing and every column
+// index < cols. Multi-threaded; reports the first bad element by position.
+void ValidateCsr(const CsrView& m, const char* name);
+
+}  // namespace cusim

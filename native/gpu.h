@@ -1,0 +1,37 @@
+// What the host side knows about GPUs, as plain C++ (no CUDA headers), so the
+// N-API glue can ask without being compiled by nvcc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cusim {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  uint64_t memoryBytes = 0;
+  int ccMajor = 0;
+  int ccMinor = 0;
+  int multiprocessors = 0;
+};
+
+struct DeviceReport {
+  bool cuda = false;
+  std::string reason;  // why cuda is false: not compiled, no driver, no device
+  std::vector<GpuInfo> gpus;
+};
+
+// Cached after the first call: probing the driver is slow and its answer does
+// not change within a process.
+const DeviceReport& QueryDevices();
+
+// Checks `requested` (empty means every GPU) against the report and returns the
+// device indices to use; throws cusim::Error when CUDA is unavailable.
+std::vector<int> ResolveDevices(const std::vector<int>& requested);
+
+// Free and total bytes on one device (CUDA builds only).
+void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes);
+
+}  // namespace cusim

@@ -1,0 +1,52 @@
+// N-API glue for the utility kernels.
+#include "gpu.h"
+#include "napi_util.h"
+#include "ops.h"
+
+namespace cusim {
+namespace {
+
+// popcountRows(codes, { backend, device, cancel }) -> Promise<{ counts, kernelMs, transferMs }>
+Napi::Value PopcountRows(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    Napi::Object opts = args.Obj(1, "options");
+    BitsView codes = BitsArg(info[0], "codes");
+    Backend backend = BackendProp(opts);
+    int device = 0;
+    if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
+    auto out = std::make_shared<std::vector<uint32_t>>(codes.rows);
+    auto timing = std::make_shared<ops::Timing>();
+    return RunAsync(
+        info.Env(),
+        [=] {
+          if (backend == Backend::Cpu) {
+            ops::PopcountRowsCpu(codes, out->data());
+          } else {
+#ifdef CUSIM_WITH_CUDA
+            ops::PopcountRowsCuda(codes, out->data(), device, timing.get());
+#else
+            (void)device;
+#endif
+          }
+        },
+        [=](Napi::Env env) -> Napi::Value {
+          auto r = Napi::Object::New(env);
+          r.Set("counts", ToTyped(env, std::move(*out)));
+          r.Set("kernelMs", timing->kernelMs);
+          r.Set("transferMs", timing->transferMs);
+          return r;
+        },
+        {info[0]});
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("popcountRows", Napi::Function::New(env, PopcountRows, "popcountRows"));
+}
+
+}  // namespace
+
+CUSIM_REGISTER(ops, Init);
+
+}  // namespace cusim

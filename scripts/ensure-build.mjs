@@ -1,0 +1,18 @@
+// `npm test` runs against the addon built from these sources, never a stale
+// build or a prebuild: rebuild (cmake-js, which detects CUDA) when the addon
+// is missing or older than any native/ or cuda/ source.
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const addon = path.join(root, 'build', 'Release', 'cusim.node');
+const sources = ['native', 'cuda']
+  .flatMap((d) => readdirSync(path.join(root, d)).map((f) => path.join(root, d, f)))
+  .concat([path.join(root, 'CMakeLists.txt')]);
+const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
+if (existsSync(addon) && statSync(addon).mtimeMs >= newest) process.exit(0);
+console.error('cusim: building the addon from source (cmake-js; CUDA kernels only where nvcc and cuRAND headers exist)');
+const r = spawnSync('npx', ['cmake-js', 'compile'], { cwd: root, stdio: 'inherit' });
+process.exit(r.status ?? 1);

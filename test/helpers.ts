@@ -1,0 +1,80 @@
+// Shared test utilities: a seeded RNG, random inputs, and the GPU gate.
+import { describe } from 'vitest';
+import { devices, type Backend, type CsrMatrix } from '../lib/index.js';
+
+export const deviceInfo = devices();
+export const hasGpu = deviceInfo.cuda;
+
+/** A describe block for CUDA tests; skips itself, saying why, without a GPU. */
+export function describeGpu(name: string, fn: () => void): void {
+  const title = hasGpu ? `GPU: ${name}` : `GPU: ${name} (skipped: ${deviceInfo.reason})`;
+  describe.skipIf(!hasGpu)(title, fn);
+}
+
+/** Backends available here: always 'cpu', plus 'cuda' where a GPU is usable. */
+export const backends: Backend[] = hasGpu ? ['cpu', 'cuda'] : ['cpu'];
+
+/** mulberry32: small, fast, deterministic. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function randInt(r: () => number, n: number): number {
+  return Math.floor(r() * n);
+}
+
+/** Zipf-like column draw: popular columns are small ids. */
+export function zipf(r: () => number, n: number, s = 1.1): number {
+  // Inverse-CDF on a continuous approximation; good enough for test skew.
+  const u = r();
+  const x = Math.pow(1 - u * (1 - Math.pow(n, 1 - s)), 1 / (1 - s));
+  return Math.min(n - 1, Math.max(0, Math.floor(x) - 1));
+}
+
+/**
+ * Random CSR with distinct sorted columns per row. `lengths` gives each row's
+ * nnz (clamped to cols); values are uniform in (0, 1] unless `weights` is false.
+ */
+export function randomCsr(
+  r: () => number,
+  rows: number,
+  cols: number,
+  lengths: (row: number) => number,
+  { weights = true, skew = false }: { weights?: boolean; skew?: boolean } = {},
+): CsrMatrix {
+  const indptr = new Uint32Array(rows + 1);
+  const idx: number[] = [];
+  for (let i = 0; i < rows; i++) {
+    const want = Math.min(cols, Math.max(0, lengths(i)));
+    const set = new Set<number>();
+    if (want > cols / 2) {
+      for (let c = 0; c < cols && set.size < want; c++) if (r() < want / cols || cols - c <= want - set.size) set.add(c);
+    } else {
+      while (set.size < want) set.add(skew ? zipf(r, cols) : randInt(r, cols));
+    }
+    const sorted = [...set].sort((a, b) => a - b);
+    idx.push(...sorted);
+    indptr[i + 1] = idx.length;
+  }
+  const indices = Uint32Array.from(idx);
+  const m: CsrMatrix = { rows, cols, indptr, indices };
+  if (weights) {
+    const values = new Float32Array(indices.length);
+    for (let i = 0; i < values.length; i++) values[i] = 1 - r();
+    m.values = values;
+  }
+  return m;
+}
+
+export function randomBits(r: () => number, rows: number, bits: number): Uint32Array {
+  const out = new Uint32Array((rows * bits) / 32);
+  for (let i = 0; i < out.length; i++) out[i] = Math.floor(r() * 4294967296) >>> 0;
+  return out;
+}
