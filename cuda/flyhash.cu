@@ -204,16 +204,21 @@ __global__ void __launch_bounds__(1024) FusedKernel(const float* __restrict__ x,
   }
 }
 
-// Two-pass path, pass 1: blockIdx.y picks R rows, blockIdx.x a chunk of outputs.
-template <int R, typename Idx>
+// Two-pass path, pass 1: blockIdx.y picks R rows, blockIdx.x a chunk of
+// outputs. When even one row exceeds shared memory (Global), the row is read
+// from device memory in place (R = 1, so the layouts agree).
+template <int R, typename Idx, bool Global>
 __global__ void __launch_bounds__(256) ActivateKernel(const float* __restrict__ x, uint64_t rows, uint32_t d,
                                                       const Idx* __restrict__ projT, uint32_t m, uint32_t s,
                                                       uint32_t* __restrict__ keysOut) {
   extern __shared__ __align__(16) unsigned char smem[];
-  float* xs = reinterpret_cast<float*>(smem);
   const uint64_t r0 = uint64_t(blockIdx.y) * R;
-  LoadRows<R>(x, rows, d, r0, xs);
-  __syncthreads();
+  const float* xs = x + r0 * d;
+  if (!Global) {
+    LoadRows<R>(x, rows, d, r0, reinterpret_cast<float*>(smem));
+    xs = reinterpret_cast<const float*>(smem);
+    __syncthreads();
+  }
   const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= m) return;
   float acc[R];
@@ -246,9 +251,9 @@ void SetSmem(const Plan& pl) {
   if (pl.fused) {
     auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-  } else {
-    CUSIM_CUDA_CHECK(
-        cudaFuncSetAttribute(ActivateKernel<4, Idx>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+  } else if (pl.smem > 0) {
+    auto f = pl.R == 4 ? ActivateKernel<4, Idx, false> : pl.R == 2 ? ActivateKernel<2, Idx, false> : ActivateKernel<1, Idx, false>;
+    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   }
 }
 
@@ -278,10 +283,16 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
     if (perSm < 1) perSm = 1;
     pl.grid = unsigned(sms * perSm);
   } else {
-    pl.R = 4;
     pl.threads = 256;
-    pl.smem = Align16(uint64_t(p.d) * 4 * 4);
-    if (pl.smem > limit) ThrowInvalid("inputDim is too large for the GPU path (x rows do not fit in shared memory)");
+    pl.R = 1;
+    pl.smem = 0;  // 0: rows are read from device memory
+    for (int R : {4, 2, 1}) {
+      if (Align16(uint64_t(p.d) * R * 4) <= limit) {
+        pl.R = R;
+        pl.smem = Align16(uint64_t(p.d) * R * 4);
+        break;
+      }
+    }
     SetSmem<Idx>(pl);
     // The keys of a batch live in device memory: bound them to 512 MB.
     batch = std::min<uint64_t>(batch, std::max<uint64_t>(4, (uint64_t(512) << 20) / (uint64_t(p.m) * 4)));
@@ -358,9 +369,12 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
                                             dOut[slot].data(), stride);
       CUSIM_LAUNCH_CHECK();
     } else {
-      dim3 grid1(unsigned((p.m + 255) / 256), unsigned((n + 3) / 4));
-      ActivateKernel<4, Idx><<<grid1, 256, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj.data(), p.m, p.s,
-                                                          dKeys[slot].data());
+      dim3 grid1(unsigned((p.m + 255) / 256), unsigned((n + pl.R - 1) / pl.R));
+      auto f = pl.smem == 0 ? ActivateKernel<1, Idx, true>
+               : pl.R == 4  ? ActivateKernel<4, Idx, false>
+               : pl.R == 2  ? ActivateKernel<2, Idx, false>
+                            : ActivateKernel<1, Idx, false>;
+      f<<<grid1, 256, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj.data(), p.m, p.s, dKeys[slot].data());
       CUSIM_LAUNCH_CHECK();
       const unsigned grid2 = unsigned(std::min<uint64_t>(pl.grid, n));
       SelectKernel<<<grid2, 1024, 0, st>>>(dKeys[slot].data(), n, p.m, p.k, indices, dOut[slot].data(), stride);
