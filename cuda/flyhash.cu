@@ -174,7 +174,8 @@ __device__ __forceinline__ void Activate(const float* xs, const Idx* __restrict_
   const V* xv = reinterpret_cast<const V*>(xs);
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  for (uint32_t t = 0; t < s; ++t) Add(acc, xv[projT[uint64_t(t) * m + j]]);
+  const Idx* col = projT + j;
+  for (uint32_t t = 0; t < s; ++t, col += m) Add(acc, xv[*col]);
 }
 
 __host__ __device__ inline uint64_t Align16(uint64_t b) { return (b + 15) & ~uint64_t(15); }
@@ -302,19 +303,49 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
   return pl;
 }
 
+// The projection on one device, transposed to [s][m] (so a warp's index loads
+// are coalesced) and narrowed to 16 bits when d allows. Uploaded once per
+// object and device.
 template <typename Idx>
-void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out, int device,
-         const CancelToken& cancel, Timing* timing) {
-  const uint64_t rows = x.rows, stride = OutStride(p, o);
-  const bool indices = o == Output::Indices;
-  Plan pl = MakePlan<Idx>(p, rows, device, o);
+struct ProjState : GpuState {
+  int device = -1;
+  gpu::DeviceBuffer<Idx> proj;
+  // Freed with its own device current, whichever thread drops the object.
+  ~ProjState() override {
+    if (!proj.data()) return;
+    try {
+      gpu::DeviceGuard guard(device);
+      proj.release();
+    } catch (...) {
+      proj.release();
+    }
+  }
+};
 
-  // Transposed to [s][m] (coalesced per warp) and narrowed when d allows.
+template <typename Idx>
+const Idx* UploadProjection(const Params& p, const uint32_t* proj, int device, std::unique_ptr<GpuState>* state) {
+  auto* have = dynamic_cast<ProjState<Idx>*>(state->get());
+  if (have && have->device == device) return have->proj.data();
+  state->reset();  // frees the old buffer (on whatever device) first
+  auto fresh = std::make_unique<ProjState<Idx>>();
+  fresh->device = device;
   std::vector<Idx> projT(uint64_t(p.m) * p.s);
   for (uint64_t j = 0; j < p.m; ++j)
     for (uint64_t t = 0; t < p.s; ++t) projT[t * p.m + j] = Idx(proj[j * p.s + t]);
+  fresh->proj.reset(projT.size(), "FlyHash projection");
+  CUSIM_CUDA_CHECK(cudaMemcpy(fresh->proj.data(), projT.data(), projT.size() * sizeof(Idx), cudaMemcpyHostToDevice));
+  const Idx* ptr = fresh->proj.data();
+  *state = std::move(fresh);
+  return ptr;
+}
 
-  gpu::DeviceBuffer<Idx> dProj(projT.size(), "FlyHash projection");
+template <typename Idx>
+void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out, int device,
+         const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+  const uint64_t rows = x.rows, stride = OutStride(p, o);
+  const bool indices = o == Output::Indices;
+  Plan pl = MakePlan<Idx>(p, rows, device, o);
+  const Idx* dProj = UploadProjection<Idx>(p, proj, device, state);
   gpu::Stream streams[2];
   gpu::DeviceBuffer<float> dX[2];
   gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2];
@@ -327,9 +358,6 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     hX[i].reserve(pl.batch * p.d, "FlyHash pinned input");
     hOut[i].reserve(pl.batch * stride, "FlyHash pinned output");
   }
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(dProj.data(), projT.data(), projT.size() * sizeof(Idx), cudaMemcpyHostToDevice,
-                                   streams[0]));
-  streams[0].sync();
 
   struct Pending {
     bool live = false;
@@ -365,7 +393,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     if (pl.fused) {
       const unsigned grid = unsigned(std::min<uint64_t>(pl.grid, (n + pl.R - 1) / pl.R));
       auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
-      f<<<grid, pl.threads, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj.data(), p.m, p.s, p.k, indices,
+      f<<<grid, pl.threads, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj, p.m, p.s, p.k, indices,
                                             dOut[slot].data(), stride);
       CUSIM_LAUNCH_CHECK();
     } else {
@@ -374,7 +402,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
                : pl.R == 4  ? ActivateKernel<4, Idx, false>
                : pl.R == 2  ? ActivateKernel<2, Idx, false>
                             : ActivateKernel<1, Idx, false>;
-      f<<<grid1, 256, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj.data(), p.m, p.s, dKeys[slot].data());
+      f<<<grid1, 256, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj, p.m, p.s, dKeys[slot].data());
       CUSIM_LAUNCH_CHECK();
       const unsigned grid2 = unsigned(std::min<uint64_t>(pl.grid, n));
       SelectKernel<<<grid2, 1024, 0, st>>>(dKeys[slot].data(), n, p.m, p.k, indices, dOut[slot].data(), stride);
@@ -397,13 +425,13 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
 }  // namespace
 
 void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out, int device,
-              const CancelToken& cancel, Timing* timing) {
+              const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
   if (x.rows == 0) return;
   gpu::DeviceGuard guard(device);
   if (p.d <= 65536)
-    Run<uint16_t>(p, proj, x, o, out, device, cancel, timing);
+    Run<uint16_t>(p, proj, x, o, out, device, cancel, timing, state);
   else
-    Run<uint32_t>(p, proj, x, o, out, device, cancel, timing);
+    Run<uint32_t>(p, proj, x, o, out, device, cancel, timing, state);
 }
 
 }  // namespace flyhash

@@ -1,6 +1,7 @@
 // N-API glue for FlyHash: an object owning the projection table, with an
 // async hash() that runs on the CPU pool or on one GPU.
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace {
 struct FlyHashImpl {
   flyhash::Params params;
   std::vector<uint32_t> proj;  // m * s, built once; both backends read it
+  std::mutex gpuMu;            // one GPU call at a time owns gpu
+  std::unique_ptr<flyhash::GpuState> gpu;
 };
 
 class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
@@ -98,7 +101,9 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
               flyhash::HashCpu(p, impl->proj.data(), x, o, result->data(), cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              flyhash::HashCuda(p, impl->proj.data(), x, o, result->data(), device, cancel, timing.get());
+              std::lock_guard<std::mutex> lock(impl->gpuMu);
+              flyhash::HashCuda(p, impl->proj.data(), x, o, result->data(), device, cancel, timing.get(),
+                                &impl->gpu);
 #else
               (void)device;
 #endif

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common.h"
@@ -61,9 +62,16 @@ inline uint64_t OutStride(const Params& p, Output o) {
 // out holds x.rows * OutStride(p, o) words.
 void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
              const CancelToken& cancel);
+// What a FlyHash object keeps on a GPU between calls (the uploaded
+// projection). Opaque here; the CUDA backend defines it. Callers serialize
+// HashCuda calls that share one state.
+struct GpuState {
+  virtual ~GpuState() = default;
+};
+
 #ifdef CUSIM_WITH_CUDA
 void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
-              int device, const CancelToken& cancel, Timing* timing);
+              int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state);
 #endif
 
 }  // namespace flyhash
