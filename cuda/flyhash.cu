@@ -295,8 +295,10 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
       }
     }
     SetSmem<Idx>(pl);
-    // The keys of a batch live in device memory: bound them to 512 MB.
-    batch = std::min<uint64_t>(batch, std::max<uint64_t>(4, (uint64_t(512) << 20) / (uint64_t(p.m) * 4)));
+    // The keys of a batch live in device memory; 128 MB per slot keeps a good
+    // part of them in L2 between the select kernel's passes while still giving
+    // it a few hundred rows (blocks) per launch at m ~ 100k.
+    batch = std::min<uint64_t>(batch, std::max<uint64_t>(4, (uint64_t(128) << 20) / (uint64_t(p.m) * 4)));
     pl.grid = unsigned(sms * 2);
   }
   pl.batch = std::min<uint64_t>(batch, rows);

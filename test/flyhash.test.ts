@@ -220,15 +220,12 @@ function loadSift(): DenseMatrix {
   return { data: Float32Array.from(bytes), rows: bytes.length / 128, cols: 128 };
 }
 
-// Mean average precision as in the FlyHash replications: for each query the
-// database (query excluded) is ranked by code distance (ties by index), the
-// first R = 2% of n are retrieved, relevant = the query's true top R by L2, and
-// AP is the mean of precision@i over the relevant items among those R.
-function meanAveragePrecision(X: DenseMatrix, queries: number, dist: (q: number, i: number) => number): number {
-  const n = X.rows;
-  const d = X.cols;
+// Ground truth: each query's top R = 2% of the database by L2 (query
+// excluded, ties to the lower index).
+function groundTruth(X: DenseMatrix, queries: number): Set<number>[] {
+  const { rows: n, cols: d } = X;
   const top = Math.round(0.02 * n);
-  let total = 0;
+  const out: Set<number>[] = [];
   for (let q = 0; q < queries; q++) {
     const l2 = new Float64Array(n);
     for (let i = 0; i < n; i++) {
@@ -237,23 +234,48 @@ function meanAveragePrecision(X: DenseMatrix, queries: number, dist: (q: number,
         const t = X.data[q * d + c] - X.data[i * d + c];
         s += t * t;
       }
-      l2[i] = s;
+      l2[i] = i === q ? Infinity : s;
     }
-    const others = Array.from({ length: n }, (_, i) => i).filter((i) => i !== q);
-    const relevant = new Set(others.slice().sort((a, b) => l2[a] - l2[b] || a - b).slice(0, top));
-    const dq = others.map((i) => dist(q, i));
-    const ranked = others.map((i, p) => [dq[p], i]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const v = Float64Array.from(l2).sort()[top - 1];
+    const set = new Set<number>();
+    for (let i = 0; i < n; i++) if (l2[i] < v) set.add(i);
+    for (let i = 0; i < n && set.size < top; i++) if (l2[i] === v) set.add(i);
+    out.push(set);
+  }
+  return out;
+}
+
+// Mean average precision as in the FlyHash replications: the database (query
+// excluded) is ranked by integer code distance (ties by index), the first R
+// are retrieved, and AP is the mean of precision@i over the relevant items
+// among those R.
+function meanAveragePrecision(n: number, truth: Set<number>[], dist: (q: number, i: number) => number): number {
+  let total = 0;
+  for (let q = 0; q < truth.length; q++) {
+    const top = truth[q].size;
+    const buckets: number[][] = [];
+    for (let i = 0; i < n; i++) {
+      if (i === q) continue;
+      (buckets[dist(q, i)] ??= []).push(i);
+    }
     let hits = 0;
     let ap = 0;
-    for (let p = 0; p < top; p++) {
-      if (relevant.has(ranked[p][1])) {
-        hits++;
-        ap += hits / (p + 1);
+    let p = 0;
+    for (const bucket of buckets) {
+      if (bucket === undefined) continue;
+      for (const i of bucket) {
+        if (p === top) break;
+        p++;
+        if (truth[q].has(i)) {
+          hits++;
+          ap += hits / p;
+        }
       }
+      if (p === top) break;
     }
     total += hits === 0 ? 0 : ap / hits;
   }
-  return total / queries;
+  return total / truth.length;
 }
 
 function popcount(x: number): number {
@@ -295,8 +317,9 @@ describe('FlyHash quality on SIFT10K', () => {
     const queries = 1000;
     using fly = new FlyHash({ inputDim: 128, winners: 16, hashLength: 320, connections: 13, normalize: 'mean100', backend: 'cpu' });
     const codes = await fly.hash(X);
-    const flyMap = meanAveragePrecision(X, queries, hammingOf(codes.data, fly.wordsPerCode));
-    const simMap = meanAveragePrecision(X, queries, hammingOf(simHash(X, 16, 21), 1));
+    const truth = groundTruth(X, queries);
+    const flyMap = meanAveragePrecision(X.rows, truth, hammingOf(codes.data, fly.wordsPerCode));
+    const simMap = meanAveragePrecision(X.rows, truth, hammingOf(simHash(X, 16, 21), 1));
     console.log(`SIFT10K mAP: FlyHash ${flyMap.toFixed(3)}, SimHash ${simMap.toFixed(3)}`);
     expect(flyMap).toBeGreaterThanOrEqual(0.55);
     expect(flyMap).toBeGreaterThanOrEqual(2 * simMap);
