@@ -381,7 +381,12 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
 
   uint64_t batchNo = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += pl.batch, ++batchNo) {
-    cancel.check();
+    if (cancel.requested()) {
+      // Let in-flight copies finish before their buffers are freed.
+      streams[0].sync();
+      streams[1].sync();
+      cancel.check();
+    }
     const int slot = int(batchNo & 1);
     finish(slot);
     const uint64_t n = std::min<uint64_t>(pl.batch, rows - r0);

@@ -403,6 +403,11 @@ describeGpu('FlyHash CUDA equals the CPU backend bit for bit', () => {
     await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(2), 13, 784));
   }, 60_000);
 
+  it('fused path with one row per block (R = 1: m = 40,000 keys fill shared memory)', async () => {
+    await expectSame({ d: 100, m: 40000, s: 7, k: 2001 }, randomDense(rng(12), 5, 100, true));
+    await expectSame({ d: 100, m: 40000, s: 7, k: 3 }, randomDense(rng(13), 6, 100));
+  }, 60_000);
+
   it('fused path: many batches through both streams', async () => {
     // 8 KB per input row: the 64 MB staging batch holds ~8k rows, so 20k rows take 3 batches.
     await expectSame({ d: 2048, m: 40, s: 8, k: 5 }, randomDense(rng(3), 20000, 2048));
