@@ -82,37 +82,50 @@ void CheckFinite(const DenseView& x, const char* name) {
 void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
              const CancelToken& cancel) {
   const uint64_t stride = OutStride(p, o);
-  ParallelFor(x.rows, 4, [&](size_t b, size_t e) {
-    std::vector<uint32_t> keys(p.m), scratch(p.m);
-    for (size_t r = b; r < e; ++r) {
+  // Rows go in tiles so each output's index list is read once per tile, not
+  // once per row; every row still sums its inputs in ascending order.
+  constexpr uint32_t kTile = 8;
+  const uint64_t tiles = (x.rows + kTile - 1) / kTile;
+  ParallelFor(tiles, 1, [&](size_t b, size_t e) {
+    std::vector<uint32_t> keys(uint64_t(kTile) * p.m), scratch(p.m);
+    for (size_t tile = b; tile < e; ++tile) {
       cancel.check();
-      const float* xr = x.data + r * x.cols;
+      const uint64_t r0 = tile * kTile;
+      const uint32_t nr = uint32_t(std::min<uint64_t>(kTile, x.rows - r0));
+      const float* xr[kTile];
+      for (uint32_t r = 0; r < kTile; ++r) xr[r] = x.data + (r0 + std::min(r, nr - 1)) * x.cols;
       for (uint32_t j = 0; j < p.m; ++j) {
         const uint32_t* in = proj + uint64_t(j) * p.s;
-        float a = 0.0f;
-        for (uint32_t t = 0; t < p.s; ++t) a += xr[in[t]];
-        keys[j] = FloatKey(a);
-      }
-      scratch = keys;
-      std::nth_element(scratch.begin(), scratch.begin() + (p.k - 1), scratch.end(), std::greater<uint32_t>());
-      const uint32_t v = scratch[p.k - 1];
-      uint32_t greater = 0;
-      for (uint32_t j = 0; j < p.m; ++j) greater += keys[j] > v;
-      uint32_t ties = p.k - greater;  // equal values still to take, lowest index first
-      uint32_t* dst = out + r * stride;
-      if (o == Output::Bits) std::fill(dst, dst + stride, 0u);
-      uint32_t n = 0;
-      for (uint32_t j = 0; j < p.m; ++j) {
-        bool win = keys[j] > v;
-        if (!win && keys[j] == v && ties > 0) {
-          --ties;
-          win = true;
+        float a[kTile] = {};
+        for (uint32_t t = 0; t < p.s; ++t) {
+          const uint32_t i = in[t];
+          for (uint32_t r = 0; r < kTile; ++r) a[r] += xr[r][i];
         }
-        if (!win) continue;
-        if (o == Output::Bits) {
-          dst[j >> 5] |= 1u << (j & 31);
-        } else {
-          dst[n++] = j;
+        for (uint32_t r = 0; r < nr; ++r) keys[uint64_t(r) * p.m + j] = FloatKey(a[r]);
+      }
+      for (uint32_t r = 0; r < nr; ++r) {
+        const uint32_t* rk = keys.data() + uint64_t(r) * p.m;
+        std::copy(rk, rk + p.m, scratch.begin());
+        std::nth_element(scratch.begin(), scratch.begin() + (p.k - 1), scratch.end(), std::greater<uint32_t>());
+        const uint32_t v = scratch[p.k - 1];
+        uint32_t greater = 0;
+        for (uint32_t j = 0; j < p.m; ++j) greater += rk[j] > v;
+        uint32_t ties = p.k - greater;  // equal values still to take, lowest index first
+        uint32_t* dst = out + (r0 + r) * stride;
+        if (o == Output::Bits) std::fill(dst, dst + stride, 0u);
+        uint32_t n = 0;
+        for (uint32_t j = 0; j < p.m; ++j) {
+          bool win = rk[j] > v;
+          if (!win && rk[j] == v && ties > 0) {
+            --ties;
+            win = true;
+          }
+          if (!win) continue;
+          if (o == Output::Bits) {
+            dst[j >> 5] |= 1u << (j & 31);
+          } else {
+            dst[n++] = j;
+          }
         }
       }
     }
