@@ -88,6 +88,25 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     sweep.push(await measure(sh, X));
   }
 
+  // GPU tuning: rows per block of the fused kernel (shared memory permitting).
+  const tuning = [];
+  if (hasGpu && !quick) {
+    for (const sh of shapes.filter((x) => x.m * 4 < 200_000)) {
+      const X = { data: uniform(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
+      const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
+      try {
+        for (const maxR of [1, 2, 4]) {
+          process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK = String(maxR);
+          const t = await time(async () => ({ deviceMs: (await fly.hash(X, { backend: 'cuda' })).kernelMs }), { warmup: 1, repeats: 3 });
+          tuning.push({ shape: sh.name, 'max rows per block': maxR, 'GPU kernel ms': t.deviceMs.median, 'GPU vectors/s (kernel)': sh.n / (t.deviceMs.median / 1e3) });
+        }
+      } finally {
+        delete process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK;
+        fly.dispose();
+      }
+    }
+  }
+
   const cols = ['shape', 'n', 'd', 'm', 's', 'k'];
   const gpuCols = hasGpu ? ['GPU kernel ms', 'GPU wall ms', 'GPU vectors/s (kernel)', 'GPU vectors/s (wall)'] : [];
   const cpuCols = ['CPU rows timed', 'CPU vectors/s'];
@@ -117,6 +136,16 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
         rows: sweep,
         notes: ['s = 5% of d and k = 5% of m, as in the FashionMNIST configuration.'],
       },
+      ...(tuning.length
+        ? [
+            {
+              title: 'GPU tuning: rows per block of the fused kernel',
+              columns: ['shape', 'max rows per block', 'GPU kernel ms', 'GPU vectors/s (kernel)'],
+              rows: tuning,
+              notes: ['CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R; shared memory may force a smaller R (FashionMNIST fits R <= 2).'],
+            },
+          ]
+        : []),
     ],
   };
 }

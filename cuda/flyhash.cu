@@ -9,6 +9,7 @@
 // there with the same routine. Batches alternate between two streams with
 // pinned staging, so copies of one batch overlap the kernels of the other.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -265,7 +266,12 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
   const int sms = gpu::MultiprocessorCount(device);
   pl.threads = p.m >= 8192 ? 1024 : p.m >= 2048 ? 512 : 256;
   pl.fused = false;
+  // Tuning knob for the bench: cap rows per block (more rows share each index
+  // load; fewer leave room for a second resident block).
+  int maxR = 4;
+  if (const char* env = std::getenv("CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK")) maxR = std::max(1, std::atoi(env));
   for (int R : {4, 2, 1}) {
+    if (R > maxR) continue;
     const size_t need = Align16(uint64_t(p.d) * R * 4) + uint64_t(R) * p.m * 4;
     if (need <= limit) {
       pl.fused = true;
