@@ -5,3 +5,5 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export { FlyHash } from './flyhash.js';
+export type { FlyHashOptions, FlyHashResult, FlyHashNormalize } from './flyhash.js';

@@ -1,0 +1,151 @@
+// FlyHash throughput: the GPU paper's shapes (FashionMNIST, CIFAR10, uniform
+// synthetic with a batch sweep) and 1M x 128, GPU and CPU (all cores) in the
+// same run, against PyTorch fp32 (dense matmul with the binary projection,
+// then torch.topk) on the same GPU.
+import path from 'node:path';
+
+function uniform(n, seed) {
+  const a = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < a.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    a[i] = s / 4294967296;
+  }
+  return a;
+}
+
+// CPU runs on large shapes would take minutes; past this many gather-adds
+// (rows * m * s) the CPU is timed on a prefix of the rows and its vectors/s
+// extrapolated (the table says so).
+const CPU_WORK = 4e10;
+
+export async function run({ cusim, quick, backends, time, runPeer, peersDir, log }) {
+  const hasGpu = backends.includes('cuda');
+  const shapes = quick
+    ? [
+        { name: 'FashionMNIST shape (quick: 200 rows)', n: 200, d: 784, m: 25088, s: 39, k: 1254 },
+        { name: 'CIFAR10 shape (quick: 8 rows)', n: 8, d: 3072, m: 98304, s: 154, k: 4915 },
+        { name: '1M x 128 (quick: 20k rows)', n: 20_000, d: 128, m: 1280, s: 13, k: 32 },
+      ]
+    : [
+        { name: 'FashionMNIST shape', n: 60_000, d: 784, m: 25088, s: 39, k: 1254, torchMs: 70.1, targetMs: 10 },
+        { name: 'CIFAR10 shape', n: 50_000, d: 3072, m: 98304, s: 154, k: 4915, torchMs: 681, targetMs: 100 },
+        { name: '1M x 128', n: 1_000_000, d: 128, m: 1280, s: 13, k: 32, torchMs: 47.7, targetMs: 10 },
+      ];
+  const repeats = quick ? 2 : 5;
+
+  async function measure(sh, X) {
+    const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
+    const row = { shape: sh.name, n: sh.n, d: sh.d, m: sh.m, s: sh.s, k: sh.k };
+    try {
+      if (hasGpu) {
+        const t = await time(async () => ({ deviceMs: (await fly.hash(X, { backend: 'cuda' })).kernelMs }), { warmup: 1, repeats });
+        row['GPU kernel ms'] = t.deviceMs.median;
+        row['GPU wall ms'] = t.wallMs.median;
+        row['GPU vectors/s (kernel)'] = sh.n / (t.deviceMs.median / 1e3);
+        row['GPU vectors/s (wall)'] = sh.n / (t.wallMs.median / 1e3);
+      }
+      const cpuRows = Math.max(1, Math.min(sh.n, Math.floor(CPU_WORK / (sh.m * sh.s))));
+      const Xc = cpuRows === sh.n ? X : { data: X.data.subarray(0, cpuRows * sh.d), rows: cpuRows, cols: sh.d };
+      const tc = await time(() => fly.hash(Xc, { backend: 'cpu' }), { warmup: quick ? 0 : 1, repeats: quick ? 1 : 3 });
+      row['CPU rows timed'] = cpuRows;
+      row['CPU vectors/s'] = cpuRows / (tc.wallMs.median / 1e3);
+      if (hasGpu) row['GPU/CPU (wall)'] = row['GPU vectors/s (wall)'] / row['CPU vectors/s'];
+    } finally {
+      fly.dispose();
+    }
+    return row;
+  }
+
+  const paper = [];
+  for (const sh of shapes) {
+    log(`flyhash ${sh.name}`);
+    const X = { data: uniform(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
+    const row = await measure(sh, X);
+    if (hasGpu && !quick) {
+      const peer = runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k], { timeoutMs: 600_000 });
+      if (peer.skipped) row['torch fp32 ms'] = `skipped: ${peer.skipped}`;
+      else {
+        row['torch fp32 ms'] = peer.ms_median;
+        row['GPU kernel vs torch'] = peer.ms_median / row['GPU kernel ms'];
+        row['GPU wall vs torch'] = peer.ms_median / row['GPU wall ms'];
+      }
+    }
+    row['target ms'] = sh.targetMs;
+    row['issue torch ms'] = sh.torchMs;
+    paper.push(row);
+  }
+
+  // Uniform synthetic, d = 1024, m = 128 d, s = 5% of d, k = 5% of m.
+  const d = quick ? 64 : 1024;
+  const sweep = [];
+  const batches = quick ? [2, 32, 512] : [2, 8, 32, 128, 512, 2048, 8192, 32768];
+  const Xall = { data: uniform(batches[batches.length - 1] * d, 9), rows: batches[batches.length - 1], cols: d };
+  for (const n of batches) {
+    const sh = { name: `uniform d=${d}`, n, d, m: 128 * d, s: Math.round(0.05 * d), k: Math.round(0.05 * 128 * d) };
+    log(`flyhash uniform batch ${n}`);
+    const X = { data: Xall.data.subarray(0, n * d), rows: n, cols: d };
+    sweep.push(await measure(sh, X));
+  }
+
+  // GPU tuning: rows per block of the fused kernel (shared memory permitting).
+  const tuning = [];
+  if (hasGpu && !quick) {
+    for (const sh of shapes.filter((x) => x.m * 4 < 200_000)) {
+      const X = { data: uniform(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
+      const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
+      try {
+        for (const maxR of [1, 2, 4]) {
+          process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK = String(maxR);
+          const t = await time(async () => ({ deviceMs: (await fly.hash(X, { backend: 'cuda' })).kernelMs }), { warmup: 1, repeats: 3 });
+          tuning.push({ shape: sh.name, 'max rows per block': maxR, 'GPU kernel ms': t.deviceMs.median, 'GPU vectors/s (kernel)': sh.n / (t.deviceMs.median / 1e3) });
+        }
+      } finally {
+        delete process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK;
+        fly.dispose();
+      }
+    }
+  }
+
+  const cols = ['shape', 'n', 'd', 'm', 's', 'k'];
+  const gpuCols = hasGpu ? ['GPU kernel ms', 'GPU wall ms', 'GPU vectors/s (kernel)', 'GPU vectors/s (wall)'] : [];
+  const cpuCols = ['CPU rows timed', 'CPU vectors/s'];
+  return {
+    sections: [
+      {
+        title: 'paper shapes and 1M x 128 (uniform data, packed-bit output)',
+        columns: [
+          ...cols,
+          ...gpuCols,
+          ...cpuCols,
+          ...(hasGpu ? ['GPU/CPU (wall)', 'torch fp32 ms', 'GPU kernel vs torch', 'GPU wall vs torch'] : []),
+          'target ms',
+          'issue torch ms',
+        ],
+        rows: paper,
+        notes: [
+          'GPU kernel ms: CUDA events around the FlyHash kernels; wall ms adds host staging and PCIe copies of X and the codes (batches pipelined on 2 streams).',
+          `CPU: all cores; above ${CPU_WORK.toExponential(0)} gather-adds the CPU is timed on the first "CPU rows timed" rows and vectors/s extrapolated.`,
+          'torch fp32: dense X @ W (W the same-shape binary projection, s ones per column) + torch.topk, data resident on the GPU, CUDA events; bench/peers/flyhash_torch.py.',
+          'Targets (issue 6): >= 5x torch fp32; FashionMNIST <= 10 ms; CIFAR10 <= 100 ms; 1M x 128 >= 1e8 vectors/s; >= 30x CPU.',
+        ],
+      },
+      {
+        title: `uniform synthetic, d = ${d}, m = 128 d, batch sweep`,
+        columns: [...cols, ...gpuCols, ...cpuCols, ...(hasGpu ? ['GPU/CPU (wall)'] : [])],
+        rows: sweep,
+        notes: ['s = 5% of d and k = 5% of m, as in the FashionMNIST configuration.'],
+      },
+      ...(tuning.length
+        ? [
+            {
+              title: 'GPU tuning: rows per block of the fused kernel',
+              columns: ['shape', 'max rows per block', 'GPU kernel ms', 'GPU vectors/s (kernel)'],
+              rows: tuning,
+              notes: ['CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R; shared memory may force a smaller R (FashionMNIST fits R <= 2).'],
+            },
+          ]
+        : []),
+    ],
+  };
+}

@@ -1,0 +1,212 @@
+// FlyHash (Dasgupta, Stevens & Navlakha, Science 2017): a sparse binary random
+// projection from d to m dimensions followed by winner-take-all, keeping the k
+// largest activations as a sparse binary code.
+//
+// Projection contract: output j draws its `connections` distinct inputs from
+// Philox4x32-10 (cuRAND's stream) at (seed, subsequence j, offset 0) by
+// Floyd's sampling with Lemire's unbiased bounded draws, sorted ascending
+// (native/flyhash.h spells it out). The table is built once on the host, so the
+// same seed gives the same code on CPU, GPU and every machine.
+//
+// Semantics: a_j = sum of x[i] over output j's inputs, in float, in ascending
+// input order. Exactly k winners: all a_j above the k-th largest value v, then
+// the lowest-index a_j equal to v. CPU and GPU are bit-identical.
+//
+// Similarity: codes have exactly k ones, so Hamming distance = 2(k - overlap)
+// and ranking by Hamming distance (e.g. with HammingIndex) is the same as
+// ranking by overlap.
+import { native, type Native } from './addon.js';
+import { resolveBackend, type Backend, type BackendOption } from './backend.js';
+import { withCancel } from './cancel.js';
+import { rangeError, typeError } from './errors.js';
+import { NativeResource } from './resource.js';
+import { checkEnum, checkInt, isObject, toDense, describe, type DenseMatrix } from './validate.js';
+
+export type FlyHashNormalize = 'none' | 'mean100';
+
+export interface FlyHashOptions {
+  /** Input dimension d. */
+  inputDim: number;
+  /** Code length m; default 20 * winners. */
+  hashLength?: number;
+  /** Inputs per output (s); default 10% of inputDim (at least 1). */
+  connections?: number;
+  /** Winners per row (k); default 16 (clamped to hashLength). */
+  winners?: number;
+  /** Seed of the projection; default 1. */
+  seed?: number;
+  backend?: BackendOption;
+  /**
+   * 'mean100' reproduces the reference preprocessing: shift the data so its
+   * minimum is 0 (when negative), then scale each row to mean 100.
+   */
+  normalize?: FlyHashNormalize;
+}
+
+export interface FlyHashResult {
+  /** bits: n * ceil(m/32) packed words; indices: n * k ascending winners. */
+  data: Uint32Array;
+  rows: number;
+  output: 'bits' | 'indices';
+  /** Bits per code (m) for 'bits', winners per row (k) for 'indices'. */
+  width: number;
+  backend: Backend;
+  kernelMs: number;
+  transferMs: number;
+}
+
+export class FlyHash extends NativeResource {
+  readonly inputDim: number;
+  readonly hashLength: number;
+  readonly connections: number;
+  readonly winners: number;
+  readonly seed: number;
+  readonly normalize: FlyHashNormalize;
+  readonly backend: BackendOption;
+
+  constructor(options: FlyHashOptions) {
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const inputDim = checkInt(options.inputDim, 'inputDim', 1, 1 << 30);
+    const winners0 = options.winners === undefined ? 16 : checkInt(options.winners, 'winners', 1, 1 << 30);
+    const hashLength = options.hashLength === undefined ? 20 * winners0 : checkInt(options.hashLength, 'hashLength', 1, 1 << 30);
+    const winners = options.winners === undefined ? Math.min(winners0, hashLength) : winners0;
+    if (winners > hashLength) throw rangeError(`winners (${winners}) must be <= hashLength (${hashLength})`);
+    const connections =
+      options.connections === undefined ? Math.max(1, Math.round(inputDim / 10)) : checkInt(options.connections, 'connections', 1, 1 << 30);
+    if (connections > inputDim) throw rangeError(`connections (${connections}) must be <= inputDim (${inputDim})`);
+    if (hashLength * connections > 2 ** 32) throw rangeError(`hashLength * connections must be <= 2^32`);
+    const seed = options.seed === undefined ? 1 : checkInt(options.seed, 'seed');
+    const normalize = options.normalize === undefined ? 'none' : checkEnum(options.normalize, 'normalize', ['none', 'mean100'] as const);
+    const backend = options.backend ?? 'auto';
+    resolveBackend(backend);
+    const Ctor = native().FlyHash as new (o: object) => Native;
+    super(new Ctor({ inputDim, hashLength, connections, winners, seed }), 'FlyHash');
+    this.inputDim = inputDim;
+    this.hashLength = hashLength;
+    this.connections = connections;
+    this.winners = winners;
+    this.seed = seed;
+    this.normalize = normalize;
+    this.backend = backend;
+  }
+
+  /** Words per packed code: ceil(hashLength / 32). */
+  get wordsPerCode(): number {
+    return Math.ceil(this.hashLength / 32);
+  }
+
+  /** hashLength x connections input indices, ascending per output. */
+  projection(): Uint32Array {
+    return this.handle.projection() as Uint32Array;
+  }
+
+  async hash(
+    X: DenseMatrix,
+    options: { output?: 'bits' | 'indices'; backend?: BackendOption; device?: number; signal?: AbortSignal } = {},
+  ): Promise<FlyHashResult> {
+    const h = this.handle;
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const output = options.output === undefined ? 'bits' : checkEnum(options.output, 'output', ['bits', 'indices'] as const);
+    let x = toDense(X, 'X');
+    if (x.cols !== this.inputDim) throw rangeError(`X.cols is ${x.cols} but this FlyHash was built for inputDim ${this.inputDim}`);
+    if (this.normalize === 'mean100') x = mean100(x);
+    const backend = resolveBackend(options.backend ?? this.backend);
+    if (options.device !== undefined) checkInt(options.device, 'device');
+    return withCancel(options.signal, async (cancel) => {
+      const r = await h.hash(x, {
+        backend,
+        devices: options.device === undefined ? undefined : [options.device],
+        output,
+        cancel,
+      });
+      return {
+        data: r.data as Uint32Array,
+        rows: x.rows,
+        output,
+        width: output === 'bits' ? this.hashLength : this.winners,
+        backend,
+        kernelMs: r.kernelMs as number,
+        transferMs: r.transferMs as number,
+      };
+    });
+  }
+
+  /**
+   * Overlap (shared winners) and Hamming distance of two codes from hash():
+   * packed bits (ceil(m/32) words) or index lists (k ascending indices). The
+   * format follows from the length; pass it when both lengths coincide.
+   */
+  similarity(
+    a: Uint32Array,
+    b: Uint32Array,
+    format?: 'bits' | 'indices',
+  ): { overlap: number; hamming: number; jaccard: number } {
+    if (!(a instanceof Uint32Array)) throw typeError(`a must be a Uint32Array, got ${describe(a)}`);
+    if (!(b instanceof Uint32Array)) throw typeError(`b must be a Uint32Array, got ${describe(b)}`);
+    if (a.length !== b.length) throw rangeError(`a has length ${a.length} but b has length ${b.length}`);
+    let overlap = 0;
+    let ones = 0;
+    if (format !== undefined) checkEnum(format, 'format', ['bits', 'indices'] as const);
+    if (format === undefined && this.wordsPerCode === this.winners && a.length === this.winners) {
+      throw typeError(`format is required: ${a.length} is both the word count and the winner count`);
+    }
+    const f = format ?? (a.length === this.wordsPerCode ? 'bits' : 'indices');
+    if (f === 'bits' && a.length === this.wordsPerCode) {
+      for (let i = 0; i < a.length; i++) {
+        overlap += popcount(a[i] & b[i]);
+        ones += popcount(a[i]) + popcount(b[i]);
+      }
+    } else if (f === 'indices' && a.length === this.winners) {
+      let i = 0;
+      let j = 0;
+      while (i < a.length && j < b.length) {
+        if (a[i] === b[j]) {
+          overlap++;
+          i++;
+          j++;
+        } else if (a[i] < b[j]) i++;
+        else j++;
+      }
+      ones = a.length + b.length;
+    } else {
+      throw rangeError(
+        `codes must have ${this.wordsPerCode} words (bits) or ${this.winners} indices, got length ${a.length}`,
+      );
+    }
+    const hamming = ones - 2 * overlap;
+    const union = ones - overlap;
+    return { overlap, hamming, jaccard: union === 0 ? 1 : overlap / union };
+  }
+}
+
+function popcount(x: number): number {
+  x -= (x >>> 1) & 0x55555555;
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  return (Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24) & 0xff;
+}
+
+// The reference preprocessing. Non-finite values are reported here (the
+// native check would only see what this produced).
+function mean100(x: DenseMatrix): DenseMatrix {
+  const { data, rows, cols } = x;
+  let min = Infinity;
+  for (let i = 0; i < data.length; i++) {
+    const v = data[i];
+    if (!Number.isFinite(v)) {
+      throw rangeError(
+        `X.data[${i}] (row ${Math.floor(i / cols)}, column ${i % cols}) is ${v}; the input must be finite`,
+      );
+    }
+    if (v < min) min = v;
+  }
+  const shift = min < 0 ? -min : 0;
+  const out = new Float32Array(data.length);
+  for (let r = 0; r < rows; r++) {
+    let sum = 0;
+    for (let c = 0; c < cols; c++) sum += data[r * cols + c] + shift;
+    const mean = sum / cols;
+    const scale = mean > 0 ? 100 / mean : 0;
+    for (let c = 0; c < cols; c++) out[r * cols + c] = (data[r * cols + c] + shift) * scale;
+  }
+  return { data: out, rows, cols };
+}

@@ -1,0 +1,130 @@
+// N-API glue for FlyHash: an object owning the projection table, with an
+// async hash() that runs on the CPU pool or on one GPU.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "flyhash.h"
+#include "gpu.h"
+#include "napi_util.h"
+
+namespace cusim {
+namespace {
+
+struct FlyHashImpl {
+  flyhash::Params params;
+  std::vector<uint32_t> proj;  // m * s, built once; both backends read it
+  std::mutex gpuMu;            // one GPU call at a time owns gpu
+  std::unique_ptr<flyhash::GpuState> gpu;
+};
+
+class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "FlyHash",
+                       {InstanceMethod("hash", &FlyHashWrap::Hash),
+                        InstanceMethod("projection", &FlyHashWrap::Projection),
+                        InstanceMethod("dispose", &FlyHashWrap::DisposeMethod)});
+  }
+
+  // new FlyHash({ inputDim, hashLength, connections, winners, seed })
+  explicit FlyHashWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    try {
+      Args args(info);
+      Napi::Object o = args.Obj(0, "options");
+      auto dim = [&](const char* key, double lo, double hi) {
+        double v = NumProp(o, key, key);
+        if (!(v >= lo && v <= hi) || v != double(uint64_t(v)))
+          ThrowInvalid(std::string(key) + " must be an integer in [" + std::to_string(uint64_t(lo)) + ", " +
+                       std::to_string(uint64_t(hi)) + "]");
+        return uint32_t(v);
+      };
+      flyhash::Params p;
+      p.d = dim("inputDim", 1, 1u << 30);
+      p.m = dim("hashLength", 1, 1u << 30);
+      p.s = dim("connections", 1, p.d);
+      p.k = dim("winners", 1, p.m);
+      double seed = NumPropOr(o, "seed", 1);
+      if (!(seed >= 0 && seed <= 9007199254740991.0) || seed != double(uint64_t(seed)))
+        ThrowInvalid("seed must be a non-negative safe integer");
+      p.seed = uint64_t(seed);
+      if (uint64_t(p.m) * p.s > (uint64_t(1) << 32)) ThrowInvalid("hashLength * connections must be <= 2^32");
+      auto impl = std::make_shared<FlyHashImpl>();
+      impl->params = p;
+      impl->proj = flyhash::MakeProjection(p);
+      impl_ = std::move(impl);
+    } catch (const Error& e) {
+      throw MakeJsError(info.Env(), e);
+    }
+  }
+
+ private:
+  Napi::Value DisposeMethod(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+  Napi::Value Projection(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("FlyHash");
+      std::vector<uint32_t> copy = impl->proj;
+      return ToTyped(info.Env(), std::move(copy));
+    });
+  }
+
+  // hash(x, { backend, devices, output: 'bits'|'indices', cancel }) ->
+  //   Promise<{ data, kernelMs, transferMs }>
+  Napi::Value Hash(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("FlyHash");
+      Args args(info);
+      Napi::Object opts = args.Obj(1, "options");
+      DenseView x = DenseArg(info[0], "X");
+      const flyhash::Params p = impl->params;
+      if (x.cols != p.d)
+        ThrowInvalid("X.cols is " + std::to_string(x.cols) + " but this FlyHash was built for inputDim " +
+                     std::to_string(p.d));
+      const std::string out = StrPropOr(opts, "output", "bits");
+      if (out != "bits" && out != "indices") ThrowInvalid("output must be 'bits' or 'indices'", "TypeError");
+      const flyhash::Output o = out == "bits" ? flyhash::Output::Bits : flyhash::Output::Indices;
+      Backend backend = BackendProp(opts);
+      int device = 0;
+      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
+      CancelToken cancel = CancelArg(opts);
+      auto result = std::make_shared<std::vector<uint32_t>>(x.rows * flyhash::OutStride(p, o));
+      auto timing = std::make_shared<flyhash::Timing>();
+      std::vector<Napi::Value> keep{info[0], info.This()};
+      if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
+      return RunAsync(
+          info.Env(),
+          [=] {
+            flyhash::CheckFinite(x, "X");
+            if (backend == Backend::Cpu) {
+              flyhash::HashCpu(p, impl->proj.data(), x, o, result->data(), cancel);
+            } else {
+#ifdef CUSIM_WITH_CUDA
+              std::lock_guard<std::mutex> lock(impl->gpuMu);
+              flyhash::HashCuda(p, impl->proj.data(), x, o, result->data(), device, cancel, timing.get(),
+                                &impl->gpu);
+#else
+              (void)device;
+#endif
+            }
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("data", ToTyped(env, std::move(*result)));
+            r.Set("kernelMs", timing->kernelMs);
+            r.Set("transferMs", timing->transferMs);
+            return r;
+          },
+          keep);
+    });
+  }
+};
+
+void Init(Napi::Env env, Napi::Object exports) { exports.Set("FlyHash", FlyHashWrap::Define(env)); }
+
+}  // namespace
+
+CUSIM_REGISTER(flyhash, Init);
+
+}  // namespace cusim

@@ -1,0 +1,78 @@
+// FlyHash (Dasgupta, Stevens & Navlakha 2017): a sparse binary random
+// projection d -> m followed by winner-take-all keeping exactly k outputs.
+// Backend-neutral interface; no napi.h, no CUDA headers.
+//
+// Projection contract (portable across CPU, GPU and machines):
+//   output j draws its s distinct input indices from cusim::Philox(seed, j, 0)
+//   with Floyd's sampling: for i = d - s .. d - 1, t = Bounded(i + 1); if t was
+//   already drawn take i instead. Bounded(n) is Lemire's multiply-shift with
+//   rejection: x = Next(), p = x * n (64-bit); while (uint32(p) < (2^32 - n) % n)
+//   draw again; result p >> 32. It is unbiased. The s indices are then sorted
+//   ascending. The table is built once on the host, so both backends read it.
+//
+// Activation a_j = sum of x[i] over output j's inputs, accumulated in float in
+// ascending input order (bit-identical on CPU and GPU). Winners: every a_j
+// greater than v plus the lowest-index a_j equal to v until there are k, where
+// v is the k-th largest activation. Values are compared through OrderKey, so
+// -0 equals +0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common.h"
+
+namespace cusim {
+namespace flyhash {
+
+struct Params {
+  uint32_t d = 0;  // input dimension
+  uint32_t m = 0;  // hash length (outputs)
+  uint32_t s = 0;  // connections: inputs per output
+  uint32_t k = 0;  // winners per row
+  uint64_t seed = 1;
+};
+
+enum class Output { Bits, Indices };
+
+struct Timing {
+  double kernelMs = 0;    // CUDA events around the kernels
+  double transferMs = 0;  // CUDA events around host<->device copies
+};
+
+// Order-preserving map from float to uint32 (larger float, larger key); -0
+// maps like +0 so that "equal" means equal as floats. Inputs are finite.
+inline uint32_t OrderKeyBits(uint32_t u) {
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// m * s sorted input indices, row j = output j (see the contract above).
+std::vector<uint32_t> MakeProjection(const Params& p);
+
+// Throws a RangeError naming the first non-finite element of x (by position).
+void CheckFinite(const DenseView& x, const char* name);
+
+// Words (Bits) or indices (Indices) per output row.
+inline uint64_t OutStride(const Params& p, Output o) {
+  return o == Output::Bits ? (uint64_t(p.m) + 31) / 32 : p.k;
+}
+
+// out holds x.rows * OutStride(p, o) words.
+void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
+             const CancelToken& cancel);
+// What a FlyHash object keeps on a GPU between calls (the uploaded
+// projection). Opaque here; the CUDA backend defines it. Callers serialize
+// HashCuda calls that share one state.
+struct GpuState {
+  virtual ~GpuState() = default;
+};
+
+#ifdef CUSIM_WITH_CUDA
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
+              int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state);
+#endif
+
+}  // namespace flyhash
+}  // namespace cusim

@@ -1,0 +1,136 @@
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <string>
+
+#include "flyhash.h"
+#include "parallel.h"
+#include "philox.h"
+
+namespace cusim {
+namespace flyhash {
+namespace {
+
+// Uniform in [0, n), n >= 1: Lemire's multiply-shift, rejecting the short
+// range so every value is equally likely.
+uint32_t Bounded(Philox& rng, uint32_t n) {
+  uint64_t p = uint64_t(rng.Next()) * n;
+  uint32_t low = uint32_t(p);
+  if (low < n) {
+    const uint32_t threshold = (0u - n) % n;
+    while (low < threshold) {
+      p = uint64_t(rng.Next()) * n;
+      low = uint32_t(p);
+    }
+  }
+  return uint32_t(p >> 32);
+}
+
+uint32_t FloatKey(float a) {
+  uint32_t u;
+  std::memcpy(&u, &a, 4);
+  return OrderKeyBits(u);
+}
+
+}  // namespace
+
+std::vector<uint32_t> MakeProjection(const Params& p) {
+  std::vector<uint32_t> proj(uint64_t(p.m) * p.s);
+  ParallelFor(p.m, 64, [&](size_t b, size_t e) {
+    // One mark per input; cleared after each output so the cost stays O(s).
+    std::vector<uint8_t> mark(p.d, 0);
+    for (size_t j = b; j < e; ++j) {
+      Philox rng(p.seed, j, 0);
+      uint32_t* out = proj.data() + j * p.s;
+      uint32_t n = 0;
+      for (uint32_t i = p.d - p.s; i < p.d; ++i) {
+        uint32_t t = Bounded(rng, i + 1);
+        if (mark[t]) t = i;
+        mark[t] = 1;
+        out[n++] = t;
+      }
+      std::sort(out, out + p.s);
+      for (uint32_t q = 0; q < p.s; ++q) mark[out[q]] = 0;
+    }
+  });
+  return proj;
+}
+
+void CheckFinite(const DenseView& x, const char* name) {
+  const uint64_t total = x.rows * x.cols;
+  std::mutex mu;
+  uint64_t first = std::numeric_limits<uint64_t>::max();
+  ParallelFor(total, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      if (!std::isfinite(x.data[i])) {
+        std::lock_guard<std::mutex> lock(mu);
+        first = std::min<uint64_t>(first, i);
+        return;
+      }
+    }
+  });
+  if (first == std::numeric_limits<uint64_t>::max()) return;
+  const float v = x.data[first];
+  const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  ThrowInvalid(std::string(name) + ".data[" + std::to_string(first) + "] (row " + std::to_string(first / x.cols) +
+               ", column " + std::to_string(first % x.cols) + ") is " + what + "; the input must be finite");
+}
+
+void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
+             const CancelToken& cancel) {
+  const uint64_t stride = OutStride(p, o);
+  // Rows go in tiles so each output's index list is read once per tile, not
+  // once per row; every row still sums its inputs in ascending order.
+  constexpr uint32_t kTile = 8;
+  const uint64_t tiles = (x.rows + kTile - 1) / kTile;
+  ParallelFor(tiles, 1, [&](size_t b, size_t e) {
+    std::vector<uint32_t> keys(uint64_t(kTile) * p.m), scratch(p.m);
+    for (size_t tile = b; tile < e; ++tile) {
+      cancel.check();
+      const uint64_t r0 = tile * kTile;
+      const uint32_t nr = uint32_t(std::min<uint64_t>(kTile, x.rows - r0));
+      const float* xr[kTile];
+      for (uint32_t r = 0; r < kTile; ++r) xr[r] = x.data + (r0 + std::min(r, nr - 1)) * x.cols;
+      for (uint32_t j = 0; j < p.m; ++j) {
+        const uint32_t* in = proj + uint64_t(j) * p.s;
+        float a[kTile] = {};
+        for (uint32_t t = 0; t < p.s; ++t) {
+          const uint32_t i = in[t];
+          for (uint32_t r = 0; r < kTile; ++r) a[r] += xr[r][i];
+        }
+        for (uint32_t r = 0; r < nr; ++r) keys[uint64_t(r) * p.m + j] = FloatKey(a[r]);
+      }
+      for (uint32_t r = 0; r < nr; ++r) {
+        const uint32_t* rk = keys.data() + uint64_t(r) * p.m;
+        std::copy(rk, rk + p.m, scratch.begin());
+        std::nth_element(scratch.begin(), scratch.begin() + (p.k - 1), scratch.end(), std::greater<uint32_t>());
+        const uint32_t v = scratch[p.k - 1];
+        uint32_t greater = 0;
+        for (uint32_t j = 0; j < p.m; ++j) greater += rk[j] > v;
+        uint32_t ties = p.k - greater;  // equal values still to take, lowest index first
+        uint32_t* dst = out + (r0 + r) * stride;
+        if (o == Output::Bits) std::fill(dst, dst + stride, 0u);
+        uint32_t n = 0;
+        for (uint32_t j = 0; j < p.m; ++j) {
+          bool win = rk[j] > v;
+          if (!win && rk[j] == v && ties > 0) {
+            --ties;
+            win = true;
+          }
+          if (!win) continue;
+          if (o == Output::Bits) {
+            dst[j >> 5] |= 1u << (j & 31);
+          } else {
+            dst[n++] = j;
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace flyhash
+}  // namespace cusim

@@ -1,0 +1,433 @@
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { FlyHash, type DenseMatrix } from '../lib/index.js';
+import { native } from '../lib/addon.js';
+import { backends, describeGpu, rng } from './helpers.js';
+
+// ---- independent oracles --------------------------------------------------------
+
+// The projection contract, re-derived from the KAT-verified Philox stream:
+// Floyd's sampling with Lemire's bounded draws, sorted ascending.
+function referenceProjection(d: number, m: number, s: number, seed: number): Uint32Array {
+  const out = new Uint32Array(m * s);
+  for (let j = 0; j < m; j++) {
+    let words = native().philoxStream(BigInt(seed), BigInt(j), 0n, 4 * s + 64, false) as Uint32Array;
+    let w = 0;
+    const next = (): bigint => {
+      if (w === words.length) {
+        words = native().philoxStream(BigInt(seed), BigInt(j), 0n, words.length * 2, false) as Uint32Array;
+      }
+      return BigInt(words[w++]);
+    };
+    const bounded = (n: number): number => {
+      const N = BigInt(n);
+      const threshold = (2n ** 32n - N) % N;
+      let p = next() * N;
+      while ((p & 0xffffffffn) < threshold) p = next() * N;
+      return Number(p >> 32n);
+    };
+    const chosen = new Set<number>();
+    for (let i = d - s; i < d; i++) {
+      const t = bounded(i + 1);
+      chosen.add(chosen.has(t) ? i : t);
+    }
+    out.set([...chosen].sort((a, b) => a - b), j * s);
+  }
+  return out;
+}
+
+// Activations in float32, ascending input order; winners by argsort on
+// (value descending, index ascending).
+function referenceWinners(X: DenseMatrix, proj: Uint32Array, m: number, s: number, k: number): number[][] {
+  const rows: number[][] = [];
+  for (let r = 0; r < X.rows; r++) {
+    const act = new Float32Array(m);
+    for (let j = 0; j < m; j++) {
+      let a = 0;
+      for (let t = 0; t < s; t++) a = Math.fround(a + X.data[r * X.cols + proj[j * s + t]]);
+      act[j] = a;
+    }
+    const order = Array.from({ length: m }, (_, j) => j).sort((a, b) => act[b] - act[a] || a - b);
+    rows.push(order.slice(0, k).sort((a, b) => a - b));
+  }
+  return rows;
+}
+
+function bitsOf(data: Uint32Array, row: number, m: number): number[] {
+  const w = Math.ceil(m / 32);
+  const out: number[] = [];
+  for (let j = 0; j < w * 32; j++) if ((data[row * w + (j >> 5)] >>> (j & 31)) & 1) out.push(j);
+  return out;
+}
+
+function randomDense(r: () => number, rows: number, cols: number, ties = false): DenseMatrix {
+  const data = new Float32Array(rows * cols);
+  // Ties: small integers, so many activations coincide.
+  for (let i = 0; i < data.length; i++) data[i] = ties ? Math.floor(r() * 3) : r() * 2 - 0.5;
+  return { data, rows, cols };
+}
+
+interface Shape {
+  name: string;
+  d: number;
+  m: number;
+  s: number;
+  k: number;
+  rows: number;
+  ties?: boolean;
+  constant?: boolean;
+}
+
+const shapes: Shape[] = [
+  { name: 'random inputs', d: 40, m: 256, s: 4, k: 12, rows: 57 },
+  { name: 'ties (repeated values)', d: 30, m: 200, s: 3, k: 17, rows: 41, ties: true },
+  { name: 'constant rows (all activations tie)', d: 16, m: 90, s: 5, k: 9, rows: 5, constant: true },
+  { name: 'k = 1', d: 25, m: 64, s: 6, k: 1, rows: 33, ties: true },
+  { name: 'k = m', d: 25, m: 70, s: 6, k: 70, rows: 9 },
+  { name: 'm not a multiple of 32', d: 50, m: 77, s: 5, k: 10, rows: 31, ties: true },
+  { name: 'single row, s = d', d: 12, m: 33, s: 12, k: 4, rows: 1 },
+];
+
+function inputFor(sh: Shape, seed: number): DenseMatrix {
+  const X = randomDense(rng(seed), sh.rows, sh.d, sh.ties);
+  if (sh.constant) X.data.fill(0.25);
+  return X;
+}
+
+// ---- tests -----------------------------------------------------------------------
+
+describe('FlyHash projection', () => {
+  it('follows the contract: Philox(seed, j, 0), Floyd + Lemire, sorted, distinct, in range', () => {
+    for (const [d, m, s, seed] of [[128, 40, 13, 1], [1000, 7, 100, 77], [5, 9, 5, 3], [70000, 3, 2, 2 ** 40 + 5]]) {
+      using fly = new FlyHash({ inputDim: d, hashLength: m, connections: s, winners: 1, seed });
+      const p = fly.projection();
+      expect(p).toEqual(referenceProjection(d, m, s, seed));
+      for (let j = 0; j < m; j++) for (let t = 1; t < s; t++) expect(p[j * s + t]).toBeGreaterThan(p[j * s + t - 1]);
+      expect(Math.max(...p)).toBeLessThan(d);
+    }
+  });
+
+  it('is deterministic from the seed and differs between seeds', () => {
+    const a = new FlyHash({ inputDim: 64, hashLength: 100, connections: 6, winners: 5, seed: 9 });
+    const b = new FlyHash({ inputDim: 64, hashLength: 100, connections: 6, winners: 5, seed: 9 });
+    const c = new FlyHash({ inputDim: 64, hashLength: 100, connections: 6, winners: 5, seed: 10 });
+    expect(a.projection()).toEqual(b.projection());
+    expect(a.projection()).not.toEqual(c.projection());
+  });
+
+  it('draws inputs close to uniformly (chi-square over many outputs)', () => {
+    const d = 20;
+    using fly = new FlyHash({ inputDim: d, hashLength: 20000, connections: 3, winners: 1, seed: 4 });
+    const counts = new Array(d).fill(0);
+    for (const i of fly.projection()) counts[i]++;
+    const expected = (20000 * 3) / d;
+    const chi2 = counts.reduce((acc, c) => acc + (c - expected) ** 2 / expected, 0);
+    // 19 degrees of freedom: P(chi2 > 43.8) = 0.001.
+    expect(chi2).toBeLessThan(43.8);
+  });
+});
+
+describe('FlyHash.hash', () => {
+  for (const backend of backends) {
+    for (const sh of shapes) {
+      it(`${backend}: ${sh.name}: exactly k winners equal to the argsort reference (bits and indices)`, async () => {
+        using fly = new FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 3, backend });
+        const X = inputFor(sh, 11);
+        const want = referenceWinners(X, fly.projection(), sh.m, sh.s, sh.k);
+        const bits = await fly.hash(X);
+        expect(bits.backend).toBe(backend);
+        expect(bits.data.length).toBe(sh.rows * Math.ceil(sh.m / 32));
+        const idx = await fly.hash(X, { output: 'indices' });
+        expect(idx.data.length).toBe(sh.rows * sh.k);
+        for (let r = 0; r < sh.rows; r++) {
+          const got = bitsOf(bits.data, r, sh.m);
+          expect(got.length).toBe(sh.k);
+          expect(got, `row ${r}`).toEqual(want[r]);
+          expect([...idx.data.subarray(r * sh.k, (r + 1) * sh.k)]).toEqual(want[r]);
+        }
+      });
+    }
+
+    it(`${backend}: zero rows give an empty result`, async () => {
+      using fly = new FlyHash({ inputDim: 8, hashLength: 40, connections: 2, winners: 3, backend });
+      const r = await fly.hash({ data: new Float32Array(0), rows: 0, cols: 8 });
+      expect(r.data.length).toBe(0);
+    });
+  }
+
+  it("normalize: 'mean100' equals hashing the reference-preprocessed data", async () => {
+    const r = rng(5);
+    const X = randomDense(r, 20, 24);
+    using fly = new FlyHash({ inputDim: 24, hashLength: 120, connections: 4, winners: 6, normalize: 'mean100', backend: 'cpu' });
+    using plain = new FlyHash({ inputDim: 24, hashLength: 120, connections: 4, winners: 6, backend: 'cpu' });
+    let min = Infinity;
+    for (const v of X.data) min = Math.min(min, v);
+    const pre = new Float32Array(X.data.length);
+    for (let row = 0; row < 20; row++) {
+      let sum = 0;
+      for (let c = 0; c < 24; c++) sum += X.data[row * 24 + c] - min;
+      for (let c = 0; c < 24; c++) pre[row * 24 + c] = (X.data[row * 24 + c] - min) * (100 / (sum / 24));
+    }
+    const a = await fly.hash(X);
+    const b = await plain.hash({ data: pre, rows: 20, cols: 24 });
+    expect(a.data).toEqual(b.data);
+  });
+
+  it('defaults follow the reference: winners 16, hashLength 20k, connections 10% of d', () => {
+    using fly = new FlyHash({ inputDim: 128 });
+    expect([fly.winners, fly.hashLength, fly.connections]).toEqual([16, 320, 13]);
+    expect(fly.projection().length).toBe(320 * 13);
+  });
+});
+
+describe('FlyHash.similarity', () => {
+  it('overlap and Hamming agree with set arithmetic on the codes, in both formats', async () => {
+    using fly = new FlyHash({ inputDim: 20, hashLength: 100, connections: 3, winners: 7, backend: 'cpu' });
+    const X = randomDense(rng(8), 6, 20);
+    const bits = await fly.hash(X);
+    const idx = await fly.hash(X, { output: 'indices' });
+    const w = fly.wordsPerCode;
+    for (let a = 0; a < 6; a++) {
+      for (let b = 0; b < 6; b++) {
+        const A = new Set(bitsOf(bits.data, a, 100));
+        const B = bitsOf(bits.data, b, 100);
+        const overlap = B.filter((j) => A.has(j)).length;
+        const sb = fly.similarity(bits.data.subarray(a * w, a * w + w), bits.data.subarray(b * w, b * w + w));
+        const si = fly.similarity(idx.data.subarray(a * 7, a * 7 + 7), idx.data.subarray(b * 7, b * 7 + 7));
+        expect(sb.overlap).toBe(overlap);
+        expect(sb.hamming).toBe(2 * (7 - overlap));
+        expect(si).toEqual(sb);
+      }
+    }
+  });
+
+  it('rejects codes of the wrong length and asks for the format when ambiguous', () => {
+    using fly = new FlyHash({ inputDim: 20, hashLength: 100, connections: 3, winners: 7 });
+    expect(() => fly.similarity(new Uint32Array(5), new Uint32Array(5))).toThrow(/codes must have 4 words \(bits\) or 7 indices/);
+    expect(() => fly.similarity(new Uint32Array(4), new Uint32Array(7))).toThrow(/a has length 4 but b has length 7/);
+    using amb = new FlyHash({ inputDim: 20, hashLength: 320, connections: 3, winners: 10 });
+    expect(() => amb.similarity(new Uint32Array(10), new Uint32Array(10))).toThrow(/format is required/);
+    expect(amb.similarity(new Uint32Array(10), new Uint32Array(10), 'bits').overlap).toBe(0);
+  });
+});
+
+// ---- quality on SIFT10K ----------------------------------------------------------
+// test/fixtures/sift10k.u8: all 10,000 x 128 SIFT10K vectors of
+// ../shared/data/sift10k.csv as bytes (every feature is an integer in [0, 180]).
+
+function loadSift(): DenseMatrix {
+  const bytes = readFileSync(new URL('./fixtures/sift10k.u8', import.meta.url));
+  return { data: Float32Array.from(bytes), rows: bytes.length / 128, cols: 128 };
+}
+
+// Ground truth: each query's top R = 2% of the database by L2 (query
+// excluded, ties to the lower index).
+function groundTruth(X: DenseMatrix, queries: number): Set<number>[] {
+  const { rows: n, cols: d } = X;
+  const top = Math.round(0.02 * n);
+  const out: Set<number>[] = [];
+  for (let q = 0; q < queries; q++) {
+    const l2 = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      let s = 0;
+      for (let c = 0; c < d; c++) {
+        const t = X.data[q * d + c] - X.data[i * d + c];
+        s += t * t;
+      }
+      l2[i] = i === q ? Infinity : s;
+    }
+    const v = Float64Array.from(l2).sort()[top - 1];
+    const set = new Set<number>();
+    for (let i = 0; i < n; i++) if (l2[i] < v) set.add(i);
+    for (let i = 0; i < n && set.size < top; i++) if (l2[i] === v) set.add(i);
+    out.push(set);
+  }
+  return out;
+}
+
+// Mean average precision as in the FlyHash replications: the database (query
+// excluded) is ranked by integer code distance (ties by index), the first R
+// are retrieved, and AP is the mean of precision@i over the relevant items
+// among those R.
+function meanAveragePrecision(n: number, truth: Set<number>[], dist: (q: number, i: number) => number): number {
+  let total = 0;
+  for (let q = 0; q < truth.length; q++) {
+    const top = truth[q].size;
+    const buckets: number[][] = [];
+    for (let i = 0; i < n; i++) {
+      if (i === q) continue;
+      (buckets[dist(q, i)] ??= []).push(i);
+    }
+    let hits = 0;
+    let ap = 0;
+    let p = 0;
+    for (const bucket of buckets) {
+      if (bucket === undefined) continue;
+      for (const i of bucket) {
+        if (p === top) break;
+        p++;
+        if (truth[q].has(i)) {
+          hits++;
+          ap += hits / p;
+        }
+      }
+      if (p === top) break;
+    }
+    total += hits === 0 ? 0 : ap / hits;
+  }
+  return total / truth.length;
+}
+
+function popcount(x: number): number {
+  x -= (x >>> 1) & 0x55555555;
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  return (Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24) & 0xff;
+}
+
+function hammingOf(codes: Uint32Array, w: number) {
+  return (a: number, b: number) => {
+    let h = 0;
+    for (let t = 0; t < w; t++) h += popcount(codes[a * w + t] ^ codes[b * w + t]);
+    return h;
+  };
+}
+
+// SimHash baseline: signs of 16 Gaussian projections of the centred data.
+function simHash(X: DenseMatrix, bits: number, seed: number): Uint32Array {
+  const r = rng(seed);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+  const W = Float64Array.from({ length: bits * X.cols }, gauss);
+  const mean = new Float64Array(X.cols);
+  for (let i = 0; i < X.rows; i++) for (let c = 0; c < X.cols; c++) mean[c] += X.data[i * X.cols + c] / X.rows;
+  const out = new Uint32Array(X.rows * Math.ceil(bits / 32));
+  const w = Math.ceil(bits / 32);
+  for (let i = 0; i < X.rows; i++) {
+    for (let b = 0; b < bits; b++) {
+      let s = 0;
+      for (let c = 0; c < X.cols; c++) s += W[b * X.cols + c] * (X.data[i * X.cols + c] - mean[c]);
+      if (s > 0) out[i * w + (b >> 5)] |= 1 << (b & 31);
+    }
+  }
+  return out;
+}
+
+describe('FlyHash quality on SIFT10K', () => {
+  it('k = 16, m = 20k, density 0.1: mAP >= 0.55 and >= 2x SimHash with 16 bits', async () => {
+    const X = loadSift();
+    const queries = 1000;
+    using fly = new FlyHash({ inputDim: 128, winners: 16, hashLength: 320, connections: 13, normalize: 'mean100', backend: 'cpu' });
+    const codes = await fly.hash(X);
+    const truth = groundTruth(X, queries);
+    const flyMap = meanAveragePrecision(X.rows, truth, hammingOf(codes.data, fly.wordsPerCode));
+    const simMap = meanAveragePrecision(X.rows, truth, hammingOf(simHash(X, 16, 21), 1));
+    console.log(`SIFT10K mAP: FlyHash ${flyMap.toFixed(3)}, SimHash ${simMap.toFixed(3)}`);
+    expect(flyMap).toBeGreaterThanOrEqual(0.55);
+    expect(flyMap).toBeGreaterThanOrEqual(2 * simMap);
+  }, 120_000);
+});
+
+// ---- bad input ------------------------------------------------------------------
+
+describe('FlyHash rejects bad input', () => {
+  const code = { code: 'CUSIM_INVALID_ARGUMENT' };
+  it('constructor: k > m, s > d, bad types', () => {
+    expect(() => new FlyHash({ inputDim: 10, hashLength: 5, winners: 6 })).toThrow(/winners \(6\) must be <= hashLength \(5\)/);
+    expect(() => new FlyHash({ inputDim: 10, hashLength: 5, winners: 6 })).toThrow(expect.objectContaining(code));
+    expect(() => new FlyHash({ inputDim: 10, connections: 11 })).toThrow(/connections \(11\) must be <= inputDim \(10\)/);
+    expect(() => new FlyHash({ inputDim: 0 })).toThrow(RangeError);
+    expect(() => new FlyHash({ inputDim: 'x' as never })).toThrow(TypeError);
+    expect(() => new FlyHash({ inputDim: 10, normalize: 'l2' as never })).toThrow(/normalize must be one of/);
+  });
+
+  for (const backend of backends) {
+    it(`${backend}: d mismatch, NaN and Infinity in X, bad output`, async () => {
+      using fly = new FlyHash({ inputDim: 4, hashLength: 40, connections: 2, winners: 3, backend });
+      const bad = (X: unknown, opts?: object) => fly.hash(X as DenseMatrix, opts as never);
+      await expect(bad({ data: new Float32Array(10), rows: 2, cols: 5 })).rejects.toThrow(/X.cols is 5 but this FlyHash was built for inputDim 4/);
+      const nan = new Float32Array(12);
+      nan[9] = NaN;
+      nan[11] = NaN;
+      const p = bad({ data: nan, rows: 3, cols: 4 });
+      await expect(p).rejects.toThrow(RangeError);
+      await expect(p).rejects.toThrow(/X\.data\[9\] \(row 2, column 1\) is NaN/);
+      await expect(p).rejects.toMatchObject(code);
+      const inf = new Float32Array(8);
+      inf[2] = -Infinity;
+      await expect(bad({ data: inf, rows: 2, cols: 4 })).rejects.toThrow(/X\.data\[2\] \(row 0, column 2\) is -Infinity/);
+      await expect(bad({ data: new Float32Array(8), rows: 2, cols: 4 }, { output: 'dense' })).rejects.toThrow(/output must be one of/);
+      await expect(bad({ data: new Float32Array(7), rows: 2, cols: 4 })).rejects.toThrow(/X.data has length 7/);
+    });
+  }
+
+  it("NaN is reported with normalize: 'mean100' too", async () => {
+    using fly = new FlyHash({ inputDim: 4, hashLength: 40, connections: 2, winners: 3, normalize: 'mean100' });
+    const nan = new Float32Array(8);
+    nan[5] = NaN;
+    await expect(fly.hash({ data: nan, rows: 2, cols: 4 })).rejects.toThrow(/X\.data\[5\] \(row 1, column 1\) is NaN/);
+  });
+
+  it('use after dispose throws CUSIM_DISPOSED; an aborted signal rejects', async () => {
+    const fly = new FlyHash({ inputDim: 4, hashLength: 40, connections: 2, winners: 3 });
+    const ac = new AbortController();
+    ac.abort();
+    await expect(fly.hash({ data: new Float32Array(8), rows: 2, cols: 4 }, { signal: ac.signal })).rejects.toMatchObject({ name: 'AbortError' });
+    fly.dispose();
+    expect(() => fly.projection()).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
+    await expect(fly.hash({ data: new Float32Array(8), rows: 2, cols: 4 })).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
+  });
+});
+
+// ---- GPU = CPU bit for bit --------------------------------------------------------
+
+async function expectSame(opts: { d: number; m: number; s: number; k: number }, X: DenseMatrix) {
+  using fly = new FlyHash({ inputDim: opts.d, hashLength: opts.m, connections: opts.s, winners: opts.k, seed: 17 });
+  for (const output of ['bits', 'indices'] as const) {
+    const cpu = await fly.hash(X, { output, backend: 'cpu' });
+    const gpu = await fly.hash(X, { output, backend: 'cuda' });
+    expect(gpu.backend).toBe('cuda');
+    expect(gpu.data.length).toBe(cpu.data.length);
+    expect(Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
+      Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength))).toBe(true);
+  }
+}
+
+describeGpu('FlyHash CUDA equals the CPU backend bit for bit', () => {
+  for (const sh of shapes) {
+    it(`fused path: ${sh.name}`, async () => {
+      await expectSame(sh, inputFor(sh, 23));
+    });
+  }
+
+  it('fused path: rows that are not a multiple of the row tile, FashionMNIST-like m', async () => {
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(1), 7, 784, true));
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(2), 13, 784));
+  }, 60_000);
+
+  it('fused path with one row per block (R = 1: m = 40,000 keys fill shared memory)', async () => {
+    await expectSame({ d: 100, m: 40000, s: 7, k: 2001 }, randomDense(rng(12), 5, 100, true));
+    await expectSame({ d: 100, m: 40000, s: 7, k: 3 }, randomDense(rng(13), 6, 100));
+  }, 60_000);
+
+  it('fused path: many batches through both streams', async () => {
+    // 8 KB per input row: the 64 MB staging batch holds ~8k rows, so 20k rows take 3 batches.
+    await expectSame({ d: 2048, m: 40, s: 8, k: 5 }, randomDense(rng(3), 20000, 2048));
+  }, 120_000);
+
+  it('two-pass path (m keys exceed shared memory): random, ties, k = 1, k = m, several batches', async () => {
+    await expectSame({ d: 64, m: 60000, s: 4, k: 300 }, randomDense(rng(4), 2300, 64));
+    await expectSame({ d: 64, m: 60001, s: 3, k: 1 }, randomDense(rng(5), 9, 64, true));
+    await expectSame({ d: 10, m: 60000, s: 2, k: 60000 }, randomDense(rng(6), 3, 10, true));
+    const constant = randomDense(rng(7), 5, 32);
+    constant.data.fill(1);
+    await expectSame({ d: 32, m: 58000, s: 3, k: 777 }, constant);
+  }, 300_000);
+
+  it('inputs wider than shared memory and than 16-bit indices (d = 70000)', async () => {
+    await expectSame({ d: 70000, m: 96, s: 50, k: 9 }, randomDense(rng(8), 11, 70000));
+  }, 60_000);
+
+  it('single row and zero rows', async () => {
+    await expectSame({ d: 30, m: 300, s: 3, k: 30 }, randomDense(rng(9), 1, 30));
+    await expectSame({ d: 30, m: 300, s: 3, k: 30 }, { data: new Float32Array(0), rows: 0, cols: 30 });
+  });
+});
