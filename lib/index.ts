@@ -5,3 +5,5 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
+export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
