@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <unordered_map>
 
 #include "cluster.h"
 #include "parallel.h"
@@ -298,15 +299,18 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   // full against the current rows. Either way the result equals sequential.
   const uint64_t B = std::max<uint64_t>(1, scorer_->BatchSize());
   std::vector<uint64_t> keys(B);
-  std::vector<uint64_t> stamp;  // batch number + 1 in which a cluster changed
-  std::vector<uint32_t> changed;
+  std::vector<uint64_t> stamp;  // batch number in which a cluster last changed
+  // Term -> clusters changed in this batch that held the term (entries may be
+  // stale or repeated: candidates are deduplicated and scored exactly).
+  std::unordered_map<uint32_t, std::vector<uint32_t>> changedIndex;
+  std::vector<uint64_t> visited;  // per cluster: last document that scored it
   uint64_t batchNo = 0;
   for (uint64_t b = 0; b < n; b += B) {
     cancel.check();
     const uint64_t e = std::min(n, b + B);
     scorer_->ScoreBatch(docs, b, e, time_, keys.data());
     batchNo++;
-    changed.clear();
+    changedIndex.clear();
     for (uint64_t d = b; d < e; d++) {
       const uint64_t p = docs.ptr[d];
       const uint32_t len = uint32_t(docs.ptr[d + 1] - p);
@@ -316,21 +320,27 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
       if (len && key != 0 && KeyId(key) < stamp.size() && stamp[KeyId(key)] == batchNo) {
         key = scorer_->ScoreOne(t, w, len, time_);
         out->rescored++;
-      } else if (len) {
-        for (uint32_t c : changed) {
-          if (!active(c, time_)) continue;
-          const float sim = FixedToFloat(Dot(t, w, len, c));
-          if (double(sim) > cfg_.threshold) key = std::max(key, PackKey(sim, c));
+      } else if (len && !changedIndex.empty()) {
+        if (visited.size() < rows_.count) visited.resize(rows_.count, 0);
+        for (uint32_t i = 0; i < len; i++) {
+          auto it = changedIndex.find(t[i]);
+          if (it == changedIndex.end()) continue;
+          for (uint32_t c : it->second) {
+            if (visited[c] == d + 1) continue;
+            visited[c] = d + 1;
+            if (!active(c, time_)) continue;
+            const float sim = FixedToFloat(Dot(t, w, len, c));
+            if (double(sim) > cfg_.threshold) key = std::max(key, PackKey(sim, c));
+          }
         }
       }
       commit(d, key);
       const uint32_t c = out->cluster[d];
       if (c != kNone) {
         if (stamp.size() <= c) stamp.resize(uint64_t(c) + 1, 0);
-        if (stamp[c] != batchNo) {
-          stamp[c] = batchNo;
-          changed.push_back(c);
-        }
+        stamp[c] = batchNo;
+        const uint32_t* rt = rows_.terms.data() + uint64_t(c) * rows_.K;
+        for (uint32_t k = 0; k < rows_.len[c]; k++) changedIndex[rt[k]].push_back(c);
       }
     }
   }
