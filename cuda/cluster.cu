@@ -47,18 +47,26 @@ __device__ __forceinline__ uint32_t LowerBound(const uint32_t* a, uint32_t lo, u
 }
 
 // Merge-seek of one row (slot stride `stride`) against the document in shared
-// memory. Weights are read only for shared terms.
+// memory. Slots are loaded four at a time so each thread keeps several reads
+// in flight (the kernel is bandwidth-bound); weights are read only for shared
+// terms. Reading past the row's end stays inside the K x ld matrix.
 __device__ __forceinline__ uint64_t RowDot(const uint32_t* terms, const float* w, uint64_t stride, uint32_t K,
                                            const uint32_t* sT, const float* sW, uint32_t n) {
   uint64_t acc = 0;
   uint32_t lo = 0;
-  for (uint32_t k = 0; k < K && lo < n; k++) {
-    const uint32_t t = terms[k * stride];
-    if (t == kNone) break;
-    lo = LowerBound(sT, lo, n, t);
-    if (lo < n && sT[lo] == t) {
-      acc += FixedProduct(sW[lo], w[k * stride]);
-      lo++;
+  for (uint32_t k = 0; k < K; k += 4) {
+    uint32_t t[4];
+#pragma unroll
+    for (uint32_t j = 0; j < 4; j++) t[j] = k + j < K ? terms[(k + j) * stride] : kNone;
+#pragma unroll
+    for (uint32_t j = 0; j < 4; j++) {
+      if (t[j] == kNone) return acc;
+      lo = LowerBound(sT, lo, n, t[j]);
+      if (lo == n) return acc;
+      if (sT[lo] == t[j]) {
+        acc += FixedProduct(sW[lo], w[(k + j) * stride]);
+        if (++lo == n) return acc;
+      }
     }
   }
   return acc;
