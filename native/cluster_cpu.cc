@@ -36,37 +36,26 @@ class CpuScorer final : public Scorer {
     });
   }
 
+  // Every posting's position is tracked per (cluster, slot), so rewriting a
+  // row costs O(K log K) whatever the lengths of its terms' lists.
   void RowChanged(uint32_t c, const uint32_t* oldTerms, uint32_t oldLen) override {
-    const uint32_t* nt = rows_.terms.data() + uint64_t(c) * rows_.K;
-    const uint32_t nl = rows_.len[c];
-    // Both lists ascending: remove c from terms that left, add to new ones.
-    uint32_t i = 0, j = 0;
-    while (i < oldLen || j < nl) {
-      if (j == nl || (i < oldLen && oldTerms[i] < nt[j])) {
-        auto& l = postings_[oldTerms[i++]];
-        auto it = std::find(l.begin(), l.end(), c);
-        if (it != l.end()) {
-          *it = l.back();
-          l.pop_back();
-        }
-      } else if (i == oldLen || nt[j] < oldTerms[i]) {
-        if (nt[j] >= postings_.size()) postings_.resize(uint64_t(nt[j]) + 1);
-        postings_[nt[j++]].push_back(c);
-      } else {
-        i++, j++;
-      }
+    const uint32_t K = rows_.K;
+    if (pos_.size() < rows_.count * K) pos_.resize(rows_.count * K, 0);
+    for (uint32_t k = 0; k < oldLen; k++) {
+      auto& l = postings_[oldTerms[k]];
+      const uint32_t i = pos_[uint64_t(c) * K + k];
+      const Posting moved = l.back();
+      l[i] = moved;
+      l.pop_back();
+      if (i < l.size()) pos_[uint64_t(moved.c) * K + Slot(moved.c, oldTerms[k])] = i;
     }
+    Insert(c);
   }
 
   void Rebuild() override {
     postings_.clear();
-    for (uint64_t c = 0; c < rows_.count; c++) {
-      const uint32_t* t = rows_.terms.data() + c * rows_.K;
-      for (uint32_t k = 0; k < rows_.len[c]; k++) {
-        if (t[k] >= postings_.size()) postings_.resize(uint64_t(t[k]) + 1);
-        postings_[t[k]].push_back(uint32_t(c));
-      }
-    }
+    pos_.assign(rows_.count * rows_.K, 0);
+    for (uint64_t c = 0; c < rows_.count; c++) Insert(uint32_t(c));
   }
 
   uint64_t BatchSize() const override { return 64 * NumThreads(); }
@@ -78,12 +67,25 @@ class CpuScorer final : public Scorer {
     std::vector<uint32_t> touched;
   };
 
-  // Weight of term t in row c (0 if absent): rows are short and sorted.
-  float RowWeight(uint32_t c, uint32_t t) const {
+  struct Posting {
+    uint32_t c;
+    float w;
+  };
+
+  // Slot of term t in row c (present by construction): rows are short and sorted.
+  uint32_t Slot(uint32_t c, uint32_t t) const {
     const uint32_t* b = rows_.terms.data() + uint64_t(c) * rows_.K;
-    const uint32_t* e = b + rows_.len[c];
-    const uint32_t* p = std::lower_bound(b, e, t);
-    return (p != e && *p == t) ? rows_.weights[uint64_t(c) * rows_.K + (p - b)] : 0.f;
+    return uint32_t(std::lower_bound(b, b + rows_.len[c], t) - b);
+  }
+
+  void Insert(uint32_t c) {
+    const uint64_t b = uint64_t(c) * rows_.K;
+    for (uint32_t k = 0; k < rows_.len[c]; k++) {
+      const uint32_t t = rows_.terms[b + k];
+      if (t >= postings_.size()) postings_.resize(uint64_t(t) + 1);
+      pos_[b + k] = uint32_t(postings_[t].size());
+      postings_[t].push_back({c, rows_.weights[b + k]});
+    }
   }
 
   uint64_t Score(const uint32_t* terms, const float* w, uint32_t n, uint64_t time, Scratch* s) const {
@@ -94,12 +96,12 @@ class CpuScorer final : public Scorer {
     s->touched.clear();
     for (uint32_t i = 0; i < n; i++) {
       if (terms[i] >= postings_.size()) continue;
-      for (uint32_t c : postings_[terms[i]]) {
-        if (!s->seen[c]) {
-          s->seen[c] = 1;
-          s->touched.push_back(c);
+      for (const Posting& p : postings_[terms[i]]) {
+        if (!s->seen[p.c]) {
+          s->seen[p.c] = 1;
+          s->touched.push_back(p.c);
         }
-        s->acc[c] += FixedProduct(w[i], RowWeight(c, terms[i]));
+        s->acc[p.c] += FixedProduct(w[i], p.w);
       }
     }
     uint64_t best = 0;
@@ -115,7 +117,8 @@ class CpuScorer final : public Scorer {
 
   const Config& cfg_;
   const Rows& rows_;
-  std::vector<std::vector<uint32_t>> postings_;
+  std::vector<std::vector<Posting>> postings_;
+  std::vector<uint32_t> pos_;  // (cluster, slot) -> index in its term's postings
   Scratch scratch_;
 };
 
