@@ -314,6 +314,30 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     expect(none.cluster.length).toBe(0);
   });
 
+  it('joins only above the threshold (strictly) and breaks similarity ties to the lower cluster id', async () => {
+    // {1,2,3,4} vs {1,2,5,6}, unit weights: similarity exactly 0.5.
+    for (const [T, joins] of [
+      [0.5, false],
+      [0.49, true],
+    ] as const) {
+      for (const backend of backends) {
+        using c = new StreamClusterer({ threshold: T, maxTerms: 8, backend });
+        const r = await c.add(csr([{ t: [1, 2, 3, 4] }, { t: [1, 2, 5, 6] }], 8), { mode: 'sequential' });
+        expect(r.created[1]).toBe(joins ? 0 : 1);
+        if (joins) expect(r.similarity[1]).toBe(0.5);
+      }
+    }
+    for (const backend of backends) {
+      for (const mode of ['sequential', 'batch'] as const) {
+        using c = new StreamClusterer({ threshold: 0.6, maxTerms: 8, backend });
+        // Clusters 0 = {3,4} and 1 = {1,2}; {1,2,3,4} is equally similar (1/sqrt 2) to both.
+        const r = await c.add(csr([{ t: [3, 4] }, { t: [1, 2] }, { t: [1, 2, 3, 4] }], 8), { mode });
+        expect(Array.from(r.cluster)).toEqual([0, 1, 0]);
+        expect(r.similarity[2]).toBe(Math.fround(Number(2n * BigInt(Math.trunc(Math.fround(0.5) * Math.fround(Math.SQRT1_2) * SCALE))) / SCALE));
+      }
+    }
+  });
+
   it('an aborted signal rejects with AbortError', async () => {
     using c = new StreamClusterer({ threshold: 0.5, backend: 'cpu' });
     const ac = new AbortController();
