@@ -82,9 +82,9 @@ class CpuScorer final : public Scorer {
     const uint64_t b = uint64_t(c) * rows_.K;
     for (uint32_t k = 0; k < rows_.len[c]; k++) {
       const uint32_t t = rows_.terms[b + k];
-      if (t >= postings_.size()) postings_.resize(uint64_t(t) + 1);
-      pos_[b + k] = uint32_t(postings_[t].size());
-      postings_[t].push_back({c, rows_.weights[b + k]});
+      auto& l = postings_[t];
+      pos_[b + k] = uint32_t(l.size());
+      l.push_back({c, rows_.weights[b + k]});
     }
   }
 
@@ -95,8 +95,9 @@ class CpuScorer final : public Scorer {
     }
     s->touched.clear();
     for (uint32_t i = 0; i < n; i++) {
-      if (terms[i] >= postings_.size()) continue;
-      for (const Posting& p : postings_[terms[i]]) {
+      auto it = postings_.find(terms[i]);
+      if (it == postings_.end()) continue;
+      for (const Posting& p : it->second) {
         if (!s->seen[p.c]) {
           s->seen[p.c] = 1;
           s->touched.push_back(p.c);
@@ -117,7 +118,8 @@ class CpuScorer final : public Scorer {
 
   const Config& cfg_;
   const Rows& rows_;
-  std::vector<std::vector<Posting>> postings_;
+  // Hashed, not indexed by term: term ids may be sparse hashes up to 2^32.
+  std::unordered_map<uint32_t, std::vector<Posting>> postings_;
   std::vector<uint32_t> pos_;  // (cluster, slot) -> index in its term's postings
   Scratch scratch_;
 };

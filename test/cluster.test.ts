@@ -131,6 +131,11 @@ function randomStream(seed: number, n: number, vocab: number, maxLen: number): C
   return csr(docs, vocab);
 }
 
+/** The same stream with term ids spread over the whole uint32 range (order reversed). */
+function bigIds(m: CsrMatrix): CsrMatrix {
+  return { ...m, cols: 0xffffffff, indices: m.indices.map((t) => 0xfffffffe - t * 97_000_001) };
+}
+
 function slice(m: CsrMatrix, b: number, e: number): CsrMatrix {
   const base = m.indptr[b];
   const indptr = new Uint32Array(e - b + 1);
@@ -314,6 +319,16 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     expect(none.cluster.length).toBe(0);
   });
 
+  it('term ids anywhere in [0, 2^32 - 2] (hashed vocabularies)', async () => {
+    const small = randomStream(31, 120, 40, 10);
+    const big = bigIds(small);
+    for (const mode of ['sequential', 'batch'] as const) {
+      const o = new Oracle(0.3, 8);
+      using c = new StreamClusterer({ threshold: 0.3, maxTerms: 8, backend: 'cpu' });
+      expectSameAsOracle(c, o, await c.add(big, { mode }), o.add(big));
+    }
+  });
+
   it('joins only above the threshold (strictly) and breaks similarity ties to the lower cluster id', async () => {
     // {1,2,3,4} vs {1,2,5,6}, unit weights: similarity exactly 0.5.
     for (const [T, joins] of [
@@ -441,6 +456,7 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       [text, 8, 0.6, 50],
       [randomStream(7, 3001, 300, 30), 35, 0.3, 200],
       [randomStream(8, 1, 30, 5), 8, 0.3, undefined],
+      [bigIds(randomStream(9, 500, 50, 12)), 8, 0.3, undefined],
     ] as const) {
       const decay = maxAge === undefined ? undefined : { maxAge };
       using cpu = new StreamClusterer({ threshold: T, maxTerms: K, decay, backend: 'cpu' });
