@@ -344,6 +344,8 @@ class CudaScorer final : public Scorer {
 
   Timing TakeTiming() override { return std::exchange(timing_, Timing{}); }
   uint64_t BatchSize() const override { return kBatch; }
+  // One pass over the matrix serves up to kBatch documents instead of one.
+  bool PreferBatch(uint64_t n) const override { return n >= 2; }
 
  private:
   struct Pair {

@@ -59,6 +59,8 @@ class CpuScorer final : public Scorer {
   }
 
   uint64_t BatchSize() const override { return 64 * NumThreads(); }
+  // Batch scoring wins only through threads; alone it adds resolution work.
+  bool PreferBatch(uint64_t n) const override { return NumThreads() > 1 && n >= 8; }
 
  private:
   struct Scratch {
@@ -274,7 +276,7 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   out->cluster.assign(n, kNone);
   out->similarity.assign(n, 0.f);
   out->created.assign(n, 0);
-  const bool batch = mode == Mode::Batch || (mode == Mode::Auto && n >= 8);
+  const bool batch = mode == Mode::Batch || (mode == Mode::Auto && scorer_->PreferBatch(n));
   out->batched = batch;
   auto commit = [&](uint64_t d, uint64_t key) {
     const uint64_t p = docs.ptr[d];
