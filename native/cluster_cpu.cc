@@ -421,6 +421,14 @@ void Engine::Load(const std::string& path) {
     if (ns > (uint64_t(1) << 32)) throw bad("bad sum length");
     sums[c].resize(ns);
     for (auto& s : sums[c]) get(&s.term, 4), get(&s.v, 8);
+    // Scorers index rows by binary search: a damaged file must not reach them.
+    const uint32_t* t = rows.terms.data() + c * rows.K;
+    const float* w = rows.weights.data() + c * rows.K;
+    for (uint32_t k = 0; k < rows.len[c]; k++)
+      if (t[k] == kNone || (k > 0 && t[k] <= t[k - 1]) || !(w[k] >= 0.f && w[k] <= 1.f)) throw bad("bad row");
+    for (uint64_t i = 1; i < ns; i++)
+      if (sums[c][i].term <= sums[c][i - 1].term) throw bad("bad sum");
+    if (rows.lastSeen[c] >= time || members[c] == 0) throw bad("bad cluster");
   }
   cfg.capacity = std::max(cfg_.capacity, count);
   cfg_ = cfg;

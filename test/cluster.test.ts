@@ -1,4 +1,4 @@
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -276,6 +276,18 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
       expect(resumed.threshold).toBe(0.3);
       expect(resumed.maxTerms).toBe(8);
       expect(resumed.documents).toBe(170);
+      // A damaged file is refused, not trusted.
+      const bytes = readFileSync(file);
+      for (const [at, name] of [
+        [10, 'header'],
+        [bytes.length - 3, 'truncated'],
+      ] as const) {
+        const bad = Buffer.from(bytes);
+        if (name === 'header') bad.writeUInt32LE(5000, 16); // maxTerms
+        const f = path.join(dir, `bad-${at}.bin`);
+        writeFileSync(f, name === 'truncated' ? bad.subarray(0, at) : bad);
+        await expect(StreamClusterer.load(f, { backend: 'cpu' })).rejects.toThrow(/is not a cusim cluster file/);
+      }
       const rest = await resumed.add(slice(docs, 170, 300));
       expect(rest.cluster).toEqual(all.cluster.slice(170));
       expect(rest.similarity).toEqual(all.similarity.slice(170));
