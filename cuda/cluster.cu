@@ -46,26 +46,36 @@ __device__ __forceinline__ uint32_t LowerBound(const uint32_t* a, uint32_t lo, u
   return lo;
 }
 
+// A 65,536-bit filter of the document's terms in shared memory: nearly every
+// row term misses it in one load, so the binary search runs only for likely
+// matches. It only filters (no false negatives), so results are unchanged.
+constexpr uint32_t kFilterWords = 2048;
+__device__ __forceinline__ bool MayHave(const uint32_t* filter, uint32_t t) {
+  return (filter[(t >> 5) & (kFilterWords - 1)] >> (t & 31)) & 1u;
+}
+
 // Merge-seek of one row (slot stride `stride`) against the document in shared
-// memory. Slots are loaded four at a time so each thread keeps several reads
-// in flight (the kernel is bandwidth-bound); weights are read only for shared
-// terms. Reading past the row's end stays inside the K x ld matrix.
+// memory (n >= 1 terms, ascending). Slots are loaded four at a time so each
+// thread keeps several reads in flight (the kernel is bandwidth-bound);
+// weights are read only for shared terms. Reading past the row's end stays
+// inside the K x ld matrix; kNone (> every term) ends the row.
 __device__ __forceinline__ uint64_t RowDot(const uint32_t* terms, const float* w, uint64_t stride, uint32_t K,
-                                           const uint32_t* sT, const float* sW, uint32_t n) {
+                                           const uint32_t* sT, const float* sW, uint32_t n, const uint32_t* filter) {
   uint64_t acc = 0;
   uint32_t lo = 0;
+  const uint32_t maxT = sT[n - 1];
   for (uint32_t k = 0; k < K; k += 4) {
     uint32_t t[4];
 #pragma unroll
     for (uint32_t j = 0; j < 4; j++) t[j] = k + j < K ? terms[(k + j) * stride] : kNone;
 #pragma unroll
     for (uint32_t j = 0; j < 4; j++) {
-      if (t[j] == kNone) return acc;
+      if (t[j] > maxT) return acc;
+      if (!MayHave(filter, t[j])) continue;
       lo = LowerBound(sT, lo, n, t[j]);
-      if (lo == n) return acc;
       if (sT[lo] == t[j]) {
         acc += FixedProduct(sW[lo], w[(k + j) * stride]);
-        if (++lo == n) return acc;
+        lo++;
       }
     }
   }
@@ -95,9 +105,13 @@ __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t
   float* sW = reinterpret_cast<float*>(smem + n);
   __shared__ unsigned long long blockKey;
   __shared__ uint32_t sUpd[kFused];
+  __shared__ uint32_t filter[kFilterWords];
+  for (uint32_t i = threadIdx.x; i < kFilterWords; i += blockDim.x) filter[i] = 0;
+  __syncthreads();
   for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
     sT[i] = docT[i];
     sW[i] = docW[i];
+    atomicOr(&filter[(docT[i] >> 5) & (kFilterWords - 1)], 1u << (docT[i] & 31));
   }
   if (threadIdx.x < upd.count) sUpd[threadIdx.x] = upd.ids[threadIdx.x];
   if (threadIdx.x == 0) {
@@ -121,9 +135,9 @@ __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t
         m.w[k * m.ld + r] = uw[k];
       }
       m.last[r] = upd.last[u];
-      acc = RowDot(ut, uw, 1, m.K, sT, sW, n);
+      acc = RowDot(ut, uw, 1, m.K, sT, sW, n, filter);
     } else {
-      acc = RowDot(m.terms + r, m.w + r, m.ld, m.K, sT, sW, n);
+      acc = RowDot(m.terms + r, m.w + r, m.ld, m.K, sT, sW, n, filter);
     }
     if (acc == 0) continue;
     const float sim = FixedToFloat(acc);
