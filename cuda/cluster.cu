@@ -170,6 +170,7 @@ struct BatchTable {
   const uint32_t* off;
   const uint32_t* doc;
   const float* w;
+  const uint32_t* filter;  // kFilterWords words: bit (t mod 65536) set for every t in U
   uint32_t nU;
   uint32_t nDocs;
 };
@@ -183,7 +184,9 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
   __shared__ unsigned long long acc[kWarps][kBatch];
   __shared__ uint32_t touched[kWarps][kBatch / 32];
   __shared__ unsigned long long bkey[kBatch];
+  __shared__ uint32_t filter[kFilterWords];
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (unsigned i = threadIdx.x; i < kFilterWords; i += blockDim.x) filter[i] = tab.filter[i];
   for (unsigned i = threadIdx.x; i < kWarps * kBatch; i += blockDim.x) (&acc[0][0])[i] = 0;
   for (unsigned i = threadIdx.x; i < kWarps * (kBatch / 32); i += blockDim.x) (&touched[0][0])[i] = 0;
   for (unsigned i = threadIdx.x; i < kBatch; i += blockDim.x) bkey[i] = 0;
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
       const uint32_t k = base + lane;
       const uint32_t t = k < m.K ? m.terms[k * m.ld + r] : kNone;
       if (__all_sync(0xffffffffu, t == kNone)) break;
-      if (t != kNone) {
+      if (t != kNone && MayHave(filter, t)) {
         const uint32_t i = LowerBound(tab.U, 0, tab.nU, t);
         if (i < tab.nU && tab.U[i] == t) {
           const float cw = m.w[k * m.ld + r];
@@ -293,17 +296,21 @@ class CudaScorer final : public Scorer {
     L.off = Align8(L.U + uint64_t(nU) * 4);
     L.pd = Align8(L.off + uint64_t(nU + 1) * 4);
     L.pw = Align8(L.pd + np * 4);
-    L.total = Align8(L.pw + np * 4);
+    L.filter = Align8(L.pw + np * 4);
+    L.total = L.filter + kFilterWords * 4;
     Reserve(L.total);
     auto* U = reinterpret_cast<uint32_t*>(hBlob_.data() + L.U);
     auto* off = reinterpret_cast<uint32_t*>(hBlob_.data() + L.off);
     auto* pd = reinterpret_cast<uint32_t*>(hBlob_.data() + L.pd);
     auto* pw = reinterpret_cast<float*>(hBlob_.data() + L.pw);
+    auto* filter = reinterpret_cast<uint32_t*>(hBlob_.data() + L.filter);
+    std::fill(filter, filter + kFilterWords, 0u);
     uint32_t u = 0;
     for (size_t i = 0; i < np; i++) {
       if (i == 0 || pairs_[i].t != pairs_[i - 1].t) {
         U[u] = pairs_[i].t;
         off[u++] = uint32_t(i);
+        filter[(pairs_[i].t >> 5) & (kFilterWords - 1)] |= 1u << (pairs_[i].t & 31);
       }
       pd[i] = pairs_[i].d;
       pw[i] = pairs_[i].w;
@@ -316,7 +323,7 @@ class CudaScorer final : public Scorer {
     if (nU > 0) {
       BatchTable tab{reinterpret_cast<const uint32_t*>(dBlob_.data() + L.U), reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd), reinterpret_cast<const float*>(dBlob_.data() + L.pw),
-                     nU, nDocs};
+                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), nU, nDocs};
       const unsigned blocks = gpu::GridFor(rows, kWarps, sms_ * 8);
       ScoreBatchKernel<<<blocks, kThreads, 0, stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
       CUSIM_LAUNCH_CHECK();
@@ -368,7 +375,7 @@ class CudaScorer final : public Scorer {
   };
   struct Layout {
     uint64_t ids = 0, last = 0, terms = 0, w = 0, docT = 0, docW = 0;
-    uint64_t U = 0, off = 0, pd = 0, pw = 0;
+    uint64_t U = 0, off = 0, pd = 0, pw = 0, filter = 0;
     uint64_t total = 0;
   };
 
