@@ -5,3 +5,5 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export { HammingIndex, MISSING_ID } from './hamming.js';
+export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
