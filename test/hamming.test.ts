@@ -300,3 +300,108 @@ describe('HammingIndex bad input', () => {
     await expect(index.search(new Uint32Array(1), { k: 1 })).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
   });
 });
+
+describeGpu('HammingIndex', () => {
+  const cases = [
+    // bits, n, queries, k, duplicates
+    [32, 1, 3, 10, false],
+    [32, 2049, 40, 7, true],
+    [64, 1237, 17, 10, true],
+    [128, 3001, 19, 100, false],
+    [256, 70_001, 300, 10, false],
+    [256, 1, 5, 1, false],
+    [512, 5003, 33, 1024, true],
+    [1024, 3001, 20, 100, false],
+  ] as const;
+  for (const exactKernel of ['popc', 'mma'] as const) {
+    it(`exact '${exactKernel}' equals the CPU backend (odd sizes, duplicates, n = 1, k > n)`, async () => {
+      for (const [bits, n, nq, k, dupes] of cases) {
+        const seed = bits * 7 + n;
+        const cpu = await exactCase(bits, n, nq, k, seed, 'cpu', 'auto', dupes);
+        const gpu = await exactCase(bits, n, nq, k, seed, 'cuda', exactKernel, dupes);
+        expect(gpu.res.ids, `${bits}x${n} k=${k}`).toEqual(cpu.res.ids);
+        expect(gpu.res.distances, `${bits}x${n} k=${k}`).toEqual(cpu.res.distances);
+        expect(gpu.res.kernelMs).toBeGreaterThan(0);
+      }
+    });
+
+    it(`exact '${exactKernel}': more ties than the tie buffer resolve to the lowest ids`, async () => {
+      const r = rng(77);
+      const bits = 256;
+      const n = 5000;
+      const code = randomBits(r, 1, bits);
+      const db = randomBits(r, n, bits);
+      // Rows 100.. are copies of the query: 4900 ties at distance 0, scattered over tiles.
+      for (let i = 100; i < n; i++) db.set(code, i * 8);
+      for (const k of [10, 1024]) {
+        using index = new HammingIndex({ bits, backend: 'cuda' });
+        index.add(db);
+        const res = await index.search(code, { k, exactKernel });
+        const want = oracle(db, n, code, 1, bits, k);
+        expect(res.ids).toEqual(want.ids);
+        expect(res.distances).toEqual(want.dist);
+      }
+    });
+  }
+
+  it('EWH scores equal the CPU backend', async () => {
+    for (const [bits, n, tables, h, e, alpha] of [
+      [64, 1, 4, 5, 2, [10, 5, 2]],
+      [256, 4097, 4, 5, 2, [10, 5, 2]],
+      [512, 3001, 8, 10, 3, [9, 4, 2, 1]],
+      [32, 777, 2, 3, 0, [5]],
+    ] as const) {
+      const r = rng(n + h);
+      const db = withDuplicates(r, n, bits);
+      const qs = randomBits(r, 9, bits);
+      const opts = { bits, method: 'ewh' as const, tables, keyBits: h, maxErrors: e, weights: [...alpha] };
+      using cpu = new HammingIndex({ ...opts, backend: 'cpu' });
+      using gpu = new HammingIndex({ ...opts, backend: 'cuda' });
+      cpu.add(db);
+      gpu.add(db);
+      expect(await gpu.scores(qs)).toEqual(await cpu.scores(qs));
+    }
+  });
+
+  it('EWH search equals the CPU backend (minScore and shortlist, k up to 1024)', async () => {
+    for (const [bits, n, k, extra] of [
+      [256, 20_011, 10, {}],
+      [256, 20_011, 50, { shortlist: 300 }],
+      [128, 1, 10, {}],
+      [128, 1, 10, { minScore: 0 }],
+      [512, 4099, 1024, { shortlist: 2000 }],
+      [64, 3001, 100, { minScore: 10 }],
+    ] as const) {
+      const r = rng(n + k);
+      const db = withDuplicates(r, n, bits);
+      const qs = randomBits(r, 37, bits);
+      qs.set(db.subarray(0, bits / 32));
+      using cpu = new HammingIndex({ bits, method: 'ewh', backend: 'cpu', ...extra });
+      using gpu = new HammingIndex({ bits, method: 'ewh', backend: 'cuda', ...extra });
+      cpu.add(db);
+      gpu.add(db);
+      const a = await cpu.search(qs, { k });
+      const b = await gpu.search(qs, { k });
+      expect(b.ids, `${bits}x${n} k=${k}`).toEqual(a.ids);
+      expect(b.distances).toEqual(a.distances);
+      expect(b.shortlisted).toBe(a.shortlisted);
+      expect(b.scored).toBe(a.scored);
+    }
+  });
+
+  it('adding after a search refreshes the device copy', async () => {
+    const r = rng(3);
+    const db = randomBits(r, 2000, 256);
+    const qs = randomBits(r, 5, 256);
+    for (const method of ['exact', 'ewh'] as const) {
+      using gpu = new HammingIndex({ bits: 256, method, backend: 'cuda', minScore: 0 });
+      using cpu = new HammingIndex({ bits: 256, method, backend: 'cpu', minScore: 0 });
+      gpu.add(db.subarray(0, 1000 * 8));
+      cpu.add(db.subarray(0, 1000 * 8));
+      await gpu.search(qs, { k: 5 });
+      gpu.add(db.subarray(1000 * 8));
+      cpu.add(db.subarray(1000 * 8));
+      expect((await gpu.search(qs, { k: 5 })).ids).toEqual((await cpu.search(qs, { k: 5 })).ids);
+    }
+  });
+});
