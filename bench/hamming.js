@@ -261,7 +261,7 @@ export async function run({ cusim, quick, backends, time, log }) {
             const t = await time(async () => {
               last = await ix.search(qv, { k, ...sopts });
               return backend === 'cuda' ? { deviceMs: last.kernelMs } : undefined;
-            }, { warmup: 1, repeats: rep });
+            }, { warmup: rep === 1 ? 0 : 1, repeats: rep });
             rows.push({
               data, method: label, backend, n, queries: q,
               'wall ms': t.wallMs.median, 'kernel ms': t.deviceMs?.median,
