@@ -65,7 +65,7 @@ __global__ void PopsKernel(const uint32_t* __restrict__ codes, uint64_t rows, ui
 }
 
 // ---- distance tiles -----------------------------------------------------------
-// Both tile kernels call epi(query, row, distance) for every pair; `stride`
+// Both tile kernels call epi(query, row, distance, epi.Param(query)) for every pair; `stride`
 // (in rows) lets the sample pass read every stride-th row.
 
 template <int QT, class Epi>
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) PopcTile(const uint32_t* __restrict_
     if (row < nrows) {
 #pragma unroll
       for (int qq = 0; qq < QT; ++qq)
-        if (q0 + qq < nq) epi(q0 + qq, row, acc[qq]);
+        if (q0 + qq < nq) epi(q0 + qq, row, acc[qq], epi.Param(q0 + qq));
     }
   }
 }
@@ -123,6 +123,8 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
   const uint32_t qa = blockIdx.x * 16 + g, qb = qa + 8;
   const uint32_t* pa = queries + uint64_t(min(qa, nq - 1)) * wp;
   const uint32_t* pb = queries + uint64_t(min(qb, nq - 1)) * wp;
+  // Per-query epilogue thresholds, loaded once instead of per pair.
+  const uint32_t parA = qa < nq ? epi.Param(qa) : 0u, parB = qb < nq ? epi.Param(qb) : 0u;
   for (uint64_t r0 = (uint64_t(blockIdx.y) * 4 + warp) * 64; r0 < nrows; r0 += uint64_t(gridDim.y) * 256) {
     int acc[kTiles][4];
 #pragma unroll
@@ -152,7 +154,7 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
       for (int i = 0; i < 4; ++i) {
         const uint32_t q = i < 2 ? qa : qb;
         const uint64_t row = r0 + t * 8 + 2 * c + (i & 1);
-        if (q < nq && row < nrows) epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]));
+        if (q < nq && row < nrows) epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]), i < 2 ? parA : parB);
       }
     }
   }
@@ -164,15 +166,17 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
 struct HistAll {
   uint32_t* hist;
   uint32_t bins;
-  __device__ void operator()(uint32_t q, uint64_t, uint32_t d) const { atomicAdd(hist + uint64_t(q) * bins + d, 1u); }
+  __device__ uint32_t Param(uint32_t) const { return 0; }
+  __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t) const { atomicAdd(hist + uint64_t(q) * bins + d, 1u); }
 };
 
 struct HistBound {
   uint32_t* hist;
   uint32_t bins;
   const uint32_t* bound;
-  __device__ void operator()(uint32_t q, uint64_t, uint32_t d) const {
-    if (d <= __ldg(bound + q)) atomicAdd(hist + uint64_t(q) * bins + d, 1u);
+  __device__ uint32_t Param(uint32_t q) const { return __ldg(bound + q); }
+  __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t b) const {
+    if (d <= b) atomicAdd(hist + uint64_t(q) * bins + d, 1u);
   }
 };
 
@@ -183,8 +187,8 @@ struct Collect {
   uint32_t k;
   uint32_t* tieCnt;
   uint32_t* ties;
-  __device__ void operator()(uint32_t q, uint64_t row, uint32_t d) const {
-    const uint32_t t = __ldg(thr + q);
+  __device__ uint32_t Param(uint32_t q) const { return __ldg(thr + q); }
+  __device__ void operator()(uint32_t q, uint64_t row, uint32_t d, uint32_t t) const {
     if (d < t) {
       const uint32_t s = atomicAdd(lessCnt + q, 1u);
       less[uint64_t(q) * k + s] = (uint64_t(d) << 32) | row;
