@@ -340,6 +340,17 @@ describe('HammingIndex bad input', () => {
     }
   });
 
+  it('an aborted signal rejects with AbortError', async () => {
+    using index = new HammingIndex({ bits: 32, backend: 'cpu' });
+    index.add(new Uint32Array([1, 2, 3]));
+    const ac = new AbortController();
+    ac.abort();
+    await expect(index.search(new Uint32Array([1]), { k: 1, signal: ac.signal })).rejects.toMatchObject({
+      name: 'AbortError',
+      code: 'ABORT_ERR',
+    });
+  });
+
   it('use after dispose throws CUSIM_DISPOSED', async () => {
     const index = new HammingIndex({ bits: 32, backend: 'cpu' });
     index.add(new Uint32Array([1, 2]));
