@@ -372,7 +372,7 @@ describeGpu('HammingIndex', () => {
     [512, 5003, 33, 1024, true],
     [1024, 3001, 20, 100, false],
   ] as const;
-  for (const exactKernel of ['popc', 'mma'] as const) {
+  for (const exactKernel of ['popc', 'mma', 'auto'] as const) {
     it(`exact '${exactKernel}' equals the CPU backend (odd sizes, duplicates, n = 1, k > n)`, async () => {
       for (const [bits, n, nq, k, dupes] of cases) {
         const seed = bits * 7 + n;
