@@ -9,3 +9,5 @@ export { FlyHash } from './flyhash.js';
 export type { FlyHashOptions, FlyHashResult, FlyHashNormalize } from './flyhash.js';
 export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
 export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
+export { HammingIndex, MISSING_ID } from './hamming.js';
+export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
