@@ -5,3 +5,5 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
+export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';
