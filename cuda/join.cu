@@ -86,7 +86,7 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
                              const uint64_t* __restrict__ ioff, const unsigned long long* __restrict__ start,
                              const uint2* __restrict__ postings, const uint32_t* __restrict__ probes,
                              const uint64_t* __restrict__ tableOff, uint64_t nProbes, Bounds B, bool self,
-                             uint32_t* keys, uint32_t* counts, uint32_t* lastX, uint32_t* lastY, Cand* __restrict__ cands,
+                             uint32_t* keys, uint32_t* counts, unsigned long long* last, Cand* __restrict__ cands,
                              unsigned long long* __restrict__ nCands) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
@@ -113,10 +113,9 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
           slot = (slot + 1) & mask;
         }
         atomicAdd(&counts[base + slot], 1u);
-        // Matches of one pair rise in both sets together, so the two maxima
-        // belong to the same (last) match.
-        atomicMax(&lastX[base + slot], k);
-        atomicMax(&lastY[base + slot], e.y);
+        // Matches of one pair rise in both sets together, so the largest
+        // (probe position, indexed position) word is the last match.
+        atomicMax(&last[base + slot], (static_cast<unsigned long long>(k) << 32) | e.y);
       }
     }
     __syncwarp();
@@ -127,7 +126,8 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
       if (s0 + lane <= mask) {
         const uint32_t y = __ldcg(&keys[slot]);
         if (y != kEmpty) {
-          c = Cand{x, y, __ldcg(&counts[slot]), __ldcg(&lastX[slot]), __ldcg(&lastY[slot])};
+          const unsigned long long l = __ldcg(&last[slot]);
+          c = Cand{x, y, __ldcg(&counts[slot]), uint32_t(l >> 32), uint32_t(l)};
           const uint32_t b = SizeOf(ioff, y);
           // PPJoin's positional bound at the last prefix match.
           keep = c.count + min(a - 1 - c.lastX, b - 1 - c.lastY) >= B.Alpha(a, b);
@@ -310,8 +310,7 @@ class CudaJoiner final : public Joiner {
     tableOff_.reserve(n + 1, "join batch table offsets");
     keys_.reserve(slots, "join candidate tables");
     counts_.reserve(slots, "join candidate tables");
-    lastX_.reserve(slots, "join candidate tables");
-    lastY_.reserve(slots, "join candidate tables");
+    last_.reserve(slots, "join candidate tables");
     cands_.reserve(b.maxCands, "join candidates");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
@@ -319,12 +318,11 @@ class CudaJoiner final : public Joiner {
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(keys_.data(), 0xff, slots * 4, stream_));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, slots * 4, stream_));
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(lastX_.data(), 0, slots * 4, stream_));
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(lastY_.data(), 0, slots * 4, stream_));
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(last_.data(), 0, slots * 8, stream_));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 2 * 8, stream_));
     FilterKernel<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), postings_.data(),
                                                          probes_.data(), tableOff_.data(), n, p.bounds, p.self,
-                                                         keys_.data(), counts_.data(), lastX_.data(), lastY_.data(),
+                                                         keys_.data(), counts_.data(), last_.data(),
                                                          cands_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
@@ -374,7 +372,8 @@ class CudaJoiner final : public Joiner {
   gpu::DeviceBuffer<uint64_t> hits_;
   gpu::DeviceBuffer<uint32_t> probes_;
   gpu::DeviceBuffer<uint64_t> tableOff_;
-  gpu::DeviceBuffer<uint32_t> keys_, counts_, lastX_, lastY_;
+  gpu::DeviceBuffer<uint32_t> keys_, counts_;
+  gpu::DeviceBuffer<unsigned long long> last_;
   gpu::DeviceBuffer<Cand> cands_;
   gpu::DeviceBuffer<Hit> hitsOut_;
   uint64_t blockStart_ = 0;
