@@ -206,7 +206,9 @@ class CudaJoiner final : public Joiner {
 
  private:
   static constexpr uint64_t kDefaultBlock = 1ull << 20;
-  static constexpr uint64_t kTableBudget = 1ull << 24;  // entries (16 B each) per probe batch
+  // Candidate-table entries (16 B each) per probe batch: 1 GiB. Bigger batches
+  // mean fewer host round trips; the cost of clearing scales with use, not size.
+  static constexpr uint64_t kTableBudget = 1ull << 26;
   static constexpr uint64_t kMaxBatchProbes = 1ull << 20;
 
   const uint32_t* Ptok() const { return dPtok_.data(); }
