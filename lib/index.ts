@@ -11,3 +11,5 @@ export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
 export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
 export { HammingIndex, MISSING_ID } from './hamming.js';
 export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
+export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
+export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';
