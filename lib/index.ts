@@ -5,3 +5,5 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
+export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
