@@ -65,22 +65,21 @@ CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r) {
 }
 
 // Candidate pairs among representative rows: positions (a < b) packed as
-// (a << 32) | b, unique and ascending. `reps` is ascending.
-using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&, Timing*)>;
-// Fraction of equal samples for each packed pair.
-using EstimateFn = std::function<std::vector<float>(const SigView&, const std::vector<uint64_t>& pairs, Timing*)>;
+// (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is
+// not null it receives, per returned pair, the fraction of equal samples
+// (float(equal) / float(samples), the same rounding on both backends).
+using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&,
+                                                       std::vector<float>* estimate, Timing*)>;
 
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, Timing*);
-std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs, Timing*);
+std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                  std::vector<float>* estimate, Timing*);
 #ifdef CUSIM_WITH_CUDA
-std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, int device,
-                                   Timing* timing);
-std::vector<float> EstimateCuda(const SigView& sig, const std::vector<uint64_t>& pairs, int device, Timing* timing);
+std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                   std::vector<float>* estimate, int device, Timing* timing);
 #endif
 
 struct Engine {
   RepPairsFn repPairs;
-  EstimateFn estimate;
 };
 
 struct PairList {

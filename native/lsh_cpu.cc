@@ -284,9 +284,24 @@ PairList ToIdPairs(const std::vector<uint64_t>& pos, const std::vector<float>* s
   return out;
 }
 
+std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs) {
+  std::vector<float> out(pairs.size());
+  ParallelFor(pairs.size(), 1024, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; ++k) {
+      const uint32_t* x = sig.row(pairs[k] >> 32);
+      const uint32_t* y = sig.row(uint32_t(pairs[k]));
+      uint32_t eq = 0;
+      for (uint32_t s = 0; s < sig.samples; ++s) eq += (x[2 * s] == y[2 * s]) & (x[2 * s + 1] == y[2 * s + 1]);
+      out[k] = float(eq) / float(sig.samples);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, Timing*) {
+std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                  std::vector<float>* estimate, Timing*) {
   std::vector<std::vector<uint64_t>> perBand(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
     std::vector<std::pair<uint64_t, uint32_t>> keyed(reps.size());
@@ -313,28 +328,15 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
     }
   });
   SortUnique(all, reps.empty() ? 0 : reps.back());
+  if (estimate) *estimate = EstimateCpu(sig, all);
   return all;
-}
-
-std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs, Timing*) {
-  std::vector<float> out(pairs.size());
-  ParallelFor(pairs.size(), 1024, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      const uint32_t* x = sig.row(pairs[k] >> 32);
-      const uint32_t* y = sig.row(uint32_t(pairs[k]));
-      uint32_t eq = 0;
-      for (uint32_t s = 0; s < sig.samples; ++s) eq += (x[2 * s] == y[2 * s]) & (x[2 * s + 1] == y[2 * s + 1]);
-      out[k] = float(eq) / float(sig.samples);
-    }
-  });
-  return out;
 }
 
 PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e, const CancelToken& cancel,
                         Timing* timing) {
   Classes c = BuildClasses(sig, nullptr);
   cancel.check();
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, timing);
+  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, nullptr, timing);
   cancel.check();
   std::vector<uint32_t> classOf(sig.n, kNoGroup);
   for (size_t k = 0; k < c.reps.size(); ++k) classOf[c.reps[k]] = uint32_t(k);
@@ -391,9 +393,9 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     c = BuildClasses(sig, nullptr);
   }
   cancel.check();
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, timing);
-  cancel.check();
   std::vector<float> sim;
+  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
+  cancel.check();
   std::vector<uint8_t> keep(rp.size(), 1);
   if (verify == Verify::Exact) {
     std::vector<uint32_t> ends;
@@ -414,7 +416,6 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
       }
     });
   } else {
-    sim = e.estimate(sig, rp, timing);
     if (verify == Verify::Estimate)
       for (size_t k = 0; k < rp.size(); ++k) keep[k] = double(sim[k]) >= threshold;
   }
