@@ -5,3 +5,5 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
+export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
