@@ -7,3 +7,5 @@ export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
 export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
 export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
+export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
+export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
