@@ -33,6 +33,10 @@ export function optimalParams(threshold: number, samples: number, weights: reado
   if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
   checkInt(samples, 'samples', 1, 1 << 20);
   const [fpW, fnW] = checkWeights(weights);
+  // The search costs O(samples log samples) integrals; answers are memoized.
+  const key = `${threshold},${samples},${fpW},${fnW}`;
+  const hit = paramCache.get(key);
+  if (hit) return { ...hit };
   let best = Infinity;
   let opt: LshParams = { bands: 1, rows: 1 };
   for (let b = 1; b <= samples; b++) {
@@ -46,8 +50,12 @@ export function optimalParams(threshold: number, samples: number, weights: reado
       }
     }
   }
-  return opt;
+  if (paramCache.size > 256) paramCache.clear();
+  paramCache.set(key, opt);
+  return { ...opt };
 }
+
+const paramCache = new Map<string, LshParams>();
 
 function checkWeights(w: unknown): [number, number] {
   if (!Array.isArray(w) || w.length !== 2) throw typeError(`weights must be an array [fpWeight, fnWeight], got ${describe(w)}`);
