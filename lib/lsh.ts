@@ -119,9 +119,9 @@ export class MinHashLSH implements Disposable {
   readonly threshold: number;
   readonly backend: Backend;
   readonly #devices: number[] | undefined;
-  #idChunks: Uint32Array[] = [];
-  #sigChunks: Uint32Array[] = [];
-  #seen = new Set<number>();
+  #idChunks: Uint32Array<ArrayBufferLike>[] = [];
+  #sigChunks: Uint32Array<ArrayBufferLike>[] = [];
+  #sortedIds: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   #size = 0;
   #disposed = false;
 
@@ -177,36 +177,37 @@ export class MinHashLSH implements Disposable {
     return signatures;
   }
 
-  /** Adds rows: ids (unique uint32, also the row index into groups' matrix) and their signatures. */
+  /**
+   * Adds rows: ids (unique uint32; also each row's index into groups'
+   * `matrix`) and their signatures. The index keeps a reference to
+   * `signatures` without copying: do not modify it afterwards.
+   */
   insert(ids: Uint32Array | readonly number[], signatures: Uint32Array): void {
     this.#check();
     if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
     const sig = this.#sigs(signatures, n, 'signatures');
-    const idCopy = new Uint32Array(n);
-    const added: number[] = [];
-    try {
+    let idCopy: Uint32Array;
+    if (ids instanceof Uint32Array) {
+      idCopy = ids.slice();
+    } else {
+      idCopy = new Uint32Array(n);
       for (let i = 0; i < n; i++) {
         const id = ids[i];
         if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`ids[${i}]=${id} is not a uint32`);
-        if (this.#seen.has(id)) throw rangeError(`ids[${i}]=${id} is already in the index`);
-        this.#seen.add(id);
-        added.push(id);
         idCopy[i] = id;
       }
-    } catch (e) {
-      for (const id of added) this.#seen.delete(id);
-      throw e;
     }
     if (n === 0) return;
+    this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#idChunks.push(idCopy);
-    this.#sigChunks.push(sig.slice());
+    this.#sigChunks.push(sig);
     this.#size += n;
   }
 
   // Chunks are joined once, at the first batch call after inserts.
   #state(): { ids: Uint32Array; sigs: Uint32Array } {
-    const join = (chunks: Uint32Array[]) => {
+    const join = (chunks: Uint32Array<ArrayBufferLike>[]): Uint32Array => {
       if (chunks.length === 1) return chunks[0];
       const out = new Uint32Array(chunks.reduce((a, c) => a + c.length, 0));
       let o = 0;
@@ -276,12 +277,33 @@ export class MinHashLSH implements Disposable {
     this.#disposed = true;
     this.#idChunks = [];
     this.#sigChunks = [];
-    this.#seen.clear();
+    this.#sortedIds = new Uint32Array(0);
   }
 
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+// Sorted union of `sorted` and `ids`; throws naming the first id of `ids`
+// that repeats, within the call or against earlier inserts.
+function mergeUnique(sorted: Uint32Array<ArrayBufferLike>, ids: Uint32Array<ArrayBufferLike>): Uint32Array<ArrayBufferLike> {
+  const add = ids.slice().sort();
+  const out = new Uint32Array(sorted.length + add.length);
+  let i = 0;
+  let j = 0;
+  let o = 0;
+  while (j < add.length) {
+    if (j > 0 && add[j] === add[j - 1]) {
+      const first = ids.indexOf(add[j]);
+      throw rangeError(`ids[${ids.indexOf(add[j], first + 1)}]=${add[j]} repeats ids[${first}]`);
+    }
+    while (i < sorted.length && sorted[i] < add[j]) out[o++] = sorted[i++];
+    if (i < sorted.length && sorted[i] === add[j]) throw rangeError(`ids[${ids.indexOf(add[j])}]=${add[j]} is already in the index`);
+    out[o++] = add[j++];
+  }
+  while (i < sorted.length) out[o++] = sorted[i++];
+  return out;
 }
 
 /** True when every sample of signature row `i` is the empty-row sentinel. */

@@ -31,11 +31,8 @@ bool IsEmptyRow(const uint32_t* s, uint32_t samples) {
 
 uint64_t FullHash(const uint32_t* s, uint32_t samples) {
   uint64_t h = 0x13198a2e03707344ull;
-  for (uint32_t i = 0; i < samples; ++i) {
-    uint64_t v = uint64_t(s[2 * i]) | (uint64_t(s[2 * i + 1]) << 32);
-    h = Fmix64(h ^ Fmix64(v + (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull));
-  }
-  return h;
+  for (uint32_t i = 0; i < samples; ++i) h = HashRound(h, uint64_t(s[2 * i]) | (uint64_t(s[2 * i + 1]) << 32));
+  return Fmix64(h ^ samples);
 }
 
 // Sorts and deduplicates packed (hi << 32 | lo) values in parallel: values are
@@ -302,11 +299,19 @@ std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& 
 
 std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
                                   std::vector<float>* estimate, Timing*) {
+  // All band keys of a row in one pass over it (rows are long, bands short),
+  // band-major so each band's table is then built from contiguous keys.
+  const size_t R = reps.size();
+  std::vector<uint64_t> keys(R * p.bands);
+  ParallelFor(R, 2048, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      for (uint32_t band = 0; band < p.bands; ++band) keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows);
+  });
   std::vector<std::vector<uint64_t>> perBand(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    std::vector<std::pair<uint64_t, uint32_t>> keyed(reps.size());
+    std::vector<std::pair<uint64_t, uint32_t>> keyed(R);
     for (size_t band = b; band < e; ++band) {
-      for (size_t i = 0; i < reps.size(); ++i) keyed[i] = {BandKey(sig.row(reps[i]), uint32_t(band), p.rows), reps[i]};
+      for (size_t i = 0; i < R; ++i) keyed[i] = {keys[band * R + i], reps[i]};
       std::sort(keyed.begin(), keyed.end());
       auto& out = perBand[band];
       for (size_t s = 0; s < keyed.size();) {
@@ -318,6 +323,7 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
       }
     }
   });
+  std::vector<uint64_t>().swap(keys);
   std::vector<size_t> off(p.bands + 1, 0);
   for (uint32_t b = 0; b < p.bands; ++b) off[b + 1] = off[b] + perBand[b].size();
   std::vector<uint64_t> all(off.back());

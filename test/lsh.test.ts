@@ -448,6 +448,7 @@ describe('MinHashLSH (cpu)', () => {
     expect(() => lsh.insert([1, -1], new Uint32Array(32))).toThrow(/ids\[1\]=-1/);
     lsh.insert([1], new Uint32Array(16));
     expect(() => lsh.insert([2, 1], new Uint32Array(32))).toThrow(/ids\[1\]=1 is already/);
+    expect(() => lsh.insert([5, 6, 5], new Uint32Array(48))).toThrow(/ids\[2\]=5 repeats ids\[0\]/);
     lsh.insert([2], new Uint32Array(16)); // the failed insert left nothing behind
     expect(lsh.size).toBe(2);
     await expect(lsh.query(new Uint32Array(15))).rejects.toThrow(/signatures has length 15/);
