@@ -122,7 +122,7 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   need = std::max(need, t);
   CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, t, pairCount.data(), pairOffset.data(), n + 1));
   need = std::max(need, t);
-  temp.reserve(need, "LSH CUB temporary storage");
+  temp.reserve(std::max<size_t>(need, 256), "LSH CUB temporary storage");  // never null: CUB reads null as a size query
 
   gpu::Event t0, t1, t2, t3;
   t0.record(stream);
