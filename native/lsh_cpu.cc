@@ -88,6 +88,35 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
   v.swap(out);
 }
 
+using Keyed = std::pair<uint64_t, uint32_t>;
+
+// Sorts (key, row) pairs by key, then row. Large tables use a stable LSD radix
+// sort on the key (11-bit digits: few enough buckets to scatter within the
+// cache); rows enter ascending, so ties stay ordered
+// exactly as std::sort on the pairs would leave them.
+void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp) {
+  if (v.size() < (1u << 16)) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  tmp.resize(v.size());
+  constexpr int kBits = 11;
+  constexpr uint64_t kMask = (1u << kBits) - 1;
+  std::vector<size_t> cnt(size_t(1) << kBits);
+  for (int shift = 0; shift < 64; shift += kBits) {
+    std::fill(cnt.begin(), cnt.end(), 0);
+    for (const Keyed& x : v) ++cnt[(x.first >> shift) & kMask];
+    size_t sum = 0;
+    for (size_t& c : cnt) {
+      const size_t t = c;
+      c = sum;
+      sum += t;
+    }
+    for (const Keyed& x : v) tmp[cnt[(x.first >> shift) & kMask]++] = x;
+    v.swap(tmp);
+  }
+}
+
 // Classes of interchangeable rows. rep[i] is the smallest row of i's class
 // (kNoGroup for empty rows); reps lists class representatives ascending;
 // members[memberPtr[c] .. memberPtr[c+1]) lists class c's rows ascending.
@@ -309,10 +338,10 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
   });
   std::vector<std::vector<uint64_t>> perBand(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    std::vector<std::pair<uint64_t, uint32_t>> keyed(R);
+    std::vector<Keyed> keyed(R), tmp;
     for (size_t band = b; band < e; ++band) {
       for (size_t i = 0; i < R; ++i) keyed[i] = {keys[band * R + i], reps[i]};
-      std::sort(keyed.begin(), keyed.end());
+      SortKeyed(keyed, tmp);
       auto& out = perBand[band];
       for (size_t s = 0; s < keyed.size();) {
         size_t t = s + 1;
@@ -472,11 +501,12 @@ void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, c
     if (!IsEmptyRow(stored.row(i), stored.samples)) live.push_back(uint32_t(i));
   std::vector<std::vector<std::pair<uint64_t, uint32_t>>> tables(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
+    std::vector<Keyed> tmp;
     for (size_t band = b; band < e; ++band) {
       auto& t = tables[band];
       t.resize(live.size());
       for (size_t k = 0; k < live.size(); ++k) t[k] = {BandKey(stored.row(live[k]), uint32_t(band), p.rows), live[k]};
-      std::sort(t.begin(), t.end());
+      SortKeyed(t, tmp);
     }
   });
   std::vector<std::vector<uint32_t>> hits(queries.n);
