@@ -110,7 +110,17 @@ const SENTINEL = 0xffffffff;
  * row). Band keys are 64-bit hashes of each band's r pairs, one table per
  * band. Rows whose samples are all the empty-row sentinel never match.
  * Candidate pairs, groups and queries are computed in batch over everything
- * inserted so far; the bucketing runs on the GPU with backend 'cuda'.
+ * inserted so far; the bucketing (band hashing, radix sort, pair emission,
+ * sort + unique, signature agreement) runs on the GPU with backend 'cuda';
+ * query() runs on the CPU. Both backends return identical results.
+ *
+ * Large buckets: rows that are interchangeable (identical signatures; for
+ * 'exact' verification also identical vectors) are collapsed to their first
+ * row before banding, so m identical rows cost O(m), not m(m-1)/2 pairs per
+ * band. groups() links each copy to its first row (similarity 1), which gives
+ * the same components as all pairwise edges; candidatePairs() expands the
+ * copies back (its output for a bucket of m rows is m(m-1)/2 pairs by
+ * definition). Distinct rows sharing one band still emit all their pairs.
  */
 export class MinHashLSH implements Disposable {
   readonly bands: number;
