@@ -18,6 +18,7 @@ struct Engine {
   // or parameters()), so constructing an object never blocks the event loop.
   std::mutex hostMutex;
   bool hostReady = false;
+  bool injected = false;  // tables came from fromParameters, not the seed
   std::vector<float> rs, lnCs, betas;
 #ifdef CUSIM_WITH_CUDA
   std::mutex gpuMutex;
@@ -37,11 +38,6 @@ struct Engine {
   minhash::CudaEngine& EnsureGpu() {
     std::lock_guard<std::mutex> lock(gpuMutex);
     if (!gpu) {
-      bool injected;
-      {
-        std::lock_guard<std::mutex> h(hostMutex);
-        injected = hostReady;
-      }
       // Injected tables are uploaded; seeded ones are generated on each device.
       gpu = minhash::CreateCudaEngine(devices, seed, dim, samples, injected ? rs.data() : nullptr,
                                       injected ? lnCs.data() : nullptr, injected ? betas.data() : nullptr);
@@ -109,6 +105,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
           Transpose(a.data, e->samples, e->dim, dst[i]->data());
         }
         e->hostReady = true;
+        e->injected = true;
       }
       impl_ = e;
     } catch (const Error& err) {
@@ -138,7 +135,11 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       return RunAsync(
           info.Env(),
           [=] {
-            ValidateCsr(m, "matrix");
+            // Only the rows this call reads; indices are reported at their absolute position.
+            CsrView part = m;
+            part.rows = rowEnd - rowStart;
+            part.indptr = m.indptr + rowStart;
+            ValidateCsr(part, "matrix");
             out->resize((rowEnd - rowStart) * uint64_t(e->samples) * 2);
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();
