@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -364,7 +365,11 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
     cut[k] = std::max<uint64_t>(cut[k - 1], uint64_t(p - m.indptr));
   }
   // Per device, kSlots host threads pull batches, so one batch's staging and
-  // copies overlap another's kernels.
+  // copies overlap another's kernels. CUSIM_MINHASH_STREAMS=1 keeps one batch
+  // in flight per device: slower, but then each kernel has the GPU to itself
+  // and its CUDA-event time is the kernel's alone (the bench's kernel rate).
+  const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
+  const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
   std::vector<std::vector<Batch>> plans(nd);
   std::vector<std::atomic<size_t>> next(nd);
   for (size_t k = 0; k < nd; ++k) {
@@ -376,7 +381,7 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   std::atomic<bool> failed{false};
   std::vector<std::thread> threads;
   for (size_t k = 0; k < nd; ++k) {
-    for (int t = 0; t < kSlots; ++t) {
+    for (int t = 0; t < perDevice; ++t) {
       threads.emplace_back([&, k, t] {
         try {
           Device& dev = *e.devs[k];

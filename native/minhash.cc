@@ -66,6 +66,26 @@ Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const f
   return o;
 }
 
+// Signature storage handed to JavaScript without a copy. Left uninitialized
+// (unlike std::vector) because a 1M-row result is 1 GB that the kernels or the
+// CPU overwrite entirely; zero-filling it first would cost a serial pass.
+struct Signatures {
+  uint32_t* data = nullptr;
+  uint64_t size = 0;
+  ~Signatures() { delete[] data; }
+  void allocate(uint64_t n) {
+    size = n;
+    data = n ? new uint32_t[n] : nullptr;
+  }
+  Napi::Value ToJs(Napi::Env env) {
+    if (size == 0) return Napi::Uint32Array::New(env, 0);
+    uint32_t* p = data;
+    data = nullptr;
+    auto buf = Napi::ArrayBuffer::New(env, p, size * 4, [](Napi::Env, void* q) { delete[] static_cast<uint32_t*>(q); });
+    return Napi::Uint32Array::New(env, size, buf, 0);
+  }
+};
+
 class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -128,7 +148,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
       const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
       CancelToken cancel = CancelArg(opts);
-      auto out = std::make_shared<std::vector<uint32_t>>();
+      auto out = std::make_shared<Signatures>();
       auto timing = std::make_shared<minhash::Timing>();
       std::vector<Napi::Value> keep{info[0], info.This()};
       if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
@@ -140,20 +160,20 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
             part.rows = rowEnd - rowStart;
             part.indptr = m.indptr + rowStart;
             ValidateCsr(part, "matrix");
-            out->resize((rowEnd - rowStart) * uint64_t(e->samples) * 2);
+            out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();
               minhash::HashCpu(m, rowStart, rowEnd, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
-                               out->data(), cancel);
+                               out->data, cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data(), timing.get(), cancel);
+              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data, timing.get(), cancel);
 #endif
             }
           },
           [=](Napi::Env env) -> Napi::Value {
             auto r = Napi::Object::New(env);
-            r.Set("signatures", ToTyped(env, std::move(*out)));
+            r.Set("signatures", out->ToJs(env));
             r.Set("kernelMs", timing->kernelMs);
             r.Set("transferMs", timing->transferMs);
             return r;
