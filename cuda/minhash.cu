@@ -354,16 +354,8 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
 void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
               const CancelToken& cancel) {
   const size_t nd = e.devs.size();
-  // Cut rows by nnz so every device gets about the same work; any count of
-  // devices, uneven shares allowed.
-  const uint64_t nzA = rowEnd > rowStart ? m.indptr[rowStart] : 0, nzB = rowEnd > rowStart ? m.indptr[rowEnd] : 0;
-  std::vector<uint64_t> cut(nd + 1, rowStart);
-  cut[nd] = rowEnd;
-  for (size_t k = 1; k < nd; ++k) {
-    const uint64_t target = nzA + (nzB - nzA) * k / nd;
-    const uint32_t* p = std::lower_bound(m.indptr + cut[k - 1], m.indptr + rowEnd, uint32_t(target));
-    cut[k] = std::max<uint64_t>(cut[k - 1], uint64_t(p - m.indptr));
-  }
+  // Rows cut by nnz so every device gets about the same work.
+  const std::vector<uint64_t> cut = SplitRowsByNnz(m, rowStart, rowEnd, nd);
   // Per device, kSlots host threads pull batches, so one batch's staging and
   // copies overlap another's kernels. CUSIM_MINHASH_STREAMS=1 keeps one batch
   // in flight per device: slower, but then each kernel has the GPU to itself

@@ -247,7 +247,24 @@ Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
   });
 }
 
+// minhashSplitRows(matrix, rowStart, rowEnd, parts) -> Float64Array of boundaries.
+// The multi-GPU row split, exposed so tests check it for any device count.
+Napi::Value SplitRows(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    CsrView m = CsrArg(info[0], "matrix", false);
+    const double a = args.Num(1, "rowStart"), b = args.Num(2, "rowEnd"), parts = args.Num(3, "parts");
+    if (!(a >= 0 && a <= b && b <= double(m.rows))) ThrowInvalid("rowStart/rowEnd out of range");
+    if (!(parts >= 1 && parts <= 4096)) ThrowInvalid("parts must be in [1, 4096]");
+    auto cut = minhash::SplitRowsByNnz(m, uint64_t(a), uint64_t(b), size_t(parts));
+    auto out = Napi::Float64Array::New(info.Env(), cut.size());
+    for (size_t i = 0; i < cut.size(); ++i) out[i] = double(cut[i]);
+    return out;
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("minhashSplitRows", Napi::Function::New(env, SplitRows, "minhashSplitRows"));
   exports.Set("WeightedMinHashNative", MinHashWrap::Define(env));
   exports.Set("minhashJaccardPairs", Napi::Function::New(env, JaccardPairs, "minhashJaccardPairs"));
 }

@@ -136,6 +136,20 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samp
   });
 }
 
+std::vector<uint64_t> SplitRowsByNnz(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, size_t parts) {
+  std::vector<uint64_t> cut(parts + 1, rowStart);
+  cut[parts] = rowEnd;
+  if (rowEnd <= rowStart) return cut;
+  const uint64_t nzA = m.indptr[rowStart], nzB = m.indptr[rowEnd];
+  for (size_t k = 1; k < parts; ++k) {
+    // The first row starting at or after the k-th nnz quantile.
+    const uint64_t target = nzA + (nzB - nzA) * k / parts;
+    const uint32_t* p = std::lower_bound(m.indptr + cut[k - 1], m.indptr + rowEnd, uint32_t(target));
+    cut[k] = std::max<uint64_t>(cut[k - 1], uint64_t(p - m.indptr));
+  }
+  return cut;
+}
+
 void JaccardPairsCpu(const uint32_t* sigs, uint32_t samples, const uint32_t* left, const uint32_t* right,
                      uint64_t pairs, float* out) {
   const size_t stride = size_t(samples) * 2;
