@@ -76,7 +76,7 @@ function headRows(m, n) {
 
 const fmt = (x) => (x === undefined ? undefined : Number(x.toPrecision(3)));
 
-export async function run({ cusim, quick, backends, devices, time, log }) {
+export async function run({ cusim, quick, backends, devices, time, log, runPeer, peersDir }) {
   const { WeightedMinHash, threads } = cusim;
   const samples = 128;
   const sections = [];
@@ -137,6 +137,23 @@ export async function run({ cusim, quick, backends, devices, time, log }) {
     });
     wmh.dispose();
 
+    // ---- PyTorch peer on the same GPU, same shape (fewer rows: its temporaries are large)
+    const peerRows = quick ? 20_000 : 200_000;
+    const peer = runPeer(`${peersDir}/minhash_torch.py`, [peerRows, dim, samples], { timeoutMs: 600_000 });
+    const cusimRate = (nnz * samples) / (tk.deviceMs.median / 1e3);
+    if (peer.skipped) {
+      rowsOut.push({ backend: `torch peer: skipped (${peer.skipped})` });
+    } else {
+      rowsOut.push({
+        backend: `${peer.peer} (peer)`,
+        rows: peer.rows,
+        nnz: peer.nnz,
+        'kernel ms (median)': fmt(peer.ms),
+        'kernel elem·samples/s': fmt(peer.elem_samples_per_s),
+        'cusim kernel ÷ peer': fmt(cusimRate / peer.elem_samples_per_s),
+      });
+    }
+
     // ---- 1 vs all GPUs ----------------------------------------------------
     if (devices.gpus.length >= 2) {
       const all = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: 'all' });
@@ -168,7 +185,7 @@ export async function run({ cusim, quick, backends, devices, time, log }) {
       title: `weighted MinHash, ${gpuRows} GitHub-shaped rows, ${samples} samples (GPU)`,
       columns: [
         'backend', 'rows', 'nnz', 'kernel ms (median)', 'kernel elem·samples/s', 'transfer ms', 'copy GB/s', 'wall ms (median)',
-        'wall elem·samples/s', 'rows/s (wall)', 'setup ms (tables)', 'speedup vs ×1 (wall)',
+        'wall elem·samples/s', 'rows/s (wall)', 'setup ms (tables)', 'speedup vs ×1 (wall)', 'cusim kernel ÷ peer',
       ],
       rows: rowsOut,
       notes: [
@@ -176,6 +193,7 @@ export async function run({ cusim, quick, backends, devices, time, log }) {
         'wall = Node, from the call to the resolved Promise with signatures in a JS Uint32Array (staging into pinned memory, H2D, kernels, D2H, copy out)',
         'kernel elem·samples/s = nnz × samples / kernel time; targets: ≥ 8e11 on one H100, 2 GPUs ≥ 1.8× one',
         `workload generated in ${genMs.toFixed(0)} ms (typed arrays)`,
+        'peer: bench/peers/minhash_torch.py, the same hash in PyTorch (gather + scatter_reduce amin), GPU time by CUDA events, inputs resident on the GPU',
       ],
     });
   }
