@@ -73,6 +73,16 @@ __device__ __forceinline__ uint32_t OrderKey(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// The sample a lane's q-th slot holds in the pass starting at s0. kVec4: four
+// consecutive samples per lane, read with one 16-byte load per table (needs
+// samples % 4 == 0, which also keeps every row of the tables 16-byte aligned);
+// otherwise lanes stride by 32 and any sample count works.
+template <bool kVec4>
+__device__ __forceinline__ uint32_t SampleOf(uint32_t s0, unsigned lane, int q) {
+  return kVec4 ? s0 + lane * kPerLane + q : s0 + q * 32 + lane;
+}
+
+template <bool kVec4>
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
                                                        const float* __restrict__ values, const float* __restrict__ rs,
@@ -107,21 +117,37 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
         const uint32_t d = __shfl_sync(0xffffffffu, myD, j);
         const float lw = __shfl_sync(0xffffffffu, myLw, j);
         const uint64_t off = uint64_t(d) * samples;
+        if (kVec4) {
+          const uint32_t sb = SampleOf<true>(s0, lane, 0);
+          if (sb < samples) {
+            const float4 r4 = __ldg(reinterpret_cast<const float4*>(rs + off + sb));
+            const float4 b4 = __ldg(reinterpret_cast<const float4*>(betas + off + sb));
+            const float4 c4 = __ldg(reinterpret_cast<const float4*>(lnCs + off + sb));
+            const float rv[4] = {r4.x, r4.y, r4.z, r4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
-        for (int q = 0; q < kPerLane; ++q) {
-          const uint32_t s = s0 + q * 32 + lane;
-          if (s < samples) {
-            const float r = __ldg(rs + off + s), b = __ldg(betas + off + s), c = __ldg(lnCs + off + s);
-            const float t = SampleT(lw, r, b);
-            const float lna = SampleLnA(t, r, c, b);
-            if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+            for (int q = 0; q < kPerLane; ++q) {
+              const float t = SampleT(lw, rv[q], bv[q]);
+              const float lna = SampleLnA(t, rv[q], cv[q], bv[q]);
+              if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+            }
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < kPerLane; ++q) {
+            const uint32_t s = SampleOf<false>(s0, lane, q);
+            if (s < samples) {
+              const float r = __ldg(rs + off + s), b = __ldg(betas + off + s), c = __ldg(lnCs + off + s);
+              const float t = SampleT(lw, r, b);
+              const float lna = SampleLnA(t, r, c, b);
+              if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+            }
           }
         }
       }
     }
 #pragma unroll
     for (int q = 0; q < kPerLane; ++q) {
-      const uint32_t s = s0 + q * 32 + lane;
+      const uint32_t s = SampleOf<kVec4>(s0, lane, q);
       if (s >= samples) continue;
       if (sg.split == kNone) {
         const uint64_t o = (uint64_t(sg.row) * samples + s) * 2;
@@ -282,9 +308,16 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, Batch 
   sl.e1.record(st);
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
   const float* vals = m.values ? sl.dVal.data() : nullptr;
-  HashKernel<<<gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
-      sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(), dev.lnCs.data(), dev.betas.data(), samples,
-      sl.dOut.data(), sl.dScratch.data());
+  const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
+  if (samples % kPerLane == 0) {
+    HashKernel<true><<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(),
+                                                 dev.lnCs.data(), dev.betas.data(), samples, sl.dOut.data(),
+                                                 sl.dScratch.data());
+  } else {
+    HashKernel<false><<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(),
+                                                  dev.lnCs.data(), dev.betas.data(), samples, sl.dOut.data(),
+                                                  sl.dScratch.data());
+  }
   CUSIM_LAUNCH_CHECK();
   if (nsplit) {
     FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
