@@ -387,6 +387,31 @@ describe('WeightedMinHash: slicing and streaming', () => {
   });
 });
 
+describe('WeightedMinHash: multi-GPU row split (host logic, any device count)', () => {
+  it('cuts rows into 1..8 contiguous parts balanced by nnz, with skewed rows and sub-ranges', () => {
+    const r = rng(66);
+    // Skewed lengths: mostly short rows, a few huge ones, some empty.
+    const m = randomCsr(r, 997, 5000, (i) => (i % 101 === 3 ? 3000 : i % 7 === 0 ? 0 : 1 + randInt(r, 20)), { weights: false });
+    let maxRow = 0;
+    for (let i = 0; i < m.rows; i++) maxRow = Math.max(maxRow, m.indptr[i + 1] - m.indptr[i]);
+    for (const [a, b] of [[0, m.rows], [5, 600], [10, 10], [996, 997]]) {
+      for (let parts = 1; parts <= 8; parts++) {
+        const cut = native().minhashSplitRows(m, a, b, parts) as Float64Array;
+        expect(cut.length).toBe(parts + 1);
+        expect(cut[0]).toBe(a);
+        expect(cut[parts]).toBe(b);
+        const total = m.indptr[b] - m.indptr[a];
+        for (let k = 0; k < parts; k++) {
+          expect(cut[k + 1]).toBeGreaterThanOrEqual(cut[k]);
+          // Each part is within one row of its equal share.
+          const nnz = m.indptr[cut[k + 1]] - m.indptr[cut[k]];
+          expect(nnz).toBeLessThanOrEqual(total / parts + maxRow);
+        }
+      }
+    }
+  });
+});
+
 describe('WeightedMinHash: bad input', () => {
   it('rejects bad options and matrices with coded errors naming the argument', async () => {
     await expectCoded(() => new WeightedMinHash({ dim: 10, samples: 0 }), RangeError, /samples must be an integer in \[1, 65536\], got 0/);
@@ -412,6 +437,15 @@ describe('WeightedMinHash: bad input', () => {
     await expectCoded(() => estimateJaccardPairs(sig, 3, Uint32Array.of(0), Uint32Array.of(0)), RangeError, /not a multiple of samples \* 2/);
     await expectCoded(() => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(0, 1)), RangeError, /left has length 1 but right has 2/);
     await expectCoded(() => estimateJaccard(new Uint32Array(4), new Uint32Array(6)), RangeError, /sigA has length 4 but sigB has 6/);
+  });
+
+  it('tables too large for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
+    const dim = 0xffffffff;
+    using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cpu' });
+    const bytes = 3 * dim * 128 * 4;
+    const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
+    await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
+    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${bytes} bytes\\)`));
   });
 
   it('use after dispose throws CUSIM_DISPOSED', async () => {
@@ -484,6 +518,14 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     }
   });
 
+  it('device tables that do not fit reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
+    const dim = 0xffffffff;
+    using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cuda', devices: [0] });
+    const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
+    await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
+    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${3 * dim * 128 * 4} bytes\\)`));
+  });
+
   it('a 1M-nnz row among small rows: cuda = cpu on >= 99.99% of entries', async () => {
     const dim = 1_000_003;
     const m = bigRowCsr(5, dim, 3001, 1_000_000, 1234);
@@ -495,7 +537,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     expect(agreement(sg.subarray(1234 * 128, 1235 * 128), sc.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
   });
 
-  it('injected tables: cuda = cpu exactly on a float32-exact workload', async () => {
+  it('injected tables (fromParameters): cuda = cpu on >= 99.99% of entries', async () => {
     const fx = loadFixture('float-500x517-s64');
     const m = mixedCsr(9, 777, fx.cols);
     using g = WeightedMinHash.fromParameters({ ...fx.params, dim: fx.cols, samples: fx.samples, backend: 'cuda' });
