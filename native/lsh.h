@@ -1,0 +1,118 @@
+// MinHash LSH banding over weighted-MinHash signatures: candidate pairs and
+// verified duplicate groups. Backend-neutral; cuda/lsh.cu implements the
+// bucketing step (RepPairsCuda, EstimateCuda) behind this interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "common.h"
+
+#ifdef __CUDACC__
+#define CUSIM_HD __host__ __device__ __forceinline__
+#else
+#define CUSIM_HD inline
+#endif
+
+namespace cusim {
+namespace lsh {
+
+// A signature sample (k, t) of an empty row; a row whose samples all equal it
+// never becomes a candidate.
+inline constexpr uint32_t kSentinel = 0xFFFFFFFFu;
+inline constexpr uint32_t kNoGroup = 0xFFFFFFFFu;
+
+// n signatures of `samples` (k, t) pairs each, row-major.
+struct SigView {
+  const uint32_t* data = nullptr;
+  uint64_t n = 0;
+  uint32_t samples = 0;
+  const uint32_t* row(uint64_t i) const { return data + i * uint64_t(samples) * 2; }
+};
+
+struct Params {
+  uint32_t bands = 0;
+  uint32_t rows = 0;  // samples per band; bands * rows <= samples
+};
+
+struct Timing {
+  double kernelMs = 0;
+  double transferMs = 0;
+};
+
+CUSIM_HD uint64_t Fmix64(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+// One xxHash64 round: cheap per sample, and the final Fmix64 avalanches.
+CUSIM_HD uint64_t HashRound(uint64_t acc, uint64_t v) {
+  acc += v * 0xc2b2ae3d27d4eb4full;
+  acc = (acc << 31) | (acc >> 33);
+  return acc * 0x9e3779b185ebca87ull;
+}
+
+// 64-bit key of band `band` of a signature: its r (k, t) pairs chained through
+// xxHash64 rounds, seeded by the band index (tables are per band anyway, but
+// distinct seeds keep keys of different bands apart), then Fmix64. Colliding
+// keys of unequal bands only add candidates, which verification removes.
+CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r) {
+  const uint32_t* p = sig + uint64_t(band) * r * 2;
+  uint64_t h = 0x27d4eb2f165667c5ull + band * 0x9e3779b97f4a7c15ull;
+  for (uint32_t i = 0; i < r; ++i) h = HashRound(h, uint64_t(p[2 * i]) | (uint64_t(p[2 * i + 1]) << 32));
+  return Fmix64(h ^ r);
+}
+
+// Candidate pairs among representative rows: positions (a < b) packed as
+// (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is
+// not null it receives, per returned pair, the fraction of equal samples
+// (float(equal) / float(samples), the same rounding on both backends).
+using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&,
+                                                       std::vector<float>* estimate, Timing*)>;
+
+std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                  std::vector<float>* estimate, Timing*);
+#ifdef CUSIM_WITH_CUDA
+std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                   std::vector<float>* estimate, int device, Timing* timing);
+#endif
+
+struct Engine {
+  RepPairsFn repPairs;
+};
+
+struct PairList {
+  std::vector<uint32_t> left, right;
+  std::vector<float> similarity;
+};
+
+// Every unique pair of inserted rows sharing at least one band bucket, as ids
+// (left < right), sorted. ids[i] names row i.
+PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e, const CancelToken& cancel,
+                        Timing* timing);
+
+enum class Verify { None, Estimate, Exact };
+
+struct GroupsResult {
+  std::vector<uint32_t> group;  // per row, kNoGroup when the row has no verified partner
+  uint32_t count = 0;
+  PairList pairs;
+};
+
+// Connected components of verified candidate pairs. For Exact, row i's vector
+// is matrix row ids[i].
+GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
+                    const CsrView* matrix, const Engine& e, const CancelToken& cancel, Timing* timing);
+
+// For each query, the ids of inserted rows sharing a band bucket with it,
+// deduplicated and ascending. indptr has queries + 1 entries.
+void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p, std::vector<uint32_t>* indptr,
+           std::vector<uint32_t>* out);
+
+}  // namespace lsh
+}  // namespace cusim
