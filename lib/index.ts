@@ -5,3 +5,16 @@ export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
+export {
+  TextFeaturizer,
+  Vocabulary,
+  HashedVocabulary,
+  hashToken,
+  codeTokens,
+  wordTokens,
+  qgramTokens,
+  splitIdentifier,
+  CODE_KEYWORDS,
+  ENGLISH_STOP_WORDS,
+} from './text/index.js';
+export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './text/index.js';
