@@ -18,3 +18,5 @@ export {
   ENGLISH_STOP_WORDS,
 } from './text/index.js';
 export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './text/index.js';
+export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
+export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';

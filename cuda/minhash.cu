@@ -1,0 +1,407 @@
+// Weighted MinHash kernels. Work is split into segments of at most kSegment
+// nonzeros, one warp per segment, lanes over samples, so a 1M-nnz row among
+// millions of short rows spreads over the whole GPU. A row that spans several
+// segments merges through a 64-bit atomicMin on (orderable ln a, position);
+// the position breaks ties toward the earlier nonzero, which keeps the CPU's
+// strict-< "first minimum in CSR order" rule exact, and a finalize kernel
+// recomputes t* from the winning position.
+#include <curand_kernel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../native/gpu.h"
+#include "../native/minhash.h"
+#include "gpu.cuh"
+
+namespace cusim {
+namespace minhash {
+namespace {
+
+constexpr uint32_t kSegment = 1024;  // nonzeros per warp task
+constexpr int kPerLane = 4;          // samples a lane holds per pass: 128 in one pass
+constexpr uint32_t kNone = 0xFFFFFFFFu;
+constexpr unsigned kThreads = 256;
+constexpr uint64_t kBatchNnz = 32ull << 20;   // staging per slot: 256 MB of indices + values
+constexpr uint64_t kBatchOutBytes = 256ull << 20;
+constexpr uint64_t kBatchRows = 1ull << 18;
+
+struct Seg {
+  uint32_t row;    // batch-local row
+  uint32_t begin;  // batch-local nnz positions
+  uint32_t end;
+  uint32_t split;  // scratch slot of a row spanning several segments, else kNone
+};
+
+__global__ void GenParamsKernel(uint64_t seed, uint32_t dim, uint32_t samples, float* rs, float* lnCs, float* betas) {
+  const uint64_t d = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= dim) return;
+  curandStatePhilox4_32_10_t st;
+  curand_init(seed, d, 0, &st);
+  const uint64_t off = d * samples;
+  for (uint32_t s = 0; s < samples; ++s) {
+    const float u1 = curand_uniform(&st), u2 = curand_uniform(&st), u3 = curand_uniform(&st), u4 = curand_uniform(&st),
+                u5 = curand_uniform(&st);
+    // Products of two floats are exact in double, so only log's last bit can differ from the CPU.
+    rs[off + s] = float(-log(double(u1) * double(u2)));
+    lnCs[off + s] = float(log(-log(double(u3) * double(u4))));
+    betas[off + s] = u5;
+  }
+}
+
+__device__ __forceinline__ float LogW(float w) { return float(log(double(w))); }
+
+// The CPU's float expression, op by op, without contraction.
+__device__ __forceinline__ float SampleT(float lw, float r, float b) { return floorf(__fadd_rn(__fdiv_rn(lw, r), b)); }
+__device__ __forceinline__ float SampleLnA(float t, float r, float c, float b) {
+  return __fsub_rn(__fsub_rn(c, __fmul_rn(__fsub_rn(t, b), r)), r);
+}
+
+// Float bits mapped so unsigned order is float order; -0 folds onto +0 since
+// the CPU's strict < treats them as equal.
+__device__ __forceinline__ uint32_t OrderKey(float x) {
+  if (x == 0.0f) x = 0.0f;
+  const uint32_t b = __float_as_uint(x);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
+                                                       const uint32_t* __restrict__ indices,
+                                                       const float* __restrict__ values, const float* __restrict__ rs,
+                                                       const float* __restrict__ lnCs,
+                                                       const float* __restrict__ betas, uint32_t samples,
+                                                       uint32_t* __restrict__ out,
+                                                       unsigned long long* __restrict__ scratch) {
+  const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (w >= nseg) return;  // uniform per warp
+  const unsigned lane = threadIdx.x & 31;
+  const Seg sg = segs[w];
+  for (uint32_t s0 = 0; s0 < samples; s0 += 32 * kPerLane) {
+    float bestA[kPerLane], bestT[kPerLane];
+    uint32_t bestK[kPerLane], bestP[kPerLane];
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) bestA[q] = __int_as_float(0x7f800000), bestT[q] = 0, bestK[q] = kNone, bestP[q] = kNone;
+    for (uint32_t base = sg.begin; base < sg.end; base += 32) {
+      const uint32_t n = min(32u, sg.end - base);
+      uint32_t myD = 0;
+      float myLw = 0.0f;
+      bool ok = false;
+      if (lane < n) {
+        myD = __ldg(indices + base + lane);
+        const float wt = values ? __ldg(values + base + lane) : 1.0f;
+        ok = wt > 0.0f;  // zero, negative and NaN weights are skipped
+        if (ok) myLw = LogW(wt);  // once per nonzero, then broadcast
+      }
+      unsigned mask = __ballot_sync(0xffffffffu, ok);
+      while (mask) {  // ascending bits: CSR order
+        const int j = __ffs(mask) - 1;
+        mask &= mask - 1;
+        const uint32_t d = __shfl_sync(0xffffffffu, myD, j);
+        const float lw = __shfl_sync(0xffffffffu, myLw, j);
+        const uint64_t off = uint64_t(d) * samples;
+#pragma unroll
+        for (int q = 0; q < kPerLane; ++q) {
+          const uint32_t s = s0 + q * 32 + lane;
+          if (s < samples) {
+            const float r = __ldg(rs + off + s), b = __ldg(betas + off + s), c = __ldg(lnCs + off + s);
+            const float t = SampleT(lw, r, b);
+            const float lna = SampleLnA(t, r, c, b);
+            if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) {
+      const uint32_t s = s0 + q * 32 + lane;
+      if (s >= samples) continue;
+      if (sg.split == kNone) {
+        const uint64_t o = (uint64_t(sg.row) * samples + s) * 2;
+        const bool none = bestP[q] == kNone;
+        out[o] = none ? kSentinel : bestK[q];
+        out[o + 1] = none ? kSentinel : uint32_t(__float2int_rz(bestT[q]));
+      } else if (bestP[q] != kNone) {
+        atomicMin(scratch + uint64_t(sg.split) * samples + s,
+                  (static_cast<unsigned long long>(OrderKey(bestA[q])) << 32) | bestP[q]);
+      }
+    }
+  }
+}
+
+__global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t nsplit,
+                               const unsigned long long* __restrict__ scratch, const uint32_t* __restrict__ indices,
+                               const float* __restrict__ values, const float* __restrict__ rs,
+                               const float* __restrict__ betas, uint32_t samples, uint32_t* __restrict__ out) {
+  const uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= nsplit * samples) return;
+  const uint64_t slot = i / samples;
+  const uint32_t s = uint32_t(i % samples);
+  const unsigned long long key = scratch[i];
+  const uint64_t o = (uint64_t(splitRows[slot]) * samples + s) * 2;
+  if (key == ~0ull) {
+    out[o] = kSentinel, out[o + 1] = kSentinel;
+    return;
+  }
+  const uint32_t pos = uint32_t(key);
+  const uint32_t d = indices[pos];
+  const float lw = LogW(values ? values[pos] : 1.0f);
+  const uint64_t off = uint64_t(d) * samples + s;
+  out[o] = d;
+  out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, rs[off], betas[off])));
+}
+
+// One in-flight batch: its own stream, pinned staging and device buffers.
+struct Slot {
+  gpu::Stream stream;
+  gpu::Event e0, e1, e2, e3;
+  gpu::PinnedBuffer<uint32_t> hIdx, hSplit, hOut;
+  gpu::PinnedBuffer<float> hVal;
+  gpu::PinnedBuffer<Seg> hSeg;
+  gpu::DeviceBuffer<uint32_t> dIdx, dSplit, dOut;
+  gpu::DeviceBuffer<float> dVal;
+  gpu::DeviceBuffer<Seg> dSeg;
+  gpu::DeviceBuffer<unsigned long long> dScratch;
+};
+
+// Two slots per device: while one batch computes, the other stages and copies.
+constexpr int kSlots = 2;
+
+struct Device {
+  int id = 0;
+  gpu::DeviceBuffer<float> rs, lnCs, betas;
+  std::unique_ptr<Slot> slots[kSlots];
+  std::mutex m;
+  std::condition_variable cv;
+  bool busy[kSlots] = {false, false};
+
+  int Acquire() {
+    std::unique_lock<std::mutex> lock(m);
+    for (;;) {
+      for (int i = 0; i < kSlots; ++i)
+        if (!busy[i]) return busy[i] = true, i;
+      cv.wait(lock);
+    }
+  }
+  void Release(int i) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      busy[i] = false;
+    }
+    cv.notify_one();
+  }
+};
+
+struct Batch {
+  uint64_t r0, r1;
+};
+
+// Greedy cut of [a, b) so each batch fits a slot's buffers (a lone huge row is its own batch).
+std::vector<Batch> PlanBatches(const CsrView& m, uint64_t a, uint64_t b, uint32_t samples) {
+  const uint64_t maxRows = std::max<uint64_t>(1, std::min(kBatchRows, kBatchOutBytes / (uint64_t(samples) * 8)));
+  std::vector<Batch> out;
+  uint64_t r = a;
+  while (r < b) {
+    uint64_t e = r + 1;
+    while (e < b && e - r < maxRows && uint64_t(m.indptr[e + 1]) - m.indptr[r] <= kBatchNnz) ++e;
+    out.push_back({r, e});
+    r = e;
+  }
+  return out;
+}
+
+void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, Batch bt, uint32_t samples, uint32_t* out,
+              Timing* timing) {
+  const uint64_t rows = bt.r1 - bt.r0;
+  const uint32_t nz0 = m.indptr[bt.r0];
+  const uint64_t nnz = uint64_t(m.indptr[bt.r1]) - nz0;
+  // Segments and split rows, batch-local. An empty row still gets one (empty)
+  // segment so the kernel writes its sentinel.
+  uint64_t nseg = 0, nsplit = 0;
+  for (uint64_t r = bt.r0; r < bt.r1; ++r) {
+    const uint64_t len = uint64_t(m.indptr[r + 1]) - m.indptr[r];
+    const uint64_t k = std::max<uint64_t>(1, (len + kSegment - 1) / kSegment);
+    nseg += k;
+    nsplit += k > 1;
+  }
+  sl.hIdx.reserve(nnz, "MinHash staged indices");
+  if (m.values) sl.hVal.reserve(nnz, "MinHash staged values");
+  sl.hSeg.reserve(nseg, "MinHash segments");
+  sl.hSplit.reserve(std::max<uint64_t>(nsplit, 1), "MinHash split rows");
+  sl.hOut.reserve(rows * samples * 2, "MinHash staged signatures");
+  sl.dIdx.reserve(nnz, "MinHash indices");
+  if (m.values) sl.dVal.reserve(nnz, "MinHash values");
+  sl.dSeg.reserve(nseg, "MinHash segments");
+  sl.dSplit.reserve(std::max<uint64_t>(nsplit, 1), "MinHash split rows");
+  sl.dScratch.reserve(std::max<uint64_t>(nsplit * samples, 1), "MinHash split-row minima");
+  sl.dOut.reserve(rows * samples * 2, "MinHash signatures");
+
+  std::memcpy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
+  if (m.values) std::memcpy(sl.hVal.data(), m.values + nz0, nnz * 4);
+  Seg* seg = sl.hSeg.data();
+  uint32_t* split = sl.hSplit.data();
+  uint64_t si = 0, sp = 0;
+  for (uint64_t r = bt.r0; r < bt.r1; ++r) {
+    const uint32_t b = m.indptr[r] - nz0, e = m.indptr[r + 1] - nz0;
+    const uint32_t local = uint32_t(r - bt.r0);
+    if (e - b <= kSegment) {
+      seg[si++] = {local, b, e, kNone};
+      continue;
+    }
+    const uint32_t slot = uint32_t(sp);
+    split[sp++] = local;
+    for (uint32_t x = b; x < e; x += std::min(kSegment, e - x)) seg[si++] = {local, x, x + std::min(kSegment, e - x), slot};
+  }
+
+  cudaStream_t st = sl.stream;
+  sl.e0.record(st);
+  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), sl.hIdx.data(), nnz * 4, cudaMemcpyHostToDevice, st));
+  if (nnz && m.values) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), sl.hVal.data(), nnz * 4, cudaMemcpyHostToDevice, st));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSeg.data(), seg, nseg * sizeof(Seg), cudaMemcpyHostToDevice, st));
+  if (nsplit) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSplit.data(), split, nsplit * 4, cudaMemcpyHostToDevice, st));
+  sl.e1.record(st);
+  if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
+  const float* vals = m.values ? sl.dVal.data() : nullptr;
+  HashKernel<<<gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
+      sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(), dev.lnCs.data(), dev.betas.data(), samples,
+      sl.dOut.data(), sl.dScratch.data());
+  CUSIM_LAUNCH_CHECK();
+  if (nsplit) {
+    FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
+        sl.dSplit.data(), nsplit, sl.dScratch.data(), sl.dIdx.data(), vals, dev.rs.data(), dev.betas.data(), samples,
+        sl.dOut.data());
+    CUSIM_LAUNCH_CHECK();
+  }
+  sl.e2.record(st);
+  const uint64_t outWords = rows * samples * 2;
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hOut.data(), sl.dOut.data(), outWords * 4, cudaMemcpyDeviceToHost, st));
+  sl.e3.record(st);
+  sl.stream.sync();
+  std::memcpy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
+  timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
+  timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
+}
+
+}  // namespace
+
+struct CudaEngine {
+  uint32_t dim = 0, samples = 0;
+  std::vector<std::unique_ptr<Device>> devs;
+  ~CudaEngine() {
+    for (auto& d : devs) {
+      gpu::DeviceGuard g(d->id);
+      d.reset();
+    }
+  }
+};
+
+std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, uint64_t seed, uint32_t dim,
+                                             uint32_t samples, const float* rs, const float* lnCs,
+                                             const float* betas) {
+  auto e = std::make_shared<CudaEngine>();
+  e->dim = dim, e->samples = samples;
+  const uint64_t n = uint64_t(dim) * samples;
+  for (int id : devices) {
+    gpu::DeviceGuard g(id);
+    auto d = std::make_unique<Device>();
+    d->id = id;
+    uint64_t freeB = 0, totalB = 0;
+    DeviceMemory(id, &freeB, &totalB);
+    const uint64_t need = 3 * n * sizeof(float);
+    if (need > freeB)
+      ThrowOutOfMemory("weighted MinHash parameter tables (3 x dim x samples floats = " + std::to_string(dim) + " x " +
+                           std::to_string(samples) + " x 3 x 4 bytes) on GPU " + std::to_string(id),
+                       need, freeB);
+    d->rs.reset(n, "MinHash rs table");
+    d->lnCs.reset(n, "MinHash lnCs table");
+    d->betas.reset(n, "MinHash betas table");
+    if (rs) {
+      CUSIM_CUDA_CHECK(cudaMemcpy(d->rs.data(), rs, n * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(d->lnCs.data(), lnCs, n * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(d->betas.data(), betas, n * 4, cudaMemcpyHostToDevice));
+    } else {
+      GenParamsKernel<<<gpu::GridFor(dim, kThreads, 0x7fffffffu), kThreads>>>(seed, dim, samples, d->rs.data(),
+                                                                              d->lnCs.data(), d->betas.data());
+      CUSIM_LAUNCH_CHECK();
+      CUSIM_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    for (int i = 0; i < kSlots; ++i) d->slots[i] = std::make_unique<Slot>();
+    e->devs.push_back(std::move(d));
+  }
+  return e;
+}
+
+void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
+              const CancelToken& cancel) {
+  const size_t nd = e.devs.size();
+  // Cut rows by nnz so every device gets about the same work; any count of
+  // devices, uneven shares allowed.
+  const uint64_t nzA = rowEnd > rowStart ? m.indptr[rowStart] : 0, nzB = rowEnd > rowStart ? m.indptr[rowEnd] : 0;
+  std::vector<uint64_t> cut(nd + 1, rowStart);
+  cut[nd] = rowEnd;
+  for (size_t k = 1; k < nd; ++k) {
+    const uint64_t target = nzA + (nzB - nzA) * k / nd;
+    const uint32_t* p = std::lower_bound(m.indptr + cut[k - 1], m.indptr + rowEnd, uint32_t(target));
+    cut[k] = std::max<uint64_t>(cut[k - 1], uint64_t(p - m.indptr));
+  }
+  // Per device, kSlots host threads pull batches, so one batch's staging and
+  // copies overlap another's kernels.
+  std::vector<std::vector<Batch>> plans(nd);
+  std::vector<std::atomic<size_t>> next(nd);
+  for (size_t k = 0; k < nd; ++k) {
+    plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
+    next[k] = 0;
+  }
+  std::vector<Timing> timings(nd * kSlots);
+  std::vector<std::exception_ptr> errors(nd * kSlots);
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < nd; ++k) {
+    for (int t = 0; t < kSlots; ++t) {
+      threads.emplace_back([&, k, t] {
+        try {
+          Device& dev = *e.devs[k];
+          gpu::DeviceGuard g(dev.id);
+          for (;;) {
+            if (failed.load() || cancel.requested()) return;
+            const size_t i = next[k].fetch_add(1);
+            if (i >= plans[k].size()) return;
+            const int s = dev.Acquire();
+            try {
+              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], e.samples, out, &timings[k * kSlots + t]);
+            } catch (...) {
+              dev.Release(s);
+              throw;
+            }
+            dev.Release(s);
+          }
+        } catch (...) {
+          errors[k * kSlots + t] = std::current_exception();
+          failed = true;
+        }
+      });
+    }
+  }
+  for (auto& th : threads) th.join();
+  for (auto& err : errors)
+    if (err) std::rethrow_exception(err);
+  cancel.check();
+  for (const Timing& t : timings) timing->kernelMs += t.kernelMs, timing->transferMs += t.transferMs;
+}
+
+void DeviceParamsCuda(CudaEngine& e, size_t slot, float* rs, float* lnCs, float* betas) {
+  Device& d = *e.devs.at(slot);
+  gpu::DeviceGuard g(d.id);
+  const uint64_t n = uint64_t(e.dim) * e.samples;
+  CUSIM_CUDA_CHECK(cudaMemcpy(rs, d.rs.data(), n * 4, cudaMemcpyDeviceToHost));
+  CUSIM_CUDA_CHECK(cudaMemcpy(lnCs, d.lnCs.data(), n * 4, cudaMemcpyDeviceToHost));
+  CUSIM_CUDA_CHECK(cudaMemcpy(betas, d.betas.data(), n * 4, cudaMemcpyDeviceToHost));
+}
+
+}  // namespace minhash
+}  // namespace cusim

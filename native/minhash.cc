@@ -1,0 +1,238 @@
+// N-API glue for weighted MinHash: a native object owning the parameter tables
+// (host and, on CUDA, per device), hash as a Promise, and batched estimates.
+#include <mutex>
+
+#include "gpu.h"
+#include "minhash.h"
+#include "napi_util.h"
+
+namespace cusim {
+namespace {
+
+struct Engine {
+  uint32_t dim = 0, samples = 0;
+  uint64_t seed = 1;
+  Backend backend = Backend::Cpu;
+  std::vector<int> devices;
+  // Host tables, [dim][samples]. Generated lazily (inside the first async call
+  // or parameters()), so constructing an object never blocks the event loop.
+  std::mutex hostMutex;
+  bool hostReady = false;
+  std::vector<float> rs, lnCs, betas;
+#ifdef CUSIM_WITH_CUDA
+  std::mutex gpuMutex;
+  std::shared_ptr<minhash::CudaEngine> gpu;
+#endif
+
+  void EnsureHost() {
+    std::lock_guard<std::mutex> lock(hostMutex);
+    if (hostReady) return;
+    const size_t n = size_t(dim) * samples;
+    rs.resize(n), lnCs.resize(n), betas.resize(n);
+    minhash::GenerateParamsCpu(seed, dim, samples, rs.data(), lnCs.data(), betas.data());
+    hostReady = true;
+  }
+
+#ifdef CUSIM_WITH_CUDA
+  minhash::CudaEngine& EnsureGpu() {
+    std::lock_guard<std::mutex> lock(gpuMutex);
+    if (!gpu) {
+      bool injected;
+      {
+        std::lock_guard<std::mutex> h(hostMutex);
+        injected = hostReady;
+      }
+      // Injected tables are uploaded; seeded ones are generated on each device.
+      gpu = minhash::CreateCudaEngine(devices, seed, dim, samples, injected ? rs.data() : nullptr,
+                                      injected ? lnCs.data() : nullptr, injected ? betas.data() : nullptr);
+    }
+    return *gpu;
+  }
+#endif
+};
+
+// [samples][dim] <-> [dim][samples]
+void Transpose(const float* src, uint64_t rows, uint64_t cols, float* dst) {
+  for (uint64_t r = 0; r < rows; ++r)
+    for (uint64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
+Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const float* lnCs, const float* betas) {
+  auto o = Napi::Object::New(env);
+  const uint64_t n = uint64_t(e.dim) * e.samples;
+  const char* names[3] = {"rs", "lnCs", "betas"};
+  const float* src[3] = {rs, lnCs, betas};
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> v(n);
+    Transpose(src[i], e.dim, e.samples, v.data());
+    o.Set(names[i], ToTyped(env, std::move(v)));
+  }
+  return o;
+}
+
+class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "WeightedMinHashNative",
+                       {InstanceMethod("hash", &MinHashWrap::Hash), InstanceMethod("parameters", &MinHashWrap::Parameters),
+                        InstanceMethod("deviceParameters", &MinHashWrap::DeviceParameters),
+                        InstanceMethod("devices", &MinHashWrap::Devices),
+                        InstanceMethod("dispose", &MinHashWrap::DisposeJs)});
+  }
+
+  // new (options: { dim, samples, seed, backend, devices?, rs?, lnCs?, betas? })
+  // Injected tables arrive in [samples][dim] layout.
+  explicit MinHashWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    try {
+      Args args(info);
+      Napi::Object o = args.Obj(0, "options");
+      auto e = std::make_shared<Engine>();
+      double dim = NumProp(o, "dim", "dim"), samples = NumProp(o, "samples", "samples"), seed = NumProp(o, "seed", "seed");
+      if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim))) ThrowInvalid("dim must be an integer >= 1");
+      if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
+        ThrowInvalid("samples must be an integer in [1, 65536]");
+      if (!(seed >= 0 && seed <= 9007199254740991.0) || seed != double(uint64_t(seed)))
+        ThrowInvalid("seed must be a non-negative safe integer");
+      e->dim = uint32_t(dim), e->samples = uint32_t(samples), e->seed = uint64_t(seed);
+      e->backend = BackendProp(o);
+      if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
+      Napi::Value rs = o.Get("rs");
+      if (!rs.IsUndefined()) {
+        const uint64_t n = uint64_t(e->dim) * e->samples;
+        const char* names[3] = {"rs", "lnCs", "betas"};
+        std::vector<float>* dst[3] = {&e->rs, &e->lnCs, &e->betas};
+        for (int i = 0; i < 3; ++i) {
+          auto a = TypedProp<float>(o, names[i]);
+          if (a.length != n)
+            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * dim = " + std::to_string(n));
+          dst[i]->resize(n);
+          Transpose(a.data, e->samples, e->dim, dst[i]->data());
+        }
+        e->hostReady = true;
+      }
+      impl_ = e;
+    } catch (const Error& err) {
+      throw MakeJsError(info.Env(), err);
+    }
+  }
+
+ private:
+  // hash(matrix, { rowStart, rowEnd, cancel }) -> Promise<{ signatures, kernelMs, transferMs }>
+  Napi::Value Hash(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto e = Get("WeightedMinHash");
+      Args args(info);
+      CsrView m = CsrArg(info[0], "matrix");
+      Napi::Object opts = args.Obj(1, "options");
+      if (m.cols != e->dim)
+        ThrowInvalid("matrix.cols is " + std::to_string(m.cols) + " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
+      const double rs = NumPropOr(opts, "rowStart", 0), re = NumPropOr(opts, "rowEnd", double(m.rows));
+      if (!(rs >= 0 && rs <= re && re <= double(m.rows)) || rs != double(uint64_t(rs)) || re != double(uint64_t(re)))
+        ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
+      const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
+      CancelToken cancel = CancelArg(opts);
+      auto out = std::make_shared<std::vector<uint32_t>>();
+      auto timing = std::make_shared<minhash::Timing>();
+      std::vector<Napi::Value> keep{info[0], info.This()};
+      if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
+      return RunAsync(
+          info.Env(),
+          [=] {
+            ValidateCsr(m, "matrix");
+            out->resize((rowEnd - rowStart) * uint64_t(e->samples) * 2);
+            if (e->backend == Backend::Cpu) {
+              e->EnsureHost();
+              minhash::HashCpu(m, rowStart, rowEnd, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
+                               out->data(), cancel);
+            } else {
+#ifdef CUSIM_WITH_CUDA
+              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data(), timing.get(), cancel);
+#endif
+            }
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("signatures", ToTyped(env, std::move(*out)));
+            r.Set("kernelMs", timing->kernelMs);
+            r.Set("transferMs", timing->transferMs);
+            return r;
+          },
+          keep);
+    });
+  }
+
+  // parameters() -> { rs, lnCs, betas } in [samples][dim]; the host tables
+  // (equal to the GPU's by the seed contract, within 1 ulp on rs and lnCs).
+  Napi::Value Parameters(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto e = Get("WeightedMinHash");
+      e->EnsureHost();
+      return TablesToJs(info.Env(), *e, e->rs.data(), e->lnCs.data(), e->betas.data());
+    });
+  }
+
+  // deviceParameters(slot) -> the tables held by the slot-th device, [samples][dim].
+  Napi::Value DeviceParameters(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto e = Get("WeightedMinHash");
+      Args args(info);
+      const double slot = args.Num(0, "slot");
+      if (e->backend != Backend::Cuda) ThrowInvalid("deviceParameters needs the cuda backend");
+      if (!(slot >= 0 && slot < double(e->devices.size()))) ThrowInvalid("slot is out of range");
+#ifdef CUSIM_WITH_CUDA
+      const size_t n = size_t(e->dim) * e->samples;
+      std::vector<float> rs(n), lnCs(n), betas(n);
+      minhash::DeviceParamsCuda(e->EnsureGpu(), size_t(slot), rs.data(), lnCs.data(), betas.data());
+      return TablesToJs(info.Env(), *e, rs.data(), lnCs.data(), betas.data());
+#else
+      return info.Env().Undefined();
+#endif
+    });
+  }
+
+  Napi::Value Devices(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto e = Get("WeightedMinHash");
+      auto a = Napi::Array::New(info.Env(), e->devices.size());
+      for (size_t i = 0; i < e->devices.size(); ++i) a.Set(uint32_t(i), e->devices[i]);
+      return a;
+    });
+  }
+
+  Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
+};
+
+// jaccardPairs(signatures, samples, left, right) -> Float32Array
+Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    auto sigs = TypedArg<uint32_t>(info[0], "signatures");
+    const double samples = args.Num(1, "samples");
+    auto left = TypedArg<uint32_t>(info[2], "left");
+    auto right = TypedArg<uint32_t>(info[3], "right");
+    if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
+      ThrowInvalid("samples must be an integer in [1, 65536]");
+    const uint64_t stride = uint64_t(samples) * 2;
+    if (sigs.length % stride) ThrowInvalid("signatures.length must be a multiple of samples * 2");
+    if (left.length != right.length) ThrowInvalid("left and right must have the same length");
+    const uint64_t rows = sigs.length / stride;
+    for (size_t i = 0; i < left.length; ++i) {
+      if (left.data[i] >= rows) ThrowInvalid("left[" + std::to_string(i) + "]=" + std::to_string(left.data[i]) + " is out of range for " + std::to_string(rows) + " rows");
+      if (right.data[i] >= rows) ThrowInvalid("right[" + std::to_string(i) + "]=" + std::to_string(right.data[i]) + " is out of range for " + std::to_string(rows) + " rows");
+    }
+    std::vector<float> out(left.length);
+    minhash::JaccardPairsCpu(sigs.data, uint32_t(samples), left.data, right.data, left.length, out.data());
+    return ToTyped(info.Env(), std::move(out));
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("WeightedMinHashNative", MinHashWrap::Define(env));
+  exports.Set("minhashJaccardPairs", Napi::Function::New(env, JaccardPairs, "minhashJaccardPairs"));
+}
+
+}  // namespace
+
+CUSIM_REGISTER(minhash, Init);
+
+}  // namespace cusim

@@ -1,0 +1,523 @@
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { native } from '../lib/addon.js';
+import {
+  WeightedMinHash,
+  estimateJaccard,
+  estimateJaccardPairs,
+  EMPTY_ROW_SENTINEL,
+  devices,
+  type CsrMatrix,
+  type MinHashParameters,
+} from '../lib/index.js';
+import { backends, describeGpu, rng, randomCsr, randInt } from './helpers.js';
+
+const f = Math.fround;
+
+// ---- independent oracles --------------------------------------------------
+
+/** The ICWS hash in float32 arithmetic, op by op, from [samples][dim] tables. */
+function oracleHash(m: CsrMatrix, p: MinHashParameters, samples: number): Uint32Array {
+  const dim = m.cols;
+  const out = new Uint32Array(m.rows * samples * 2);
+  for (let r = 0; r < m.rows; r++) {
+    for (let s = 0; s < samples; s++) {
+      let bestA = Infinity;
+      let bestK = EMPTY_ROW_SENTINEL;
+      let bestT = 0;
+      for (let j = m.indptr[r]; j < m.indptr[r + 1]; j++) {
+        const w = m.values ? m.values[j] : 1;
+        if (!(w > 0)) continue;
+        const d = m.indices[j];
+        const rr = p.rs[s * dim + d];
+        const c = p.lnCs[s * dim + d];
+        const b = p.betas[s * dim + d];
+        const lw = f(Math.log(w));
+        const t = Math.floor(f(f(lw / rr) + b));
+        const lna = f(f(c - f(f(t - b) * rr)) - rr);
+        if (lna < bestA) {
+          bestA = lna;
+          bestK = d;
+          bestT = t;
+        }
+      }
+      out[(r * samples + s) * 2] = bestK;
+      out[(r * samples + s) * 2 + 1] = bestK === EMPTY_ROW_SENTINEL ? EMPTY_ROW_SENTINEL : bestT >>> 0;
+    }
+  }
+  return out;
+}
+
+/** Weighted Jaccard sum(min) / sum(max) of two sparse rows. */
+function trueJaccard(m: CsrMatrix, a: number, b: number): number {
+  const wa = new Map<number, number>();
+  const wb = new Map<number, number>();
+  for (let j = m.indptr[a]; j < m.indptr[a + 1]; j++) wa.set(m.indices[j], m.values![j]);
+  for (let j = m.indptr[b]; j < m.indptr[b + 1]; j++) wb.set(m.indices[j], m.values![j]);
+  let mn = 0;
+  let mx = 0;
+  for (const k of new Set([...wa.keys(), ...wb.keys()])) {
+    const x = wa.get(k) ?? 0;
+    const y = wb.get(k) ?? 0;
+    mn += Math.min(x, y);
+    mx += Math.max(x, y);
+  }
+  return mn / mx;
+}
+
+function bitsOf(x: number): number {
+  const b = new Float32Array([x]);
+  return new Int32Array(b.buffer)[0];
+}
+
+function ulpDiff(a: number, b: number): number {
+  return Math.abs(bitsOf(a) - bitsOf(b));
+}
+
+/** Builds CSR from explicit rows of [column, weight] pairs. */
+function csr(cols: number, rows: Array<Array<[number, number]>>): CsrMatrix {
+  const indptr = new Uint32Array(rows.length + 1);
+  const idx: number[] = [];
+  const val: number[] = [];
+  rows.forEach((row, i) => {
+    for (const [c, w] of row) idx.push(c), val.push(w);
+    indptr[i + 1] = idx.length;
+  });
+  return { rows: rows.length, cols, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
+}
+
+function sliceRows(m: CsrMatrix, a: number, b: number): CsrMatrix {
+  const base = m.indptr[a];
+  const indptr = new Uint32Array(b - a + 1);
+  for (let i = 0; i <= b - a; i++) indptr[i] = m.indptr[a + i] - base;
+  return {
+    rows: b - a,
+    cols: m.cols,
+    indptr,
+    indices: m.indices.slice(base, m.indptr[b]),
+    values: m.values?.slice(base, m.indptr[b]),
+  };
+}
+
+/** Random CSR with empty rows, one-nnz rows, long rows (> 1024 nnz, split on GPU) and duplicate columns. */
+function mixedCsr(seed: number, rows: number, cols: number, { long = true } = {}): CsrMatrix {
+  const r = rng(seed);
+  const m = randomCsr(r, rows, cols, (i) => {
+    if (i % 17 === 0) return 0;
+    if (i % 13 === 1) return 1;
+    if (long && i % 97 === 5) return Math.min(cols, 1025 + randInt(r, 2000));
+    return 1 + randInt(r, 60);
+  });
+  // Duplicate a column inside a few rows (different weight): CSR order decides ties.
+  for (let i = 2; i < rows; i += 31) {
+    const b = m.indptr[i];
+    if (m.indptr[i + 1] - b >= 2) m.indices[b + 1] = m.indices[b];
+  }
+  return m;
+}
+
+function loadFixture(name: string) {
+  const dir = new URL(`./fixtures/datasketch-wmh/${name}/`, import.meta.url);
+  const read = (n: string) => {
+    const b = readFileSync(new URL(n, dir));
+    return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+  };
+  const man = JSON.parse(readFileSync(new URL('manifest.json', dir), 'utf8')) as { rows: number; cols: number; samples: number };
+  return {
+    ...man,
+    params: { rs: new Float32Array(read('rs.f32')), lnCs: new Float32Array(read('ln_cs.f32')), betas: new Float32Array(read('betas.f32')) },
+    matrix: {
+      rows: man.rows,
+      cols: man.cols,
+      indptr: new Uint32Array(read('indptr.u32')),
+      indices: new Uint32Array(read('indices.u32')),
+      values: new Float32Array(read('values.f32')),
+    } as CsrMatrix,
+    expected: new Uint32Array(read('expected.u32')),
+  };
+}
+
+async function expectCoded(p: Promise<unknown> | (() => unknown), cls: ErrorConstructor, msg: RegExp, code = 'CUSIM_INVALID_ARGUMENT') {
+  const promise = typeof p === 'function' ? Promise.resolve().then(p) : p;
+  await expect(promise).rejects.toThrow(cls);
+  await expect(promise).rejects.toThrow(msg);
+  await expect(promise).rejects.toMatchObject({ code });
+}
+
+// ---- tests --------------------------------------------------------------------
+
+describe('WeightedMinHash: datasketch parity', () => {
+  for (const backend of backends) {
+    for (const name of ['float-500x517-s64', 'int-2000x130-s128']) {
+      it(`${backend}: ${name} equals datasketch's (k*, t*) exactly via fromParameters`, async () => {
+        const fx = loadFixture(name);
+        using wmh = WeightedMinHash.fromParameters({ ...fx.params, dim: fx.cols, samples: fx.samples, backend });
+        const sig = await wmh.hash(fx.matrix);
+        expect(sig.length).toBe(fx.expected.length);
+        let bad = 0;
+        for (let i = 0; i < sig.length; i++) if (sig[i] !== fx.expected[i]) bad++;
+        expect(bad).toBe(0);
+        // parameters() hands the injected tables back in the same layout.
+        const p = wmh.parameters();
+        expect(p.rs).toEqual(fx.params.rs);
+        expect(p.betas).toEqual(fx.params.betas);
+      });
+    }
+  }
+});
+
+describe('WeightedMinHash: random parameters', () => {
+  it('parameters() follow the seed contract (Philox(seed, d, 0), five uniforms per sample)', () => {
+    for (const [seed, dim, samples] of [[1, 37, 5], [123456789, 11, 9], [2 ** 40 + 3, 3, 130]] as const) {
+      using wmh = new WeightedMinHash({ dim, samples, seed, backend: 'cpu' });
+      const p = wmh.parameters();
+      expect(p.rs.length).toBe(dim * samples);
+      for (let d = 0; d < dim; d++) {
+        const bits = native().philoxStream(BigInt(seed), BigInt(d), 0n, 5 * samples, true) as Uint32Array;
+        const u = new Float32Array(bits.buffer);
+        for (let s = 0; s < samples; s++) {
+          const [u1, u2, u3, u4, u5] = u.subarray(5 * s, 5 * s + 5);
+          const i = s * dim + d;
+          expect(p.betas[i]).toBe(u5);
+          expect(ulpDiff(p.rs[i], f(-Math.log(u1 * u2)))).toBeLessThanOrEqual(1);
+          expect(ulpDiff(p.lnCs[i], f(Math.log(-Math.log(u3 * u4))))).toBeLessThanOrEqual(1);
+        }
+      }
+    }
+  });
+
+  it('rs and exp(lnCs) fit Gamma(2, 1) (shape and scale within 3%), betas span (0, 1]', () => {
+    using wmh = new WeightedMinHash({ dim: 2003, samples: 128, seed: 99, backend: 'cpu' });
+    const p = wmh.parameters();
+    const moments = (xs: ArrayLike<number>, map = (x: number) => x) => {
+      let s = 0;
+      let s2 = 0;
+      for (let i = 0; i < xs.length; i++) {
+        const x = map(xs[i]);
+        s += x;
+        s2 += x * x;
+      }
+      const mean = s / xs.length;
+      return { mean, variance: s2 / xs.length - mean * mean };
+    };
+    for (const { mean, variance } of [moments(p.rs), moments(p.lnCs, Math.exp)]) {
+      // Gamma(k, θ): mean kθ, variance kθ²; method of moments.
+      const shape = (mean * mean) / variance;
+      const scale = variance / mean;
+      expect(Math.abs(shape - 2) / 2).toBeLessThan(0.03);
+      expect(Math.abs(scale - 1)).toBeLessThan(0.03);
+      expect(Math.abs(mean - 2) / 2).toBeLessThan(0.03);
+      expect(Math.abs(variance - 2) / 2).toBeLessThan(0.03);
+    }
+    let lo = Infinity;
+    let hi = -Infinity;
+    const b = moments(p.betas);
+    for (const x of p.betas) (lo = Math.min(lo, x)), (hi = Math.max(hi, x));
+    expect(lo).toBeGreaterThan(0);
+    expect(hi).toBeLessThanOrEqual(1);
+    expect(lo).toBeLessThan(1e-4);
+    expect(hi).toBeGreaterThan(1 - 1e-4);
+    expect(Math.abs(b.mean - 0.5)).toBeLessThan(0.005);
+  });
+
+  it('same seed gives the same signatures; another seed differs', async () => {
+    const m = mixedCsr(3, 50, 300);
+    using a = new WeightedMinHash({ dim: 300, samples: 16, seed: 5, backend: 'cpu' });
+    using b = new WeightedMinHash({ dim: 300, samples: 16, seed: 5, backend: 'cpu' });
+    using c = new WeightedMinHash({ dim: 300, samples: 16, seed: 6, backend: 'cpu' });
+    const [sa, sb, sc] = await Promise.all([a.hash(m), b.hash(m), c.hash(m)]);
+    expect(sb).toEqual(sa);
+    expect(sc).not.toEqual(sa);
+  });
+});
+
+describe('WeightedMinHash: semantics (CPU against a float32 oracle)', () => {
+  it('equals the op-by-op float32 oracle on random CSR with empty, one-nnz, long rows and duplicates', async () => {
+    for (const samples of [1, 7, 64, 257]) {
+      const m = mixedCsr(samples, 211, 3001);
+      using wmh = new WeightedMinHash({ dim: 3001, samples, seed: 17, backend: 'cpu' });
+      expect(await wmh.hash(m)).toEqual(oracleHash(m, wmh.parameters(), samples));
+    }
+  });
+
+  it('empty rows give the sentinel; a one-nnz row picks its column with t* = floor(ln w / r + beta)', async () => {
+    const dim = 50;
+    const samples = 32;
+    const m = csr(dim, [[], [[7, 2.5]], [], [[49, 0.25]]]);
+    using wmh = new WeightedMinHash({ dim, samples, seed: 3, backend: 'cpu' });
+    const sig = await wmh.hash(m);
+    const p = wmh.parameters();
+    for (let s = 0; s < samples; s++) {
+      for (const r of [0, 2]) {
+        expect(sig[(r * samples + s) * 2]).toBe(EMPTY_ROW_SENTINEL);
+        expect(sig[(r * samples + s) * 2 + 1]).toBe(EMPTY_ROW_SENTINEL);
+      }
+      for (const [r, d, w] of [[1, 7, 2.5], [3, 49, 0.25]]) {
+        const t = Math.floor(f(f(f(Math.log(w)) / p.rs[s * dim + d]) + p.betas[s * dim + d]));
+        expect(sig[(r * samples + s) * 2]).toBe(d);
+        expect(sig[(r * samples + s) * 2 + 1]).toBe(t >>> 0);
+      }
+    }
+  });
+
+  it('skips NaN, negative and zero weights; a row of only those is the sentinel', async () => {
+    const dim = 40;
+    const dirty = csr(dim, [[[1, 0.5], [3, NaN], [5, -2], [8, 0], [9, 3]], [[2, NaN], [4, -1], [6, 0]]]);
+    const clean = csr(dim, [[[1, 0.5], [9, 3]], []]);
+    using wmh = new WeightedMinHash({ dim, samples: 64, seed: 8, backend: 'cpu' });
+    const [a, b] = await Promise.all([wmh.hash(dirty), wmh.hash(clean)]);
+    expect(a).toEqual(b);
+    expect(a.subarray(128).every((x) => x === EMPTY_ROW_SENTINEL)).toBe(true);
+  });
+
+  it('values absent means every weight is 1', async () => {
+    const m = mixedCsr(4, 40, 500);
+    const ones = { ...m, values: new Float32Array(m.indices.length).fill(1) };
+    const bare = { rows: m.rows, cols: m.cols, indptr: m.indptr, indices: m.indices };
+    using wmh = new WeightedMinHash({ dim: 500, samples: 20, backend: 'cpu' });
+    expect(await wmh.hash(bare)).toEqual(await wmh.hash(ones));
+  });
+});
+
+describe('WeightedMinHash: estimates', () => {
+  it('mean estimated Jaccard is unbiased within a binomial bound for true J from 0.1 to 0.95', async () => {
+    const r = rng(2024);
+    const pairsPerLevel = 120;
+    const m0 = 24; // columns per pair, disjoint across pairs so estimates are independent
+    const deltas = [0.105, 0.35, 0.8, 1.6, 3, 6, 17];
+    const samples = 128;
+    const rows: Array<Array<[number, number]>> = [];
+    const level: number[] = [];
+    let col = 0;
+    deltas.forEach((delta, li) => {
+      for (let p = 0; p < pairsPerLevel; p++) {
+        const a: Array<[number, number]> = [];
+        const b: Array<[number, number]> = [];
+        for (let i = 0; i < m0; i++) {
+          const w = f(0.1 + 3 * r());
+          a.push([col + i, w]);
+          // Some columns only in b, the rest scaled up by a random factor.
+          if (i % 6 === 5) b.push([col + m0 + i, f(w * delta * 0.5)]);
+          b.push([col + i, f(w * (1 + delta * r()))]);
+        }
+        b.sort((x, y) => x[0] - y[0]);
+        col += 2 * m0;
+        rows.push(a, b);
+        level.push(li);
+      }
+    });
+    const m = csr(col, rows);
+    using wmh = new WeightedMinHash({ dim: col, samples, seed: 77, backend: 'cpu' });
+    const sig = await wmh.hash(m);
+    const n = rows.length / 2;
+    const left = Uint32Array.from({ length: n }, (_, i) => 2 * i);
+    const right = Uint32Array.from({ length: n }, (_, i) => 2 * i + 1);
+    const est = estimateJaccardPairs(sig, samples, left, right);
+    // The batched estimate equals the one-pair estimate.
+    for (let i = 0; i < n; i += 37) {
+      const e1 = estimateJaccard(sig.subarray(2 * i * samples * 2, (2 * i + 1) * samples * 2), sig.subarray((2 * i + 1) * samples * 2, (2 * i + 2) * samples * 2));
+      expect(est[i]).toBe(f(e1));
+    }
+    const seen: number[] = [];
+    deltas.forEach((_, li) => {
+      let sumJ = 0;
+      let sumE = 0;
+      let varSum = 0;
+      let count = 0;
+      for (let i = 0; i < n; i++) {
+        if (level[i] !== li) continue;
+        const j = trueJaccard(m, 2 * i, 2 * i + 1);
+        sumJ += j;
+        sumE += est[i];
+        varSum += (j * (1 - j)) / samples;
+        count++;
+      }
+      const meanJ = sumJ / count;
+      const sd = Math.sqrt(varSum) / count;
+      seen.push(meanJ);
+      expect(Math.abs(sumE / count - meanJ), `level J=${meanJ.toFixed(3)}`).toBeLessThan(4 * sd + 1e-6);
+    });
+    expect(Math.min(...seen)).toBeLessThan(0.15);
+    expect(Math.max(...seen)).toBeGreaterThan(0.93);
+  });
+
+  it('identical rows estimate 1, disjoint rows 0, an empty row 0 (even against itself)', async () => {
+    const m = csr(20, [[[1, 1], [2, 3]], [[1, 1], [2, 3]], [[5, 1]], []]);
+    using wmh = new WeightedMinHash({ dim: 20, samples: 64, backend: 'cpu' });
+    const sig = await wmh.hash(m);
+    const row = (i: number) => sig.subarray(i * 128, (i + 1) * 128);
+    expect(estimateJaccard(row(0), row(1))).toBe(1);
+    expect(estimateJaccard(row(0), row(2))).toBe(0);
+    expect(estimateJaccard(row(3), row(3))).toBe(0);
+    expect([...estimateJaccardPairs(sig, 64, Uint32Array.of(0, 0, 3), Uint32Array.of(1, 2, 3))]).toEqual([1, 0, 0]);
+  });
+});
+
+describe('WeightedMinHash: slicing and streaming', () => {
+  it('rowStart/rowEnd slices and hashStream chunks are byte-identical to one call', async () => {
+    const m = mixedCsr(21, 1001, 2000);
+    using wmh = new WeightedMinHash({ dim: 2000, samples: 33, backend: 'cpu' });
+    const full = await wmh.hash(m);
+    const w = 33 * 2;
+    for (const [a, b] of [[0, 1], [17, 500], [500, 1001], [1001, 1001]]) {
+      const part = await wmh.hash(m, { rowStart: a, rowEnd: b });
+      expect(part).toEqual(full.subarray(a * w, b * w));
+    }
+    const cuts = [0, 1, 250, 251, 700, 1001];
+    const chunks = cuts.slice(1).map((e, i) => sliceRows(m, cuts[i], e));
+    async function* gen() {
+      for (const c of chunks) yield c;
+    }
+    for (const source of [chunks, gen()]) {
+      const got: Uint32Array[] = [];
+      for await (const s of wmh.hashStream(source)) got.push(s);
+      expect(got.map((g) => g.length)).toEqual(chunks.map((c) => c.rows * w));
+      const joined = new Uint32Array(full.length);
+      let o = 0;
+      for (const g of got) joined.set(g, o), (o += g.length);
+      expect(joined).toEqual(full);
+    }
+  });
+
+  it('an aborted signal rejects with AbortError', async () => {
+    using wmh = new WeightedMinHash({ dim: 10, samples: 4, backend: 'cpu' });
+    const ac = new AbortController();
+    ac.abort();
+    await expect(wmh.hash(csr(10, [[[1, 1]]]), { signal: ac.signal })).rejects.toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' });
+  });
+});
+
+describe('WeightedMinHash: bad input', () => {
+  it('rejects bad options and matrices with coded errors naming the argument', async () => {
+    await expectCoded(() => new WeightedMinHash({ dim: 10, samples: 0 }), RangeError, /samples must be an integer in \[1, 65536\], got 0/);
+    await expectCoded(() => new WeightedMinHash({ dim: 0 }), RangeError, /dim must be an integer/);
+    await expectCoded(() => new WeightedMinHash({ dim: 10, samples: 2.5 }), RangeError, /samples/);
+    await expectCoded(() => new WeightedMinHash({ dim: 10, backend: 'tpu' as never }), TypeError, /backend must be/);
+    await expectCoded(() => new WeightedMinHash(null as never), TypeError, /options must be an object/);
+    using wmh = new WeightedMinHash({ dim: 10, samples: 4, backend: 'cpu' });
+    await expectCoded(wmh.hash(csr(11, [[[1, 1]]])), RangeError, /matrix\.cols is 11 but this WeightedMinHash was built for dim=10/);
+    await expectCoded(wmh.hash(csr(10, [[[1, 1]], [[10, 2]]])), RangeError, /matrix\.indices\[1\]=10 is out of range for cols=10/);
+    await expectCoded(wmh.hash(csr(10, [[[1, 1]]]), { rowStart: 1, rowEnd: 0 }), RangeError, /rowEnd/);
+    await expectCoded(wmh.hash(csr(10, [[[1, 1]]]), { rowEnd: 2 }), RangeError, /rowEnd/);
+    await expectCoded(wmh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0), indices: new Uint32Array() }), RangeError, /matrix\.indptr has length 1/);
+    await expectCoded(() => wmh.hashStream(5 as never).next(), TypeError, /source must be an iterable/);
+  });
+
+  it('rejects bad parameters and bad estimate inputs', async () => {
+    const t = new Float32Array(6);
+    await expectCoded(() => WeightedMinHash.fromParameters({ rs: t, lnCs: t, betas: new Float32Array(5), dim: 3, samples: 2 }), RangeError, /betas has length 5 but samples \* dim = 6/);
+    await expectCoded(() => WeightedMinHash.fromParameters({ rs: [] as never, lnCs: t, betas: t, dim: 3, samples: 2 }), TypeError, /rs must be a Float32Array/);
+    const sig = new Uint32Array(8);
+    await expectCoded(() => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(2)), RangeError, /right\[0\]=2 is out of range for 2 signature rows/);
+    await expectCoded(() => estimateJaccardPairs(sig, 3, Uint32Array.of(0), Uint32Array.of(0)), RangeError, /not a multiple of samples \* 2/);
+    await expectCoded(() => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(0, 1)), RangeError, /left has length 1 but right has 2/);
+    await expectCoded(() => estimateJaccard(new Uint32Array(4), new Uint32Array(6)), RangeError, /sigA has length 4 but sigB has 6/);
+  });
+
+  it('use after dispose throws CUSIM_DISPOSED', async () => {
+    const wmh = new WeightedMinHash({ dim: 10, samples: 4, backend: 'cpu' });
+    wmh.dispose();
+    expect(wmh.disposed).toBe(true);
+    expect(() => wmh.parameters()).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
+    await expect(wmh.hash(csr(10, [[[1, 1]]]))).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
+  });
+});
+
+// ---- GPU ----------------------------------------------------------------------
+
+/** dim columns; `small` rows of 1..8 nnz, plus (at `at`) one row holding `big` distinct columns. */
+function bigRowCsr(seed: number, dim: number, small: number, big: number, at: number): CsrMatrix {
+  const r = rng(seed);
+  const lens = new Uint32Array(small + 1);
+  for (let i = 0; i <= small; i++) lens[i] = i === at ? big : i % 11 === 0 ? 0 : 1 + randInt(r, 8);
+  const indptr = new Uint32Array(small + 2);
+  for (let i = 0; i <= small; i++) indptr[i + 1] = indptr[i] + lens[i];
+  const nnz = indptr[small + 1];
+  const indices = new Uint32Array(nnz);
+  const values = new Float32Array(nnz);
+  for (let i = 0; i <= small; i++) {
+    const b = indptr[i];
+    if (i === at) {
+      // Every column except a random stride pattern, sorted by construction.
+      const stride = dim / big;
+      for (let k = 0; k < big; k++) indices[b + k] = Math.floor(k * stride);
+    } else {
+      for (let k = 0; k < lens[i]; k++) indices[b + k] = randInt(r, dim);
+      indices.subarray(b, b + lens[i]).sort();
+    }
+  }
+  for (let j = 0; j < nnz; j++) values[j] = 1e-3 + 10 * r();
+  return { rows: small + 1, cols: dim, indptr, indices, values };
+}
+
+function agreement(a: Uint32Array, b: Uint32Array): number {
+  expect(a.length).toBe(b.length);
+  let same = 0;
+  for (let i = 0; i < a.length; i += 2) if (a[i] === b[i] && a[i + 1] === b[i + 1]) same++;
+  return same / (a.length / 2);
+}
+
+describeGpu('WeightedMinHash (CUDA)', () => {
+  it('device parameter tables equal the CPU tables (betas exact, rs and lnCs within 1 ulp)', () => {
+    for (const [seed, dim, samples] of [[1, 1, 1], [42, 1001, 7], [2 ** 33 + 1, 4099, 128], [7, 333, 257]] as const) {
+      using g = new WeightedMinHash({ dim, samples, seed, backend: 'cuda', devices: [0] });
+      using c = new WeightedMinHash({ dim, samples, seed, backend: 'cpu' });
+      const gp = g.deviceParameters(0);
+      const cp = c.parameters();
+      expect(gp.betas).toEqual(cp.betas);
+      let worst = 0;
+      for (let i = 0; i < cp.rs.length; i++) worst = Math.max(worst, ulpDiff(gp.rs[i], cp.rs[i]), ulpDiff(gp.lnCs[i], cp.lnCs[i]));
+      expect(worst).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('cuda = cpu signatures on >= 99.99% of entries, samples in {1, 7, 64, 128, 257}, odd sizes, split rows', async () => {
+    for (const samples of [1, 7, 64, 128, 257]) {
+      const m = mixedCsr(100 + samples, 2003, 5003);
+      using g = new WeightedMinHash({ dim: 5003, samples, seed: 11, backend: 'cuda', devices: [0] });
+      using c = new WeightedMinHash({ dim: 5003, samples, seed: 11, backend: 'cpu' });
+      const [sg, sc] = await Promise.all([g.hash(m), c.hash(m)]);
+      expect(agreement(sg, sc), `samples=${samples}`).toBeGreaterThanOrEqual(0.9999);
+      // Sentinels are structural, not numeric: they must agree exactly.
+      for (let i = 0; i < sc.length; i += 2) if (sc[i] === EMPTY_ROW_SENTINEL) expect(sg[i]).toBe(EMPTY_ROW_SENTINEL);
+      expect(g.lastTiming.kernelMs).toBeGreaterThan(0);
+    }
+  });
+
+  it('a 1M-nnz row among small rows: cuda = cpu on >= 99.99% of entries', async () => {
+    const dim = 1_000_003;
+    const m = bigRowCsr(5, dim, 3001, 1_000_000, 1234);
+    using g = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cuda', devices: [0] });
+    using c = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cpu' });
+    const [sg, sc] = await Promise.all([g.hash(m), c.hash(m)]);
+    expect(agreement(sg, sc)).toBeGreaterThanOrEqual(0.9999);
+    // The big row itself, all of whose samples went through the split-row merge.
+    expect(agreement(sg.subarray(1234 * 128, 1235 * 128), sc.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
+  });
+
+  it('injected tables: cuda = cpu exactly on a float32-exact workload', async () => {
+    const fx = loadFixture('float-500x517-s64');
+    const m = mixedCsr(9, 777, fx.cols);
+    using g = WeightedMinHash.fromParameters({ ...fx.params, dim: fx.cols, samples: fx.samples, backend: 'cuda' });
+    using c = WeightedMinHash.fromParameters({ ...fx.params, dim: fx.cols, samples: fx.samples, backend: 'cpu' });
+    expect(agreement(await g.hash(m), await c.hash(m))).toBeGreaterThanOrEqual(0.9999);
+  });
+
+  it("devices [0] and 'all' give byte-identical signatures; slices and streams too", async () => {
+    const m = mixedCsr(31, 4001, 3000);
+    using one = new WeightedMinHash({ dim: 3000, samples: 64, seed: 2, backend: 'cuda', devices: [0] });
+    using all = new WeightedMinHash({ dim: 3000, samples: 64, seed: 2, backend: 'cuda', devices: 'all' });
+    expect(all.devices.length).toBe(devices().gpus.length);
+    const a = await one.hash(m);
+    expect(await all.hash(m)).toEqual(a);
+    expect(await all.hash(m, { rowStart: 3, rowEnd: 2990 })).toEqual(a.subarray(3 * 128, 2990 * 128));
+    const cuts = [0, 999, 1000, 3500, 4001];
+    const chunks = cuts.slice(1).map((e, i) => sliceRows(m, cuts[i], e));
+    let o = 0;
+    for await (const s of all.hashStream(chunks)) {
+      expect(s).toEqual(a.subarray(o, o + s.length));
+      o += s.length;
+    }
+    expect(o).toBe(a.length);
+  });
+});
