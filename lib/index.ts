@@ -20,3 +20,5 @@ export {
 export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './text/index.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
 export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
+export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
+export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';

@@ -1,0 +1,334 @@
+// MinHash LSH over weighted-MinHash signatures: banding, candidate pairs,
+// verified duplicate groups, and the one-call dedup pipeline.
+import { native } from './addon.js';
+import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
+import { withCancel } from './cancel.js';
+import { disposedError, rangeError, typeError } from './errors.js';
+import { WeightedMinHash } from './minhash.js';
+import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+
+export interface LshParams {
+  bands: number;
+  rows: number;
+}
+
+// Composite Simpson's rule; 256 panels put the error far below the gaps
+// between neighbouring (bands, rows) choices.
+function simpson(f: (x: number) => number, a: number, b: number, panels = 256): number {
+  if (b <= a) return 0;
+  const h = (b - a) / panels;
+  let s = f(a) + f(b);
+  for (let i = 1; i < panels; i++) s += f(a + i * h) * (i % 2 === 1 ? 4 : 2);
+  return (s * h) / 3;
+}
+
+/**
+ * (bands, rows) minimizing fpWeight * P(false positive) + fnWeight *
+ * P(false negative) for a Jaccard threshold, with bands * rows <= samples,
+ * as datasketch's MinHashLSH chooses them: the probabilities are the
+ * integrals of the S-curve 1 - (1 - s^r)^b below and above the threshold.
+ */
+export function optimalParams(threshold: number, samples: number, weights: readonly [number, number] = [0.5, 0.5]): LshParams {
+  checkNumber(threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+  checkInt(samples, 'samples', 1, 1 << 20);
+  const [fpW, fnW] = checkWeights(weights);
+  let best = Infinity;
+  let opt: LshParams = { bands: 1, rows: 1 };
+  for (let b = 1; b <= samples; b++) {
+    for (let r = 1; r <= Math.floor(samples / b); r++) {
+      const fp = simpson((s) => 1 - Math.pow(1 - Math.pow(s, r), b), 0, threshold);
+      const fn = simpson((s) => Math.pow(1 - Math.pow(s, r), b), threshold, 1);
+      const err = fp * fpW + fn * fnW;
+      if (err < best) {
+        best = err;
+        opt = { bands: b, rows: r };
+      }
+    }
+  }
+  return opt;
+}
+
+function checkWeights(w: unknown): [number, number] {
+  if (!Array.isArray(w) || w.length !== 2) throw typeError(`weights must be an array [fpWeight, fnWeight], got ${describe(w)}`);
+  const fp = checkNumber(w[0], 'weights[0]', { min: 0, max: 1 });
+  const fn = checkNumber(w[1], 'weights[1]', { min: 0, max: 1 });
+  if (Math.abs(fp + fn - 1) > 1e-9) throw rangeError(`weights must sum to 1, got ${fp} + ${fn}`);
+  return [fp, fn];
+}
+
+export type MinHashLSHOptions = (
+  | { threshold: number; samples?: number; weights?: readonly [number, number]; bands?: undefined; rows?: undefined }
+  | { bands: number; rows: number; samples?: number; threshold?: number; weights?: undefined }
+) & { backend?: BackendOption; devices?: 'all' | number[] };
+
+export type Verify = 'none' | 'estimate' | 'exact';
+
+export interface PairSet {
+  left: Uint32Array;
+  right: Uint32Array;
+}
+
+export interface GroupsResult {
+  /** One group id per inserted row, in insertion order; 0xFFFFFFFF = no verified partner. */
+  group: Uint32Array;
+  /** Groups are numbered 0..count-1 in order of their first-inserted member. */
+  count: number;
+  /**
+   * Verified edges (ids, left < right, sorted) spanning the groups: every
+   * verified pair of distinct rows, except that rows identical to an earlier
+   * row (same signature; for 'exact' also the same vector) are linked only to
+   * that first copy, with similarity 1. Components are the same as with all edges.
+   */
+  pairs: PairSet & { similarity: Float32Array };
+  /** Device time of the bucketing kernels (CUDA events); 0 on CPU. */
+  kernelMs: number;
+}
+
+export interface GroupsOptions {
+  /** 'none': every candidate pair is an edge; 'estimate': signature agreement >= threshold; 'exact': true weighted Jaccard >= threshold. */
+  verify?: Verify;
+  /** Rows indexed by id; required for 'exact'. */
+  matrix?: CsrMatrix;
+  /** Defaults to the LSH's threshold, or (1/bands)^(1/rows) when built from bands and rows. */
+  threshold?: number;
+  signal?: AbortSignal;
+}
+
+const SENTINEL = 0xffffffff;
+
+/**
+ * Banded LSH index over weighted-MinHash signatures (samples (k, t) pairs per
+ * row). Band keys are 64-bit hashes of each band's r pairs, one table per
+ * band. Rows whose samples are all the empty-row sentinel never match.
+ * Candidate pairs, groups and queries are computed in batch over everything
+ * inserted so far; the bucketing runs on the GPU with backend 'cuda'.
+ */
+export class MinHashLSH implements Disposable {
+  readonly bands: number;
+  readonly rows: number;
+  readonly samples: number;
+  readonly threshold: number;
+  readonly backend: Backend;
+  readonly #devices: number[] | undefined;
+  #idChunks: Uint32Array[] = [];
+  #sigChunks: Uint32Array[] = [];
+  #seen = new Set<number>();
+  #size = 0;
+  #disposed = false;
+
+  constructor(options: MinHashLSHOptions) {
+    if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const o = options as Record<string, unknown>;
+    if (o.bands !== undefined || o.rows !== undefined) {
+      const bands = checkInt(o.bands, 'bands', 1, 1 << 20);
+      const rows = checkInt(o.rows, 'rows', 1, 1 << 20);
+      const samples = o.samples === undefined ? bands * rows : checkInt(o.samples, 'samples', 1, 1 << 20);
+      if (bands * rows > samples) throw rangeError(`bands * rows = ${bands * rows} exceeds samples = ${samples}`);
+      if (o.weights !== undefined) throw typeError('weights apply only with threshold, not with explicit bands and rows');
+      this.bands = bands;
+      this.rows = rows;
+      this.samples = samples;
+      this.threshold =
+        o.threshold === undefined ? Math.pow(1 / bands, 1 / rows) : checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+    } else {
+      const threshold = checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+      if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+      const samples = o.samples === undefined ? 128 : checkInt(o.samples, 'samples', 1, 1 << 20);
+      const p = optimalParams(threshold, samples, (o.weights as [number, number] | undefined) ?? [0.5, 0.5]);
+      this.bands = p.bands;
+      this.rows = p.rows;
+      this.samples = samples;
+      this.threshold = threshold;
+    }
+    this.backend = resolveBackend(o.backend);
+    this.#devices = resolveDevices(o.devices);
+  }
+
+  /** Number of inserted rows. */
+  get size(): number {
+    return this.#size;
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  #check(): void {
+    if (this.#disposed) throw disposedError('MinHashLSH');
+  }
+
+  #sigs(signatures: unknown, rows: number | undefined, name: string): Uint32Array {
+    if (!(signatures instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(signatures)}`);
+    const per = this.samples * 2;
+    if (rows === undefined ? signatures.length % per !== 0 : signatures.length !== rows * per) {
+      throw rangeError(
+        `${name} has length ${signatures.length} but ${rows === undefined ? 'a multiple of' : `${rows} rows ×`} samples * 2 = ${per} was expected`,
+      );
+    }
+    return signatures;
+  }
+
+  /** Adds rows: ids (unique uint32, also the row index into groups' matrix) and their signatures. */
+  insert(ids: Uint32Array | readonly number[], signatures: Uint32Array): void {
+    this.#check();
+    if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
+    const n = ids.length;
+    const sig = this.#sigs(signatures, n, 'signatures');
+    const idCopy = new Uint32Array(n);
+    const added: number[] = [];
+    try {
+      for (let i = 0; i < n; i++) {
+        const id = ids[i];
+        if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`ids[${i}]=${id} is not a uint32`);
+        if (this.#seen.has(id)) throw rangeError(`ids[${i}]=${id} is already in the index`);
+        this.#seen.add(id);
+        added.push(id);
+        idCopy[i] = id;
+      }
+    } catch (e) {
+      for (const id of added) this.#seen.delete(id);
+      throw e;
+    }
+    if (n === 0) return;
+    this.#idChunks.push(idCopy);
+    this.#sigChunks.push(sig.slice());
+    this.#size += n;
+  }
+
+  // Chunks are joined once, at the first batch call after inserts.
+  #state(): { ids: Uint32Array; sigs: Uint32Array } {
+    const join = (chunks: Uint32Array[]) => {
+      if (chunks.length === 1) return chunks[0];
+      const out = new Uint32Array(chunks.reduce((a, c) => a + c.length, 0));
+      let o = 0;
+      for (const c of chunks) {
+        out.set(c, o);
+        o += c.length;
+      }
+      chunks.length = 0;
+      chunks.push(out);
+      return out;
+    };
+    return { ids: join(this.#idChunks), sigs: join(this.#sigChunks) };
+  }
+
+  #nativeOptions(extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return { samples: this.samples, bands: this.bands, rows: this.rows, backend: this.backend, devices: this.#devices, ...extra };
+  }
+
+  /** Candidate ids per query row (sharing at least one band), deduplicated and ascending. */
+  async query(signatures: Uint32Array): Promise<{ indptr: Uint32Array; ids: Uint32Array }> {
+    this.#check();
+    const q = this.#sigs(signatures, undefined, 'signatures');
+    const { ids, sigs } = this.#state();
+    const r = await native().lshQuery(sigs, ids, q, this.#nativeOptions());
+    return { indptr: r.indptr, ids: r.ids };
+  }
+
+  /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
+  async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number }> {
+    this.#check();
+    const { ids, sigs } = this.#state();
+    return withCancel(options.signal, async (cancel) => {
+      const r = await native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel }));
+      return { left: r.left, right: r.right, kernelMs: r.kernelMs };
+    });
+  }
+
+  /** Connected components of verified candidate pairs. */
+  async groups(options: GroupsOptions = {}): Promise<GroupsResult> {
+    this.#check();
+    if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const verify = checkEnum(options.verify ?? 'estimate', 'verify', ['none', 'estimate', 'exact'] as const);
+    const threshold =
+      options.threshold === undefined ? this.threshold : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+    let matrix: CsrMatrix | undefined;
+    if (options.matrix !== undefined) matrix = toCsr(options.matrix, 'matrix');
+    if (verify === 'exact') {
+      if (matrix === undefined) throw typeError("matrix is required for verify 'exact'");
+      const { ids } = this.#state();
+      for (let i = 0; i < ids.length; i++) {
+        if (ids[i] >= matrix.rows) throw rangeError(`id ${ids[i]} (row ${i}) has no row in matrix (matrix.rows = ${matrix.rows})`);
+      }
+    }
+    const { ids, sigs } = this.#state();
+    return withCancel(options.signal, async (cancel) => {
+      const r = await native().lshGroups(sigs, ids, this.#nativeOptions({ verify, threshold, matrix, cancel }));
+      return {
+        group: r.group,
+        count: r.count,
+        pairs: { left: r.left, right: r.right, similarity: r.similarity },
+        kernelMs: r.kernelMs,
+      };
+    });
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+    this.#idChunks = [];
+    this.#sigChunks = [];
+    this.#seen.clear();
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/** True when every sample of signature row `i` is the empty-row sentinel. */
+export function isEmptySignature(signatures: Uint32Array, samples: number, i: number): boolean {
+  for (let s = 0; s < 2 * samples; s++) if (signatures[i * 2 * samples + s] !== SENTINEL) return false;
+  return true;
+}
+
+export interface DedupOptions {
+  threshold?: number;
+  /** LSH [fpWeight, fnWeight]; weigh false negatives more for recall near the threshold. */
+  weights?: readonly [number, number];
+  samples?: number;
+  seed?: number;
+  verify?: Verify;
+  backend?: BackendOption;
+  devices?: 'all' | number[];
+  signal?: AbortSignal;
+  /** Return the signatures too (rows × samples × 2). */
+  returnSignatures?: boolean;
+}
+
+export interface DedupResult {
+  group: Uint32Array;
+  count: number;
+  pairs: PairSet & { similarity: Float32Array };
+  signatures?: Uint32Array;
+}
+
+/**
+ * Near-duplicate groups of a weighted sparse matrix in one call: weighted
+ * MinHash, LSH tuned to `threshold`, and verification at that threshold.
+ * Row i has id i. Empty rows (no positive weight) are never grouped.
+ */
+export async function dedup(matrix: CsrMatrix, options: DedupOptions = {}): Promise<DedupResult> {
+  if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+  const m = toCsr(matrix, 'matrix');
+  const threshold = checkNumber(options.threshold ?? 0.9, 'threshold', { min: 0, max: 1, minExclusive: true });
+  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+  const samples = checkInt(options.samples ?? 128, 'samples', 1, 1 << 20);
+  const verify = checkEnum(options.verify ?? 'exact', 'verify', ['none', 'estimate', 'exact'] as const);
+  const wmh = new WeightedMinHash({ dim: m.cols, samples, seed: options.seed ?? 1, backend: options.backend, devices: options.devices });
+  let lsh: MinHashLSH | undefined;
+  try {
+    const signatures = await wmh.hash(m, { signal: options.signal });
+    lsh = new MinHashLSH({ threshold, samples, weights: options.weights, backend: options.backend, devices: options.devices });
+    const ids = new Uint32Array(m.rows);
+    for (let i = 0; i < ids.length; i++) ids[i] = i;
+    lsh.insert(ids, signatures);
+    const g = await lsh.groups({ verify, threshold, matrix: m, signal: options.signal });
+    const out: DedupResult = { group: g.group, count: g.count, pairs: g.pairs };
+    if (options.returnSignatures) out.signatures = signatures;
+    return out;
+  } finally {
+    lsh?.dispose();
+    wmh.dispose();
+  }
+}

@@ -1,0 +1,176 @@
+// N-API glue for MinHash LSH: stateless calls over the signatures and ids the
+// TypeScript object holds.
+#include "gpu.h"
+#include "lsh.h"
+#include "napi_util.h"
+
+namespace cusim {
+namespace {
+
+struct Common {
+  lsh::SigView sig;
+  const uint32_t* ids = nullptr;
+  lsh::Params params;
+  lsh::Engine engine;
+};
+
+uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi) {
+  double v = NumProp(o, key, key);
+  if (!(v >= lo && v <= hi) || v != double(uint64_t(v)))
+    ThrowInvalid(std::string(key) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return uint32_t(v);
+}
+
+lsh::SigView SigArg(const Napi::Value& v, uint32_t samples, uint64_t n, const char* name) {
+  auto a = TypedArg<uint32_t>(v, name);
+  if (a.length != n * samples * 2)
+    ThrowInvalid(std::string(name) + " has length " + std::to_string(a.length) + " but rows * samples * 2 = " +
+                 std::to_string(n * samples * 2));
+  return lsh::SigView{a.data, n, samples};
+}
+
+lsh::Params ParamsArg(const Napi::Object& o, uint32_t samples) {
+  lsh::Params p;
+  p.bands = U32Prop(o, "bands", 1, samples);
+  p.rows = U32Prop(o, "rows", 1, samples);
+  if (uint64_t(p.bands) * p.rows > samples) ThrowInvalid("bands * rows must be <= samples");
+  return p;
+}
+
+Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts) {
+  Common c;
+  const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
+  auto ids = TypedArg<uint32_t>(info[1], "ids");
+  c.ids = ids.data;
+  c.sig = SigArg(info[0], samples, ids.length, "signatures");
+  c.params = ParamsArg(opts, samples);
+  Backend backend = BackendProp(opts);
+  if (backend == Backend::Cpu) {
+    c.engine.repPairs = lsh::RepPairsCpu;
+    c.engine.estimate = lsh::EstimateCpu;
+  } else {
+#ifdef CUSIM_WITH_CUDA
+    const int device = ResolveDevices(DevicesProp(opts)).at(0);
+    c.engine.repPairs = [device](const lsh::SigView& s, const std::vector<uint32_t>& reps, const lsh::Params& p, lsh::Timing* t) {
+      return lsh::RepPairsCuda(s, reps, p, device, t);
+    };
+    c.engine.estimate = [device](const lsh::SigView& s, const std::vector<uint64_t>& pairs, lsh::Timing* t) {
+      return lsh::EstimateCuda(s, pairs, device, t);
+    };
+#else
+    ResolveDevices(DevicesProp(opts));  // throws: this build has no CUDA
+#endif
+  }
+  return c;
+}
+
+void SetPairs(Napi::Env env, Napi::Object r, lsh::PairList&& p, bool withSim) {
+  r.Set("left", ToTyped(env, std::move(p.left)));
+  r.Set("right", ToTyped(env, std::move(p.right)));
+  if (withSim) r.Set("similarity", ToTyped(env, std::move(p.similarity)));
+}
+
+// lshCandidatePairs(signatures, ids, { samples, bands, rows, backend, devices, cancel })
+Napi::Value CandidatePairs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    Napi::Object opts = args.Obj(2, "options");
+    Common c = CommonArgs(info, opts);
+    CancelToken cancel = CancelArg(opts);
+    auto out = std::make_shared<lsh::PairList>();
+    auto timing = std::make_shared<lsh::Timing>();
+    return RunAsync(
+        info.Env(), [=] { *out = lsh::CandidatePairs(c.sig, c.ids, c.params, c.engine, cancel, timing.get()); },
+        [=](Napi::Env env) -> Napi::Value {
+          auto r = Napi::Object::New(env);
+          SetPairs(env, r, std::move(*out), false);
+          r.Set("kernelMs", timing->kernelMs);
+          r.Set("transferMs", timing->transferMs);
+          return r;
+        },
+        {info[0], info[1], opts});
+  });
+}
+
+// lshGroups(signatures, ids, { samples, bands, rows, verify, threshold, matrix?, backend, devices, cancel })
+Napi::Value Groups(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    Napi::Object opts = args.Obj(2, "options");
+    Common c = CommonArgs(info, opts);
+    CancelToken cancel = CancelArg(opts);
+    const std::string v = StrPropOr(opts, "verify", "estimate");
+    lsh::Verify verify = v == "none" ? lsh::Verify::None : v == "exact" ? lsh::Verify::Exact : lsh::Verify::Estimate;
+    if (v != "none" && v != "exact" && v != "estimate") ThrowInvalid("verify must be 'none', 'estimate' or 'exact'", "TypeError");
+    const double threshold = NumPropOr(opts, "threshold", 0.5);
+    if (!(threshold > 0 && threshold <= 1)) ThrowInvalid("threshold must be in (0, 1]");
+    bool hasMatrix = false;
+    CsrView matrix;
+    Napi::Value mv = opts.Get("matrix");
+    if (!mv.IsUndefined() && !mv.IsNull()) {
+      matrix = CsrArg(mv, "matrix");
+      hasMatrix = true;
+    }
+    if (verify == lsh::Verify::Exact && !hasMatrix) ThrowInvalid("matrix is required for verify 'exact'", "TypeError");
+    auto out = std::make_shared<lsh::GroupsResult>();
+    auto timing = std::make_shared<lsh::Timing>();
+    return RunAsync(
+        info.Env(),
+        [=] {
+          if (hasMatrix) ValidateCsr(matrix, "matrix");
+          *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.engine, cancel,
+                             timing.get());
+        },
+        [=](Napi::Env env) -> Napi::Value {
+          auto r = Napi::Object::New(env);
+          r.Set("group", ToTyped(env, std::move(out->group)));
+          r.Set("count", out->count);
+          SetPairs(env, r, std::move(out->pairs), true);
+          r.Set("kernelMs", timing->kernelMs);
+          r.Set("transferMs", timing->transferMs);
+          return r;
+        },
+        {info[0], info[1], opts});
+  });
+}
+
+// lshQuery(stored, ids, queries, { samples, bands, rows }) -> { indptr, ids }
+Napi::Value Query(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    Napi::Object opts = args.Obj(3, "options");
+    const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
+    auto ids = TypedArg<uint32_t>(info[1], "ids");
+    lsh::SigView stored = SigArg(info[0], samples, ids.length, "stored");
+    auto q = TypedArg<uint32_t>(info[2], "signatures");
+    if (q.length % (uint64_t(samples) * 2) != 0)
+      ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * 2 = " +
+                   std::to_string(uint64_t(samples) * 2));
+    lsh::SigView queries{q.data, q.length / (uint64_t(samples) * 2), samples};
+    lsh::Params p = ParamsArg(opts, samples);
+    const uint32_t* idp = ids.data;
+    auto indptr = std::make_shared<std::vector<uint32_t>>();
+    auto hits = std::make_shared<std::vector<uint32_t>>();
+    return RunAsync(
+        info.Env(), [=] { lsh::Query(stored, idp, queries, p, indptr.get(), hits.get()); },
+        [=](Napi::Env env) -> Napi::Value {
+          auto r = Napi::Object::New(env);
+          r.Set("indptr", ToTyped(env, std::move(*indptr)));
+          r.Set("ids", ToTyped(env, std::move(*hits)));
+          return r;
+        },
+        {info[0], info[1], info[2]});
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("lshCandidatePairs", Napi::Function::New(env, CandidatePairs, "lshCandidatePairs"));
+  exports.Set("lshGroups", Napi::Function::New(env, Groups, "lshGroups"));
+  exports.Set("lshQuery", Napi::Function::New(env, Query, "lshQuery"));
+}
+
+}  // namespace
+
+CUSIM_REGISTER(lsh, Init);
+
+}  // namespace cusim

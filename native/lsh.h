@@ -1,0 +1,115 @@
+// MinHash LSH banding over weighted-MinHash signatures: candidate pairs and
+// verified duplicate groups. Backend-neutral; cuda/lsh.cu implements the
+// bucketing step (RepPairsCuda, EstimateCuda) behind this interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "common.h"
+
+#ifdef __CUDACC__
+#define CUSIM_HD __host__ __device__ __forceinline__
+#else
+#define CUSIM_HD inline
+#endif
+
+namespace cusim {
+namespace lsh {
+
+// A signature sample (k, t) of an empty row; a row whose samples all equal it
+// never becomes a candidate.
+inline constexpr uint32_t kSentinel = 0xFFFFFFFFu;
+inline constexpr uint32_t kNoGroup = 0xFFFFFFFFu;
+
+// n signatures of `samples` (k, t) pairs each, row-major.
+struct SigView {
+  const uint32_t* data = nullptr;
+  uint64_t n = 0;
+  uint32_t samples = 0;
+  const uint32_t* row(uint64_t i) const { return data + i * uint64_t(samples) * 2; }
+};
+
+struct Params {
+  uint32_t bands = 0;
+  uint32_t rows = 0;  // samples per band; bands * rows <= samples
+};
+
+struct Timing {
+  double kernelMs = 0;
+  double transferMs = 0;
+};
+
+CUSIM_HD uint64_t Fmix64(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+// 64-bit key of band `band` of a signature: the band's r (k, t) pairs, each
+// finalized (murmur3's fmix64) before chaining so that no linear relation
+// between samples can cancel. The band index seeds the chain: tables are per
+// band anyway, but distinct seeds keep keys of different bands apart.
+CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r) {
+  const uint32_t* p = sig + uint64_t(band) * r * 2;
+  uint64_t h = Fmix64(0x243f6a8885a308d3ull + band * 0x9e3779b97f4a7c15ull);
+  for (uint32_t i = 0; i < r; ++i) {
+    uint64_t v = uint64_t(p[2 * i]) | (uint64_t(p[2 * i + 1]) << 32);
+    h = Fmix64(h ^ Fmix64(v + (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull));
+  }
+  return h;
+}
+
+// Candidate pairs among representative rows: positions (a < b) packed as
+// (a << 32) | b, unique and ascending. `reps` is ascending.
+using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&, Timing*)>;
+// Fraction of equal samples for each packed pair.
+using EstimateFn = std::function<std::vector<float>(const SigView&, const std::vector<uint64_t>& pairs, Timing*)>;
+
+std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, Timing*);
+std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs, Timing*);
+#ifdef CUSIM_WITH_CUDA
+std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, int device,
+                                   Timing* timing);
+std::vector<float> EstimateCuda(const SigView& sig, const std::vector<uint64_t>& pairs, int device, Timing* timing);
+#endif
+
+struct Engine {
+  RepPairsFn repPairs;
+  EstimateFn estimate;
+};
+
+struct PairList {
+  std::vector<uint32_t> left, right;
+  std::vector<float> similarity;
+};
+
+// Every unique pair of inserted rows sharing at least one band bucket, as ids
+// (left < right), sorted. ids[i] names row i.
+PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e, const CancelToken& cancel,
+                        Timing* timing);
+
+enum class Verify { None, Estimate, Exact };
+
+struct GroupsResult {
+  std::vector<uint32_t> group;  // per row, kNoGroup when the row has no verified partner
+  uint32_t count = 0;
+  PairList pairs;
+};
+
+// Connected components of verified candidate pairs. For Exact, row i's vector
+// is matrix row ids[i].
+GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
+                    const CsrView* matrix, const Engine& e, const CancelToken& cancel, Timing* timing);
+
+// For each query, the ids of inserted rows sharing a band bucket with it,
+// deduplicated and ascending. indptr has queries + 1 entries.
+void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p, std::vector<uint32_t>* indptr,
+           std::vector<uint32_t>* out);
+
+}  // namespace lsh
+}  // namespace cusim
