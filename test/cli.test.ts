@@ -227,8 +227,9 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
   });
 
   it.each([
-    [['--threshold', '1.5'], /threshold must be a number in \(0, 1\]/],
+    [['--threshold', '1.5'], /threshold must be a number in \(0, 1\)/],
     [['--threshold', 'abc'], /threshold must be a number/],
+    [['--threshold', '1'], /threshold must be a number in \(0, 1\)/],
     [['--samples', '0'], /samples must be an integer in \[1, 4096\]/],
     [['--mode', 'chars'], /Allowed choices are code, words, qgrams/],
     [['--backend', 'tpu'], /Allowed choices are auto, cpu, cuda/],

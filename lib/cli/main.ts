@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
+import { dedup } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextMode, Weighting } from '../text/index.js';
 import { CliError } from './errors.js';
@@ -21,7 +22,6 @@ import {
   readDoc,
 } from './sources.js';
 import type { Doc, RecordFormat, Skip } from './sources.js';
-import { runDedup } from './engines.js';
 
 export interface Io {
   stdout: NodeJS.WritableStream;
@@ -41,11 +41,12 @@ const defaultIo: Io = {
   },
 };
 
-function number(name: string, lo: number, hi: number, loOpen: boolean) {
+/** A number strictly between lo and hi. */
+function between(name: string, lo: number, hi: number) {
   return (v: string): number => {
     const x = Number(v);
-    if (v.trim() === '' || !Number.isFinite(x) || (loOpen ? x <= lo : x < lo) || x > hi) {
-      throw new InvalidArgumentError(`${name} must be a number in ${loOpen ? '(' : '['}${lo}, ${hi}]`);
+    if (v.trim() === '' || !Number.isFinite(x) || x <= lo || x >= hi) {
+      throw new InvalidArgumentError(`${name} must be a number in (${lo}, ${hi})`);
     }
     return x;
   };
@@ -173,7 +174,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   say(`cusim: ${matrix.rows} documents, ${matrix.indices.length} nonzeros over ${matrix.cols} features; hashing ${o.samples} samples…`);
 
-  const result: DedupResultLike = await runDedup(matrix, {
+  const result: DedupResultLike = await dedup(matrix, {
     threshold: o.threshold,
     samples: o.samples,
     seed: o.seed,
@@ -226,7 +227,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         'with no path, scans ./node_modules for copied source files and packages',
     )
     .argument('[paths...]', "files, directories (recursive) or '-' for records on stdin")
-    .option('-t, --threshold <x>', 'weighted Jaccard similarity threshold', number('threshold', 0, 1, true), 0.9)
+    .option('-t, --threshold <x>', 'weighted Jaccard similarity threshold', between('threshold', 0, 1), 0.9)
     .option('-s, --samples <n>', 'MinHash samples per document', integer('samples', 1, 4096), 128)
     .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)
     .addOption(new Option('-m, --mode <mode>', 'features: code (identifier names), words, qgrams (default: code for files, words for stdin)').choices(['code', 'words', 'qgrams']))

@@ -92,12 +92,19 @@ export class TextFeaturizer {
   private counts = new Float32Array(4096);
   private nnz = 0;
   private scratch = new Uint32Array(256);
+  private scratchCounts = new Uint32Array(256);
+  private stamp = new Int32Array(1024);
+  private slot = new Int32Array(1024);
+  private rowStamp = 0;
+  // Hashed columns span up to 2^31: slots go through a Map instead.
+  private readonly hashedSlots: Map<number, number> | undefined;
 
   constructor(options?: TextFeaturizerOptions, vocabulary?: BaseVocabulary) {
     this.options = Object.freeze(settingsFrom(options, 'options'));
     this.stop = stopWordSet(this.options.stopWords);
     this.vocabulary =
       vocabulary ?? (this.options.hashBits !== undefined ? new HashedVocabulary(this.options.hashBits) : new Vocabulary());
+    this.hashedSlots = this.vocabulary instanceof HashedVocabulary ? new Map() : undefined;
   }
 
   /** The tokens of one document, before mapping to columns. */
@@ -132,29 +139,74 @@ export class TextFeaturizer {
   /** Adds a document already split into tokens. */
   addTokens(tokens: readonly string[]): number {
     const grow = !this.isFrozen;
-    const rowCounts = new Map<number, number>();
+    // Distinct columns of this row and their counts: a stamp per column
+    // (explicit vocabularies are dense) instead of a Map per row.
+    let n = 0;
     let kept = 0;
+    const row = ++this.rowStamp;
     for (const t of tokens) {
       const col = this.vocabulary.lookup(t, grow);
       if (col < 0) continue;
       kept++;
-      rowCounts.set(col, (rowCounts.get(col) ?? 0) + 1);
+      const slot = this.slotOf(col, row, n);
+      if (slot === n) {
+        if (this.scratch.length <= n) this.growScratch();
+        this.scratch[n] = col;
+        this.scratchCounts[n] = 0;
+        n++;
+      }
+      this.scratchCounts[slot]++;
     }
-    const n = rowCounts.size;
-    if (this.scratch.length < n) this.scratch = new Uint32Array(Math.max(n, this.scratch.length * 2));
-    const cols = this.scratch;
-    let k = 0;
-    for (const c of rowCounts.keys()) cols[k++] = c;
-    const sorted = cols.subarray(0, n).sort();
-    if (grow) this.vocabulary.countDocument(sorted, n);
+    // Sort (col, count) pairs by col: pack both into one float64 key.
+    const keys = new Float64Array(n);
+    for (let i = 0; i < n; i++) keys[i] = this.scratch[i] * 4294967296 + this.scratchCounts[i];
+    keys.sort();
+    const sorted = this.scratch.subarray(0, n);
     this.reserve(this.nnz + n);
     for (let i = 0; i < n; i++) {
-      this.indices[this.nnz + i] = sorted[i];
-      this.counts[this.nnz + i] = rowCounts.get(sorted[i])!;
+      const col = Math.floor(keys[i] / 4294967296);
+      sorted[i] = col;
+      this.indices[this.nnz + i] = col;
+      this.counts[this.nnz + i] = keys[i] - col * 4294967296;
     }
+    if (grow) this.vocabulary.countDocument(sorted, n);
     this.nnz += n;
     this.indptr.push(this.nnz);
+    if (this.hashedSlots) this.hashedSlots.clear();
     return kept;
+  }
+
+  /** Where `col` sits in this row's scratch list, or `n` when it is new. */
+  private slotOf(col: number, row: number, n: number): number {
+    if (this.hashedSlots) {
+      const s = this.hashedSlots.get(col);
+      if (s !== undefined) return s;
+      this.hashedSlots.set(col, n);
+      return n;
+    }
+    if (col >= this.stamp.length) {
+      let cap = this.stamp.length;
+      while (cap <= col) cap *= 2;
+      const st = new Int32Array(cap);
+      st.set(this.stamp);
+      const sl = new Int32Array(cap);
+      sl.set(this.slot);
+      this.stamp = st;
+      this.slot = sl;
+    }
+    if (this.stamp[col] === row) return this.slot[col];
+    this.stamp[col] = row;
+    this.slot[col] = n;
+    return n;
+  }
+
+  private growScratch(): void {
+    const c = new Uint32Array(this.scratch.length * 2);
+    c.set(this.scratch);
+    const k = new Uint32Array(this.scratch.length * 2);
+    k.set(this.scratchCounts);
+    this.scratch = c;
+    this.scratchCounts = k;
   }
 
   /** Adds every document of an iterable. */

@@ -154,12 +154,20 @@ export interface QgramOptions {
  * surrogate pair). A non-empty string shorter than q is one gram by itself,
  * so short records still have a feature.
  */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
 export function qgramTokens(text: string, q: number, lowercase = true, pad = false): string[] {
   let s = lowercase ? text.toLowerCase() : text;
   if (pad && s.length > 0) s = '\u0002'.repeat(q - 1) + s + '\u0003'.repeat(q - 1);
-  const cps = Array.from(s);
   const out: string[] = [];
-  if (cps.length === 0) return out;
+  if (s.length === 0) return out;
+  if (!SURROGATE.test(s)) {
+    // Fast path: one UTF-16 unit per code point.
+    if (s.length < q) out.push(s);
+    else for (let i = 0; i + q <= s.length; i++) out.push(s.slice(i, i + q));
+    return out;
+  }
+  const cps = Array.from(s);
   if (cps.length < q) {
     out.push(s);
     return out;
