@@ -10,7 +10,7 @@
 // load the addon.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ensureDist, fixture, root } from './cli-helpers.js';
@@ -21,12 +21,28 @@ const PLANTED = [
 ];
 const platformDir = `${process.platform}-${process.arch}`;
 
-function sh(cmd: string, args: string[], cwd: string, timeout = 540_000) {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', timeout, env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false' } });
-  return { status: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: String(r.stdout ?? ''), stderr: String(r.stderr ?? '') };
+interface Ran {
+  status: number | null;
+  out: string;
+  stdout: string;
+  stderr: string;
 }
 
-const npmWorks = sh('npm', ['--version'], root, 30_000).status === 0;
+// Asynchronous on purpose: a minute-long spawnSync would block the test
+// worker's event loop and time out vitest's own RPC.
+function sh(cmd: string, args: string[], cwd: string, timeout = 540_000): Promise<Ran> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd, timeout, env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', (e) => resolve({ status: null, out: String(e), stdout, stderr: String(e) }));
+    child.on('close', (status) => resolve({ status, out: stdout + stderr, stdout, stderr }));
+  });
+}
+
+const npmWorks = spawnSync('npm', ['--version'], { cwd: root, timeout: 30_000 }).status === 0;
 // Packing needs npm and a compiled dist/ (or tsc to make it).
 const whyNoPack = !npmWorks ? 'npm is not on PATH' : undefined;
 
@@ -38,7 +54,7 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
   let madePrebuild = false;
   let installSkip: string | undefined;
 
-  beforeAll(() => {
+  beforeAll(async () => {
     ensureDist();
     const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
     mkdirSync(stage);
@@ -50,19 +66,19 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
     if (!existsSync(prebuilt) || !readdirSync(prebuilt).some((f) => f.endsWith('.node'))) {
       // node-gyp needs node-addon-api's headers: borrow the checkout's node_modules.
       symlinkSync(path.join(root, 'node_modules'), path.join(stage, 'node_modules'), 'dir');
-      const r = sh('npx', ['--no-install', 'prebuildify', '--napi', '--strip'], stage);
+      const r = await sh('npx', ['--no-install', 'prebuildify', '--napi', '--strip'], stage);
       if (r.status !== 0) throw new Error(`prebuildify failed (${r.status}):\n${r.out.slice(-3000)}`);
       madePrebuild = true;
     }
     // The scripts already ran here (dist/ is built); --ignore-scripts keeps
     // `prepare` from needing the TypeScript sources' toolchain in the stage.
-    const p = sh('npm', ['pack', '--ignore-scripts', '--pack-destination', work], stage);
+    const p = await sh('npm', ['pack', '--ignore-scripts', '--pack-destination', work], stage);
     if (p.status !== 0) throw new Error(`npm pack failed:\n${p.out.slice(-3000)}`);
     tarball = path.join(work, readdirSync(work).find((f) => f.endsWith('.tgz'))!);
 
     mkdirSync(proj);
     writeFileSync(path.join(proj, 'package.json'), JSON.stringify({ name: 'fresh', version: '1.0.0', private: true }));
-    const i = sh('npm', ['install', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', tarball], proj);
+    const i = await sh('npm', ['install', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', tarball], proj);
     if (i.status !== 0) {
       // Offline install resolves the dependencies from npm's cache only.
       if (/ENOTCACHED/.test(i.out)) installSkip = `npm's cache lacks a dependency and the test runs offline: ${i.out.match(/.*ENOTCACHED.*/)?.[0]}`;
@@ -70,8 +86,8 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
     }
   }, 600_000);
 
-  it('the tarball holds the CLI, the compiled library and a linux-x64 prebuild', () => {
-    const list = sh('tar', ['-tzf', tarball], work).out.split('\n');
+  it('the tarball holds the CLI, the compiled library and a linux-x64 prebuild', async () => {
+    const list = (await sh('tar', ['-tzf', tarball], work)).out.split('\n');
     expect(list).toContain('package/bin/cusim');
     expect(list).toContain('package/dist/index.js');
     expect(list).toContain('package/dist/cli/main.js');
@@ -83,11 +99,11 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
     if (madePrebuild) console.log('pack test: made a CPU prebuild with prebuildify (the checkout has none)');
   });
 
-  it('npx cusim dedup --json finds the planted groups from the installed tarball, without compiling', (ctx) => {
+  it('npx cusim dedup --json finds the planted groups from the installed tarball, without compiling', async (ctx) => {
     if (installSkip) ctx.skip(installSkip);
     const installed = path.join(proj, 'node_modules', 'cusim');
     expect(existsSync(path.join(installed, 'build'))).toBe(false); // --ignore-scripts: nothing was compiled
-    const r = sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], proj, 120_000);
+    const r = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], proj, 120_000);
     expect(r.status, r.out).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.schema).toBe('cusim.dedup/1');
