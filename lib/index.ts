@@ -22,3 +22,5 @@ export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTI
 export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
 export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
 export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
+export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
+export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';

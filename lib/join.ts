@@ -1,0 +1,154 @@
+// Exact set similarity join: every pair of sets whose similarity reaches a
+// threshold, with no misses (PPJoin / AllPairs on the CPU, fgssjoin-style
+// index-filter-verify on the GPU).
+import { native } from './addon.js';
+import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
+import { withCancel } from './cancel.js';
+import { checkEnum, checkInt, checkNumber, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
+import { typeError } from './errors.js';
+
+export type JoinMeasure = 'jaccard' | 'cosine' | 'dice' | 'overlap';
+const MEASURES: readonly JoinMeasure[] = ['jaccard', 'cosine', 'dice', 'overlap'];
+
+export interface JoinOptions {
+  /**
+   * Jaccard, cosine and Dice: a ratio in (0, 1]. Overlap: an integer >= 1, the
+   * least number of shared tokens (the plain overlap join).
+   */
+  threshold: number;
+  /** Default 'jaccard'. */
+  measure?: JoinMeasure;
+  /** Joins `sets` (left) with these sets (right) instead of `sets` with itself. */
+  against?: CsrMatrix;
+  /**
+   * 'auto' (default) uses the GPU only when the input is large enough for it to
+   * win: at least 200,000 tokens over both collections; small joins finish
+   * sooner on the CPU than the GPU's fixed costs (upload, index per block).
+   */
+  backend?: BackendOption;
+  /** GPU index block: sets per block of the size-sorted collection (bounds GPU memory). */
+  blockSize?: number;
+  /** CPU algorithm; both are exact. Default 'ppjoin'. */
+  algorithm?: 'ppjoin' | 'allpairs';
+  device?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Pairs found. Self-join: each pair once with left < right (input row ids).
+ * R–S join: left indexes `sets`, right indexes `against`. `similarity` is the
+ * measure's value (the overlap itself for 'overlap').
+ */
+export interface JoinChunk {
+  left: Uint32Array;
+  right: Uint32Array;
+  overlap: Uint32Array;
+  similarity: Float32Array;
+  /** Pairs that survived the filters and were verified. */
+  candidates: number;
+  /** Device time of the GPU kernels (CUDA events); 0 on CPU. */
+  kernelMs: number;
+}
+
+export interface JoinResult extends JoinChunk {
+  backend: Backend;
+}
+
+/** Below this many tokens (both collections), 'auto' stays on the CPU. */
+export const AUTO_GPU_MIN_TOKENS = 200_000;
+
+interface Normalized {
+  sets: CsrMatrix;
+  against?: CsrMatrix;
+  measure: JoinMeasure;
+  threshold: number;
+  backend: Backend;
+  native: Record<string, unknown>;
+}
+
+function normalize(sets: unknown, options: unknown): Normalized {
+  const s = toCsr(sets, 'sets', { values: 'ignore' });
+  if (!isObject(options)) throw typeError(`options must be an object with a threshold, got ${describeValue(options)}`);
+  const o = options as Partial<JoinOptions>;
+  const measure = o.measure === undefined ? 'jaccard' : checkEnum(o.measure, 'options.measure', MEASURES);
+  const threshold =
+    measure === 'overlap'
+      ? checkInt(o.threshold, 'options.threshold', 1, 0xffffffff)
+      : checkNumber(o.threshold, 'options.threshold', { min: 0, max: 1, minExclusive: true });
+  const against = o.against === undefined ? undefined : toCsr(o.against, 'options.against', { values: 'ignore' });
+  const algorithm = o.algorithm === undefined ? 'ppjoin' : checkEnum(o.algorithm, 'options.algorithm', ['ppjoin', 'allpairs'] as const);
+  const blockSize = o.blockSize === undefined ? 0 : checkInt(o.blockSize, 'options.blockSize', 1, 0x7fffffff);
+  const requested = o.backend ?? 'auto';
+  let backend = resolveBackend(requested, 'options.backend');
+  const forced = process.env.CUSIM_BACKEND;
+  if (backend === 'cuda' && requested === 'auto' && (forced === undefined || forced === '' || forced === 'auto')) {
+    const tokens = (s.rows ? s.indptr[s.rows] - s.indptr[0] : 0) + (against && against.rows ? against.indptr[against.rows] - against.indptr[0] : 0);
+    if (tokens < AUTO_GPU_MIN_TOKENS) backend = 'cpu';
+  }
+  const devices = o.device === undefined ? undefined : resolveDevices([o.device], 'options.device');
+  return {
+    sets: s,
+    against,
+    measure,
+    threshold,
+    backend,
+    native: { measure: MEASURES.indexOf(measure), threshold, backend, algorithm, blockSize, devices },
+  };
+}
+
+/**
+ * Streams the join's pairs in chunks, so outputs larger than memory can be
+ * consumed as they come. Each chunk is sorted by (left, right); chunks are not
+ * ordered among themselves. Token ids are deduplicated per row; empty sets
+ * never match anything (not even other empty sets).
+ */
+export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOptions): AsyncGenerator<JoinChunk & { backend: Backend }> {
+  const n = normalize(sets, options);
+  const signal = options.signal;
+  const handle = new (native().JoinHandle)();
+  try {
+    await withCancel(signal, (cancel) => handle.open(n.sets, n.against, { ...n.native, cancel }));
+    for (;;) {
+      const c = await withCancel(signal, (cancel) => handle.next({ cancel }));
+      if (c === null) return;
+      yield { ...(c as JoinChunk), backend: n.backend };
+    }
+  } finally {
+    handle.dispose();
+  }
+}
+
+/** All pairs at or above the threshold, sorted by (left, right). See similarityJoinStream. */
+export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Promise<JoinResult> {
+  const chunks: JoinChunk[] = [];
+  let backend: Backend | undefined;
+  let total = 0;
+  let candidates = 0;
+  let kernelMs = 0;
+  for await (const c of similarityJoinStream(sets, options)) {
+    backend = c.backend;
+    chunks.push(c);
+    total += c.left.length;
+    candidates += c.candidates;
+    kernelMs += c.kernelMs;
+  }
+  const out: JoinResult = {
+    left: new Uint32Array(total),
+    right: new Uint32Array(total),
+    overlap: new Uint32Array(total),
+    similarity: new Float32Array(total),
+    candidates,
+    kernelMs,
+    backend: backend ?? normalize(sets, options).backend,
+  };
+  let at = 0;
+  for (const c of chunks) {
+    out.left.set(c.left, at);
+    out.right.set(c.right, at);
+    out.overlap.set(c.overlap, at);
+    out.similarity.set(c.similarity, at);
+    at += c.left.length;
+  }
+  if (chunks.length > 1 && total > 1) await native().joinSortPairs(out.left, out.right, out.overlap, out.similarity);
+  return out;
+}

@@ -1,0 +1,150 @@
+// N-API glue for the set similarity join: a JoinHandle object that prepares a
+// join (token order, sorted collections, index or GPU upload) and then yields
+// result chunks one async call at a time, plus an in-place pair sort.
+#include <algorithm>
+#include <cstring>
+
+#include "gpu.h"
+#include "join.h"
+#include "napi_util.h"
+
+namespace cusim {
+namespace {
+
+struct JoinState {
+  std::unique_ptr<join::Joiner> joiner;
+  bool busy = false;
+};
+
+class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "JoinHandle",
+                       {InstanceMethod("open", &JoinHandle::Open), InstanceMethod("next", &JoinHandle::Next),
+                        InstanceMethod("dispose", &JoinHandle::Dispose)});
+  }
+  explicit JoinHandle(const Napi::CallbackInfo& info) : ResourceWrap(info) { impl_ = std::make_shared<JoinState>(); }
+
+ private:
+  // open(sets, against | undefined, { measure, threshold, backend, algorithm, blockSize, devices, cancel })
+  Napi::Value Open(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      Args args(info);
+      auto state = Get("JoinHandle");
+      Napi::Object opts = args.Obj(2, "options");
+      CsrView sets = CsrArg(info[0], "sets", false);
+      const bool rs = !info[1].IsUndefined() && !info[1].IsNull();
+      CsrView against;
+      if (rs) against = CsrArg(info[1], "against", false);
+      const int m = int(NumProp(opts, "measure", "options.measure"));
+      if (m < 0 || m > 3) ThrowInvalid("options.measure must be 0..3");
+      const double t = NumProp(opts, "threshold", "options.threshold");
+      if (m == 3 ? !(t >= 1 && t == std::floor(t) && t <= 4294967295.0) : !(t > 0 && t <= 1))
+        ThrowInvalid("options.threshold is out of range for this measure");
+      const Backend backend = BackendProp(opts);
+      const auto algo = StrPropOr(opts, "algorithm", "ppjoin") == "allpairs" ? join::Algorithm::AllPairs : join::Algorithm::PPJoin;
+      const double bs = NumPropOr(opts, "blockSize", 0);
+      if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
+      int device = 0;
+      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
+      CancelToken cancel = CancelArg(opts);
+      if (state->busy) ThrowInvalid("JoinHandle is busy", "Error");
+      state->busy = true;
+      return RunAsync(
+          info.Env(),
+          [=] {
+            struct Unbusy {
+              JoinState* s;
+              ~Unbusy() { s->busy = false; }
+            } unbusy{state.get()};
+            ValidateCsr(sets, "sets");
+            if (rs) ValidateCsr(against, "against");
+            cancel.check();
+            auto p = join::Prepare(sets, rs ? &against : nullptr, join::Measure(m), t);
+            cancel.check();
+            if (backend == Backend::Cpu) {
+              state->joiner = join::MakeCpuJoiner(p, algo);
+            } else {
+#ifdef CUSIM_WITH_CUDA
+              state->joiner = join::MakeCudaJoiner(p, device, uint64_t(bs));
+#else
+              (void)device;
+              throw Error(kCudaError, "this addon was built without CUDA");
+#endif
+            }
+          },
+          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info[0], info[1], opts.Get("cancel")});
+    });
+  }
+
+  // next({ cancel }) -> Promise<chunk | null>
+  Napi::Value Next(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      Args args(info);
+      auto state = Get("JoinHandle");
+      Napi::Object opts = args.Obj(0, "options");
+      CancelToken cancel = CancelArg(opts);
+      if (!state->joiner) ThrowInvalid("JoinHandle.next() before open() finished", "Error");
+      if (state->busy) ThrowInvalid("JoinHandle is busy", "Error");
+      state->busy = true;
+      auto chunk = std::make_shared<join::Chunk>();
+      auto more = std::make_shared<bool>(false);
+      return RunAsync(
+          info.Env(),
+          [=] {
+            struct Unbusy {
+              JoinState* s;
+              ~Unbusy() { s->busy = false; }
+            } unbusy{state.get()};
+            *more = state->joiner->Next(chunk.get(), cancel);
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            if (!*more) return env.Null();
+            auto r = Napi::Object::New(env);
+            r.Set("left", ToTyped(env, std::move(chunk->left)));
+            r.Set("right", ToTyped(env, std::move(chunk->right)));
+            r.Set("overlap", ToTyped(env, std::move(chunk->overlap)));
+            r.Set("similarity", ToTyped(env, std::move(chunk->similarity)));
+            r.Set("candidates", double(chunk->candidates));
+            r.Set("kernelMs", chunk->kernelMs);
+            return r;
+          },
+          {opts.Get("cancel")});
+    });
+  }
+};
+
+// sortPairs(left, right, overlap, similarity) -> Promise<void>: sorts the four
+// parallel arrays in place by (left, right).
+Napi::Value SortPairs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    auto l = TypedArg<uint32_t>(info[0], "left");
+    auto r = TypedArg<uint32_t>(info[1], "right");
+    auto o = TypedArg<uint32_t>(info[2], "overlap");
+    auto s = TypedArg<float>(info[3], "similarity");
+    if (r.length != l.length || o.length != l.length || s.length != l.length) ThrowInvalid("sortPairs: arrays differ in length");
+    return RunAsync(
+        info.Env(),
+        [=] {
+          std::vector<uint32_t> L(l.data, l.data + l.length), R(r.data, r.data + r.length), O(o.data, o.data + o.length);
+          std::vector<float> S(s.data, s.data + s.length);
+          join::SortPairs(L, R, O, S);
+          std::copy(L.begin(), L.end(), l.data);
+          std::copy(R.begin(), R.end(), r.data);
+          std::copy(O.begin(), O.end(), o.data);
+          std::copy(S.begin(), S.end(), s.data);
+        },
+        [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info[0], info[1], info[2], info[3]});
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("JoinHandle", JoinHandle::Define(env));
+  exports.Set("joinSortPairs", Napi::Function::New(env, SortPairs, "joinSortPairs"));
+}
+
+}  // namespace
+
+CUSIM_REGISTER(join, Init);
+
+}  // namespace cusim

@@ -1,0 +1,153 @@
+// Exact set similarity join (AllPairs / PPJoin on the CPU, fgssjoin-style
+// index-filter-verify on the GPU) behind one backend-neutral interface.
+// Included by cuda/join.cu: no napi.h, no CUDA headers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common.h"
+
+#if defined(__CUDACC__)
+#define CUSIM_HD __host__ __device__ __forceinline__
+#else
+#define CUSIM_HD inline
+#endif
+
+namespace cusim {
+namespace join {
+
+enum class Measure : int { Jaccard = 0, Cosine = 1, Dice = 2, Overlap = 3 };
+
+// Overlap/size bounds for the filters. Each is computed in double and then
+// loosened by a relative epsilon before ceil/floor, so a pair that the exact
+// final test (Accept) admits is never pruned by a filter. The final test itself
+// never uses an epsilon: it is the similarity in double compared with t.
+struct Bounds {
+  Measure m;
+  double t;
+
+  static CUSIM_HD uint32_t CeilLoose(double v) {
+    double c = ceil(v - 1e-9 * (1.0 + fabs(v)));
+    return c < 1.0 ? 1u : (c > 4294967295.0 ? 0xffffffffu : uint32_t(c));
+  }
+  static CUSIM_HD uint32_t FloorLoose(double v) {
+    double f = floor(v + 1e-9 * (1.0 + fabs(v)));
+    return f > 4294967295.0 ? 0xffffffffu : uint32_t(f);
+  }
+  // Least overlap a pair of sizes a, b needs.
+  CUSIM_HD uint32_t Alpha(uint32_t a, uint32_t b) const {
+    switch (m) {
+      case Measure::Jaccard: return CeilLoose(t / (1.0 + t) * (double(a) + double(b)));
+      case Measure::Dice: return CeilLoose(t * (double(a) + double(b)) / 2.0);
+      case Measure::Cosine: return CeilLoose(t * sqrt(double(a) * double(b)));
+      default: return uint32_t(t);
+    }
+  }
+  // Sizes a partner of a size-a set may have.
+  CUSIM_HD uint32_t MinSize(uint32_t a) const {
+    switch (m) {
+      case Measure::Jaccard: return CeilLoose(t * a);
+      case Measure::Dice: return CeilLoose(t * a / (2.0 - t));
+      case Measure::Cosine: return CeilLoose(t * t * a);
+      default: return uint32_t(t);
+    }
+  }
+  CUSIM_HD uint32_t MaxSize(uint32_t a) const {
+    switch (m) {
+      case Measure::Jaccard: return FloorLoose(a / t);
+      case Measure::Dice: return FloorLoose((2.0 - t) * a / t);
+      case Measure::Cosine: return FloorLoose(a / (t * t));
+      default: return 0xffffffffu;
+    }
+  }
+  // Probe ("max") prefix: covers every partner size, since the least Alpha
+  // over allowed partner sizes equals MinSize(a) for the ratio measures.
+  CUSIM_HD uint32_t ProbePrefix(uint32_t a) const { return Prefix(a, MinSize(a)); }
+  // Index ("mid") prefix for a self-join on a size-sorted collection: every
+  // probe is at least as large as the indexed set, so Alpha(a, a) suffices.
+  CUSIM_HD uint32_t IndexPrefix(uint32_t a) const { return Prefix(a, Alpha(a, a)); }
+  static CUSIM_HD uint32_t Prefix(uint32_t a, uint32_t need) { return need > a ? 0u : a - need + 1; }
+};
+
+// The exact membership test, shared by both backends and mirrored by the
+// tests' brute-force oracle: the similarity in double compared with t.
+inline bool Accept(Measure m, double t, uint32_t a, uint32_t b, uint32_t o, double* sim) {
+  double s;
+  switch (m) {
+    case Measure::Jaccard: s = double(o) / double(uint64_t(a) + b - o); break;
+    case Measure::Dice: s = 2.0 * double(o) / double(uint64_t(a) + b); break;
+    case Measure::Cosine: s = double(o) / std::sqrt(double(a) * double(b)); break;
+    default: s = double(o); break;
+  }
+  *sim = s;
+  return o > 0 && s >= t;
+}
+
+// One collection after preprocessing: rows deduplicated, tokens replaced by
+// their global rank (ascending document frequency, ties by token id), each row
+// sorted by rank, rows sorted by (size, input id), empty rows dropped.
+struct Collection {
+  std::vector<uint64_t> offsets;  // n + 1
+  std::vector<uint32_t> tokens;
+  std::vector<uint32_t> ids;  // input row id of each sorted position
+  uint64_t n() const { return ids.size(); }
+  uint32_t size(uint64_t i) const { return uint32_t(offsets[i + 1] - offsets[i]); }
+  const uint32_t* row(uint64_t i) const { return tokens.data() + offsets[i]; }
+};
+
+struct Prepared {
+  Bounds bounds{Measure::Jaccard, 1.0};
+  bool self = true;
+  Collection probe;  // `sets`
+  Collection index;  // `against`; empty (unused) for a self-join
+  uint32_t vocab = 0;  // distinct tokens over both collections
+  const Collection& indexed() const { return self ? probe : index; }
+  uint64_t IndexPrefix(uint64_t i) const {
+    uint32_t a = indexed().size(i);
+    return self ? bounds.IndexPrefix(a) : bounds.ProbePrefix(a);
+  }
+};
+
+std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t);
+
+// A chunk of verified pairs in input row ids.
+struct Chunk {
+  std::vector<uint32_t> left, right, overlap;
+  std::vector<float> similarity;
+  uint64_t candidates = 0;  // pairs that survived the filters and were verified
+  double kernelMs = 0;
+};
+
+// Raw (probe position, index position, overlap) record from a verifier.
+struct Hit {
+  uint32_t x, y, o;
+};
+
+// Applies Accept, maps sorted positions to input ids (self-join: left < right)
+// and sorts the chunk by (left, right).
+void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out);
+
+// Sorts parallel result arrays by (left, right) in place.
+void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::vector<uint32_t>& overlap,
+               std::vector<float>& sim);
+
+// A join in progress: Next() fills the next chunk and returns false when the
+// join is exhausted (then the chunk is empty).
+class Joiner {
+ public:
+  virtual ~Joiner() = default;
+  virtual bool Next(Chunk* out, const CancelToken& cancel) = 0;
+};
+
+enum class Algorithm { PPJoin, AllPairs };
+
+std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo);
+#ifdef CUSIM_WITH_CUDA
+std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize);
+#endif
+
+}  // namespace join
+}  // namespace cusim

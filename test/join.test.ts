@@ -1,0 +1,358 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { similarityJoin, similarityJoinStream, type CsrMatrix, type JoinMeasure, type JoinResult } from '../lib/index.js';
+import { describeGpu, randInt, rng, zipf } from './helpers.js';
+
+const RATIOS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0];
+const OVERLAPS = [1, 2, 3, 5, 8];
+const MEASURES: JoinMeasure[] = ['jaccard', 'cosine', 'dice', 'overlap'];
+const thresholdsFor = (m: JoinMeasure) => (m === 'overlap' ? OVERLAPS : RATIOS);
+
+// ---- inputs --------------------------------------------------------------------
+
+function csrFromRows(rows: number[][], cols: number): CsrMatrix {
+  const indptr = new Uint32Array(rows.length + 1);
+  const idx: number[] = [];
+  rows.forEach((r, i) => {
+    idx.push(...r);
+    indptr[i + 1] = idx.length;
+  });
+  return { rows: rows.length, cols, indptr, indices: Uint32Array.from(idx) };
+}
+
+/** Unsorted rows with repeated tokens, so the engine's dedup is exercised. */
+function randomRows(seed: number, n: number, cols: number, maxLen: number, skew: boolean): number[][] {
+  const r = rng(seed);
+  const rows: number[][] = [];
+  for (let i = 0; i < n; i++) {
+    const len = randInt(r, maxLen + 1);
+    const row: number[] = [];
+    for (let k = 0; k < len; k++) row.push(skew ? zipf(r, cols) : randInt(r, cols));
+    if (row.length > 2 && r() < 0.3) row.push(row[0]);
+    // Some near copies of earlier rows, so high thresholds have pairs too.
+    if (i > 0 && r() < 0.15) {
+      const src = rows[randInt(r, i)];
+      rows.push([...src.slice(0, Math.max(0, src.length - randInt(r, 2))), ...(r() < 0.5 ? [randInt(r, cols)] : [])]);
+    } else rows.push(row);
+  }
+  return rows;
+}
+
+const summaries = readFileSync(new URL('./fixtures/npm-summaries-2k.tsv', import.meta.url), 'utf8')
+  .split('\n')
+  .filter((l) => l.length > 0)
+  .map((l) => (l.split('\t')[1] ?? '').toLowerCase());
+
+/** Character q-gram sets with ids in order of first appearance. */
+function qgramRows(texts: string[], q: number): { rows: number[][]; cols: number } {
+  const ids = new Map<string, number>();
+  const rows = texts.map((s) => {
+    const row: number[] = [];
+    for (let i = 0; i + q <= s.length; i++) {
+      const g = s.slice(i, i + q);
+      let id = ids.get(g);
+      if (id === undefined) ids.set(g, (id = ids.size));
+      row.push(id);
+    }
+    return row;
+  });
+  return { rows, cols: ids.size };
+}
+
+// ---- oracle ---------------------------------------------------------------------
+
+function sets(rows: number[][]): Int32Array[] {
+  return rows.map((r) => Int32Array.from(new Set(r)).sort());
+}
+
+function overlapOf(x: Int32Array, y: Int32Array): number {
+  let i = 0;
+  let j = 0;
+  let o = 0;
+  while (i < x.length && j < y.length) {
+    if (x[i] === y[j]) {
+      o++;
+      i++;
+      j++;
+    } else if (x[i] < y[j]) i++;
+    else j++;
+  }
+  return o;
+}
+
+function simOf(m: JoinMeasure, a: number, b: number, o: number): number {
+  if (m === 'jaccard') return o / (a + b - o);
+  if (m === 'dice') return (2 * o) / (a + b);
+  if (m === 'cosine') return o / Math.sqrt(a * b);
+  return o;
+}
+
+/** Every pair with a nonzero overlap, computed once per data set. */
+interface Pairs {
+  l: number[];
+  r: number[];
+  a: number[];
+  b: number[];
+  o: number[];
+}
+function allOverlaps(left: number[][], right?: number[][]): Pairs {
+  const X = sets(left);
+  const Y = right ? sets(right) : X;
+  const p: Pairs = { l: [], r: [], a: [], b: [], o: [] };
+  for (let i = 0; i < X.length; i++) {
+    for (let j = right ? 0 : i + 1; j < Y.length; j++) {
+      const o = overlapOf(X[i], Y[j]);
+      if (o === 0) continue;
+      p.l.push(i);
+      p.r.push(j);
+      p.a.push(X[i].length);
+      p.b.push(Y[j].length);
+      p.o.push(o);
+    }
+  }
+  return p;
+}
+
+function bruteForce(p: Pairs, m: JoinMeasure, t: number) {
+  const out = { left: [] as number[], right: [] as number[], overlap: [] as number[], similarity: [] as number[] };
+  for (let k = 0; k < p.l.length; k++) {
+    const s = simOf(m, p.a[k], p.b[k], p.o[k]);
+    if (s >= t) {
+      out.left.push(p.l[k]);
+      out.right.push(p.r[k]);
+      out.overlap.push(p.o[k]);
+      out.similarity.push(Math.fround(s));
+    }
+  }
+  return out;
+}
+
+function expectEqual(got: JoinResult, want: ReturnType<typeof bruteForce>, what: string) {
+  expect(got.left.length, `${what}: pair count`).toBe(want.left.length);
+  expect(Array.from(got.left), what).toEqual(want.left);
+  expect(Array.from(got.right), what).toEqual(want.right);
+  expect(Array.from(got.overlap), what).toEqual(want.overlap);
+  expect(Array.from(got.similarity), what).toEqual(want.similarity);
+}
+
+function expectSame(a: JoinResult, b: JoinResult, what: string) {
+  expect(b.left, what).toEqual(a.left);
+  expect(b.right, what).toEqual(a.right);
+  expect(b.overlap, what).toEqual(a.overlap);
+  expect(b.similarity, what).toEqual(a.similarity);
+}
+
+const text2 = qgramRows(summaries.slice(0, 700), 2);
+const text3 = qgramRows(summaries.slice(0, 700), 3);
+const DATA: { name: string; rows: number[][]; cols: number }[] = [
+  { name: 'random sets', rows: randomRows(1, 400, 40, 12, false), cols: 40 },
+  { name: 'zipf tokens', rows: randomRows(2, 500, 3000, 30, true), cols: 3000 },
+  { name: 'summaries 2-grams', rows: text2.rows, cols: text2.cols },
+  { name: 'summaries 3-grams', rows: text3.rows, cols: text3.cols },
+];
+const oracle = new Map(DATA.map((d) => [d.name, allOverlaps(d.rows)]));
+
+// ---- CPU ------------------------------------------------------------------------------
+
+describe('similarityJoin (cpu) equals brute force', () => {
+  for (const d of DATA) {
+    for (const algorithm of ['ppjoin', 'allpairs'] as const) {
+      it(`${d.name}, ${algorithm}: every measure at every threshold`, async () => {
+        const m = csrFromRows(d.rows, d.cols);
+        for (const measure of MEASURES) {
+          for (const threshold of thresholdsFor(measure)) {
+            const got = await similarityJoin(m, { threshold, measure, backend: 'cpu', algorithm });
+            expectEqual(got, bruteForce(oracle.get(d.name)!, measure, threshold), `${measure} t=${threshold}`);
+            expect(got.candidates).toBeGreaterThanOrEqual(got.left.length);
+          }
+        }
+      });
+    }
+  }
+
+  it('R–S join: left indexes sets, right indexes against', async () => {
+    const L = randomRows(5, 300, 50, 10, true);
+    const R = randomRows(6, 250, 50, 10, true);
+    const p = allOverlaps(L, R);
+    for (const measure of MEASURES) {
+      for (const threshold of thresholdsFor(measure)) {
+        const got = await similarityJoin(csrFromRows(L, 50), { threshold, measure, against: csrFromRows(R, 50), backend: 'cpu' });
+        expectEqual(got, bruteForce(p, measure, threshold), `R–S ${measure} t=${threshold}`);
+      }
+    }
+  });
+
+  it('R–S join with disjoint vocabularies finds nothing; with itself finds every non-empty row', async () => {
+    const L = randomRows(7, 100, 30, 8, false);
+    const R = randomRows(8, 100, 30, 8, false).map((r) => r.map((t) => t + 30));
+    const res = await similarityJoin(csrFromRows(L, 60), { threshold: 0.5, against: csrFromRows(R, 60), backend: 'cpu' });
+    expect(res.left.length).toBe(0);
+    const self = await similarityJoin(csrFromRows(L, 60), { threshold: 1, against: csrFromRows(L, 60), backend: 'cpu' });
+    const diag = self.left.filter((l, i) => l === self.right[i]).length;
+    expect(diag).toBe(sets(L).filter((s) => s.length > 0).length);
+  });
+
+  it('empty sets never match, even each other or at overlap threshold 1', async () => {
+    const rows = [[], [3], [], [3, 3], [], [1, 2], [2, 1]];
+    const m = csrFromRows(rows, 4);
+    for (const measure of MEASURES) {
+      const res = await similarityJoin(m, { threshold: 1, measure, backend: 'cpu' });
+      expect(Array.from(res.left)).toEqual([1, 5]);
+      expect(Array.from(res.right)).toEqual([3, 6]);
+      expect(Array.from(res.overlap)).toEqual([1, 2]);
+    }
+    const none = await similarityJoin(csrFromRows([[], [], []], 1), { threshold: 0.5, backend: 'cpu' });
+    expect(none.left.length).toBe(0);
+  });
+
+  it('one-token sets: pairs exactly where the token is shared', async () => {
+    const r = rng(9);
+    const rows = Array.from({ length: 300 }, () => [randInt(r, 20)]);
+    const res = await similarityJoin(csrFromRows(rows, 20), { threshold: 1, backend: 'cpu' });
+    expectEqual(res, bruteForce(allOverlaps(rows), 'jaccard', 1), 'one-token');
+    expect(res.left.length).toBeGreaterThan(1000);
+  });
+
+  it('all sets identical: the quadratic output arrives through the stream, each pair once', async () => {
+    const n = 1500;
+    const rows = Array.from({ length: n }, () => [4, 9, 1, 7, 2]);
+    const seen = new Uint8Array(n * n);
+    let total = 0;
+    let chunks = 0;
+    for await (const c of similarityJoinStream(csrFromRows(rows, 10), { threshold: 0.9, backend: 'cpu' })) {
+      chunks++;
+      for (let k = 0; k < c.left.length; k++) {
+        // Plain checks: a million expect() calls would dominate the run time.
+        const key = c.left[k] * n + c.right[k];
+        const sorted = k === 0 || c.left[k - 1] < c.left[k] || (c.left[k - 1] === c.left[k] && c.right[k - 1] < c.right[k]);
+        if (c.left[k] >= c.right[k] || !sorted || seen[key]) throw new Error(`bad pair ${c.left[k]},${c.right[k]} at ${k}`);
+        seen[key] = 1;
+        if (c.overlap[k] !== 5 || c.similarity[k] !== 1) throw new Error('identical sets must overlap fully');
+      }
+      total += c.left.length;
+    }
+    expect(total).toBe((n * (n - 1)) / 2);
+    expect(chunks).toBeGreaterThan(0);
+  });
+
+  it('blockSize (GPU blocking) does not change CPU results; stream chunks union to the batch result', async () => {
+    const d = DATA[1];
+    const m = csrFromRows(d.rows, d.cols);
+    const a = await similarityJoin(m, { threshold: 0.5, backend: 'cpu' });
+    const b = await similarityJoin(m, { threshold: 0.5, backend: 'cpu', blockSize: 3 });
+    expectSame(a, b, 'blockSize 3');
+    const keys: number[] = [];
+    for await (const c of similarityJoinStream(m, { threshold: 0.5, backend: 'cpu' })) {
+      for (let k = 0; k < c.left.length; k++) keys.push(c.left[k] * 1e6 + c.right[k]);
+    }
+    keys.sort((x, y) => x - y);
+    expect(keys).toEqual(Array.from(a.left, (l, i) => l * 1e6 + a.right[i]));
+  });
+
+  it('rejects bad input with coded errors naming the argument', async () => {
+    const m = csrFromRows([[0, 1], [1, 2]], 3);
+    const bad: [unknown, unknown, RegExp, typeof TypeError | typeof RangeError][] = [
+      [m, { threshold: 0 }, /options\.threshold/, RangeError],
+      [m, { threshold: 1.5 }, /options\.threshold/, RangeError],
+      [m, { threshold: -0.2, measure: 'cosine' }, /options\.threshold/, RangeError],
+      [m, { threshold: NaN, measure: 'dice' }, /options\.threshold/, RangeError],
+      [m, { threshold: 0, measure: 'overlap' }, /options\.threshold/, RangeError],
+      [m, { threshold: 1.5, measure: 'overlap' }, /options\.threshold/, RangeError],
+      [m, { threshold: '0.5' }, /options\.threshold/, TypeError],
+      [m, { threshold: 0.5, measure: 'hamming' }, /options\.measure/, TypeError],
+      [m, { threshold: 0.5, algorithm: 'naive' }, /options\.algorithm/, TypeError],
+      [m, { threshold: 0.5, blockSize: 0 }, /options\.blockSize/, RangeError],
+      [m, { threshold: 0.5, against: { rows: 1 } }, /options\.against/, TypeError],
+      [csrFromRows([[0, 5]], 3), { threshold: 0.5, backend: 'cpu' }, /sets\.indices\[1\]=5 is out of range/, RangeError],
+      [m, { threshold: 0.5, backend: 'cpu', against: csrFromRows([[9]], 4) }, /against\.indices\[0\]=9 is out of range/, RangeError],
+      [null, { threshold: 0.5 }, /sets must be a CsrMatrix/, TypeError],
+      [m, undefined, /options must be an object/, TypeError],
+    ];
+    for (const [s, o, msg, cls] of bad) {
+      const p = similarityJoin(s as CsrMatrix, o as never);
+      await expect(p).rejects.toThrow(msg);
+      await expect(p).rejects.toBeInstanceOf(cls);
+      await expect(p).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    }
+  });
+
+  it('an aborted signal rejects with AbortError', async () => {
+    const ac = new AbortController();
+    ac.abort();
+    await expect(similarityJoin(csrFromRows([[1]], 2), { threshold: 0.5, signal: ac.signal })).rejects.toMatchObject({ code: 'ABORT_ERR' });
+  });
+});
+
+// ---- GPU ------------------------------------------------------------------------------
+
+describeGpu('similarityJoin', () => {
+  it('cuda equals cpu exactly on every data set, measure and threshold, with blocks of several sizes', async () => {
+    for (const d of DATA) {
+      const m = csrFromRows(d.rows, d.cols);
+      for (const measure of MEASURES) {
+        for (const threshold of thresholdsFor(measure)) {
+          const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
+          for (const blockSize of [undefined, 7, 100]) {
+            const gpu = await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize });
+            expect(gpu.backend).toBe('cuda');
+            expectSame(cpu, gpu, `${d.name} ${measure} t=${threshold} block=${blockSize}`);
+          }
+        }
+      }
+    }
+  });
+
+  it('cuda equals brute force on the 2,000-summary 2-gram set (sizes not multiples of any block)', async () => {
+    const t2 = qgramRows(summaries, 2);
+    const m = csrFromRows(t2.rows, t2.cols);
+    const p = allOverlaps(t2.rows);
+    for (const threshold of [0.5, 0.8]) {
+      const gpu = await similarityJoin(m, { threshold, backend: 'cuda', blockSize: 333 });
+      expectEqual(gpu, bruteForce(p, 'jaccard', threshold), `2k t=${threshold}`);
+    }
+  });
+
+  it('cuda R–S joins, empty rows, a single row and disjoint vocabularies equal cpu', async () => {
+    const L = randomRows(5, 300, 50, 10, true);
+    const R = randomRows(6, 257, 50, 10, true);
+    for (const measure of MEASURES) {
+      for (const threshold of thresholdsFor(measure)) {
+        const o = { threshold, measure, against: csrFromRows(R, 50) };
+        const cpu = await similarityJoin(csrFromRows(L, 50), { ...o, backend: 'cpu' });
+        for (const blockSize of [undefined, 5]) {
+          expectSame(cpu, await similarityJoin(csrFromRows(L, 50), { ...o, backend: 'cuda', blockSize }), `R–S ${measure} ${threshold}`);
+        }
+      }
+    }
+    const disjoint = await similarityJoin(csrFromRows(L, 100), {
+      threshold: 0.5,
+      against: csrFromRows(R.map((r) => r.map((t) => t + 50)), 100),
+      backend: 'cuda',
+    });
+    expect(disjoint.left.length).toBe(0);
+    const single = await similarityJoin(csrFromRows([[1, 2, 3]], 4), { threshold: 0.5, backend: 'cuda' });
+    expect(single.left.length).toBe(0);
+    const empties = csrFromRows([[], [3], [], [3, 3], [], [1, 2], [2, 1]], 4);
+    expectSame(
+      await similarityJoin(empties, { threshold: 1, backend: 'cpu' }),
+      await similarityJoin(empties, { threshold: 1, backend: 'cuda', blockSize: 2 }),
+      'empties',
+    );
+  });
+
+  it('cuda streams the quadratic all-identical output, each pair once', async () => {
+    const n = 1200;
+    const rows = Array.from({ length: n }, () => [4, 9, 1, 7, 2]);
+    const seen = new Uint8Array(n * n);
+    let total = 0;
+    for await (const c of similarityJoinStream(csrFromRows(rows, 10), { threshold: 1, backend: 'cuda', blockSize: 500 })) {
+      for (let k = 0; k < c.left.length; k++) {
+        const key = c.left[k] * n + c.right[k];
+        if (c.left[k] >= c.right[k] || seen[key] || c.overlap[k] !== 5) throw new Error(`bad pair ${c.left[k]},${c.right[k]}`);
+        seen[key] = 1;
+      }
+      total += c.left.length;
+    }
+    expect(total).toBe((n * (n - 1)) / 2);
+  });
+});
