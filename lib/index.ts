@@ -24,3 +24,5 @@ export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
 export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
 export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';
+export { HammingIndex, MISSING_ID } from './hamming.js';
+export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';

@@ -1,0 +1,161 @@
+// Hamming k-NN over packed binary codes: an exact scan, or Error Weighted
+// Hashing (EWH) with atomic scoring then an exact re-rank of a shortlist.
+import { native } from './addon.js';
+import { resolveBackend, type Backend, type BackendOption } from './backend.js';
+import { withCancel } from './cancel.js';
+import { rangeError, typeError } from './errors.js';
+import { NativeResource } from './resource.js';
+import { checkEnum, checkInt, describe, isObject, toBits, type BitWords } from './validate.js';
+
+export type HammingMethod = 'exact' | 'ewh';
+export type ExactKernel = 'auto' | 'popc' | 'mma';
+
+export interface HammingIndexOptions {
+  /** Code length in bits: a multiple of 32, at most 32768. */
+  bits: number;
+  method?: HammingMethod;
+  backend?: BackendOption;
+  /** GPU index for the CUDA backend (default 0). */
+  device?: number;
+  /** EWH: hash tables (n). */
+  tables?: number;
+  /** EWH: key bits per table (h). */
+  keyBits?: number;
+  /** EWH: probe every bucket within this many key bits of the query's key (e). */
+  maxErrors?: number;
+  /** EWH: score added for a probe r bits away, r = 0..maxErrors (alpha_r). */
+  weights?: number[];
+  /** EWH: ids scoring at least this are re-ranked (unless `shortlist` is set). */
+  minScore?: number;
+  /** EWH: re-rank the top-L ids by score (ties by lower id) instead of using minScore. */
+  shortlist?: number;
+  /** EWH: seed of the random key bit positions (Philox subsequence = table). */
+  seed?: number;
+}
+
+export interface HammingSearchOptions {
+  k: number;
+  signal?: AbortSignal;
+  /** Exact scan kernel on CUDA: scalar popcount or the 1-bit tensor-core MMA. */
+  exactKernel?: ExactKernel;
+}
+
+export interface HammingSearchResult {
+  /** q×k neighbour ids ordered by (distance, id); 0xFFFFFFFF where fewer than k exist. */
+  ids: Uint32Array;
+  /** q×k Hamming distances; `bits` where the id is missing. */
+  distances: Uint16Array;
+  backend: Backend;
+  /** Device time of the kernels (CUDA events); 0 on CPU. */
+  kernelMs: number;
+  transferMs: number;
+  /** EWH bucket build time included in this call (CUDA, device time). */
+  buildMs: number;
+  /** EWH: ids with a nonzero score, summed over the queries. */
+  scored: number;
+  /** EWH: ids re-ranked by exact distance, summed over the queries. */
+  shortlisted: number;
+}
+
+export const MISSING_ID = 0xffffffff;
+const MAX_K = 1024;
+const MAX_BITS = 32768;
+const MAX_SCORE = 8191;
+
+/** Codes as a packed typed array (rows inferred) or { data, rows, bits }. */
+function toCodes(v: unknown, name: string, bits: number): BitWords {
+  if (v instanceof Uint32Array || v instanceof Uint8Array) {
+    const unit = v instanceof Uint32Array ? bits / 32 : bits / 8;
+    if (v.length % unit !== 0) {
+      const what = v instanceof Uint32Array ? 'words' : 'bytes';
+      throw rangeError(`${name} has ${v.length} ${what}, not a multiple of one ${bits}-bit code (${unit} ${what})`);
+    }
+    return toBits({ data: v, rows: v.length / unit, bits }, name, { bits });
+  }
+  if (isObject(v) && 'data' in v) return toBits(v, name, { bits });
+  throw typeError(`${name} must be a packed Uint32Array or Uint8Array of ${bits}-bit codes, got ${describe(v)}`);
+}
+
+export class HammingIndex extends NativeResource {
+  readonly bits: number;
+  readonly method: HammingMethod;
+  readonly backend: Backend;
+  readonly #device: number | undefined;
+
+  constructor(options: HammingIndexOptions) {
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const bits = checkInt(options.bits, 'bits', 32, MAX_BITS);
+    if (bits % 32 !== 0) throw rangeError(`bits must be a multiple of 32, got ${bits}`);
+    const method = checkEnum(options.method ?? 'exact', 'method', ['exact', 'ewh'] as const);
+    const tables = checkInt(options.tables ?? 4, 'tables', 1, 64);
+    const keyBits = checkInt(options.keyBits ?? 5, 'keyBits', 1, Math.min(24, bits));
+    const maxErrors = checkInt(options.maxErrors ?? 2, 'maxErrors', 0, Math.min(3, keyBits));
+    const w = options.weights ?? [10, 5, 2].slice(0, maxErrors + 1);
+    if (!Array.isArray(w)) throw typeError(`weights must be an array of integers, got ${describe(w)}`);
+    if (w.length !== maxErrors + 1) {
+      throw rangeError(`weights must have maxErrors + 1 = ${maxErrors + 1} entries, got ${w.length}`);
+    }
+    const weights = Int32Array.from(w.map((x, i) => checkInt(x, `weights[${i}]`, 0, MAX_SCORE)));
+    const maxW = Math.max(...weights);
+    if (maxW * tables > MAX_SCORE) {
+      throw rangeError(`tables * max(weights) = ${maxW * tables} exceeds ${MAX_SCORE}, the score histogram's range`);
+    }
+    const minScore = checkInt(options.minScore ?? 20, 'minScore', -1e9, 1e9);
+    const shortlist = options.shortlist === undefined ? 0 : checkInt(options.shortlist, 'shortlist', 1, 0xfffffffe);
+    const seed = checkInt(options.seed ?? 1, 'seed', 0);
+    const device = options.device === undefined ? undefined : checkInt(options.device, 'device', 0, 1023);
+    const backend = resolveBackend(options.backend);
+    const Ctor = native().HammingIndex;
+    super(new Ctor({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
+    this.bits = bits;
+    this.method = method;
+    this.backend = backend;
+    this.#device = device;
+  }
+
+  /** Number of codes added so far. */
+  get size(): number {
+    return this.handle.size() as number;
+  }
+
+  /** Appends codes; their ids continue the insertion order. Returns the new size. */
+  add(codes: Uint32Array | Uint8Array | BitWords): number {
+    const c = toCodes(codes, 'codes', this.bits);
+    return this.handle.add(c.data) as number;
+  }
+
+  #devices(): number[] | undefined {
+    return this.#device === undefined ? undefined : [this.#device];
+  }
+
+  /** The k nearest codes of each query, ordered by (distance, id). */
+  async search(queries: Uint32Array | Uint8Array | BitWords, options: HammingSearchOptions): Promise<HammingSearchResult> {
+    const q = toCodes(queries, 'queries', this.bits);
+    if (!isObject(options)) throw typeError(`options must be an object with k, got ${describe(options)}`);
+    const k = checkInt(options.k, 'k', 1, MAX_K);
+    const exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma'] as const);
+    const h = this.handle;
+    if (this.size === 0) throw rangeError('search on an empty index: add codes first');
+    return withCancel(options.signal, async (cancel) => {
+      const r = await h.search(q, { k, backend: this.backend, devices: this.#devices(), exactKernel, cancel });
+      return { ...r, backend: this.backend } as HammingSearchResult;
+    });
+  }
+
+  /** EWH scores of every id for each query (q × size, row-major): Algorithm 3's scoring pass alone. */
+  async scores(queries: Uint32Array | Uint8Array | BitWords): Promise<Uint32Array> {
+    if (this.method !== 'ewh') throw typeError(`scores needs method 'ewh', this index is '${this.method}'`);
+    const q = toCodes(queries, 'queries', this.bits);
+    return this.handle.scores(q, { backend: this.backend, devices: this.#devices() }) as Promise<Uint32Array>;
+  }
+
+  /** Builds the EWH buckets now (search builds lazily); returns the CUDA build's device time. */
+  async build(): Promise<{ buildMs: number; transferMs: number }> {
+    return this.handle.build({ backend: this.backend, devices: this.#devices() });
+  }
+
+  /** EWH key bit positions, tables × keyBits (empty for 'exact'). */
+  positions(): Uint32Array {
+    return this.handle.positions() as Uint32Array;
+  }
+}

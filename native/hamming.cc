@@ -1,0 +1,234 @@
+// N-API glue for the Hamming k-NN index. One mutex per index serializes adds,
+// lazy builds and searches, since the async work reads the shared codes.
+#include <mutex>
+
+#include "gpu.h"
+#include "hamming.h"
+#include "napi_util.h"
+
+namespace cusim {
+namespace {
+
+struct State {
+  std::mutex mu;
+  hamming::HostIndex index;
+};
+
+uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi, double fallback) {
+  double v = NumPropOr(o, key, fallback);
+  if (!(v >= lo && v <= hi) || v != double(uint64_t(v)))
+    ThrowInvalid(std::string(key) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return uint32_t(v);
+}
+
+class HammingWrap : public ResourceWrap<HammingWrap, State> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "HammingIndex",
+                       {InstanceMethod("add", &HammingWrap::Add), InstanceMethod("search", &HammingWrap::Search),
+                        InstanceMethod("scores", &HammingWrap::Scores), InstanceMethod("build", &HammingWrap::Build),
+                        InstanceMethod("positions", &HammingWrap::Positions),
+                        InstanceMethod("size", &HammingWrap::Size), InstanceMethod("dispose", &HammingWrap::DisposeJs)});
+  }
+
+  explicit HammingWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    try {
+      Args args(info);
+      Napi::Object o = args.Obj(0, "options");
+      auto st = std::make_shared<State>();
+      auto& ix = st->index;
+      ix.bits = U32Prop(o, "bits", 32, hamming::kMaxBits, 0);
+      if (ix.bits % 32) ThrowInvalid("bits must be a multiple of 32");
+      ix.ewh = StrPropOr(o, "method", "exact") == "ewh";
+      auto& p = ix.params;
+      p.tables = U32Prop(o, "tables", 1, 64, 4);
+      p.keyBits = U32Prop(o, "keyBits", 1, std::min<uint32_t>(24, ix.bits), 5);
+      p.maxErrors = U32Prop(o, "maxErrors", 0, std::min<uint32_t>(3, p.keyBits), 2);
+      p.shortlist = U32Prop(o, "shortlist", 0, 0xFFFFFFFFu, 0);
+      double ms = NumPropOr(o, "minScore", 20);
+      if (!(ms >= -1e9 && ms <= 1e9) || ms != double(int64_t(ms))) ThrowInvalid("minScore must be an integer");
+      p.minScore = int32_t(ms);
+      p.seed = uint64_t(NumPropOr(o, "seed", 1));
+      p.weights.assign(p.maxErrors + 1, 0);
+      auto w = TypedProp<int32_t>(o, "weights");
+      if (w.length != p.weights.size()) ThrowInvalid("weights must have maxErrors + 1 entries");
+      int32_t maxW = 0;
+      for (size_t i = 0; i < w.length; ++i) {
+        if (w.data[i] < 0) ThrowInvalid("weights must be non-negative");
+        p.weights[i] = w.data[i];
+        maxW = std::max(maxW, w.data[i]);
+      }
+      if (uint64_t(maxW) * p.tables > hamming::kMaxScore) ThrowInvalid("tables * max(weights) must be <= 8191");
+      if (ix.ewh) ix.positions = hamming::DrawPositions(ix.bits, p.tables, p.keyBits, p.seed);
+      impl_ = st;
+    } catch (const Error& e) {
+      MakeJsError(info.Env(), e).ThrowAsJavaScriptException();
+    }
+  }
+
+ private:
+  Napi::Value Add(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      auto a = TypedArg<uint32_t>(info[0], "codes");
+      std::lock_guard<std::mutex> lock(st->mu);
+      const uint32_t w = st->index.wordsPerRow();
+      if (a.length % w) ThrowInvalid("codes length must be a multiple of bits / 32");
+      if (st->index.rows + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index holds at most 2^32 - 2 codes");
+      hamming::AddCodes(st->index, a.data, a.length / w);
+      return Napi::Number::New(info.Env(), double(st->index.rows));
+    });
+  }
+
+  Napi::Value Size(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      std::lock_guard<std::mutex> lock(st->mu);
+      return Napi::Number::New(info.Env(), double(st->index.rows));
+    });
+  }
+
+  Napi::Value Positions(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      std::vector<uint32_t> pos = st->index.positions;
+      return ToTyped(info.Env(), std::move(pos));
+    });
+  }
+
+  // search(queries, { k, backend, devices, exactKernel, cancel })
+  Napi::Value Search(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      Args args(info);
+      BitsView q = BitsArg(info[0], "queries");
+      Napi::Object o = args.Obj(1, "options");
+      if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
+      const uint32_t k = U32Prop(o, "k", 1, hamming::kMaxK, 0);
+      Backend backend = BackendProp(o);
+      std::string ek = StrPropOr(o, "exactKernel", "auto");
+      hamming::ExactKernel kernel =
+          ek == "popc" ? hamming::ExactKernel::Popc : ek == "mma" ? hamming::ExactKernel::Mma : hamming::ExactKernel::Auto;
+      int device = 0;
+      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      CancelToken cancel = CancelArg(o);
+      auto ids = std::make_shared<std::vector<uint32_t>>(q.rows * k);
+      auto dist = std::make_shared<std::vector<uint16_t>>(q.rows * k);
+      auto timing = std::make_shared<hamming::Timing>();
+      return RunAsync(
+          info.Env(),
+          [=] {
+            std::lock_guard<std::mutex> lock(st->mu);
+            auto& ix = st->index;
+            if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
+            if (backend == Backend::Cpu) {
+              if (ix.ewh)
+                hamming::SearchEwhCpu(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);
+              else
+                hamming::SearchExactCpu(ix, q, k, ids->data(), dist->data(), cancel);
+            } else {
+#ifdef CUSIM_WITH_CUDA
+              if (ix.ewh)
+                hamming::SearchEwhCuda(ix, q, k, ids->data(), dist->data(), device, timing.get(), cancel);
+              else
+                hamming::SearchExactCuda(ix, q, k, kernel, ids->data(), dist->data(), device, timing.get(), cancel);
+#else
+              (void)device, (void)kernel;
+#endif
+            }
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("ids", ToTyped(env, std::move(*ids)));
+            r.Set("distances", ToTyped(env, std::move(*dist)));
+            r.Set("kernelMs", timing->kernelMs);
+            r.Set("transferMs", timing->transferMs);
+            r.Set("buildMs", timing->buildMs);
+            r.Set("scored", double(timing->scored));
+            r.Set("shortlisted", double(timing->shortlisted));
+            return r;
+          },
+          {info[0], o, Value()});
+    });
+  }
+
+  // scores(queries, { backend, devices }) -> Uint32Array(q * size)
+  Napi::Value Scores(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      Args args(info);
+      BitsView q = BitsArg(info[0], "queries");
+      Napi::Object o = args.Obj(1, "options");
+      if (!st->index.ewh) ThrowInvalid("scores needs method 'ewh'");
+      if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
+      Backend backend = BackendProp(o);
+      int device = 0;
+      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      auto out = std::make_shared<std::vector<uint32_t>>();
+      return RunAsync(
+          info.Env(),
+          [=] {
+            std::lock_guard<std::mutex> lock(st->mu);
+            auto& ix = st->index;
+            out->assign(q.rows * ix.rows, 0);
+            if (backend == Backend::Cpu) {
+              hamming::ScoresCpu(ix, q, out->data());
+            } else {
+#ifdef CUSIM_WITH_CUDA
+              hamming::ScoresCuda(ix, q, out->data(), device);
+#else
+              (void)device;
+#endif
+            }
+          },
+          [=](Napi::Env env) -> Napi::Value { return ToTyped(env, std::move(*out)); }, {info[0], o, Value()});
+    });
+  }
+
+  // build({ backend, devices }) -> { buildMs }: builds EWH buckets now (search builds lazily).
+  Napi::Value Build(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      Args args(info);
+      Napi::Object o = args.Obj(0, "options");
+      Backend backend = BackendProp(o);
+      int device = 0;
+      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      auto timing = std::make_shared<hamming::Timing>();
+      return RunAsync(
+          info.Env(),
+          [=] {
+            std::lock_guard<std::mutex> lock(st->mu);
+            auto& ix = st->index;
+            if (!ix.ewh) return;
+            if (backend == Backend::Cpu) {
+              ix.built = false;
+              hamming::BuildCpu(ix);
+            } else {
+#ifdef CUSIM_WITH_CUDA
+              hamming::BuildCuda(ix, device, timing.get());
+#else
+              (void)device;
+#endif
+            }
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("buildMs", timing->buildMs);
+            r.Set("transferMs", timing->transferMs);
+            return r;
+          },
+          {o, Value()});
+    });
+  }
+
+  Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
+};
+
+void Init(Napi::Env env, Napi::Object exports) { exports.Set("HammingIndex", HammingWrap::Define(env)); }
+
+}  // namespace
+
+CUSIM_REGISTER(hamming, Init);
+
+}  // namespace cusim

@@ -1,0 +1,86 @@
+// Hamming k-NN over packed binary codes: an exact scan and Error Weighted
+// Hashing (Esmaeili et al., TPAMI 2012; CUDA scoring after Bhatia & Badarla
+// 2016). Both backends return identical results: distances and EWH scores are
+// integers, and every ordering is by (distance, id) or (score desc, id).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common.h"
+
+namespace cusim {
+namespace hamming {
+
+constexpr uint32_t kMissing = 0xFFFFFFFFu;
+constexpr uint32_t kMaxK = 1024;
+constexpr uint32_t kMaxBits = 32768;  // distances must fit a Uint16
+constexpr uint32_t kMaxScore = 8191;   // tables * max(weight): bounds the score histogram
+
+struct Timing {
+  double kernelMs = 0;    // device time of the kernels (CUDA events)
+  double transferMs = 0;  // host<->device copies (CUDA events)
+  double buildMs = 0;     // EWH bucket build (device time on CUDA)
+  uint64_t scored = 0;    // EWH: ids with a nonzero score, summed over queries
+  uint64_t shortlisted = 0;  // EWH: ids re-ranked by exact distance, summed over queries
+};
+
+struct EwhParams {
+  uint32_t tables = 4;
+  uint32_t keyBits = 5;
+  uint32_t maxErrors = 2;
+  std::vector<int32_t> weights{10, 5, 2};  // weights[r] for a probe r bits away
+  int32_t minScore = 20;
+  uint32_t shortlist = 0;  // > 0: top-L by score instead of minScore
+  uint64_t seed = 1;
+};
+
+enum class ExactKernel { Auto, Popc, Mma };
+
+struct DeviceIndex;  // CUDA-side copy of the codes and buckets (cuda/hamming.cu)
+
+// The database: codes in insertion order plus, for EWH, CSR buckets per table.
+struct HostIndex {
+  uint32_t bits = 0;
+  bool ewh = false;
+  EwhParams params;
+  std::vector<uint32_t> positions;  // tables * keyBits bit positions, drawn once
+  std::vector<uint32_t> codes;      // rows * wordsPerRow
+  uint64_t rows = 0;
+  // Buckets (built lazily after adds): offsets[t * (2^h + 1) + b], ids[t * rows + j].
+  bool built = false;
+  std::vector<uint32_t> offsets;
+  std::vector<uint32_t> ids;
+  // Cached device copy; dropped whenever the codes change.
+  std::shared_ptr<DeviceIndex> device;
+  uint32_t wordsPerRow() const { return bits / 32; }
+};
+
+// Bit positions for every table from Philox(seed, table, 0), distinct within a table.
+std::vector<uint32_t> DrawPositions(uint32_t bits, uint32_t tables, uint32_t keyBits, uint64_t seed);
+// Probe masks within maxErrors bits of a key, by increasing popcount.
+std::vector<uint32_t> ProbeMasks(uint32_t keyBits, uint32_t maxErrors);
+
+void AddCodes(HostIndex& index, const uint32_t* words, uint64_t rows);
+
+// CPU backend.
+void BuildCpu(HostIndex& index);
+void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
+                    const CancelToken& cancel);
+void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
+                  Timing* timing, const CancelToken& cancel);
+// scores[q * rows + id]: the EWH score of every id for every query.
+void ScoresCpu(HostIndex& index, const BitsView& queries, uint32_t* scores);
+
+#ifdef CUSIM_WITH_CUDA
+void BuildCuda(HostIndex& index, int device, Timing* timing);
+void SearchExactCuda(HostIndex& index, const BitsView& queries, uint32_t k, ExactKernel kernel, uint32_t* ids,
+                     uint16_t* dist, int device, Timing* timing, const CancelToken& cancel);
+void SearchEwhCuda(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, int device,
+                   Timing* timing, const CancelToken& cancel);
+void ScoresCuda(HostIndex& index, const BitsView& queries, uint32_t* scores, int device);
+#endif
+
+}  // namespace hamming
+}  // namespace cusim
