@@ -26,3 +26,5 @@ export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './joi
 export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';
 export { HammingIndex, MISSING_ID } from './hamming.js';
 export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
+export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
+export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';

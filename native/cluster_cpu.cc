@@ -1,0 +1,429 @@
+// Streaming clustering: the host-side engine (exact state, sequential and
+// micro-batch resolution, save/load) and the CPU scorer (term -> clusters
+// inverted index, as in the paper's CPU baseline).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <unordered_map>
+
+#include "cluster.h"
+#include "parallel.h"
+
+namespace cusim {
+namespace cluster {
+namespace {
+
+// ---- CPU scorer ---------------------------------------------------------------
+class CpuScorer final : public Scorer {
+ public:
+  CpuScorer(const Config& cfg, const Rows& rows) : cfg_(cfg), rows_(rows) {}
+
+  uint64_t ScoreOne(const uint32_t* terms, const float* w, uint32_t n, uint64_t time) override {
+    return Score(terms, w, n, time, &scratch_);
+  }
+
+  void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, uint64_t time0, uint64_t* keys) override {
+    // Documents are independent against a fixed set of rows: score them in
+    // parallel, each thread with its own accumulator.
+    ParallelFor(end - begin, 1, [&](size_t b, size_t e) {
+      static thread_local Scratch s;
+      for (size_t i = b; i < e; i++) {
+        const uint64_t d = begin + i;
+        const uint64_t p = docs.ptr[d], q = docs.ptr[d + 1];
+        keys[i] = Score(docs.terms.data() + p, docs.weights.data() + p, uint32_t(q - p), time0 + i, &s);
+      }
+    });
+  }
+
+  void RowChanged(uint32_t c, const uint32_t* oldTerms, uint32_t oldLen) override {
+    const uint32_t* nt = rows_.terms.data() + uint64_t(c) * rows_.K;
+    const uint32_t nl = rows_.len[c];
+    // Both lists ascending: remove c from terms that left, add to new ones.
+    uint32_t i = 0, j = 0;
+    while (i < oldLen || j < nl) {
+      if (j == nl || (i < oldLen && oldTerms[i] < nt[j])) {
+        auto& l = postings_[oldTerms[i++]];
+        auto it = std::find(l.begin(), l.end(), c);
+        if (it != l.end()) {
+          *it = l.back();
+          l.pop_back();
+        }
+      } else if (i == oldLen || nt[j] < oldTerms[i]) {
+        if (nt[j] >= postings_.size()) postings_.resize(uint64_t(nt[j]) + 1);
+        postings_[nt[j++]].push_back(c);
+      } else {
+        i++, j++;
+      }
+    }
+  }
+
+  void Rebuild() override {
+    postings_.clear();
+    for (uint64_t c = 0; c < rows_.count; c++) {
+      const uint32_t* t = rows_.terms.data() + c * rows_.K;
+      for (uint32_t k = 0; k < rows_.len[c]; k++) {
+        if (t[k] >= postings_.size()) postings_.resize(uint64_t(t[k]) + 1);
+        postings_[t[k]].push_back(uint32_t(c));
+      }
+    }
+  }
+
+  uint64_t BatchSize() const override { return 64 * NumThreads(); }
+
+ private:
+  struct Scratch {
+    std::vector<uint64_t> acc;
+    std::vector<uint8_t> seen;
+    std::vector<uint32_t> touched;
+  };
+
+  // Weight of term t in row c (0 if absent): rows are short and sorted.
+  float RowWeight(uint32_t c, uint32_t t) const {
+    const uint32_t* b = rows_.terms.data() + uint64_t(c) * rows_.K;
+    const uint32_t* e = b + rows_.len[c];
+    const uint32_t* p = std::lower_bound(b, e, t);
+    return (p != e && *p == t) ? rows_.weights[uint64_t(c) * rows_.K + (p - b)] : 0.f;
+  }
+
+  uint64_t Score(const uint32_t* terms, const float* w, uint32_t n, uint64_t time, Scratch* s) const {
+    if (s->acc.size() < rows_.count) {
+      s->acc.resize(rows_.count, 0);
+      s->seen.resize(rows_.count, 0);
+    }
+    s->touched.clear();
+    for (uint32_t i = 0; i < n; i++) {
+      if (terms[i] >= postings_.size()) continue;
+      for (uint32_t c : postings_[terms[i]]) {
+        if (!s->seen[c]) {
+          s->seen[c] = 1;
+          s->touched.push_back(c);
+        }
+        s->acc[c] += FixedProduct(w[i], RowWeight(c, terms[i]));
+      }
+    }
+    uint64_t best = 0;
+    for (uint32_t c : s->touched) {
+      const float sim = FixedToFloat(s->acc[c]);
+      s->acc[c] = 0;
+      s->seen[c] = 0;
+      const bool active = cfg_.maxAge == kNoDecay || time - rows_.lastSeen[c] <= cfg_.maxAge;
+      if (active && double(sim) > cfg_.threshold) best = std::max(best, PackKey(sim, c));
+    }
+    return best;
+  }
+
+  const Config& cfg_;
+  const Rows& rows_;
+  std::vector<std::vector<uint32_t>> postings_;
+  Scratch scratch_;
+};
+
+// Top-k of (term, value) by value descending, ties to the lower term; result
+// sorted by term. Norm summed in double in ascending term order.
+template <typename V>
+uint32_t TopKNormalized(std::vector<std::pair<uint32_t, V>>& e, uint32_t k, uint32_t* outT, float* outW) {
+  auto better = [](const std::pair<uint32_t, V>& a, const std::pair<uint32_t, V>& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
+  if (e.size() > k) {
+    std::nth_element(e.begin(), e.begin() + k, e.end(), better);
+    e.resize(k);
+  }
+  std::sort(e.begin(), e.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double ss = 0;
+  for (auto& x : e) ss += double(x.second) * double(x.second);
+  const double norm = std::sqrt(ss);
+  for (size_t i = 0; i < e.size(); i++) {
+    outT[i] = e[i].first;
+    outW[i] = float(double(e[i].second) / norm);
+  }
+  return uint32_t(e.size());
+}
+
+constexpr char kMagic[8] = {'C', 'U', 'S', 'I', 'M', 'C', 'L', '1'};
+
+}  // namespace
+
+std::unique_ptr<Scorer> MakeCpuScorer(const Config& cfg, const Rows& rows) {
+  return std::make_unique<CpuScorer>(cfg, rows);
+}
+
+// ---- engine -------------------------------------------------------------------
+Engine::Engine(const Config& cfg, Backend backend, int device) : cfg_(cfg), backend_(backend), device_(device) {
+  rows_.K = cfg.maxTerms;
+  MakeScorer();
+}
+
+void Engine::MakeScorer() {
+  rows_.K = cfg_.maxTerms;
+  if (backend_ == Backend::Cuda) {
+#ifdef CUSIM_WITH_CUDA
+    scorer_ = MakeCudaScorer(cfg_, rows_, device_);
+    return;
+#else
+    throw Error(kCudaError, "this build of cusim has no CUDA kernels");
+#endif
+  }
+  scorer_ = MakeCpuScorer(cfg_, rows_);
+}
+
+bool Engine::active(uint32_t c, uint64_t t) const {
+  return cfg_.maxAge == kNoDecay || t - rows_.lastSeen[c] <= cfg_.maxAge;
+}
+
+void Engine::Prepare(const CsrView& m, Docs* docs) const {
+  const uint32_t K = cfg_.maxTerms;
+  docs->ptr.assign(m.rows + 1, 0);
+  std::vector<uint32_t> lens(m.rows);
+  ParallelFor(m.rows, 256, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; r++) {
+      uint32_t n = 0;
+      for (uint32_t p = m.indptr[r]; p < m.indptr[r + 1]; p++) n += (m.values ? m.values[p] : 1.f) > 0.f;
+      lens[r] = std::min(n, K);
+    }
+  });
+  for (uint64_t r = 0; r < m.rows; r++) docs->ptr[r + 1] = docs->ptr[r] + lens[r];
+  docs->terms.resize(docs->ptr[m.rows]);
+  docs->weights.resize(docs->ptr[m.rows]);
+  ParallelFor(m.rows, 256, [&](size_t b, size_t e) {
+    std::vector<std::pair<uint32_t, float>> tmp;
+    for (size_t r = b; r < e; r++) {
+      tmp.clear();
+      for (uint32_t p = m.indptr[r]; p < m.indptr[r + 1]; p++) {
+        const float v = m.values ? m.values[p] : 1.f;
+        if (v > 0.f) tmp.emplace_back(m.indices[p], v);
+      }
+      TopKNormalized(tmp, K, docs->terms.data() + docs->ptr[r], docs->weights.data() + docs->ptr[r]);
+    }
+  });
+}
+
+uint64_t Engine::Dot(const uint32_t* t, const float* w, uint32_t n, uint32_t c) const {
+  const uint32_t* ct = rows_.terms.data() + uint64_t(c) * rows_.K;
+  const float* cw = rows_.weights.data() + uint64_t(c) * rows_.K;
+  const uint32_t m = rows_.len[c];
+  uint64_t acc = 0;
+  for (uint32_t i = 0, j = 0; i < n && j < m;) {
+    if (t[i] < ct[j]) i++;
+    else if (ct[j] < t[i]) j++;
+    else acc += FixedProduct(w[i++], cw[j++]);
+  }
+  return acc;
+}
+
+void Engine::SetRowFromSum(uint32_t c) {
+  std::vector<std::pair<uint32_t, double>> e;
+  e.reserve(sums_[c].size());
+  for (auto& s : sums_[c]) e.emplace_back(s.term, s.v);
+  rows_.len[c] = TopKNormalized(e, rows_.K, rows_.terms.data() + uint64_t(c) * rows_.K,
+                                rows_.weights.data() + uint64_t(c) * rows_.K);
+}
+
+uint32_t Engine::Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t key, uint64_t time, bool* created) {
+  const uint32_t K = rows_.K;
+  if (key == 0) {
+    if (rows_.count >= kNone) throw Error(kInvalidArgument, "too many clusters (2^32 - 1)", "RangeError");
+    const uint32_t c = uint32_t(rows_.count++);
+    rows_.terms.resize(rows_.count * K, kNone);
+    rows_.weights.resize(rows_.count * K, 0.f);
+    rows_.len.push_back(n);
+    rows_.lastSeen.push_back(time);
+    std::copy(t, t + n, rows_.terms.begin() + uint64_t(c) * K);
+    std::copy(w, w + n, rows_.weights.begin() + uint64_t(c) * K);
+    std::vector<SumEntry> s(n);
+    for (uint32_t i = 0; i < n; i++) s[i] = {t[i], double(w[i])};
+    sums_.push_back(std::move(s));
+    members_.push_back(1);
+    scorer_->RowChanged(c, nullptr, 0);
+    *created = true;
+    return c;
+  }
+  const uint32_t c = KeyId(key);
+  auto& sum = sums_[c];
+  std::vector<SumEntry> merged;
+  merged.reserve(sum.size() + n);
+  size_t i = 0, j = 0;
+  while (i < sum.size() || j < n) {
+    if (j == n || (i < sum.size() && sum[i].term < t[j])) merged.push_back(sum[i++]);
+    else if (i == sum.size() || t[j] < sum[i].term) merged.push_back({t[j], double(w[j])}), j++;
+    else merged.push_back({t[j], sum[i].v + double(w[j])}), i++, j++;
+  }
+  sum.swap(merged);
+  members_[c]++;
+  rows_.lastSeen[c] = time;
+  const uint32_t oldLen = rows_.len[c];
+  std::vector<uint32_t> old(rows_.terms.begin() + uint64_t(c) * K, rows_.terms.begin() + uint64_t(c) * K + oldLen);
+  std::fill(rows_.terms.begin() + uint64_t(c) * K, rows_.terms.begin() + uint64_t(c + 1) * K, kNone);
+  std::fill(rows_.weights.begin() + uint64_t(c) * K, rows_.weights.begin() + uint64_t(c + 1) * K, 0.f);
+  SetRowFromSum(c);
+  scorer_->RowChanged(c, old.data(), oldLen);
+  *created = false;
+  return c;
+}
+
+void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutput* out) {
+  Docs docs;
+  Prepare(m, &docs);
+  const uint64_t n = docs.size();
+  out->cluster.assign(n, kNone);
+  out->similarity.assign(n, 0.f);
+  out->created.assign(n, 0);
+  const bool batch = mode == Mode::Batch || (mode == Mode::Auto && n >= 8);
+  out->batched = batch;
+  auto commit = [&](uint64_t d, uint64_t key) {
+    const uint64_t p = docs.ptr[d];
+    const uint32_t len = uint32_t(docs.ptr[d + 1] - p);
+    const uint64_t t = time_++;
+    if (len == 0) return;  // empty documents take a time step but no cluster
+    bool created = false;
+    out->cluster[d] = Apply(docs.terms.data() + p, docs.weights.data() + p, len, key, t, &created);
+    out->created[d] = created;
+    out->similarity[d] = created ? 0.f : KeySim(key);
+  };
+  if (!batch) {
+    for (uint64_t d = 0; d < n; d++) {
+      if ((d & 63) == 0) cancel.check();
+      const uint64_t p = docs.ptr[d];
+      const uint32_t len = uint32_t(docs.ptr[d + 1] - p);
+      commit(d, len ? scorer_->ScoreOne(docs.terms.data() + p, docs.weights.data() + p, len, time_) : 0);
+    }
+    out->timing = scorer_->TakeTiming();
+    return;
+  }
+  // Micro-batch: score B documents against the rows at batch start, then
+  // resolve in order. For document i, rows untouched by earlier documents in
+  // the batch still score as computed; the touched ones (created or updated)
+  // are re-scored on the host. If the batch best itself was touched, the
+  // best among the untouched rows is unknown, so the document is re-scored in
+  // full against the current rows. Either way the result equals sequential.
+  const uint64_t B = std::max<uint64_t>(1, scorer_->BatchSize());
+  std::vector<uint64_t> keys(B);
+  std::vector<uint64_t> stamp;  // batch number in which a cluster last changed
+  // Term -> clusters changed in this batch that held the term (entries may be
+  // stale or repeated: candidates are deduplicated and scored exactly).
+  std::unordered_map<uint32_t, std::vector<uint32_t>> changedIndex;
+  std::vector<uint64_t> visited;  // per cluster: last document that scored it
+  uint64_t batchNo = 0;
+  for (uint64_t b = 0; b < n; b += B) {
+    cancel.check();
+    const uint64_t e = std::min(n, b + B);
+    scorer_->ScoreBatch(docs, b, e, time_, keys.data());
+    batchNo++;
+    changedIndex.clear();
+    for (uint64_t d = b; d < e; d++) {
+      const uint64_t p = docs.ptr[d];
+      const uint32_t len = uint32_t(docs.ptr[d + 1] - p);
+      const uint32_t* t = docs.terms.data() + p;
+      const float* w = docs.weights.data() + p;
+      uint64_t key = keys[d - b];
+      if (len && key != 0 && KeyId(key) < stamp.size() && stamp[KeyId(key)] == batchNo) {
+        key = scorer_->ScoreOne(t, w, len, time_);
+        out->rescored++;
+      } else if (len && !changedIndex.empty()) {
+        if (visited.size() < rows_.count) visited.resize(rows_.count, 0);
+        for (uint32_t i = 0; i < len; i++) {
+          auto it = changedIndex.find(t[i]);
+          if (it == changedIndex.end()) continue;
+          for (uint32_t c : it->second) {
+            if (visited[c] == d + 1) continue;
+            visited[c] = d + 1;
+            if (!active(c, time_)) continue;
+            const float sim = FixedToFloat(Dot(t, w, len, c));
+            if (double(sim) > cfg_.threshold) key = std::max(key, PackKey(sim, c));
+          }
+        }
+      }
+      commit(d, key);
+      const uint32_t c = out->cluster[d];
+      if (c != kNone) {
+        if (stamp.size() <= c) stamp.resize(uint64_t(c) + 1, 0);
+        stamp[c] = batchNo;
+        const uint32_t* rt = rows_.terms.data() + uint64_t(c) * rows_.K;
+        for (uint32_t k = 0; k < rows_.len[c]; k++) changedIndex[rt[k]].push_back(c);
+      }
+    }
+  }
+  out->timing = scorer_->TakeTiming();
+}
+
+// ---- persistence ----------------------------------------------------------------
+void Engine::Save(const std::string& path) const {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw Error(kInvalidArgument, "cannot open '" + path + "' for writing", "Error");
+  auto put = [&](const void* p, size_t n) { f.write(static_cast<const char*>(p), std::streamsize(n)); };
+  put(kMagic, 8);
+  put(&cfg_.threshold, 8);
+  put(&cfg_.maxTerms, 4);
+  put(&cfg_.maxAge, 8);
+  put(&time_, 8);
+  put(&rows_.count, 8);
+  const uint64_t K = rows_.K;
+  for (uint64_t c = 0; c < rows_.count; c++) {
+    const uint64_t ns = sums_[c].size();
+    put(&members_[c], 4);
+    put(&rows_.lastSeen[c], 8);
+    put(&rows_.len[c], 4);
+    put(rows_.terms.data() + c * K, rows_.len[c] * 4);
+    put(rows_.weights.data() + c * K, rows_.len[c] * 4);
+    put(&ns, 8);
+    for (auto& s : sums_[c]) put(&s.term, 4), put(&s.v, 8);
+  }
+  f.flush();
+  if (!f) throw Error(kInternal, "writing '" + path + "' failed");
+}
+
+void Engine::Load(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(kInvalidArgument, "cannot open '" + path + "' for reading", "Error");
+  auto bad = [&](const char* why) { return Error(kInvalidArgument, "'" + path + "' is not a cusim cluster file: " + why, "Error"); };
+  auto get = [&](void* p, size_t n) {
+    f.read(static_cast<char*>(p), std::streamsize(n));
+    if (!f) throw bad("truncated");
+  };
+  char magic[8];
+  get(magic, 8);
+  if (std::memcmp(magic, kMagic, 8) != 0) throw bad("bad magic");
+  Config cfg;
+  uint64_t time = 0, count = 0;
+  get(&cfg.threshold, 8);
+  get(&cfg.maxTerms, 4);
+  get(&cfg.maxAge, 8);
+  get(&time, 8);
+  get(&count, 8);
+  if (cfg.maxTerms == 0 || cfg.maxTerms > kMaxTerms || !(cfg.threshold >= 0 && cfg.threshold <= 1) || count >= kNone)
+    throw bad("bad header");
+  Rows rows;
+  rows.K = cfg.maxTerms;
+  rows.count = count;
+  rows.terms.assign(count * rows.K, kNone);
+  rows.weights.assign(count * rows.K, 0.f);
+  rows.len.resize(count);
+  rows.lastSeen.resize(count);
+  std::vector<std::vector<SumEntry>> sums(count);
+  std::vector<uint32_t> members(count);
+  for (uint64_t c = 0; c < count; c++) {
+    get(&members[c], 4);
+    get(&rows.lastSeen[c], 8);
+    get(&rows.len[c], 4);
+    if (rows.len[c] > rows.K) throw bad("row longer than maxTerms");
+    get(rows.terms.data() + c * rows.K, rows.len[c] * 4);
+    get(rows.weights.data() + c * rows.K, rows.len[c] * 4);
+    uint64_t ns = 0;
+    get(&ns, 8);
+    if (ns > (uint64_t(1) << 32)) throw bad("bad sum length");
+    sums[c].resize(ns);
+    for (auto& s : sums[c]) get(&s.term, 4), get(&s.v, 8);
+  }
+  cfg.capacity = std::max(cfg_.capacity, count);
+  cfg_ = cfg;
+  time_ = time;
+  rows_ = std::move(rows);
+  sums_ = std::move(sums);
+  members_ = std::move(members);
+  MakeScorer();
+  scorer_->Rebuild();
+}
+
+}  // namespace cluster
+}  // namespace cusim
