@@ -5,8 +5,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { chmodSync, mkdirSync, mkdtempSync, writeFileSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { devices } from '../lib/index.js';
-import { cusim, ensureDist, fixture, fixtureDocs, oracleGroups, shape } from './cli-helpers.js';
+import { bin, cusim, ensureDist, fixture, fixtureDocs, oracleGroups, shape } from './cli-helpers.js';
+
+const hasScript = spawnSync('script', ['--version'], { encoding: 'utf8' }).status === 0;
 
 const PLANTED = [
   ['app/server.py', 'backup/server_old.py'],
@@ -66,6 +69,18 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
     expect(report.input.tooSmall).toBe(1);
     expect(report.input.featurized).toBe(11);
     expect(run.stderr).toMatch(/skipped 1 file\(s\): 1 binary/);
+  });
+
+  it('stays quiet on pipes: no progress bar or control characters', () => {
+    expect(run.stderr).not.toMatch(/\x1b|featurizing/);
+  });
+
+  it.skipIf(!hasScript)('shows a progress bar with rate and ETA on a terminal', () => {
+    // util-linux `script` gives the child a pseudo-terminal.
+    const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} dedup . -t 0.8`;
+    const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { cwd: fixture, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/featurizing \(bag of names\) \|.*\| \d+% \| 13\/13 \| [\d,]+\/s \| ETA/);
   });
 
   it('names the backend (and GPU) on stderr', () => {
