@@ -56,31 +56,40 @@ export interface CodeTokenOptions {
 export function splitIdentifier(id: string, out: string[], minLength = 2): void {
   const n = id.length;
   let start = -1;
-  const emit = (end: number): void => {
-    if (start >= 0 && end - start >= minLength) out.push(id.slice(start, end).toLowerCase());
-    start = -1;
-  };
-  for (let i = 0; i < n; i++) {
-    const c = id.charCodeAt(i);
+  let upper = false;
+  for (let i = 0; i <= n; i++) {
+    const c = i < n ? id.charCodeAt(i) : 0;
+    let cut = false;
+    let begin = false;
     if (isUpper(c)) {
-      if (start < 0) {
-        start = i;
-      } else {
+      if (start < 0) begin = true;
+      else {
         const prev = id.charCodeAt(i - 1);
         const next = i + 1 < n ? id.charCodeAt(i + 1) : 0;
         // aB → split before B; ABc → split before B (acronym ends).
-        if (isLower(prev) || (isUpper(prev) && isLower(next))) {
-          emit(i);
-          start = i;
-        }
+        if (isLower(prev) || (isUpper(prev) && isLower(next))) cut = begin = true;
       }
     } else if (isLower(c)) {
-      if (start < 0) start = i;
-    } else {
-      emit(i);
+      if (start < 0) begin = true;
+    } else if (start >= 0) {
+      cut = true;
+    }
+    if (cut) {
+      if (i - start >= minLength) {
+        // Lowercase only when needed: most names are already lowercase, and
+        // a whole lowercase identifier is pushed without any copy.
+        const part = start === 0 && i === n ? id : id.slice(start, i);
+        out.push(upper ? part.toLowerCase() : part);
+      }
+      start = -1;
+    }
+    if (begin) {
+      start = i;
+      upper = isUpper(c);
+    } else if (start >= 0 && isUpper(c)) {
+      upper = true;
     }
   }
-  emit(n);
 }
 
 /** Identifiers of source code, split into a bag of names. */
