@@ -110,13 +110,24 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   say(`cusim: ${matrix.rows} documents, ${matrix.indices.length} nonzeros over ${matrix.cols} features; hashing ${o.samples} samples…`);
 
-  const result: DedupResultLike = await dedup(matrix, {
-    threshold: o.threshold,
-    samples: o.samples,
-    seed: o.seed,
-    backend,
-    devices: o.devices,
-  });
+  // Ctrl-C cancels the native work between chunks instead of killing the
+  // process mid-copy.
+  const ac = new AbortController();
+  const onInt = (): void => ac.abort();
+  process.once('SIGINT', onInt);
+  let result: DedupResultLike;
+  try {
+    result = await dedup(matrix, {
+      threshold: o.threshold,
+      samples: o.samples,
+      seed: o.seed,
+      backend,
+      devices: o.devices,
+      signal: ac.signal,
+    });
+  } finally {
+    process.off('SIGINT', onInt);
+  }
   const groups = buildGroups(ids, result);
   const report: DedupReport = {
     schema: 'cusim.dedup/1',

@@ -54,6 +54,9 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     const err = e as Error & { code?: string };
     if (e instanceof CliError) {
       io.stderr.write(`cusim: ${e.message}${e.fix ? ` (${e.fix})` : ''}\n`);
+    } else if (err.code === 'ABORT_ERR') {
+      io.stderr.write('cusim: interrupted\n');
+      return 130;
     } else if (err.code === 'CUSIM_INVALID_ARGUMENT') {
       io.stderr.write(`cusim: ${err.message} (see cusim dedup --help)\n`);
     } else if (err.code === 'CUSIM_CUDA_ERROR' || err.code === 'CUSIM_OUT_OF_MEMORY') {
