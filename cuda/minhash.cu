@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -18,6 +19,7 @@
 
 #include "../native/gpu.h"
 #include "../native/minhash.h"
+#include "../native/parallel.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -71,6 +73,16 @@ __device__ __forceinline__ uint32_t OrderKey(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// The sample a lane's q-th slot holds in the pass starting at s0. kVec4: four
+// consecutive samples per lane, read with one 16-byte load per table (needs
+// samples % 4 == 0, which also keeps every row of the tables 16-byte aligned);
+// otherwise lanes stride by 32 and any sample count works.
+template <bool kVec4>
+__device__ __forceinline__ uint32_t SampleOf(uint32_t s0, unsigned lane, int q) {
+  return kVec4 ? s0 + lane * kPerLane + q : s0 + q * 32 + lane;
+}
+
+template <bool kVec4>
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
                                                        const float* __restrict__ values, const float* __restrict__ rs,
@@ -105,21 +117,37 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
         const uint32_t d = __shfl_sync(0xffffffffu, myD, j);
         const float lw = __shfl_sync(0xffffffffu, myLw, j);
         const uint64_t off = uint64_t(d) * samples;
+        if (kVec4) {
+          const uint32_t sb = SampleOf<true>(s0, lane, 0);
+          if (sb < samples) {
+            const float4 r4 = __ldg(reinterpret_cast<const float4*>(rs + off + sb));
+            const float4 b4 = __ldg(reinterpret_cast<const float4*>(betas + off + sb));
+            const float4 c4 = __ldg(reinterpret_cast<const float4*>(lnCs + off + sb));
+            const float rv[4] = {r4.x, r4.y, r4.z, r4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
-        for (int q = 0; q < kPerLane; ++q) {
-          const uint32_t s = s0 + q * 32 + lane;
-          if (s < samples) {
-            const float r = __ldg(rs + off + s), b = __ldg(betas + off + s), c = __ldg(lnCs + off + s);
-            const float t = SampleT(lw, r, b);
-            const float lna = SampleLnA(t, r, c, b);
-            if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+            for (int q = 0; q < kPerLane; ++q) {
+              const float t = SampleT(lw, rv[q], bv[q]);
+              const float lna = SampleLnA(t, rv[q], cv[q], bv[q]);
+              if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+            }
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < kPerLane; ++q) {
+            const uint32_t s = SampleOf<false>(s0, lane, q);
+            if (s < samples) {
+              const float r = __ldg(rs + off + s), b = __ldg(betas + off + s), c = __ldg(lnCs + off + s);
+              const float t = SampleT(lw, r, b);
+              const float lna = SampleLnA(t, r, c, b);
+              if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
+            }
           }
         }
       }
     }
 #pragma unroll
     for (int q = 0; q < kPerLane; ++q) {
-      const uint32_t s = s0 + q * 32 + lane;
+      const uint32_t s = SampleOf<kVec4>(s0, lane, q);
       if (s >= samples) continue;
       if (sg.split == kNone) {
         const uint64_t o = (uint64_t(sg.row) * samples + s) * 2;
@@ -197,6 +225,19 @@ struct Device {
   }
 };
 
+// Host copies into and out of pinned staging dominate a batch's host time
+// (bytes, no math), so they run on the CPU pool in 4 MB pieces.
+void ParallelCopy(void* dst, const void* src, uint64_t bytes) {
+  constexpr uint64_t kPiece = 4ull << 20;
+  const uint64_t pieces = (bytes + kPiece - 1) / kPiece;
+  ParallelFor(pieces, 1, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const uint64_t off = i * kPiece;
+      std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, std::min(kPiece, bytes - off));
+    }
+  });
+}
+
 struct Batch {
   uint64_t r0, r1;
 };
@@ -241,8 +282,8 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, Batch 
   sl.dScratch.reserve(std::max<uint64_t>(nsplit * samples, 1), "MinHash split-row minima");
   sl.dOut.reserve(rows * samples * 2, "MinHash signatures");
 
-  std::memcpy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
-  if (m.values) std::memcpy(sl.hVal.data(), m.values + nz0, nnz * 4);
+  ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
+  if (m.values) ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
   Seg* seg = sl.hSeg.data();
   uint32_t* split = sl.hSplit.data();
   uint64_t si = 0, sp = 0;
@@ -267,9 +308,16 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, Batch 
   sl.e1.record(st);
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
   const float* vals = m.values ? sl.dVal.data() : nullptr;
-  HashKernel<<<gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
-      sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(), dev.lnCs.data(), dev.betas.data(), samples,
-      sl.dOut.data(), sl.dScratch.data());
+  const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
+  if (samples % kPerLane == 0) {
+    HashKernel<true><<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(),
+                                                 dev.lnCs.data(), dev.betas.data(), samples, sl.dOut.data(),
+                                                 sl.dScratch.data());
+  } else {
+    HashKernel<false><<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(),
+                                                  dev.lnCs.data(), dev.betas.data(), samples, sl.dOut.data(),
+                                                  sl.dScratch.data());
+  }
   CUSIM_LAUNCH_CHECK();
   if (nsplit) {
     FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
@@ -282,7 +330,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, Batch 
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hOut.data(), sl.dOut.data(), outWords * 4, cudaMemcpyDeviceToHost, st));
   sl.e3.record(st);
   sl.stream.sync();
-  std::memcpy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
+  ParallelCopy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
   timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
   timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
 }
@@ -339,18 +387,14 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
 void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
               const CancelToken& cancel) {
   const size_t nd = e.devs.size();
-  // Cut rows by nnz so every device gets about the same work; any count of
-  // devices, uneven shares allowed.
-  const uint64_t nzA = rowEnd > rowStart ? m.indptr[rowStart] : 0, nzB = rowEnd > rowStart ? m.indptr[rowEnd] : 0;
-  std::vector<uint64_t> cut(nd + 1, rowStart);
-  cut[nd] = rowEnd;
-  for (size_t k = 1; k < nd; ++k) {
-    const uint64_t target = nzA + (nzB - nzA) * k / nd;
-    const uint32_t* p = std::lower_bound(m.indptr + cut[k - 1], m.indptr + rowEnd, uint32_t(target));
-    cut[k] = std::max<uint64_t>(cut[k - 1], uint64_t(p - m.indptr));
-  }
+  // Rows cut by nnz so every device gets about the same work.
+  const std::vector<uint64_t> cut = SplitRowsByNnz(m, rowStart, rowEnd, nd);
   // Per device, kSlots host threads pull batches, so one batch's staging and
-  // copies overlap another's kernels.
+  // copies overlap another's kernels. CUSIM_MINHASH_STREAMS=1 keeps one batch
+  // in flight per device: slower, but then each kernel has the GPU to itself
+  // and its CUDA-event time is the kernel's alone (the bench's kernel rate).
+  const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
+  const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
   std::vector<std::vector<Batch>> plans(nd);
   std::vector<std::atomic<size_t>> next(nd);
   for (size_t k = 0; k < nd; ++k) {
@@ -362,7 +406,7 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   std::atomic<bool> failed{false};
   std::vector<std::thread> threads;
   for (size_t k = 0; k < nd; ++k) {
-    for (int t = 0; t < kSlots; ++t) {
+    for (int t = 0; t < perDevice; ++t) {
       threads.emplace_back([&, k, t] {
         try {
           Device& dev = *e.devs[k];

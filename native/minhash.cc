@@ -18,6 +18,7 @@ struct Engine {
   // or parameters()), so constructing an object never blocks the event loop.
   std::mutex hostMutex;
   bool hostReady = false;
+  bool injected = false;  // tables came from fromParameters, not the seed
   std::vector<float> rs, lnCs, betas;
 #ifdef CUSIM_WITH_CUDA
   std::mutex gpuMutex;
@@ -37,11 +38,6 @@ struct Engine {
   minhash::CudaEngine& EnsureGpu() {
     std::lock_guard<std::mutex> lock(gpuMutex);
     if (!gpu) {
-      bool injected;
-      {
-        std::lock_guard<std::mutex> h(hostMutex);
-        injected = hostReady;
-      }
       // Injected tables are uploaded; seeded ones are generated on each device.
       gpu = minhash::CreateCudaEngine(devices, seed, dim, samples, injected ? rs.data() : nullptr,
                                       injected ? lnCs.data() : nullptr, injected ? betas.data() : nullptr);
@@ -69,6 +65,26 @@ Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const f
   }
   return o;
 }
+
+// Signature storage handed to JavaScript without a copy. Left uninitialized
+// (unlike std::vector) because a 1M-row result is 1 GB that the kernels or the
+// CPU overwrite entirely; zero-filling it first would cost a serial pass.
+struct Signatures {
+  uint32_t* data = nullptr;
+  uint64_t size = 0;
+  ~Signatures() { delete[] data; }
+  void allocate(uint64_t n) {
+    size = n;
+    data = n ? new uint32_t[n] : nullptr;
+  }
+  Napi::Value ToJs(Napi::Env env) {
+    if (size == 0) return Napi::Uint32Array::New(env, 0);
+    uint32_t* p = data;
+    data = nullptr;
+    auto buf = Napi::ArrayBuffer::New(env, p, size * 4, [](Napi::Env, void* q) { delete[] static_cast<uint32_t*>(q); });
+    return Napi::Uint32Array::New(env, size, buf, 0);
+  }
+};
 
 class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
  public:
@@ -109,6 +125,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
           Transpose(a.data, e->samples, e->dim, dst[i]->data());
         }
         e->hostReady = true;
+        e->injected = true;
       }
       impl_ = e;
     } catch (const Error& err) {
@@ -131,28 +148,32 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
       const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
       CancelToken cancel = CancelArg(opts);
-      auto out = std::make_shared<std::vector<uint32_t>>();
+      auto out = std::make_shared<Signatures>();
       auto timing = std::make_shared<minhash::Timing>();
       std::vector<Napi::Value> keep{info[0], info.This()};
       if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
       return RunAsync(
           info.Env(),
           [=] {
-            ValidateCsr(m, "matrix");
-            out->resize((rowEnd - rowStart) * uint64_t(e->samples) * 2);
+            // Only the rows this call reads; indices are reported at their absolute position.
+            CsrView part = m;
+            part.rows = rowEnd - rowStart;
+            part.indptr = m.indptr + rowStart;
+            ValidateCsr(part, "matrix");
+            out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();
               minhash::HashCpu(m, rowStart, rowEnd, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
-                               out->data(), cancel);
+                               out->data, cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data(), timing.get(), cancel);
+              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data, timing.get(), cancel);
 #endif
             }
           },
           [=](Napi::Env env) -> Napi::Value {
             auto r = Napi::Object::New(env);
-            r.Set("signatures", ToTyped(env, std::move(*out)));
+            r.Set("signatures", out->ToJs(env));
             r.Set("kernelMs", timing->kernelMs);
             r.Set("transferMs", timing->transferMs);
             return r;
@@ -226,7 +247,24 @@ Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
   });
 }
 
+// minhashSplitRows(matrix, rowStart, rowEnd, parts) -> Float64Array of boundaries.
+// The multi-GPU row split, exposed so tests check it for any device count.
+Napi::Value SplitRows(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    CsrView m = CsrArg(info[0], "matrix", false);
+    const double a = args.Num(1, "rowStart"), b = args.Num(2, "rowEnd"), parts = args.Num(3, "parts");
+    if (!(a >= 0 && a <= b && b <= double(m.rows))) ThrowInvalid("rowStart/rowEnd out of range");
+    if (!(parts >= 1 && parts <= 4096)) ThrowInvalid("parts must be in [1, 4096]");
+    auto cut = minhash::SplitRowsByNnz(m, uint64_t(a), uint64_t(b), size_t(parts));
+    auto out = Napi::Float64Array::New(info.Env(), cut.size());
+    for (size_t i = 0; i < cut.size(); ++i) out[i] = double(cut[i]);
+    return out;
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("minhashSplitRows", Napi::Function::New(env, SplitRows, "minhashSplitRows"));
   exports.Set("WeightedMinHashNative", MinHashWrap::Define(env));
   exports.Set("minhashJaccardPairs", Napi::Function::New(env, JaccardPairs, "minhashJaccardPairs"));
 }

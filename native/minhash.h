@@ -34,6 +34,11 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samp
 void JaccardPairsCpu(const uint32_t* sigs, uint32_t samples, const uint32_t* left, const uint32_t* right,
                      uint64_t pairs, float* out);
 
+// Cuts rows [rowStart, rowEnd) into `parts` contiguous ranges of about equal
+// nnz (multi-GPU split): returns parts + 1 boundaries, first rowStart, last
+// rowEnd, non-decreasing; any part count, empty parts allowed.
+std::vector<uint64_t> SplitRowsByNnz(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, size_t parts);
+
 #ifdef CUSIM_WITH_CUDA
 // Per-device parameter tables plus staging slots; opaque to the glue.
 struct CudaEngine;

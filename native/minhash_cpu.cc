@@ -1,4 +1,5 @@
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -71,6 +72,17 @@ void UpdateRow(float lw, uint32_t d, const float* R, const float* C, const float
   }
 }
 
+constexpr uint32_t kAhead = 2;
+
+inline void Prefetch(const float* rs, const float* lnCs, const float* betas, size_t off, uint32_t samples) {
+  const size_t lines = std::min<size_t>((size_t(samples) * 4 + 63) / 64, 8);
+  for (size_t l = 0; l < lines; ++l) {
+    __builtin_prefetch(rs + off + l * 16);
+    __builtin_prefetch(lnCs + off + l * 16);
+    __builtin_prefetch(betas + off + l * 16);
+  }
+}
+
 }  // namespace
 
 void GenerateParamsCpu(uint64_t seed, uint32_t dim, uint32_t samples, float* rs, float* lnCs, float* betas) {
@@ -103,7 +115,11 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samp
       std::fill(minA.begin(), minA.end(), std::numeric_limits<float>::infinity());
       std::fill(minK.begin(), minK.end(), kSentinel);
       std::fill(minT.begin(), minT.end(), 0.0f);
-      for (uint32_t j = m.indptr[r]; j < m.indptr[r + 1]; ++j) {
+      const uint32_t jEnd = m.indptr[r + 1];
+      for (uint32_t j = m.indptr[r]; j < jEnd; ++j) {
+        // The tables are far larger than cache and each nonzero reads three
+        // scattered runs of `samples` floats: fetch the next column's early.
+        if (j + kAhead < jEnd) Prefetch(rs, lnCs, betas, size_t(m.indices[j + kAhead]) * samples, samples);
         const float w = m.values ? m.values[j] : 1.0f;
         if (!(w > 0.0f)) continue;  // zero, negative and NaN weights carry no mass
         const float lw = float(std::log(double(w)));
@@ -118,6 +134,20 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samp
       }
     }
   });
+}
+
+std::vector<uint64_t> SplitRowsByNnz(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, size_t parts) {
+  std::vector<uint64_t> cut(parts + 1, rowStart);
+  cut[parts] = rowEnd;
+  if (rowEnd <= rowStart) return cut;
+  const uint64_t nzA = m.indptr[rowStart], nzB = m.indptr[rowEnd];
+  for (size_t k = 1; k < parts; ++k) {
+    // The first row starting at or after the k-th nnz quantile.
+    const uint64_t target = nzA + (nzB - nzA) * k / parts;
+    const uint32_t* p = std::lower_bound(m.indptr + cut[k - 1], m.indptr + rowEnd, uint32_t(target));
+    cut[k] = std::max<uint64_t>(cut[k - 1], uint64_t(p - m.indptr));
+  }
+  return cut;
 }
 
 void JaccardPairsCpu(const uint32_t* sigs, uint32_t samples, const uint32_t* left, const uint32_t* right,

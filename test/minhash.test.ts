@@ -387,6 +387,31 @@ describe('WeightedMinHash: slicing and streaming', () => {
   });
 });
 
+describe('WeightedMinHash: multi-GPU row split (host logic, any device count)', () => {
+  it('cuts rows into 1..8 contiguous parts balanced by nnz, with skewed rows and sub-ranges', () => {
+    const r = rng(66);
+    // Skewed lengths: mostly short rows, a few huge ones, some empty.
+    const m = randomCsr(r, 997, 5000, (i) => (i % 101 === 3 ? 3000 : i % 7 === 0 ? 0 : 1 + randInt(r, 20)), { weights: false });
+    let maxRow = 0;
+    for (let i = 0; i < m.rows; i++) maxRow = Math.max(maxRow, m.indptr[i + 1] - m.indptr[i]);
+    for (const [a, b] of [[0, m.rows], [5, 600], [10, 10], [996, 997]]) {
+      for (let parts = 1; parts <= 8; parts++) {
+        const cut = native().minhashSplitRows(m, a, b, parts) as Float64Array;
+        expect(cut.length).toBe(parts + 1);
+        expect(cut[0]).toBe(a);
+        expect(cut[parts]).toBe(b);
+        const total = m.indptr[b] - m.indptr[a];
+        for (let k = 0; k < parts; k++) {
+          expect(cut[k + 1]).toBeGreaterThanOrEqual(cut[k]);
+          // Each part is within one row of its equal share.
+          const nnz = m.indptr[cut[k + 1]] - m.indptr[cut[k]];
+          expect(nnz).toBeLessThanOrEqual(total / parts + maxRow);
+        }
+      }
+    }
+  });
+});
+
 describe('WeightedMinHash: bad input', () => {
   it('rejects bad options and matrices with coded errors naming the argument', async () => {
     await expectCoded(() => new WeightedMinHash({ dim: 10, samples: 0 }), RangeError, /samples must be an integer in \[1, 65536\], got 0/);
@@ -495,7 +520,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     expect(agreement(sg.subarray(1234 * 128, 1235 * 128), sc.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
   });
 
-  it('injected tables: cuda = cpu exactly on a float32-exact workload', async () => {
+  it('injected tables (fromParameters): cuda = cpu on >= 99.99% of entries', async () => {
     const fx = loadFixture('float-500x517-s64');
     const m = mixedCsr(9, 777, fx.cols);
     using g = WeightedMinHash.fromParameters({ ...fx.params, dim: fx.cols, samples: fx.samples, backend: 'cuda' });
