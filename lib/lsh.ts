@@ -33,6 +33,10 @@ export function optimalParams(threshold: number, samples: number, weights: reado
   if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
   checkInt(samples, 'samples', 1, 1 << 20);
   const [fpW, fnW] = checkWeights(weights);
+  // The search costs O(samples log samples) integrals; answers are memoized.
+  const key = `${threshold},${samples},${fpW},${fnW}`;
+  const hit = paramCache.get(key);
+  if (hit) return { ...hit };
   let best = Infinity;
   let opt: LshParams = { bands: 1, rows: 1 };
   for (let b = 1; b <= samples; b++) {
@@ -46,8 +50,12 @@ export function optimalParams(threshold: number, samples: number, weights: reado
       }
     }
   }
-  return opt;
+  if (paramCache.size > 256) paramCache.clear();
+  paramCache.set(key, opt);
+  return { ...opt };
 }
+
+const paramCache = new Map<string, LshParams>();
 
 function checkWeights(w: unknown): [number, number] {
   if (!Array.isArray(w) || w.length !== 2) throw typeError(`weights must be an array [fpWeight, fnWeight], got ${describe(w)}`);
@@ -102,7 +110,17 @@ const SENTINEL = 0xffffffff;
  * row). Band keys are 64-bit hashes of each band's r pairs, one table per
  * band. Rows whose samples are all the empty-row sentinel never match.
  * Candidate pairs, groups and queries are computed in batch over everything
- * inserted so far; the bucketing runs on the GPU with backend 'cuda'.
+ * inserted so far; the bucketing (band hashing, radix sort, pair emission,
+ * sort + unique, signature agreement) runs on the GPU with backend 'cuda';
+ * query() runs on the CPU. Both backends return identical results.
+ *
+ * Large buckets: rows that are interchangeable (identical signatures; for
+ * 'exact' verification also identical vectors) are collapsed to their first
+ * row before banding, so m identical rows cost O(m), not m(m-1)/2 pairs per
+ * band. groups() links each copy to its first row (similarity 1), which gives
+ * the same components as all pairwise edges; candidatePairs() expands the
+ * copies back (its output for a bucket of m rows is m(m-1)/2 pairs by
+ * definition). Distinct rows sharing one band still emit all their pairs.
  */
 export class MinHashLSH implements Disposable {
   readonly bands: number;
@@ -111,9 +129,9 @@ export class MinHashLSH implements Disposable {
   readonly threshold: number;
   readonly backend: Backend;
   readonly #devices: number[] | undefined;
-  #idChunks: Uint32Array[] = [];
-  #sigChunks: Uint32Array[] = [];
-  #seen = new Set<number>();
+  #idChunks: Uint32Array<ArrayBufferLike>[] = [];
+  #sigChunks: Uint32Array<ArrayBufferLike>[] = [];
+  #sortedIds: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   #size = 0;
   #disposed = false;
 
@@ -169,36 +187,37 @@ export class MinHashLSH implements Disposable {
     return signatures;
   }
 
-  /** Adds rows: ids (unique uint32, also the row index into groups' matrix) and their signatures. */
+  /**
+   * Adds rows: ids (unique uint32; also each row's index into groups'
+   * `matrix`) and their signatures. The index keeps a reference to
+   * `signatures` without copying: do not modify it afterwards.
+   */
   insert(ids: Uint32Array | readonly number[], signatures: Uint32Array): void {
     this.#check();
     if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
     const sig = this.#sigs(signatures, n, 'signatures');
-    const idCopy = new Uint32Array(n);
-    const added: number[] = [];
-    try {
+    let idCopy: Uint32Array;
+    if (ids instanceof Uint32Array) {
+      idCopy = ids.slice();
+    } else {
+      idCopy = new Uint32Array(n);
       for (let i = 0; i < n; i++) {
         const id = ids[i];
         if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`ids[${i}]=${id} is not a uint32`);
-        if (this.#seen.has(id)) throw rangeError(`ids[${i}]=${id} is already in the index`);
-        this.#seen.add(id);
-        added.push(id);
         idCopy[i] = id;
       }
-    } catch (e) {
-      for (const id of added) this.#seen.delete(id);
-      throw e;
     }
     if (n === 0) return;
+    this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#idChunks.push(idCopy);
-    this.#sigChunks.push(sig.slice());
+    this.#sigChunks.push(sig);
     this.#size += n;
   }
 
   // Chunks are joined once, at the first batch call after inserts.
   #state(): { ids: Uint32Array; sigs: Uint32Array } {
-    const join = (chunks: Uint32Array[]) => {
+    const join = (chunks: Uint32Array<ArrayBufferLike>[]): Uint32Array => {
       if (chunks.length === 1) return chunks[0];
       const out = new Uint32Array(chunks.reduce((a, c) => a + c.length, 0));
       let o = 0;
@@ -268,12 +287,33 @@ export class MinHashLSH implements Disposable {
     this.#disposed = true;
     this.#idChunks = [];
     this.#sigChunks = [];
-    this.#seen.clear();
+    this.#sortedIds = new Uint32Array(0);
   }
 
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+// Sorted union of `sorted` and `ids`; throws naming the first id of `ids`
+// that repeats, within the call or against earlier inserts.
+function mergeUnique(sorted: Uint32Array<ArrayBufferLike>, ids: Uint32Array<ArrayBufferLike>): Uint32Array<ArrayBufferLike> {
+  const add = ids.slice().sort();
+  const out = new Uint32Array(sorted.length + add.length);
+  let i = 0;
+  let j = 0;
+  let o = 0;
+  while (j < add.length) {
+    if (j > 0 && add[j] === add[j - 1]) {
+      const first = ids.indexOf(add[j]);
+      throw rangeError(`ids[${ids.indexOf(add[j], first + 1)}]=${add[j]} repeats ids[${first}]`);
+    }
+    while (i < sorted.length && sorted[i] < add[j]) out[o++] = sorted[i++];
+    if (i < sorted.length && sorted[i] === add[j]) throw rangeError(`ids[${ids.indexOf(add[j])}]=${add[j]} is already in the index`);
+    out[o++] = add[j++];
+  }
+  while (i < sorted.length) out[o++] = sorted[i++];
+  return out;
 }
 
 /** True when every sample of signature row `i` is the empty-row sentinel. */

@@ -47,16 +47,11 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts) {
   Backend backend = BackendProp(opts);
   if (backend == Backend::Cpu) {
     c.engine.repPairs = lsh::RepPairsCpu;
-    c.engine.estimate = lsh::EstimateCpu;
   } else {
 #ifdef CUSIM_WITH_CUDA
     const int device = ResolveDevices(DevicesProp(opts)).at(0);
-    c.engine.repPairs = [device](const lsh::SigView& s, const std::vector<uint32_t>& reps, const lsh::Params& p, lsh::Timing* t) {
-      return lsh::RepPairsCuda(s, reps, p, device, t);
-    };
-    c.engine.estimate = [device](const lsh::SigView& s, const std::vector<uint64_t>& pairs, lsh::Timing* t) {
-      return lsh::EstimateCuda(s, pairs, device, t);
-    };
+    c.engine.repPairs = [device](const lsh::SigView& s, const std::vector<uint32_t>& reps, const lsh::Params& p,
+                                 std::vector<float>* est, lsh::Timing* t) { return lsh::RepPairsCuda(s, reps, p, est, device, t); };
 #else
     ResolveDevices(DevicesProp(opts));  // throws: this build has no CUDA
 #endif

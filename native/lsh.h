@@ -50,37 +50,40 @@ CUSIM_HD uint64_t Fmix64(uint64_t h) {
   return h;
 }
 
-// 64-bit key of band `band` of a signature: the band's r (k, t) pairs, each
-// finalized (murmur3's fmix64) before chaining so that no linear relation
-// between samples can cancel. The band index seeds the chain: tables are per
-// band anyway, but distinct seeds keep keys of different bands apart.
+// One xxHash64 round: cheap per sample, and the final Fmix64 avalanches.
+CUSIM_HD uint64_t HashRound(uint64_t acc, uint64_t v) {
+  acc += v * 0xc2b2ae3d27d4eb4full;
+  acc = (acc << 31) | (acc >> 33);
+  return acc * 0x9e3779b185ebca87ull;
+}
+
+// 64-bit key of band `band` of a signature: its r (k, t) pairs chained through
+// xxHash64 rounds, seeded by the band index (tables are per band anyway, but
+// distinct seeds keep keys of different bands apart), then Fmix64. Colliding
+// keys of unequal bands only add candidates, which verification removes.
 CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r) {
   const uint32_t* p = sig + uint64_t(band) * r * 2;
-  uint64_t h = Fmix64(0x243f6a8885a308d3ull + band * 0x9e3779b97f4a7c15ull);
-  for (uint32_t i = 0; i < r; ++i) {
-    uint64_t v = uint64_t(p[2 * i]) | (uint64_t(p[2 * i + 1]) << 32);
-    h = Fmix64(h ^ Fmix64(v + (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull));
-  }
-  return h;
+  uint64_t h = 0x27d4eb2f165667c5ull + band * 0x9e3779b97f4a7c15ull;
+  for (uint32_t i = 0; i < r; ++i) h = HashRound(h, uint64_t(p[2 * i]) | (uint64_t(p[2 * i + 1]) << 32));
+  return Fmix64(h ^ r);
 }
 
 // Candidate pairs among representative rows: positions (a < b) packed as
-// (a << 32) | b, unique and ascending. `reps` is ascending.
-using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&, Timing*)>;
-// Fraction of equal samples for each packed pair.
-using EstimateFn = std::function<std::vector<float>(const SigView&, const std::vector<uint64_t>& pairs, Timing*)>;
+// (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is
+// not null it receives, per returned pair, the fraction of equal samples
+// (float(equal) / float(samples), the same rounding on both backends).
+using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&,
+                                                       std::vector<float>* estimate, Timing*)>;
 
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, Timing*);
-std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs, Timing*);
+std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                  std::vector<float>* estimate, Timing*);
 #ifdef CUSIM_WITH_CUDA
-std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, int device,
-                                   Timing* timing);
-std::vector<float> EstimateCuda(const SigView& sig, const std::vector<uint64_t>& pairs, int device, Timing* timing);
+std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                   std::vector<float>* estimate, int device, Timing* timing);
 #endif
 
 struct Engine {
   RepPairsFn repPairs;
-  EstimateFn estimate;
 };
 
 struct PairList {

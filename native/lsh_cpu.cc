@@ -31,11 +31,8 @@ bool IsEmptyRow(const uint32_t* s, uint32_t samples) {
 
 uint64_t FullHash(const uint32_t* s, uint32_t samples) {
   uint64_t h = 0x13198a2e03707344ull;
-  for (uint32_t i = 0; i < samples; ++i) {
-    uint64_t v = uint64_t(s[2 * i]) | (uint64_t(s[2 * i + 1]) << 32);
-    h = Fmix64(h ^ Fmix64(v + (uint64_t(i) + 1) * 0x9e3779b97f4a7c15ull));
-  }
-  return h;
+  for (uint32_t i = 0; i < samples; ++i) h = HashRound(h, uint64_t(s[2 * i]) | (uint64_t(s[2 * i + 1]) << 32));
+  return Fmix64(h ^ samples);
 }
 
 // Sorts and deduplicates packed (hi << 32 | lo) values in parallel: values are
@@ -89,6 +86,35 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
   }
   out.resize(w);
   v.swap(out);
+}
+
+using Keyed = std::pair<uint64_t, uint32_t>;
+
+// Sorts (key, row) pairs by key, then row. Large tables use a stable LSD radix
+// sort on the key (11-bit digits: few enough buckets to scatter within the
+// cache); rows enter ascending, so ties stay ordered
+// exactly as std::sort on the pairs would leave them.
+void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp) {
+  if (v.size() < (1u << 16)) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  tmp.resize(v.size());
+  constexpr int kBits = 11;
+  constexpr uint64_t kMask = (1u << kBits) - 1;
+  std::vector<size_t> cnt(size_t(1) << kBits);
+  for (int shift = 0; shift < 64; shift += kBits) {
+    std::fill(cnt.begin(), cnt.end(), 0);
+    for (const Keyed& x : v) ++cnt[(x.first >> shift) & kMask];
+    size_t sum = 0;
+    for (size_t& c : cnt) {
+      const size_t t = c;
+      c = sum;
+      sum += t;
+    }
+    for (const Keyed& x : v) tmp[cnt[(x.first >> shift) & kMask]++] = x;
+    v.swap(tmp);
+  }
 }
 
 // Classes of interchangeable rows. rep[i] is the smallest row of i's class
@@ -284,39 +310,7 @@ PairList ToIdPairs(const std::vector<uint64_t>& pos, const std::vector<float>* s
   return out;
 }
 
-}  // namespace
-
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p, Timing*) {
-  std::vector<std::vector<uint64_t>> perBand(p.bands);
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    std::vector<std::pair<uint64_t, uint32_t>> keyed(reps.size());
-    for (size_t band = b; band < e; ++band) {
-      for (size_t i = 0; i < reps.size(); ++i) keyed[i] = {BandKey(sig.row(reps[i]), uint32_t(band), p.rows), reps[i]};
-      std::sort(keyed.begin(), keyed.end());
-      auto& out = perBand[band];
-      for (size_t s = 0; s < keyed.size();) {
-        size_t t = s + 1;
-        while (t < keyed.size() && keyed[t].first == keyed[s].first) ++t;
-        for (size_t i = s; i < t; ++i)
-          for (size_t j = i + 1; j < t; ++j) out.push_back(Pack(keyed[i].second, keyed[j].second));
-        s = t;
-      }
-    }
-  });
-  std::vector<size_t> off(p.bands + 1, 0);
-  for (uint32_t b = 0; b < p.bands; ++b) off[b + 1] = off[b] + perBand[b].size();
-  std::vector<uint64_t> all(off.back());
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    for (size_t band = b; band < e; ++band) {
-      std::copy(perBand[band].begin(), perBand[band].end(), all.begin() + off[band]);
-      std::vector<uint64_t>().swap(perBand[band]);
-    }
-  });
-  SortUnique(all, reps.empty() ? 0 : reps.back());
-  return all;
-}
-
-std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs, Timing*) {
+std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs) {
   std::vector<float> out(pairs.size());
   ParallelFor(pairs.size(), 1024, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
@@ -330,11 +324,54 @@ std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& 
   return out;
 }
 
+}  // namespace
+
+std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                  std::vector<float>* estimate, Timing*) {
+  // All band keys of a row in one pass over it (rows are long, bands short),
+  // band-major so each band's table is then built from contiguous keys.
+  const size_t R = reps.size();
+  std::vector<uint64_t> keys(R * p.bands);
+  ParallelFor(R, 2048, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      for (uint32_t band = 0; band < p.bands; ++band) keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows);
+  });
+  std::vector<std::vector<uint64_t>> perBand(p.bands);
+  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
+    std::vector<Keyed> keyed(R), tmp;
+    for (size_t band = b; band < e; ++band) {
+      for (size_t i = 0; i < R; ++i) keyed[i] = {keys[band * R + i], reps[i]};
+      SortKeyed(keyed, tmp);
+      auto& out = perBand[band];
+      for (size_t s = 0; s < keyed.size();) {
+        size_t t = s + 1;
+        while (t < keyed.size() && keyed[t].first == keyed[s].first) ++t;
+        for (size_t i = s; i < t; ++i)
+          for (size_t j = i + 1; j < t; ++j) out.push_back(Pack(keyed[i].second, keyed[j].second));
+        s = t;
+      }
+    }
+  });
+  std::vector<uint64_t>().swap(keys);
+  std::vector<size_t> off(p.bands + 1, 0);
+  for (uint32_t b = 0; b < p.bands; ++b) off[b + 1] = off[b] + perBand[b].size();
+  std::vector<uint64_t> all(off.back());
+  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
+    for (size_t band = b; band < e; ++band) {
+      std::copy(perBand[band].begin(), perBand[band].end(), all.begin() + off[band]);
+      std::vector<uint64_t>().swap(perBand[band]);
+    }
+  });
+  SortUnique(all, reps.empty() ? 0 : reps.back());
+  if (estimate) *estimate = EstimateCpu(sig, all);
+  return all;
+}
+
 PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e, const CancelToken& cancel,
                         Timing* timing) {
   Classes c = BuildClasses(sig, nullptr);
   cancel.check();
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, timing);
+  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, nullptr, timing);
   cancel.check();
   std::vector<uint32_t> classOf(sig.n, kNoGroup);
   for (size_t k = 0; k < c.reps.size(); ++k) classOf[c.reps[k]] = uint32_t(k);
@@ -391,9 +428,9 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     c = BuildClasses(sig, nullptr);
   }
   cancel.check();
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, timing);
-  cancel.check();
   std::vector<float> sim;
+  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
+  cancel.check();
   std::vector<uint8_t> keep(rp.size(), 1);
   if (verify == Verify::Exact) {
     std::vector<uint32_t> ends;
@@ -414,7 +451,6 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
       }
     });
   } else {
-    sim = e.estimate(sig, rp, timing);
     if (verify == Verify::Estimate)
       for (size_t k = 0; k < rp.size(); ++k) keep[k] = double(sim[k]) >= threshold;
   }
@@ -465,11 +501,12 @@ void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, c
     if (!IsEmptyRow(stored.row(i), stored.samples)) live.push_back(uint32_t(i));
   std::vector<std::vector<std::pair<uint64_t, uint32_t>>> tables(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
+    std::vector<Keyed> tmp;
     for (size_t band = b; band < e; ++band) {
       auto& t = tables[band];
       t.resize(live.size());
       for (size_t k = 0; k < live.size(); ++k) t[k] = {BandKey(stored.row(live[k]), uint32_t(band), p.rows), live[k]};
-      std::sort(t.begin(), t.end());
+      SortKeyed(t, tmp);
     }
   });
   std::vector<std::vector<uint32_t>> hits(queries.n);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MinHashLSH, optimalParams, type CsrMatrix, type GroupsResult } from '../lib/index.js';
+import { dedup, MinHashLSH, optimalParams, type CsrMatrix, type GroupsResult } from '../lib/index.js';
 import { backends, describeGpu, randInt, rng } from './helpers.js';
 
 const SENT = 0xffffffff;
@@ -448,6 +448,7 @@ describe('MinHashLSH (cpu)', () => {
     expect(() => lsh.insert([1, -1], new Uint32Array(32))).toThrow(/ids\[1\]=-1/);
     lsh.insert([1], new Uint32Array(16));
     expect(() => lsh.insert([2, 1], new Uint32Array(32))).toThrow(/ids\[1\]=1 is already/);
+    expect(() => lsh.insert([5, 6, 5], new Uint32Array(48))).toThrow(/ids\[2\]=5 repeats ids\[0\]/);
     lsh.insert([2], new Uint32Array(16)); // the failed insert left nothing behind
     expect(lsh.size).toBe(2);
     await expect(lsh.query(new Uint32Array(15))).rejects.toThrow(/signatures has length 15/);
@@ -459,6 +460,101 @@ describe('MinHashLSH (cpu)', () => {
     lsh.dispose();
     await expect(lsh.candidatePairs()).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
     expect(() => lsh.insert([3], new Uint32Array(16))).toThrow(/disposed/);
+  });
+});
+
+// ---- dedup: real weighted vectors through WeightedMinHash -----------------------
+// Clusters of perturbed copies (weights scaled by up to ±8%, sometimes a column
+// dropped or added), exact copies, empty rows and unrelated rows.
+function nearDupMatrix(seed: number, clusters: number, cols = 5000): CsrMatrix {
+  const r = rng(seed);
+  const rowsIdx: number[][] = [];
+  const rowsVal: number[][] = [];
+  const push = (v: Map<number, number>) => {
+    const keys = [...v.keys()].sort((a, b) => a - b);
+    rowsIdx.push(keys);
+    rowsVal.push(keys.map((k) => v.get(k)!));
+  };
+  for (let c = 0; c < clusters; c++) {
+    const base = new Map<number, number>();
+    const len = 20 + randInt(r, 60);
+    while (base.size < len) base.set(randInt(r, cols), 0.1 + r());
+    push(base);
+    const copies = 1 + randInt(r, 3);
+    for (let m = 0; m < copies; m++) {
+      const v = new Map(base);
+      if (r() < 0.25) {
+        push(v); // exact copy
+        continue;
+      }
+      for (const k of [...v.keys()]) v.set(k, v.get(k)! * (0.92 + 0.16 * r()));
+      if (r() < 0.3) v.delete([...v.keys()][randInt(r, v.size)]);
+      if (r() < 0.3) v.set(randInt(r, cols), 0.1 * r());
+      push(v);
+    }
+    if (r() < 0.1) push(new Map());
+  }
+  const indptr = new Uint32Array(rowsIdx.length + 1);
+  rowsIdx.forEach((x, i) => (indptr[i + 1] = indptr[i] + x.length));
+  return { rows: rowsIdx.length, cols, indptr, indices: Uint32Array.from(rowsIdx.flat()), values: Float32Array.from(rowsVal.flat()) };
+}
+
+async function checkDedup(matrix: CsrMatrix, t: number, backend: 'cpu' | 'cuda'): Promise<void> {
+  const res = await dedup(matrix, { threshold: t, weights: [0.05, 0.95], backend, returnSignatures: true });
+  expect(res.signatures!.length).toBe(matrix.rows * 128 * 2);
+  expect(res.group.length).toBe(matrix.rows);
+  // No false positives; edges lie inside groups.
+  for (let k = 0; k < res.pairs.left.length; k++) {
+    const a = res.pairs.left[k];
+    const b = res.pairs.right[k];
+    expect(weightedJaccard(matrix, a, b)).toBeGreaterThanOrEqual(t);
+    expect(res.group[a]).not.toBe(SENT);
+    expect(res.group[a]).toBe(res.group[b]);
+  }
+  // Recall of pairs with J >= t + 0.05, brute force over all pairs.
+  let truePairs = 0;
+  let found = 0;
+  for (let a = 0; a < matrix.rows; a++) {
+    if (matrix.indptr[a] === matrix.indptr[a + 1]) {
+      expect(res.group[a]).toBe(SENT);
+      continue;
+    }
+    for (let b = a + 1; b < matrix.rows; b++) {
+      const J = weightedJaccard(matrix, a, b);
+      if (J >= t + 0.05) {
+        truePairs++;
+        if (res.group[a] !== SENT && res.group[a] === res.group[b]) found++;
+      }
+      if (J === 1) expect(res.group[b]).toBe(res.group[a]); // exact copies always group
+    }
+  }
+  expect(truePairs).toBeGreaterThan(200);
+  expect(found / truePairs).toBeGreaterThanOrEqual(0.99);
+  // Groups are numbered by their first member.
+  let next = 0;
+  for (const g of res.group) {
+    if (g === SENT) continue;
+    expect(g).toBeLessThanOrEqual(next);
+    if (g === next) next++;
+  }
+  expect(next).toBe(res.count);
+}
+
+describe('dedup', () => {
+  it('cpu: no false positives, recall >= 0.99 at J >= t + 0.05, empty rows ungrouped', async () => {
+    await checkDedup(nearDupMatrix(91, 250), 0.8, 'cpu');
+  });
+
+  it('defaults: threshold 0.9, exact verification; rejects bad options', async () => {
+    const m = nearDupMatrix(92, 40);
+    const res = await dedup(m, { backend: 'cpu' });
+    for (let k = 0; k < res.pairs.left.length; k++) expect(weightedJaccard(m, res.pairs.left[k], res.pairs.right[k])).toBeGreaterThanOrEqual(0.9);
+    expect(res.count).toBeGreaterThan(5);
+    expect(res.signatures).toBeUndefined();
+    await expect(dedup(m, { threshold: 1 })).rejects.toThrow(RangeError);
+    await expect(dedup(m, { threshold: 0 })).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    await expect(dedup(m, { verify: 'maybe' as never })).rejects.toThrow(/verify/);
+    await expect(dedup({ rows: 1 } as never)).rejects.toThrow(TypeError);
   });
 });
 
@@ -520,6 +616,10 @@ describeGpu('MinHashLSH cuda = cpu', () => {
     const pc = await compareBackends(concat(sigs), S, { bands: 8, rows: 4 });
     const all = 2001 + 1001;
     expect(pc.left.length).toBe((all * (all - 1)) / 2);
+  });
+
+  it('dedup on cuda: no false positives, recall >= 0.99 at J >= t + 0.05', async () => {
+    await checkDedup(nearDupMatrix(93, 250), 0.8, 'cuda');
   });
 
   it('a single row, two rows, and only empty rows', async () => {
