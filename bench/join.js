@@ -188,7 +188,7 @@ export async function run({ cusim, quick, backends, dataDir, time, log }) {
       columns: ['backend', 't', 'pairs', 'candidates', 'wall ms', 'kernel ms'],
       rows: zrows,
       notes: [
-        'GPU memory is bounded by the collection itself plus per-block working memory (index of one block of 2^20 sets, candidate tables capped at 2^24 entries per probe batch)',
+        'GPU memory is bounded by the collection itself plus per-block working memory (index of one block of 2^20 sets, candidate tables capped at 2^26 entries (1 GiB) per probe batch)',
         'fgssjoin reference: its dense block x block score matrix limits it to blocks of about 15K sets and it does poorly on ~10M small sets (Bellas & Gounaris 2020)',
       ],
     });

@@ -23,7 +23,14 @@ namespace cusim {
 namespace join {
 namespace {
 
-constexpr uint32_t kEmpty = 0xffffffffu;
+// A candidate-table slot: one 16-byte record, so the three updates a posting
+// makes touch one memory sector. key = candidate position + 1 (0 = empty), so
+// clearing a table is a single memset to zero.
+struct alignas(16) Slot {
+  uint32_t key;
+  uint32_t count;
+  unsigned long long last;
+};
 constexpr unsigned kThreads = 256;
 
 struct Cand {
@@ -86,7 +93,7 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
                              const uint64_t* __restrict__ ioff, const unsigned long long* __restrict__ start,
                              const uint2* __restrict__ postings, const uint32_t* __restrict__ probes,
                              const uint64_t* __restrict__ tableOff, uint64_t nProbes, Bounds B, bool self,
-                             uint32_t* keys, uint32_t* counts, unsigned long long* last, Cand* __restrict__ cands,
+                             Slot* table, Cand* __restrict__ cands,
                              unsigned long long* __restrict__ nCands) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
@@ -105,17 +112,20 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
         if (self && y >= x) continue;
         const uint32_t b = SizeOf(ioff, y);
         if (b < minS || b > maxS) continue;
+        const uint32_t key = y + 1;
         uint32_t slot = Mix(y) & mask;
+        Slot* at;
         for (;;) {
-          uint32_t cur = __ldcg(&keys[base + slot]);
-          if (cur == kEmpty) cur = atomicCAS(&keys[base + slot], kEmpty, y);
-          if (cur == kEmpty || cur == y) break;
+          at = &table[base + slot];
+          uint32_t cur = __ldcg(&at->key);
+          if (cur == 0) cur = atomicCAS(&at->key, 0u, key);
+          if (cur == 0 || cur == key) break;
           slot = (slot + 1) & mask;
         }
-        atomicAdd(&counts[base + slot], 1u);
+        atomicAdd(&at->count, 1u);
         // Matches of one pair rise in both sets together, so the largest
         // (probe position, indexed position) word is the last match.
-        atomicMax(&last[base + slot], (static_cast<unsigned long long>(k) << 32) | e.y);
+        atomicMax(&at->last, (static_cast<unsigned long long>(k) << 32) | e.y);
       }
     }
     __syncwarp();
@@ -124,10 +134,11 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
       bool keep = false;
       Cand c{};
       if (s0 + lane <= mask) {
-        const uint32_t y = __ldcg(&keys[slot]);
-        if (y != kEmpty) {
-          const unsigned long long l = __ldcg(&last[slot]);
-          c = Cand{x, y, __ldcg(&counts[slot]), uint32_t(l >> 32), uint32_t(l)};
+        const uint32_t key = __ldcg(&table[slot].key);
+        if (key != 0) {
+          const uint32_t y = key - 1;
+          const unsigned long long l = __ldcg(&table[slot].last);
+          c = Cand{x, y, __ldcg(&table[slot].count), uint32_t(l >> 32), uint32_t(l)};
           const uint32_t b = SizeOf(ioff, y);
           // PPJoin's positional bound at the last prefix match.
           keep = c.count + min(a - 1 - c.lastX, b - 1 - c.lastY) >= B.Alpha(a, b);
@@ -206,7 +217,9 @@ class CudaJoiner final : public Joiner {
 
  private:
   static constexpr uint64_t kDefaultBlock = 1ull << 20;
-  static constexpr uint64_t kTableBudget = 1ull << 24;  // entries (16 B each) per probe batch
+  // Candidate-table entries (16 B each) per probe batch: 1 GiB. Bigger batches
+  // mean fewer host round trips; the cost of clearing scales with use, not size.
+  static constexpr uint64_t kTableBudget = 1ull << 26;
   static constexpr uint64_t kMaxBatchProbes = 1ull << 20;
 
   const uint32_t* Ptok() const { return dPtok_.data(); }
@@ -283,19 +296,32 @@ class CudaJoiner final : public Joiner {
     out->kernelMs += gpu::ElapsedMs(e0, e1);
 
     // Plan batches: per probe a power-of-two table at least twice its distinct
-    // candidates (bounded by both its postings and the block's size).
-    const uint64_t blockLen = i1 - i0;
+    // candidates, bounded by its postings and by the block's window of allowed
+    // sizes (in a self-join, only sets before the probe). Probes come in size
+    // order, so the window's ends are searched once per distinct size.
     Batch cur;
+    uint32_t lastA = 0;
+    uint64_t winLo = 0, winHi = 0;
     for (uint64_t j = 0; j < hits.size(); j++) {
       if (hits[j] == 0) continue;
-      const uint64_t distinct = std::min(hits[j], blockLen);
+      const uint64_t x = pLo + j;
+      const uint32_t a = X.size(x);
+      if (a != lastA || j == 0) {
+        lastA = a;
+        const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
+        winLo = FirstWhere(Y, i0, i1, [&](uint32_t b) { return b >= minS; });
+        winHi = FirstWhere(Y, winLo, i1, [&](uint32_t b) { return b > maxS; });
+      }
+      const uint64_t hi = p.self ? std::min(winHi, x) : winHi;
+      if (hi <= winLo) continue;
+      const uint64_t distinct = std::min(hits[j], hi - winLo);
       const uint64_t cap = NextPow2(std::max<uint64_t>(2 * distinct, 32));
       if (!cur.probes.empty() && (cur.tableOff.back() + cap > tableBudget_ || cur.probes.size() >= kMaxBatchProbes)) {
         batches_.push_back(std::move(cur));
         cur = Batch();
       }
       if (cur.tableOff.empty()) cur.tableOff.push_back(0);
-      cur.probes.push_back(uint32_t(pLo + j));
+      cur.probes.push_back(uint32_t(x));
       cur.tableOff.push_back(cur.tableOff.back() + cap);
       cur.maxCands += distinct;
     }
@@ -308,21 +334,17 @@ class CudaJoiner final : public Joiner {
     const uint64_t n = b.probes.size(), slots = b.tableOff.back();
     probes_.reserve(n, "join batch probes");
     tableOff_.reserve(n + 1, "join batch table offsets");
-    keys_.reserve(slots, "join candidate tables");
-    counts_.reserve(slots, "join candidate tables");
-    last_.reserve(slots, "join candidate tables");
+    table_.reserve(slots, "join candidate tables");
     cands_.reserve(b.maxCands, "join candidates");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
     gpu::Event e0, e1, e2, e3;
     e0.record(stream_);
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(keys_.data(), 0xff, slots * 4, stream_));
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, slots * 4, stream_));
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(last_.data(), 0, slots * 8, stream_));
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * sizeof(Slot), stream_));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 2 * 8, stream_));
     FilterKernel<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), postings_.data(),
                                                          probes_.data(), tableOff_.data(), n, p.bounds, p.self,
-                                                         keys_.data(), counts_.data(), last_.data(),
+                                                         table_.data(),
                                                          cands_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
@@ -372,8 +394,7 @@ class CudaJoiner final : public Joiner {
   gpu::DeviceBuffer<uint64_t> hits_;
   gpu::DeviceBuffer<uint32_t> probes_;
   gpu::DeviceBuffer<uint64_t> tableOff_;
-  gpu::DeviceBuffer<uint32_t> keys_, counts_;
-  gpu::DeviceBuffer<unsigned long long> last_;
+  gpu::DeviceBuffer<Slot> table_;
   gpu::DeviceBuffer<Cand> cands_;
   gpu::DeviceBuffer<Hit> hitsOut_;
   uint64_t blockStart_ = 0;

@@ -20,6 +20,7 @@ struct Posting {
 // through the touched list, so each probe costs only what it touches.
 struct Scratch {
   std::vector<uint32_t> count, lastX, lastY, touched;
+  std::vector<uint32_t> alpha;  // Alpha(a, b) for the probe's partner sizes b, from MinSize(a)
   std::vector<Hit> hits;
   uint64_t candidates = 0;
 };
@@ -80,6 +81,7 @@ class CpuJoiner final : public Joiner {
 
   void BuildIndex() {
     const Collection& Y = p_->indexed();
+    maxSize_ = Y.n() ? Y.size(Y.n() - 1) : 0;
     listStart_.assign(uint64_t(p_->vocab) + 1, 0);
     for (uint64_t i = 0; i < Y.n(); i++) {
       const uint32_t* row = Y.row(i);
@@ -105,6 +107,11 @@ class CpuJoiner final : public Joiner {
     const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
     const uint32_t limit = p.self ? uint32_t(xi) : 0xffffffffu;
     const bool ppjoin = algo_ == Algorithm::PPJoin;
+    // The positional filter needs Alpha per posting; a table over the partner
+    // sizes that exist saves a division and a ceil per posting.
+    const uint32_t hiS = std::min(maxS, maxSize_);
+    s->alpha.clear();
+    for (uint32_t b = minS; b <= hiS && b >= minS; b++) s->alpha.push_back(B.Alpha(a, b));
     s->touched.clear();
     for (uint32_t k = 0, L = B.ProbePrefix(a); k < L; k++) {
       const Posting* lo = postings_.data() + listStart_[x[k]];
@@ -118,7 +125,7 @@ class CpuJoiner final : public Joiner {
         uint32_t& c = s->count[y];
         if (c == kPruned) continue;
         if (c == 0) s->touched.push_back(y);
-        if (ppjoin && c + 1 + std::min(a - 1 - k, b - 1 - e->pos) < B.Alpha(a, b)) {
+        if (ppjoin && c + 1 + std::min(a - 1 - k, b - 1 - e->pos) < s->alpha[b - minS]) {
           c = kPruned;
           continue;
         }
@@ -133,7 +140,7 @@ class CpuJoiner final : public Joiner {
       if (c == kPruned) continue;
       s->candidates++;
       const uint32_t b = Y.size(y);
-      const uint32_t need = B.Alpha(a, b);
+      const uint32_t need = s->alpha[b - minS];
       const uint32_t* yr = Y.row(y);
       // PPJoin: every common token up to the last prefix match is counted, so
       // only the suffixes after it need merging. AllPairs merges from scratch.
@@ -158,6 +165,7 @@ class CpuJoiner final : public Joiner {
   Algorithm algo_;
   std::vector<uint64_t> listStart_;
   std::vector<Posting> postings_;
+  uint32_t maxSize_ = 0;
   std::vector<std::unique_ptr<Scratch>> owned_;
   std::vector<Scratch*> pool_, free_;
   uint64_t next_ = 0;

@@ -124,19 +124,36 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
 void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::vector<uint32_t>& overlap,
                std::vector<float>& sim) {
   const size_t n = left.size();
-  std::vector<std::pair<uint64_t, uint32_t>> key(n);
-  for (size_t i = 0; i < n; i++) key[i] = {(uint64_t(left[i]) << 32) | right[i], uint32_t(i)};
-  std::sort(key.begin(), key.end());
-  std::vector<uint32_t> o2(n);
-  std::vector<float> s2(n);
-  for (size_t i = 0; i < n; i++) {
-    left[i] = uint32_t(key[i].first >> 32);
-    right[i] = uint32_t(key[i].first);
-    o2[i] = overlap[key[i].second];
-    s2[i] = sim[key[i].second];
+  if (n < 2) return;
+  const uint32_t maxL = *std::max_element(left.begin(), left.end());
+  std::vector<uint32_t> perm(n);
+  if (uint64_t(maxL) < 4 * uint64_t(n) + 1024) {
+    // Counting sort by left (one pass), then each left's few rights in
+    // parallel: O(n) where a comparison sort of millions of pairs dominated.
+    std::vector<uint64_t> start(uint64_t(maxL) + 2, 0);
+    for (uint32_t l : left) start[uint64_t(l) + 1]++;
+    for (uint64_t v = 0; v <= maxL; v++) start[v + 1] += start[v];
+    std::vector<uint64_t> fill(start.begin(), start.end() - 1);
+    for (size_t i = 0; i < n; i++) perm[fill[left[i]]++] = uint32_t(i);
+    ParallelFor(uint64_t(maxL) + 1, 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++)
+        std::sort(perm.begin() + start[v], perm.begin() + start[v + 1], [&](uint32_t x, uint32_t y) { return right[x] < right[y]; });
+    });
+  } else {
+    std::iota(perm.begin(), perm.end(), 0u);
+    std::sort(perm.begin(), perm.end(), [&](uint32_t x, uint32_t y) {
+      return left[x] != left[y] ? left[x] < left[y] : right[x] < right[y];
+    });
   }
-  overlap.swap(o2);
-  sim.swap(s2);
+  auto apply = [&](auto& v) {
+    std::remove_reference_t<decltype(v)> out(n);
+    for (size_t i = 0; i < n; i++) out[i] = v[perm[i]];
+    v.swap(out);
+  };
+  apply(left);
+  apply(right);
+  apply(overlap);
+  apply(sim);
 }
 
 void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out) {

@@ -213,6 +213,27 @@ describe('similarityJoin (cpu) equals brute force', () => {
     expect(res.left.length).toBeGreaterThan(1000);
   });
 
+  it('a join spanning several chunks comes back as one (left, right)-sorted result', async () => {
+    // 12,000 one- and two-token rows: more probes than one CPU chunk holds. The
+    // oracle groups rows by their exact token set (Jaccard 1 = equal sets).
+    const r = rng(21);
+    const rows = Array.from({ length: 12_000 }, () => (r() < 0.5 ? [randInt(r, 3000)] : [randInt(r, 40), 40 + randInt(r, 40)]));
+    const groups = new Map<string, number[]>();
+    rows.forEach((row, i) => {
+      const k = [...new Set(row)].sort((a, b) => a - b).join(',');
+      groups.set(k, [...(groups.get(k) ?? []), i]);
+    });
+    const want: number[] = [];
+    for (const g of groups.values()) for (let i = 0; i < g.length; i++) for (let j = i + 1; j < g.length; j++) want.push(g[i] * 1e5 + g[j]);
+    want.sort((a, b) => a - b);
+    let chunks = 0;
+    for await (const _ of similarityJoinStream(csrFromRows(rows, 3000), { threshold: 1, backend: 'cpu' })) chunks++;
+    expect(chunks).toBeGreaterThan(1);
+    const got = await similarityJoin(csrFromRows(rows, 3000), { threshold: 1, backend: 'cpu' });
+    expect(Array.from(got.left, (l, i) => l * 1e5 + got.right[i])).toEqual(want);
+    expect(got.overlap.every((o, i) => o === (rows[got.left[i]][0] < 40 && rows[got.left[i]].length === 2 ? 2 : 1))).toBe(true);
+  });
+
   it('all sets identical: the quadratic output arrives through the stream, each pair once', async () => {
     const n = 1500;
     const rows = Array.from({ length: n }, () => [4, 9, 1, 7, 2]);
