@@ -33,6 +33,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr uint32_t kTieCap = 1024;  // >= kMaxK, so an overflow is always resolvable in order
+constexpr uint32_t kCandCap = 4096;  // fast path: every d <= bound fits here for nearly all queries
 using BlockScan = cub::BlockScan<uint32_t, kThreads>;
 
 inline uint32_t PaddedWords(uint32_t bits) { return (bits / 32 + 7) / 8 * 8; }
@@ -65,7 +66,7 @@ __global__ void PopsKernel(const uint32_t* __restrict__ codes, uint64_t rows, ui
 }
 
 // ---- distance tiles -----------------------------------------------------------
-// Both tile kernels call epi(query, row, distance) for every pair; `stride`
+// Both tile kernels call epi(query, row, distance, epi.Param(query)) for every pair; `stride`
 // (in rows) lets the sample pass read every stride-th row.
 
 template <int QT, class Epi>
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) PopcTile(const uint32_t* __restrict_
     if (row < nrows) {
 #pragma unroll
       for (int qq = 0; qq < QT; ++qq)
-        if (q0 + qq < nq) epi(q0 + qq, row, acc[qq]);
+        if (q0 + qq < nq) epi(q0 + qq, row, acc[qq], epi.Param(q0 + qq));
     }
   }
 }
@@ -123,6 +124,8 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
   const uint32_t qa = blockIdx.x * 16 + g, qb = qa + 8;
   const uint32_t* pa = queries + uint64_t(min(qa, nq - 1)) * wp;
   const uint32_t* pb = queries + uint64_t(min(qb, nq - 1)) * wp;
+  // Per-query epilogue thresholds, loaded once instead of per pair.
+  const uint32_t parA = qa < nq ? epi.Param(qa) : 0u, parB = qb < nq ? epi.Param(qb) : 0u;
   for (uint64_t r0 = (uint64_t(blockIdx.y) * 4 + warp) * 64; r0 < nrows; r0 += uint64_t(gridDim.y) * 256) {
     int acc[kTiles][4];
 #pragma unroll
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
       for (int i = 0; i < 4; ++i) {
         const uint32_t q = i < 2 ? qa : qb;
         const uint64_t row = r0 + t * 8 + 2 * c + (i & 1);
-        if (q < nq && row < nrows) epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]));
+        if (q < nq && row < nrows) epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]), i < 2 ? parA : parB);
       }
     }
   }
@@ -164,15 +167,17 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
 struct HistAll {
   uint32_t* hist;
   uint32_t bins;
-  __device__ void operator()(uint32_t q, uint64_t, uint32_t d) const { atomicAdd(hist + uint64_t(q) * bins + d, 1u); }
+  __device__ uint32_t Param(uint32_t) const { return 0; }
+  __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t) const { atomicAdd(hist + uint64_t(q) * bins + d, 1u); }
 };
 
 struct HistBound {
   uint32_t* hist;
   uint32_t bins;
   const uint32_t* bound;
-  __device__ void operator()(uint32_t q, uint64_t, uint32_t d) const {
-    if (d <= __ldg(bound + q)) atomicAdd(hist + uint64_t(q) * bins + d, 1u);
+  __device__ uint32_t Param(uint32_t q) const { return __ldg(bound + q); }
+  __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t b) const {
+    if (d <= b) atomicAdd(hist + uint64_t(q) * bins + d, 1u);
   }
 };
 
@@ -183,14 +188,29 @@ struct Collect {
   uint32_t k;
   uint32_t* tieCnt;
   uint32_t* ties;
-  __device__ void operator()(uint32_t q, uint64_t row, uint32_t d) const {
-    const uint32_t t = __ldg(thr + q);
+  __device__ uint32_t Param(uint32_t q) const { return __ldg(thr + q); }
+  __device__ void operator()(uint32_t q, uint64_t row, uint32_t d, uint32_t t) const {
     if (d < t) {
       const uint32_t s = atomicAdd(lessCnt + q, 1u);
       less[uint64_t(q) * k + s] = (uint64_t(d) << 32) | row;
     } else if (d == t) {
       const uint32_t s = atomicAdd(tieCnt + q, 1u);
       if (s < kTieCap) ties[uint64_t(q) * kTieCap + s] = uint32_t(row);
+    }
+  }
+};
+
+// Fast path: keeps every pair within the sampled bound; a query whose count
+// passes kCandCap is redone by the histogram passes.
+struct CollectBound {
+  const uint32_t* bound;
+  uint32_t* cnt;
+  unsigned long long* cand;
+  __device__ uint32_t Param(uint32_t q) const { return __ldg(bound + q); }
+  __device__ void operator()(uint32_t q, uint64_t row, uint32_t d, uint32_t b) const {
+    if (d <= b) {
+      const uint32_t s = atomicAdd(cnt + q, 1u);
+      if (s < kCandCap) cand[uint64_t(q) * kCandCap + s] = (uint64_t(d) << 32) | row;
     }
   }
 };
@@ -301,6 +321,23 @@ __global__ void __launch_bounds__(kThreads) FinalizeKernel(
   }
   const uint32_t p = Pow2(total);
   for (uint32_t i = total + threadIdx.x; i < p; i += kThreads) keys[i] = ~0ull;
+  BitonicSort(keys, p);
+  WriteOut(keys, kk, k, bits, outIds + uint64_t(q) * k, outDist + uint64_t(q) * k);
+}
+
+// One block per query of the fast path: sorts the kept pairs and writes the first k.
+__global__ void __launch_bounds__(kThreads) SortCandidatesKernel(const uint32_t* __restrict__ cnt,
+                                                                 const unsigned long long* __restrict__ cand,
+                                                                 uint64_t n, uint32_t k, uint32_t bits,
+                                                                 uint32_t* __restrict__ outIds,
+                                                                 uint16_t* __restrict__ outDist) {
+  __shared__ unsigned long long keys[kCandCap];
+  const uint32_t q = blockIdx.x, c = cnt[q];
+  if (c > kCandCap) return;  // overflow: the host reruns this query through the histogram passes
+  const uint32_t kk = uint32_t(n < k ? n : k);
+  for (uint32_t i = threadIdx.x; i < c; i += kThreads) keys[i] = cand[uint64_t(q) * kCandCap + i];
+  const uint32_t p = Pow2(c);
+  for (uint32_t i = c + threadIdx.x; i < p; i += kThreads) keys[i] = ~0ull;
   BitonicSort(keys, p);
   WriteOut(keys, kk, k, bits, outIds + uint64_t(q) * k, outDist + uint64_t(q) * k);
 }
@@ -596,22 +633,53 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
   const bool mma = UseMma(kernel, ix.bits, device);
   const uint64_t n = d.rows;
   const uint32_t bins = ix.bits + 1, kk = uint32_t(std::min<uint64_t>(k, n));
-  // The sample bounds the k-th distance from above: any kk rows do.
-  const uint64_t sample = std::min<uint64_t>(n, std::max<uint64_t>(8192, 64ull * k));
+  // The k-th distance within a sample bounds the true k-th distance from above.
+  // Sized so that about 512 rows per query fall within the bound: they fit the
+  // fast path's buffer, and the sample costs ~k/512 of a full pass.
+  const uint64_t sample = std::min<uint64_t>(n, std::max<uint64_t>({8192, 64ull * k, (uint64_t(k) * n + 511) / 512}));
   const uint64_t stride = n / sample;
-  const uint64_t perQuery = uint64_t(bins) * 4 + uint64_t(k) * 8 + kTieCap * 4 + uint64_t(d.wp) * 8 + 32 + uint64_t(k) * 6;
+  const uint64_t perQuery = uint64_t(bins) * 4 + uint64_t(k) * 8 + kTieCap * 4 + uint64_t(d.wp) * 16 + 48 +
+                            uint64_t(k) * 6 + uint64_t(kCandCap) * 8;
   const uint32_t batch = BatchSize(queries.rows, perQuery, device, 1u << 16);
-  QueryBatch qb;
+  QueryBatch qb, sub;
   qb.codes.reset(uint64_t(batch) * d.wp, "hamming queries");
   qb.pops.reset(batch, "hamming query popcounts");
   gpu::DeviceBuffer<uint32_t> hist(uint64_t(batch) * bins, "hamming distance histograms");
   gpu::DeviceBuffer<uint32_t> bound(batch, "hamming bounds"), thr(batch, "hamming thresholds"),
-      below(batch, "hamming counts below"), lessCnt(batch, "hamming less counts"), tieCnt(batch, "hamming tie counts");
+      below(batch, "hamming counts below"), lessCnt(batch, "hamming less counts"), tieCnt(batch, "hamming tie counts"),
+      candCnt(batch, "hamming candidate counts");
   gpu::DeviceBuffer<unsigned long long> less(uint64_t(batch) * k, "hamming candidates");
+  gpu::DeviceBuffer<unsigned long long> cand(uint64_t(batch) * kCandCap, "hamming bounded candidates");
   gpu::DeviceBuffer<uint32_t> ties(uint64_t(batch) * kTieCap, "hamming ties");
   gpu::DeviceBuffer<uint32_t> outIds(uint64_t(batch) * k, "hamming result ids");
   gpu::DeviceBuffer<uint16_t> outDist(uint64_t(batch) * k, "hamming result distances");
+  std::vector<uint32_t> counts(batch), redo, subIds;
+  std::vector<uint16_t> subDist;
   const size_t finalShared = size_t(d.wp) * 4;
+
+  auto sampleBound = [&](const QueryBatch& b, uint32_t nb) {
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
+    LaunchTile(mma, d, sample, stride, b, nb, HistAll{hist.data(), bins}, stream);
+    ThresholdKernel<<<(nb + 255) / 256, 256, 0, stream>>>(hist.data(), bins, nb, kk, bound.data(), nullptr);
+    CUSIM_LAUNCH_CHECK();
+  };
+  // Exact for any input: a bounded histogram finds the k-th distance D, then
+  // d < D and the ties at D are collected and sorted per query.
+  auto histogramPasses = [&](const QueryBatch& b, uint32_t nb) {
+    sampleBound(b, nb);
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
+    LaunchTile(mma, d, n, 1, b, nb, HistBound{hist.data(), bins, bound.data()}, stream);
+    ThresholdKernel<<<(nb + 255) / 256, 256, 0, stream>>>(hist.data(), bins, nb, kk, thr.data(), below.data());
+    CUSIM_LAUNCH_CHECK();
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(lessCnt.data(), 0, uint64_t(nb) * 4, stream));
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(tieCnt.data(), 0, uint64_t(nb) * 4, stream));
+    LaunchTile(mma, d, n, 1, b, nb, Collect{thr.data(), lessCnt.data(), less.data(), k, tieCnt.data(), ties.data()}, stream);
+    FinalizeKernel<<<nb, kThreads, finalShared, stream>>>(d.codes.data(), d.wp, n, b.codes.data(), thr.data(),
+                                                          lessCnt.data(), less.data(), tieCnt.data(), ties.data(), k,
+                                                          ix.bits, outIds.data(), outDist.data());
+    CUSIM_LAUNCH_CHECK();
+  };
+
   for (uint64_t q0 = 0; q0 < queries.rows; q0 += batch) {
     cancel.check();
     const uint32_t nb = uint32_t(std::min<uint64_t>(batch, queries.rows - q0));
@@ -619,30 +687,48 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     t0.record(stream);
     UploadQueries(qb, queries, q0, nb, d.wp, device, stream);
     t1.record(stream);
-    const unsigned qBlocks = (nb + 255) / 256;
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
-    LaunchTile(mma, d, sample, stride, qb, nb, HistAll{hist.data(), bins}, stream);
-    ThresholdKernel<<<qBlocks, 256, 0, stream>>>(hist.data(), bins, nb, kk, bound.data(), nullptr);
-    CUSIM_LAUNCH_CHECK();
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
-    LaunchTile(mma, d, n, 1, qb, nb, HistBound{hist.data(), bins, bound.data()}, stream);
-    ThresholdKernel<<<qBlocks, 256, 0, stream>>>(hist.data(), bins, nb, kk, thr.data(), below.data());
-    CUSIM_LAUNCH_CHECK();
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(lessCnt.data(), 0, uint64_t(nb) * 4, stream));
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(tieCnt.data(), 0, uint64_t(nb) * 4, stream));
-    LaunchTile(mma, d, n, 1, qb, nb, Collect{thr.data(), lessCnt.data(), less.data(), k, tieCnt.data(), ties.data()}, stream);
-    FinalizeKernel<<<nb, kThreads, finalShared, stream>>>(d.codes.data(), d.wp, n, qb.codes.data(), thr.data(),
-                                                          lessCnt.data(), less.data(), tieCnt.data(), ties.data(), k,
-                                                          ix.bits, outIds.data(), outDist.data());
+    sampleBound(qb, nb);
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(candCnt.data(), 0, uint64_t(nb) * 4, stream));
+    LaunchTile(mma, d, n, 1, qb, nb, CollectBound{bound.data(), candCnt.data(), cand.data()}, stream);
+    SortCandidatesKernel<<<nb, kThreads, 0, stream>>>(candCnt.data(), cand.data(), n, k, ix.bits, outIds.data(),
+                                                      outDist.data());
     CUSIM_LAUNCH_CHECK();
     t2.record(stream);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(ids + q0 * k, outIds.data(), uint64_t(nb) * k * 4, cudaMemcpyDeviceToHost, stream));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dist + q0 * k, outDist.data(), uint64_t(nb) * k * 2, cudaMemcpyDeviceToHost, stream));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(counts.data(), candCnt.data(), uint64_t(nb) * 4, cudaMemcpyDeviceToHost, stream));
     t3.record(stream);
     stream.sync();
     if (timing) {
       timing->kernelMs += gpu::ElapsedMs(t1, t2);
       timing->transferMs += gpu::ElapsedMs(t0, t1) + gpu::ElapsedMs(t2, t3);
+    }
+    // Queries whose bounded set overflowed (heavy ties, skewed data) go through the histogram passes.
+    redo.clear();
+    for (uint32_t i = 0; i < nb; ++i)
+      if (counts[i] > kCandCap) redo.push_back(i);
+    if (redo.empty()) continue;
+    const uint32_t w = queries.wordsPerRow(), ns = uint32_t(redo.size());
+    std::vector<uint32_t> gathered(uint64_t(ns) * w);
+    for (uint32_t i = 0; i < ns; ++i)
+      std::copy(queries.words + (q0 + redo[i]) * w, queries.words + (q0 + redo[i] + 1) * w, gathered.begin() + uint64_t(i) * w);
+    BitsView gv{gathered.data(), ns, queries.bits};
+    sub.codes.reserve(uint64_t(batch) * d.wp, "hamming redo queries");
+    sub.pops.reserve(batch, "hamming redo query popcounts");
+    gpu::Event r0, r1;
+    UploadQueries(sub, gv, 0, ns, d.wp, device, stream);
+    r0.record(stream);
+    histogramPasses(sub, ns);
+    r1.record(stream);
+    subIds.resize(uint64_t(ns) * k);
+    subDist.resize(uint64_t(ns) * k);
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(subIds.data(), outIds.data(), uint64_t(ns) * k * 4, cudaMemcpyDeviceToHost, stream));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(subDist.data(), outDist.data(), uint64_t(ns) * k * 2, cudaMemcpyDeviceToHost, stream));
+    stream.sync();
+    if (timing) timing->kernelMs += gpu::ElapsedMs(r0, r1);
+    for (uint32_t i = 0; i < ns; ++i) {
+      std::copy(subIds.begin() + uint64_t(i) * k, subIds.begin() + uint64_t(i + 1) * k, ids + (q0 + redo[i]) * k);
+      std::copy(subDist.begin() + uint64_t(i) * k, subDist.begin() + uint64_t(i + 1) * k, dist + (q0 + redo[i]) * k);
     }
   }
 }

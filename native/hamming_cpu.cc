@@ -5,6 +5,14 @@
 #include "parallel.h"
 #include "philox.h"
 
+// The addon is built for baseline x86-64, where __builtin_popcountll is a
+// library call; the hot loops get a POPCNT clone chosen at load time.
+#if defined(__x86_64__) && defined(__linux__)
+#define CUSIM_POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
+#else
+#define CUSIM_POPCNT_CLONES
+#endif
+
 namespace cusim {
 namespace hamming {
 
@@ -97,6 +105,33 @@ struct TopK {
   }
 };
 
+// One tile of queries against all rows, in L2-sized row blocks.
+CUSIM_POPCNT_CLONES void ScanTile(const uint32_t* codes, uint64_t n, uint32_t w, uint64_t block, const uint32_t* qwords,
+                                  uint64_t q0, uint64_t q1, TopK* tops) {
+  for (uint64_t r0 = 0; r0 < n; r0 += block) {
+    const uint64_t r1 = std::min(n, r0 + block);
+    for (uint64_t q = q0; q < q1; ++q) {
+      const uint32_t* qc = qwords + q * w;
+      TopK& top = tops[q - q0];
+      for (uint64_t r = r0; r < r1; ++r) top.push((uint64_t(Distance(qc, codes + r * w, w)) << 32) | r);
+    }
+  }
+}
+
+// Exact re-rank of the ids kept by the shortlist rule (score > cut, or == cut for the first atCut ids).
+CUSIM_POPCNT_CLONES void ShortlistRerank(const uint32_t* codes, uint64_t n, uint32_t w, const uint32_t* qc,
+                                         const uint32_t* score, uint32_t cut, uint64_t atCut, TopK& top,
+                                         uint64_t& scored, uint64_t& listed) {
+  for (uint64_t r = 0; r < n; ++r) {
+    const uint32_t s = score[r];
+    scored += s != 0;
+    if (s < cut || (s == cut && atCut == 0)) continue;
+    if (s == cut) --atCut;
+    ++listed;
+    top.push((uint64_t(Distance(qc, codes + r * w, w)) << 32) | r);
+  }
+}
+
 }  // namespace
 
 void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
@@ -113,15 +148,7 @@ void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k,
       cancel.check();
       const uint64_t q0 = tile * kQueryTile, q1 = std::min<uint64_t>(queries.rows, q0 + kQueryTile);
       for (auto& t : tops) t.reset(k);
-      for (uint64_t r0 = 0; r0 < n; r0 += block) {
-        const uint64_t r1 = std::min(n, r0 + block);
-        for (uint64_t q = q0; q < q1; ++q) {
-          const uint32_t* qc = queries.words + q * w;
-          TopK& top = tops[q - q0];
-          for (uint64_t r = r0; r < r1; ++r)
-            top.push((uint64_t(Distance(qc, index.codes.data() + r * w, w)) << 32) | r);
-        }
-      }
+      ScanTile(index.codes.data(), n, w, block, queries.words, q0, q1, tops.data());
       for (uint64_t q = q0; q < q1; ++q) tops[q - q0].emit(index.bits, ids + q * k, dist + q * k);
     }
   });
@@ -221,14 +248,7 @@ void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_
         atCut = UINT64_MAX;
       }
       top.reset(k);
-      for (uint64_t r = 0; r < n; ++r) {
-        const uint32_t s = score[r];
-        localScored += s != 0;
-        if (s < cut || (s == cut && atCut == 0)) continue;
-        if (s == cut) --atCut;
-        ++localShort;
-        top.push((uint64_t(Distance(qc, index.codes.data() + r * w, w)) << 32) | r);
-      }
+      ShortlistRerank(index.codes.data(), n, w, qc, score.data(), cut, atCut, top, localScored, localShort);
       top.emit(index.bits, ids + q * k, dist + q * k);
     }
     scored += localScored;

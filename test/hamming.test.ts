@@ -30,6 +30,44 @@ function oracle(db: Uint32Array, n: number, qs: Uint32Array, nq: number, bits: n
   return { ids, dist };
 }
 
+/** Philox4x32-10 as cuRAND lays out curand_init(seed, subsequence, 0) + curand(), written from the paper's round function. */
+function philox(seed: number, subsequence: number): () => number {
+  const mul = (a: number, b: number) => {
+    const p = BigInt(a) * BigInt(b);
+    return [Number(p >> 32n) >>> 0, Number(p & 0xffffffffn) >>> 0];
+  };
+  const ctr = [0, 0, subsequence >>> 0, Math.floor(subsequence / 2 ** 32) >>> 0];
+  const key = [seed >>> 0, Math.floor(seed / 2 ** 32) >>> 0];
+  let out: number[] = [];
+  const block = () => {
+    let [x0, x1, x2, x3] = ctr;
+    let [k0, k1] = key;
+    for (let r = 0; r < 10; r++) {
+      const [hi0, lo0] = mul(0xd2511f53, x0);
+      const [hi1, lo1] = mul(0xcd9e8d57, x2);
+      [x0, x1, x2, x3] = [(hi1 ^ x1 ^ k0) >>> 0, lo1, (hi0 ^ x3 ^ k1) >>> 0, lo0];
+      k0 = (k0 + 0x9e3779b9) >>> 0;
+      k1 = (k1 + 0xbb67ae85) >>> 0;
+    }
+    out = [x0, x1, x2, x3];
+  };
+  block();
+  let idx = 0;
+  return () => {
+    const v = out[idx++];
+    if (idx === 4) {
+      // 128-bit counter + 1
+      for (let i = 0; i < 4; i++) {
+        ctr[i] = (ctr[i] + 1) >>> 0;
+        if (ctr[i] !== 0) break;
+      }
+      block();
+      idx = 0;
+    }
+    return v;
+  };
+}
+
 /** Flips `flips` distinct random bits of code `src` into a new code. */
 function perturb(r: () => number, src: Uint32Array, w: number, flips: number): Uint32Array {
   const out = src.slice();
@@ -160,6 +198,16 @@ describe('HammingIndex EWH (cpu)', () => {
     expect(Math.max(...p)).toBeLessThan(64);
     expect(b.positions()).toEqual(p);
     expect(c.positions()).not.toEqual(p);
+    // Table t draws from Philox(seed, t, 0): position = next() % bits, repeats rejected.
+    for (let t = 0; t < 6; t++) {
+      const next = philox(3, t);
+      const want: number[] = [];
+      while (want.length < 8) {
+        const x = next() % 64;
+        if (!want.includes(x)) want.push(x);
+      }
+      expect([...p.subarray(t * 8, t * 8 + 8)]).toEqual(want);
+    }
   });
 
   for (const [bits, tables, h, e, alpha] of [
@@ -292,6 +340,17 @@ describe('HammingIndex bad input', () => {
     }
   });
 
+  it('an aborted signal rejects with AbortError', async () => {
+    using index = new HammingIndex({ bits: 32, backend: 'cpu' });
+    index.add(new Uint32Array([1, 2, 3]));
+    const ac = new AbortController();
+    ac.abort();
+    await expect(index.search(new Uint32Array([1]), { k: 1, signal: ac.signal })).rejects.toMatchObject({
+      name: 'AbortError',
+      code: 'ABORT_ERR',
+    });
+  });
+
   it('use after dispose throws CUSIM_DISPOSED', async () => {
     const index = new HammingIndex({ bits: 32, backend: 'cpu' });
     index.add(new Uint32Array([1, 2]));
@@ -313,7 +372,7 @@ describeGpu('HammingIndex', () => {
     [512, 5003, 33, 1024, true],
     [1024, 3001, 20, 100, false],
   ] as const;
-  for (const exactKernel of ['popc', 'mma'] as const) {
+  for (const exactKernel of ['popc', 'mma', 'auto'] as const) {
     it(`exact '${exactKernel}' equals the CPU backend (odd sizes, duplicates, n = 1, k > n)`, async () => {
       for (const [bits, n, nq, k, dupes] of cases) {
         const seed = bits * 7 + n;
