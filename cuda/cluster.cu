@@ -46,26 +46,36 @@ __device__ __forceinline__ uint32_t LowerBound(const uint32_t* a, uint32_t lo, u
   return lo;
 }
 
+// A 65,536-bit filter of the document's terms in shared memory: nearly every
+// row term misses it in one load, so the binary search runs only for likely
+// matches. It only filters (no false negatives), so results are unchanged.
+constexpr uint32_t kFilterWords = 2048;
+__device__ __forceinline__ bool MayHave(const uint32_t* filter, uint32_t t) {
+  return (filter[(t >> 5) & (kFilterWords - 1)] >> (t & 31)) & 1u;
+}
+
 // Merge-seek of one row (slot stride `stride`) against the document in shared
-// memory. Slots are loaded four at a time so each thread keeps several reads
-// in flight (the kernel is bandwidth-bound); weights are read only for shared
-// terms. Reading past the row's end stays inside the K x ld matrix.
+// memory (n >= 1 terms, ascending). Slots are loaded four at a time so each
+// thread keeps several reads in flight (the kernel is bandwidth-bound);
+// weights are read only for shared terms. Reading past the row's end stays
+// inside the K x ld matrix; kNone (> every term) ends the row.
 __device__ __forceinline__ uint64_t RowDot(const uint32_t* terms, const float* w, uint64_t stride, uint32_t K,
-                                           const uint32_t* sT, const float* sW, uint32_t n) {
+                                           const uint32_t* sT, const float* sW, uint32_t n, const uint32_t* filter) {
   uint64_t acc = 0;
   uint32_t lo = 0;
+  const uint32_t maxT = sT[n - 1];
   for (uint32_t k = 0; k < K; k += 4) {
     uint32_t t[4];
 #pragma unroll
     for (uint32_t j = 0; j < 4; j++) t[j] = k + j < K ? terms[(k + j) * stride] : kNone;
 #pragma unroll
     for (uint32_t j = 0; j < 4; j++) {
-      if (t[j] == kNone) return acc;
+      if (t[j] > maxT) return acc;
+      if (!MayHave(filter, t[j])) continue;
       lo = LowerBound(sT, lo, n, t[j]);
-      if (lo == n) return acc;
       if (sT[lo] == t[j]) {
         acc += FixedProduct(sW[lo], w[(k + j) * stride]);
-        if (++lo == n) return acc;
+        lo++;
       }
     }
   }
@@ -95,9 +105,13 @@ __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t
   float* sW = reinterpret_cast<float*>(smem + n);
   __shared__ unsigned long long blockKey;
   __shared__ uint32_t sUpd[kFused];
+  __shared__ uint32_t filter[kFilterWords];
+  for (uint32_t i = threadIdx.x; i < kFilterWords; i += blockDim.x) filter[i] = 0;
+  __syncthreads();
   for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
     sT[i] = docT[i];
     sW[i] = docW[i];
+    atomicOr(&filter[(docT[i] >> 5) & (kFilterWords - 1)], 1u << (docT[i] & 31));
   }
   if (threadIdx.x < upd.count) sUpd[threadIdx.x] = upd.ids[threadIdx.x];
   if (threadIdx.x == 0) {
@@ -121,9 +135,9 @@ __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t
         m.w[k * m.ld + r] = uw[k];
       }
       m.last[r] = upd.last[u];
-      acc = RowDot(ut, uw, 1, m.K, sT, sW, n);
+      acc = RowDot(ut, uw, 1, m.K, sT, sW, n, filter);
     } else {
-      acc = RowDot(m.terms + r, m.w + r, m.ld, m.K, sT, sW, n);
+      acc = RowDot(m.terms + r, m.w + r, m.ld, m.K, sT, sW, n, filter);
     }
     if (acc == 0) continue;
     const float sim = FixedToFloat(acc);
@@ -156,6 +170,7 @@ struct BatchTable {
   const uint32_t* off;
   const uint32_t* doc;
   const float* w;
+  const uint32_t* filter;  // kFilterWords words: bit (t mod 65536) set for every t in U
   uint32_t nU;
   uint32_t nDocs;
 };
@@ -169,7 +184,9 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
   __shared__ unsigned long long acc[kWarps][kBatch];
   __shared__ uint32_t touched[kWarps][kBatch / 32];
   __shared__ unsigned long long bkey[kBatch];
+  __shared__ uint32_t filter[kFilterWords];
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (unsigned i = threadIdx.x; i < kFilterWords; i += blockDim.x) filter[i] = tab.filter[i];
   for (unsigned i = threadIdx.x; i < kWarps * kBatch; i += blockDim.x) (&acc[0][0])[i] = 0;
   for (unsigned i = threadIdx.x; i < kWarps * (kBatch / 32); i += blockDim.x) (&touched[0][0])[i] = 0;
   for (unsigned i = threadIdx.x; i < kBatch; i += blockDim.x) bkey[i] = 0;
@@ -180,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
       const uint32_t k = base + lane;
       const uint32_t t = k < m.K ? m.terms[k * m.ld + r] : kNone;
       if (__all_sync(0xffffffffu, t == kNone)) break;
-      if (t != kNone) {
+      if (t != kNone && MayHave(filter, t)) {
         const uint32_t i = LowerBound(tab.U, 0, tab.nU, t);
         if (i < tab.nU && tab.U[i] == t) {
           const float cw = m.w[k * m.ld + r];
@@ -279,17 +296,21 @@ class CudaScorer final : public Scorer {
     L.off = Align8(L.U + uint64_t(nU) * 4);
     L.pd = Align8(L.off + uint64_t(nU + 1) * 4);
     L.pw = Align8(L.pd + np * 4);
-    L.total = Align8(L.pw + np * 4);
+    L.filter = Align8(L.pw + np * 4);
+    L.total = L.filter + kFilterWords * 4;
     Reserve(L.total);
     auto* U = reinterpret_cast<uint32_t*>(hBlob_.data() + L.U);
     auto* off = reinterpret_cast<uint32_t*>(hBlob_.data() + L.off);
     auto* pd = reinterpret_cast<uint32_t*>(hBlob_.data() + L.pd);
     auto* pw = reinterpret_cast<float*>(hBlob_.data() + L.pw);
+    auto* filter = reinterpret_cast<uint32_t*>(hBlob_.data() + L.filter);
+    std::fill(filter, filter + kFilterWords, 0u);
     uint32_t u = 0;
     for (size_t i = 0; i < np; i++) {
       if (i == 0 || pairs_[i].t != pairs_[i - 1].t) {
         U[u] = pairs_[i].t;
         off[u++] = uint32_t(i);
+        filter[(pairs_[i].t >> 5) & (kFilterWords - 1)] |= 1u << (pairs_[i].t & 31);
       }
       pd[i] = pairs_[i].d;
       pw[i] = pairs_[i].w;
@@ -302,7 +323,7 @@ class CudaScorer final : public Scorer {
     if (nU > 0) {
       BatchTable tab{reinterpret_cast<const uint32_t*>(dBlob_.data() + L.U), reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd), reinterpret_cast<const float*>(dBlob_.data() + L.pw),
-                     nU, nDocs};
+                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), nU, nDocs};
       const unsigned blocks = gpu::GridFor(rows, kWarps, sms_ * 8);
       ScoreBatchKernel<<<blocks, kThreads, 0, stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
       CUSIM_LAUNCH_CHECK();
@@ -344,6 +365,8 @@ class CudaScorer final : public Scorer {
 
   Timing TakeTiming() override { return std::exchange(timing_, Timing{}); }
   uint64_t BatchSize() const override { return kBatch; }
+  // One pass over the matrix serves up to kBatch documents instead of one.
+  bool PreferBatch(uint64_t n) const override { return n >= 2; }
 
  private:
   struct Pair {
@@ -352,7 +375,7 @@ class CudaScorer final : public Scorer {
   };
   struct Layout {
     uint64_t ids = 0, last = 0, terms = 0, w = 0, docT = 0, docW = 0;
-    uint64_t U = 0, off = 0, pd = 0, pw = 0;
+    uint64_t U = 0, off = 0, pd = 0, pw = 0, filter = 0;
     uint64_t total = 0;
   };
 

@@ -54,6 +54,12 @@ export interface ClusterAddResult {
 }
 
 export interface AddOptions {
+  /**
+   * Both modes give identical results. 'batch' scores micro-batches of
+   * documents in one pass over the clusters and resolves their order on the
+   * host; 'auto' picks it on CUDA for 2+ documents, on CPU for 8+ documents
+   * when more than one thread is available.
+   */
   mode?: 'auto' | 'sequential' | 'batch';
   signal?: AbortSignal;
 }

@@ -104,6 +104,8 @@ class Scorer {
   virtual Timing TakeTiming() { return {}; }
   // Documents per micro-batch on this scorer.
   virtual uint64_t BatchSize() const = 0;
+  // Mode::Auto: whether micro-batch beats sequential for n documents.
+  virtual bool PreferBatch(uint64_t n) const = 0;
 };
 
 std::unique_ptr<Scorer> MakeCpuScorer(const Config& cfg, const Rows& rows);

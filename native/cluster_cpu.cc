@@ -36,40 +36,31 @@ class CpuScorer final : public Scorer {
     });
   }
 
+  // Every posting's position is tracked per (cluster, slot), so rewriting a
+  // row costs O(K log K) whatever the lengths of its terms' lists.
   void RowChanged(uint32_t c, const uint32_t* oldTerms, uint32_t oldLen) override {
-    const uint32_t* nt = rows_.terms.data() + uint64_t(c) * rows_.K;
-    const uint32_t nl = rows_.len[c];
-    // Both lists ascending: remove c from terms that left, add to new ones.
-    uint32_t i = 0, j = 0;
-    while (i < oldLen || j < nl) {
-      if (j == nl || (i < oldLen && oldTerms[i] < nt[j])) {
-        auto& l = postings_[oldTerms[i++]];
-        auto it = std::find(l.begin(), l.end(), c);
-        if (it != l.end()) {
-          *it = l.back();
-          l.pop_back();
-        }
-      } else if (i == oldLen || nt[j] < oldTerms[i]) {
-        if (nt[j] >= postings_.size()) postings_.resize(uint64_t(nt[j]) + 1);
-        postings_[nt[j++]].push_back(c);
-      } else {
-        i++, j++;
-      }
+    const uint32_t K = rows_.K;
+    if (pos_.size() < rows_.count * K) pos_.resize(rows_.count * K, 0);
+    for (uint32_t k = 0; k < oldLen; k++) {
+      auto& l = postings_[oldTerms[k]];
+      const uint32_t i = pos_[uint64_t(c) * K + k];
+      const Posting moved = l.back();
+      l[i] = moved;
+      l.pop_back();
+      if (i < l.size()) pos_[uint64_t(moved.c) * K + Slot(moved.c, oldTerms[k])] = i;
     }
+    Insert(c);
   }
 
   void Rebuild() override {
     postings_.clear();
-    for (uint64_t c = 0; c < rows_.count; c++) {
-      const uint32_t* t = rows_.terms.data() + c * rows_.K;
-      for (uint32_t k = 0; k < rows_.len[c]; k++) {
-        if (t[k] >= postings_.size()) postings_.resize(uint64_t(t[k]) + 1);
-        postings_[t[k]].push_back(uint32_t(c));
-      }
-    }
+    pos_.assign(rows_.count * rows_.K, 0);
+    for (uint64_t c = 0; c < rows_.count; c++) Insert(uint32_t(c));
   }
 
   uint64_t BatchSize() const override { return 64 * NumThreads(); }
+  // Batch scoring wins only through threads; alone it adds resolution work.
+  bool PreferBatch(uint64_t n) const override { return NumThreads() > 1 && n >= 8; }
 
  private:
   struct Scratch {
@@ -78,12 +69,25 @@ class CpuScorer final : public Scorer {
     std::vector<uint32_t> touched;
   };
 
-  // Weight of term t in row c (0 if absent): rows are short and sorted.
-  float RowWeight(uint32_t c, uint32_t t) const {
+  struct Posting {
+    uint32_t c;
+    float w;
+  };
+
+  // Slot of term t in row c (present by construction): rows are short and sorted.
+  uint32_t Slot(uint32_t c, uint32_t t) const {
     const uint32_t* b = rows_.terms.data() + uint64_t(c) * rows_.K;
-    const uint32_t* e = b + rows_.len[c];
-    const uint32_t* p = std::lower_bound(b, e, t);
-    return (p != e && *p == t) ? rows_.weights[uint64_t(c) * rows_.K + (p - b)] : 0.f;
+    return uint32_t(std::lower_bound(b, b + rows_.len[c], t) - b);
+  }
+
+  void Insert(uint32_t c) {
+    const uint64_t b = uint64_t(c) * rows_.K;
+    for (uint32_t k = 0; k < rows_.len[c]; k++) {
+      const uint32_t t = rows_.terms[b + k];
+      auto& l = postings_[t];
+      pos_[b + k] = uint32_t(l.size());
+      l.push_back({c, rows_.weights[b + k]});
+    }
   }
 
   uint64_t Score(const uint32_t* terms, const float* w, uint32_t n, uint64_t time, Scratch* s) const {
@@ -93,13 +97,14 @@ class CpuScorer final : public Scorer {
     }
     s->touched.clear();
     for (uint32_t i = 0; i < n; i++) {
-      if (terms[i] >= postings_.size()) continue;
-      for (uint32_t c : postings_[terms[i]]) {
-        if (!s->seen[c]) {
-          s->seen[c] = 1;
-          s->touched.push_back(c);
+      auto it = postings_.find(terms[i]);
+      if (it == postings_.end()) continue;
+      for (const Posting& p : it->second) {
+        if (!s->seen[p.c]) {
+          s->seen[p.c] = 1;
+          s->touched.push_back(p.c);
         }
-        s->acc[c] += FixedProduct(w[i], RowWeight(c, terms[i]));
+        s->acc[p.c] += FixedProduct(w[i], p.w);
       }
     }
     uint64_t best = 0;
@@ -115,7 +120,9 @@ class CpuScorer final : public Scorer {
 
   const Config& cfg_;
   const Rows& rows_;
-  std::vector<std::vector<uint32_t>> postings_;
+  // Hashed, not indexed by term: term ids may be sparse hashes up to 2^32.
+  std::unordered_map<uint32_t, std::vector<Posting>> postings_;
+  std::vector<uint32_t> pos_;  // (cluster, slot) -> index in its term's postings
   Scratch scratch_;
 };
 
@@ -269,7 +276,7 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   out->cluster.assign(n, kNone);
   out->similarity.assign(n, 0.f);
   out->created.assign(n, 0);
-  const bool batch = mode == Mode::Batch || (mode == Mode::Auto && n >= 8);
+  const bool batch = mode == Mode::Batch || (mode == Mode::Auto && scorer_->PreferBatch(n));
   out->batched = batch;
   auto commit = [&](uint64_t d, uint64_t key) {
     const uint64_t p = docs.ptr[d];
@@ -414,6 +421,14 @@ void Engine::Load(const std::string& path) {
     if (ns > (uint64_t(1) << 32)) throw bad("bad sum length");
     sums[c].resize(ns);
     for (auto& s : sums[c]) get(&s.term, 4), get(&s.v, 8);
+    // Scorers index rows by binary search: a damaged file must not reach them.
+    const uint32_t* t = rows.terms.data() + c * rows.K;
+    const float* w = rows.weights.data() + c * rows.K;
+    for (uint32_t k = 0; k < rows.len[c]; k++)
+      if (t[k] == kNone || (k > 0 && t[k] <= t[k - 1]) || !(w[k] >= 0.f && w[k] <= 1.f)) throw bad("bad row");
+    for (uint64_t i = 1; i < ns; i++)
+      if (sums[c][i].term <= sums[c][i - 1].term) throw bad("bad sum");
+    if (rows.lastSeen[c] >= time || members[c] == 0) throw bad("bad cluster");
   }
   cfg.capacity = std::max(cfg_.capacity, count);
   cfg_ = cfg;

@@ -1,4 +1,4 @@
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -129,6 +129,11 @@ function randomStream(seed: number, n: number, vocab: number, maxLen: number): C
     docs.push({ t, w: t.map((x) => m.get(x)!) });
   }
   return csr(docs, vocab);
+}
+
+/** The same stream with term ids spread over the whole uint32 range (order reversed). */
+function bigIds(m: CsrMatrix): CsrMatrix {
+  return { ...m, cols: 0xffffffff, indices: m.indices.map((t) => 0xfffffffe - t * 97_000_001) };
 }
 
 function slice(m: CsrMatrix, b: number, e: number): CsrMatrix {
@@ -271,6 +276,18 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
       expect(resumed.threshold).toBe(0.3);
       expect(resumed.maxTerms).toBe(8);
       expect(resumed.documents).toBe(170);
+      // A damaged file is refused, not trusted.
+      const bytes = readFileSync(file);
+      for (const [at, name] of [
+        [10, 'header'],
+        [bytes.length - 3, 'truncated'],
+      ] as const) {
+        const bad = Buffer.from(bytes);
+        if (name === 'header') bad.writeUInt32LE(5000, 16); // maxTerms
+        const f = path.join(dir, `bad-${at}.bin`);
+        writeFileSync(f, name === 'truncated' ? bad.subarray(0, at) : bad);
+        await expect(StreamClusterer.load(f, { backend: 'cpu' })).rejects.toThrow(/is not a cusim cluster file/);
+      }
       const rest = await resumed.add(slice(docs, 170, 300));
       expect(rest.cluster).toEqual(all.cluster.slice(170));
       expect(rest.similarity).toEqual(all.similarity.slice(170));
@@ -312,6 +329,40 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     expect(c.documents).toBe(8);
     const none = await c.add(csr([], 64));
     expect(none.cluster.length).toBe(0);
+  });
+
+  it('term ids anywhere in [0, 2^32 - 2] (hashed vocabularies)', async () => {
+    const small = randomStream(31, 120, 40, 10);
+    const big = bigIds(small);
+    for (const mode of ['sequential', 'batch'] as const) {
+      const o = new Oracle(0.3, 8);
+      using c = new StreamClusterer({ threshold: 0.3, maxTerms: 8, backend: 'cpu' });
+      expectSameAsOracle(c, o, await c.add(big, { mode }), o.add(big));
+    }
+  });
+
+  it('joins only above the threshold (strictly) and breaks similarity ties to the lower cluster id', async () => {
+    // {1,2,3,4} vs {1,2,5,6}, unit weights: similarity exactly 0.5.
+    for (const [T, joins] of [
+      [0.5, false],
+      [0.49, true],
+    ] as const) {
+      for (const backend of backends) {
+        using c = new StreamClusterer({ threshold: T, maxTerms: 8, backend });
+        const r = await c.add(csr([{ t: [1, 2, 3, 4] }, { t: [1, 2, 5, 6] }], 8), { mode: 'sequential' });
+        expect(r.created[1]).toBe(joins ? 0 : 1);
+        if (joins) expect(r.similarity[1]).toBe(0.5);
+      }
+    }
+    for (const backend of backends) {
+      for (const mode of ['sequential', 'batch'] as const) {
+        using c = new StreamClusterer({ threshold: 0.6, maxTerms: 8, backend });
+        // Clusters 0 = {3,4} and 1 = {1,2}; {1,2,3,4} is equally similar (1/sqrt 2) to both.
+        const r = await c.add(csr([{ t: [3, 4] }, { t: [1, 2] }, { t: [1, 2, 3, 4] }], 8), { mode });
+        expect(Array.from(r.cluster)).toEqual([0, 1, 0]);
+        expect(r.similarity[2]).toBe(Math.fround(Number(2n * BigInt(Math.trunc(Math.fround(0.5) * Math.fround(Math.SQRT1_2) * SCALE))) / SCALE));
+      }
+    }
   });
 
   it('an aborted signal rejects with AbortError', async () => {
@@ -417,6 +468,7 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       [text, 8, 0.6, 50],
       [randomStream(7, 3001, 300, 30), 35, 0.3, 200],
       [randomStream(8, 1, 30, 5), 8, 0.3, undefined],
+      [bigIds(randomStream(9, 500, 50, 12)), 8, 0.3, undefined],
     ] as const) {
       const decay = maxAge === undefined ? undefined : { maxAge };
       using cpu = new StreamClusterer({ threshold: T, maxTerms: K, decay, backend: 'cpu' });
