@@ -28,7 +28,3 @@ export { HammingIndex, MISSING_ID } from './hamming.js';
 export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
 export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
 export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
-export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
-export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
-export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
-export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
