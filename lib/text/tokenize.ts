@@ -35,11 +35,21 @@ export const ENGLISH_STOP_WORDS: ReadonlySet<string> = new Set(
   ).split(' '),
 );
 
-const isUpper = (c: number): boolean => c >= 65 && c <= 90;
-const isLower = (c: number): boolean => c >= 97 && c <= 122;
-const isDigit = (c: number): boolean => c >= 48 && c <= 57;
-const isIdentStart = (c: number): boolean => isUpper(c) || isLower(c) || c === 95 || c === 36;
-const isIdentPart = (c: number): boolean => isIdentStart(c) || isDigit(c);
+// ASCII character classes in one table: the scanner's inner loop is a load.
+const LOWER = 1;
+const UPPER = 2;
+const DIGIT = 4;
+const OTHER_IDENT = 8; // _ and $
+const CLASS = new Uint8Array(65536);
+for (let c = 97; c <= 122; c++) CLASS[c] = LOWER;
+for (let c = 65; c <= 90; c++) CLASS[c] = UPPER;
+for (let c = 48; c <= 57; c++) CLASS[c] = DIGIT;
+CLASS[95] = CLASS[36] = OTHER_IDENT;
+const IDENT_START = LOWER | UPPER | OTHER_IDENT;
+const IDENT_PART = IDENT_START | DIGIT;
+
+const isUpper = (c: number): boolean => CLASS[c] === UPPER;
+const isLower = (c: number): boolean => CLASS[c] === LOWER;
 
 export interface CodeTokenOptions {
   /** Drop reserved words (see CODE_KEYWORDS). Default true. */
@@ -98,17 +108,18 @@ export function codeTokens(text: string, { dropKeywords = true, minLength = 2 }:
   const n = text.length;
   let i = 0;
   while (i < n) {
-    const c = text.charCodeAt(i);
-    if (isIdentStart(c)) {
+    const k = CLASS[text.charCodeAt(i)];
+    if (k & IDENT_START) {
       let j = i + 1;
-      while (j < n && isIdentPart(text.charCodeAt(j))) j++;
+      while (j < n && CLASS[text.charCodeAt(j)] & IDENT_PART) j++;
       const id = text.slice(i, j);
-      if (!(dropKeywords && CODE_KEYWORDS.has(id))) splitIdentifier(id, out, minLength);
+      // Every keyword is 2–12 characters: skip the set lookup for the rest.
+      if (!(dropKeywords && j - i >= 2 && j - i <= 12 && CODE_KEYWORDS.has(id))) splitIdentifier(id, out, minLength);
       i = j;
-    } else if (isDigit(c)) {
+    } else if (k === DIGIT) {
       // Numeric literals such as 0x1fBar are not names: skip the whole run.
       let j = i + 1;
-      while (j < n && isIdentPart(text.charCodeAt(j))) j++;
+      while (j < n && CLASS[text.charCodeAt(j)] & IDENT_PART) j++;
       i = j;
     } else {
       i++;
