@@ -13,7 +13,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { spawn, spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ensureDist, fixture, root } from './cli-helpers.js';
+import { fixture, root } from './cli-helpers.js';
 
 const PLANTED = [
   ['app/server.py', 'backup/server_old.py'],
@@ -55,23 +55,25 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
   let installSkip: string | undefined;
 
   beforeAll(async () => {
-    ensureDist();
     const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
     mkdirSync(stage);
-    for (const f of ['package.json', ...pkg.files]) {
-      const src = path.join(root, f.replace(/\/$/, ''));
-      if (existsSync(src)) cpSync(src, path.join(stage, f.replace(/\/$/, '')), { recursive: true });
+    // dist/ is compiled fresh in the stage (the checkout's may hold stale files).
+    for (const f of ['package.json', 'tsconfig.json', 'scripts', ...pkg.files]) {
+      const rel = f.replace(/\/$/, '');
+      const src = path.join(root, rel);
+      if (rel !== 'dist' && existsSync(src)) cpSync(src, path.join(stage, rel), { recursive: true });
     }
+    // tsc and node-gyp (node-addon-api's headers) come from the checkout's node_modules.
+    symlinkSync(path.join(root, 'node_modules'), path.join(stage, 'node_modules'), 'dir');
+    const ts = await sh('npm', ['run', 'build:ts'], stage);
+    if (ts.status !== 0) throw new Error(`npm run build:ts failed in the stage:\n${ts.out.slice(-3000)}`);
     const prebuilt = path.join(stage, 'prebuilds', platformDir);
     if (!existsSync(prebuilt) || !readdirSync(prebuilt).some((f) => f.endsWith('.node'))) {
-      // node-gyp needs node-addon-api's headers: borrow the checkout's node_modules.
-      symlinkSync(path.join(root, 'node_modules'), path.join(stage, 'node_modules'), 'dir');
       const r = await sh('npx', ['--no-install', 'prebuildify', '--napi', '--strip'], stage);
       if (r.status !== 0) throw new Error(`prebuildify failed (${r.status}):\n${r.out.slice(-3000)}`);
       madePrebuild = true;
     }
-    // The scripts already ran here (dist/ is built); --ignore-scripts keeps
-    // `prepare` from needing the TypeScript sources' toolchain in the stage.
+    // dist/ is built; --ignore-scripts skips `prepare` rebuilding it.
     const p = await sh('npm', ['pack', '--ignore-scripts', '--pack-destination', work], stage);
     if (p.status !== 0) throw new Error(`npm pack failed:\n${p.out.slice(-3000)}`);
     tarball = path.join(work, readdirSync(work).find((f) => f.endsWith('.tgz'))!);
@@ -91,6 +93,10 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
     expect(list).toContain('package/bin/cusim');
     expect(list).toContain('package/dist/index.js');
     expect(list).toContain('package/dist/cli/main.js');
+    // Only compiled sources: every dist/*.js has its lib/*.ts.
+    for (const f of list.filter((x) => /^package\/dist\/.*\.js$/.test(x) && !x.includes('/cjs/'))) {
+      expect(list, f).toContain(f.replace('package/dist/', 'package/lib/').replace(/\.js$/, '.ts'));
+    }
     expect(list.some((f) => f.startsWith(`package/prebuilds/${platformDir}/`) && f.endsWith('.node'))).toBe(true);
     expect(list.some((f) => f.startsWith('package/build/'))).toBe(false);
     const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
