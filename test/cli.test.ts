@@ -139,6 +139,23 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
   });
 });
 
+describe('cusim dedup with worker threads', () => {
+  // 13 files > 4 × 3 threads: the worker path runs (dedup.ts picks it above that).
+  it('--threads 3 (parallel featurization) gives the same report as --threads 1', () => {
+    const strip = (out: string): unknown => {
+      const r = JSON.parse(out);
+      delete r.elapsedMs;
+      return r;
+    };
+    const one = cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '1'], { cwd: fixture });
+    const three = cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '3'], { cwd: fixture });
+    expect(one.status).toBe(0);
+    expect(three.status, three.stderr).toBe(0);
+    expect(strip(three.stdout)).toEqual(strip(one.stdout));
+    expect((strip(three.stdout) as { groups: unknown[] }).groups).toHaveLength(2);
+  });
+});
+
 describe('cusim dedup on stdin records', () => {
   const base = 'the quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing matches';
   it('JSONL: groups near-duplicate records by id (words mode)', () => {

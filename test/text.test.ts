@@ -194,6 +194,30 @@ describe('vocabulary and hashing', () => {
     expect(back.vocabulary.documents).toBe(1);
   });
 
+  it('addRemapped (rows counted in a worker) equals add(), hashed collisions merged', () => {
+    const docs = ['alpha beta alpha', '', 'gamma beta delta delta', 'epsilon alpha'];
+    for (const opts of [{ mode: 'words' as const, weighting: 'tfidf' as const }, { mode: 'words' as const, hashBits: 1 }]) {
+      const want = new TextFeaturizer(opts).transform(docs);
+      const f = new TextFeaturizer(opts);
+      // A "worker" vocabulary in first-seen order, as the CLI's workers build it.
+      const local = new Map<string, number>();
+      const rows = docs.map((d) => {
+        const counts = new Map<number, number>();
+        for (const t of f.tokenize(d)) {
+          if (!local.has(t)) local.set(t, local.size);
+          counts.set(local.get(t)!, (counts.get(local.get(t)!) ?? 0) + 1);
+        }
+        return counts;
+      });
+      const remap = Int32Array.from([...local.keys()].map((t) => f.vocabulary.lookup(t, true)));
+      for (const r of rows) f.addRemapped(Uint32Array.from(r.keys()), Uint32Array.from(r.values()), remap);
+      const got = f.build();
+      expect([...got.indptr]).toEqual([...want.indptr]);
+      expect([...got.indices]).toEqual([...want.indices]);
+      expect([...got.values]).toEqual([...want.values]);
+    }
+  });
+
   it('bad options name the argument', () => {
     const bad = (o: unknown, re: RegExp): void => {
       try {

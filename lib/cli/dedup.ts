@@ -5,7 +5,9 @@ import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
 import { dedup } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
-import type { TextMode, Weighting } from '../text/index.js';
+import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
+import { availableParallelism } from 'node:os';
+import { featurizeFilesParallel } from './parallel.js';
 import { CliError } from './errors.js';
 import { backendLine, between, deviceList, integer } from './options.js';
 import type { Io } from './options.js';
@@ -33,6 +35,7 @@ interface DedupOptions {
   maxSize: number;
   minTokens?: number;
   limit: number;
+  threads: number;
   quiet?: boolean;
   progress: boolean;
   verbose?: boolean;
@@ -66,7 +69,8 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   const mode: TextMode = o.mode ?? (stdin && named.length === 0 ? 'words' : 'code');
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
-  const feat = new TextFeaturizer({ mode, weighting: o.weighting, q: o.q });
+  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q };
+  const feat = new TextFeaturizer(featOptions);
 
   const ids: string[] = [];
   const skipped: Skip[] = [];
@@ -91,11 +95,27 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   for (const u of unreadable) skipped.push({ id: displayPath(u), reason: 'unreadable' });
   const bar = progress(o.progress && !o.quiet);
   bar.start(files.length, mode === 'code' ? 'featurizing (bag of names)' : `featurizing (${mode})`);
-  for (const f of files) {
-    const d = readDoc(f, displayPath(f), o.maxSize);
-    if ('text' in d) addDoc(d);
-    else skipped.push(d);
-    bar.tick();
+  if (o.threads > 1 && files.length > 4 * o.threads) {
+    const r = await featurizeFilesParallel(feat, {
+      files,
+      ids: files.map(displayPath),
+      options: featOptions,
+      maxBytes: o.maxSize,
+      minTokens,
+      threads: o.threads,
+      onFiles: (n) => bar.tick(n),
+    });
+    ids.push(...r.rows);
+    skipped.push(...r.skipped);
+    tooSmall += r.tooSmall;
+    documents += r.documents;
+  } else {
+    for (const f of files) {
+      const d = readDoc(f, displayPath(f), o.maxSize);
+      if ('text' in d) addDoc(d);
+      else skipped.push(d);
+      bar.tick();
+    }
   }
   bar.stop();
   const matrix = feat.build();
@@ -145,6 +165,13 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   return 0;
 }
 
+// Workers pay off once a core is left for the main thread's merge; on two
+// cores or fewer the single-threaded path is faster.
+function defaultThreads(): number {
+  const n = availableParallelism();
+  return n >= 4 ? Math.min(n - 1, 16) : 1;
+}
+
 export function registerDedup(program: Command, io: Io, done: (code: number) => void): void {
   program
     .command('dedup')
@@ -170,6 +197,7 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--max-size <bytes>', 'skip files larger than this', integer('max-size', 1, 2 ** 31), 4 * 1024 * 1024)
     .option('--min-tokens <n>', 'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)', integer('min-tokens', 0, 1e9))
     .option('--limit <n>', 'groups shown in the table (0: all)', integer('limit', 0, 1e9), 50)
+    .option('--threads <n>', 'worker threads reading and featurizing files (1: main thread only)', integer('threads', 1, 256), defaultThreads())
     .option('--no-progress', 'never show a progress bar')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'list skipped files; print stack traces on errors')

@@ -157,23 +157,56 @@ export class TextFeaturizer {
       }
       this.scratchCounts[slot]++;
     }
+    if (this.hashedSlots) this.hashedSlots.clear();
+    this.appendRow(n, grow);
+    return kept;
+  }
+
+  /**
+   * Adds one row counted elsewhere (a worker thread): distinct local term ids
+   * with their counts, and `remap` from local ids to this vocabulary's
+   * columns (-1: unknown to a frozen vocabulary). Gives the same row as add().
+   */
+  addRemapped(localCols: Uint32Array, counts: Uint32Array, remap: Int32Array): number {
+    let n = 0;
+    let kept = 0;
+    for (let i = 0; i < localCols.length; i++) {
+      const col = remap[localCols[i]];
+      if (col < 0) continue;
+      if (this.scratch.length <= n) this.growScratch();
+      this.scratch[n] = col;
+      this.scratchCounts[n] = counts[i];
+      kept += counts[i];
+      n++;
+    }
+    this.appendRow(n, !this.isFrozen);
+    return kept;
+  }
+
+  /** Appends scratch[0..n) (distinct columns, with counts) as the next row. */
+  private appendRow(n: number, countDf: boolean): void {
     // Sort (col, count) pairs by col: pack both into one float64 key.
     const keys = new Float64Array(n);
     for (let i = 0; i < n; i++) keys[i] = this.scratch[i] * 4294967296 + this.scratchCounts[i];
     keys.sort();
-    const sorted = this.scratch.subarray(0, n);
     this.reserve(this.nnz + n);
+    // Equal columns (two remapped terms hashing alike) merge by summing.
+    let m = 0;
     for (let i = 0; i < n; i++) {
       const col = Math.floor(keys[i] / 4294967296);
-      sorted[i] = col;
-      this.indices[this.nnz + i] = col;
-      this.counts[this.nnz + i] = keys[i] - col * 4294967296;
+      const count = keys[i] - col * 4294967296;
+      if (m > 0 && this.scratch[m - 1] === col) {
+        this.counts[this.nnz + m - 1] += count;
+        continue;
+      }
+      this.scratch[m] = col;
+      this.indices[this.nnz + m] = col;
+      this.counts[this.nnz + m] = count;
+      m++;
     }
-    if (grow) this.vocabulary.countDocument(sorted, n);
-    this.nnz += n;
+    if (countDf) this.vocabulary.countDocument(this.scratch.subarray(0, m), m);
+    this.nnz += m;
     this.indptr.push(this.nnz);
-    if (this.hashedSlots) this.hashedSlots.clear();
-    return kept;
   }
 
   /** Where `col` sits in this row's scratch list, or `n` when it is new. */
