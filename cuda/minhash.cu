@@ -240,7 +240,12 @@ void ParallelCopy(void* dst, const void* src, uint64_t bytes) {
 
 struct Batch {
   uint64_t r0, r1;
+  uint64_t nnz, nseg, nsplit;
 };
+
+// Segments of one row: an empty row still gets one (empty) segment so the
+// kernel writes its sentinel.
+inline uint64_t SegmentsOf(uint64_t len) { return std::max<uint64_t>(1, (len + kSegment - 1) / kSegment); }
 
 // Greedy cut of [a, b) so each batch fits a slot's buffers (a lone huge row is its own batch).
 std::vector<Batch> PlanBatches(const CsrView& m, uint64_t a, uint64_t b, uint32_t samples) {
@@ -250,37 +255,43 @@ std::vector<Batch> PlanBatches(const CsrView& m, uint64_t a, uint64_t b, uint32_
   while (r < b) {
     uint64_t e = r + 1;
     while (e < b && e - r < maxRows && uint64_t(m.indptr[e + 1]) - m.indptr[r] <= kBatchNnz) ++e;
-    out.push_back({r, e});
+    Batch bt{r, e, uint64_t(m.indptr[e]) - m.indptr[r], 0, 0};
+    for (uint64_t i = r; i < e; ++i) {
+      const uint64_t k = SegmentsOf(uint64_t(m.indptr[i + 1]) - m.indptr[i]);
+      bt.nseg += k;
+      bt.nsplit += k > 1;
+    }
+    out.push_back(bt);
     r = e;
   }
   return out;
 }
 
-void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, Batch bt, uint32_t samples, uint32_t* out,
-              Timing* timing) {
-  const uint64_t rows = bt.r1 - bt.r0;
-  const uint32_t nz0 = m.indptr[bt.r0];
-  const uint64_t nnz = uint64_t(m.indptr[bt.r1]) - nz0;
-  // Segments and split rows, batch-local. An empty row still gets one (empty)
-  // segment so the kernel writes its sentinel.
-  uint64_t nseg = 0, nsplit = 0;
-  for (uint64_t r = bt.r0; r < bt.r1; ++r) {
-    const uint64_t len = uint64_t(m.indptr[r + 1]) - m.indptr[r];
-    const uint64_t k = std::max<uint64_t>(1, (len + kSegment - 1) / kSegment);
-    nseg += k;
-    nsplit += k > 1;
+// The largest batch of a call: every slot is sized for it once, so no batch
+// reallocates (cudaFree would stall the other slot's work).
+struct Need {
+  uint64_t nnz = 0, rows = 0, nseg = 0, nsplit = 0;
+  void add(const Batch& b) {
+    nnz = std::max(nnz, b.nnz), rows = std::max(rows, b.r1 - b.r0);
+    nseg = std::max(nseg, b.nseg), nsplit = std::max(nsplit, b.nsplit);
   }
-  sl.hIdx.reserve(nnz, "MinHash staged indices");
-  if (m.values) sl.hVal.reserve(nnz, "MinHash staged values");
-  sl.hSeg.reserve(nseg, "MinHash segments");
-  sl.hSplit.reserve(std::max<uint64_t>(nsplit, 1), "MinHash split rows");
-  sl.hOut.reserve(rows * samples * 2, "MinHash staged signatures");
-  sl.dIdx.reserve(nnz, "MinHash indices");
-  if (m.values) sl.dVal.reserve(nnz, "MinHash values");
-  sl.dSeg.reserve(nseg, "MinHash segments");
-  sl.dSplit.reserve(std::max<uint64_t>(nsplit, 1), "MinHash split rows");
-  sl.dScratch.reserve(std::max<uint64_t>(nsplit * samples, 1), "MinHash split-row minima");
-  sl.dOut.reserve(rows * samples * 2, "MinHash signatures");
+};
+
+void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const Batch& bt, const Need& need,
+              uint32_t samples, uint32_t* out, Timing* timing) {
+  const uint64_t rows = bt.r1 - bt.r0, nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
+  const uint32_t nz0 = m.indptr[bt.r0];
+  sl.hIdx.reserve(need.nnz, "MinHash staged indices");
+  if (m.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
+  sl.hSeg.reserve(need.nseg, "MinHash segments");
+  sl.hSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
+  sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
+  sl.dIdx.reserve(need.nnz, "MinHash indices");
+  if (m.values) sl.dVal.reserve(need.nnz, "MinHash values");
+  sl.dSeg.reserve(need.nseg, "MinHash segments");
+  sl.dSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
+  sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
+  sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
 
   ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
   if (m.values) ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
@@ -397,8 +408,10 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
   std::vector<std::vector<Batch>> plans(nd);
   std::vector<std::atomic<size_t>> next(nd);
+  std::vector<Need> needs(nd);
   for (size_t k = 0; k < nd; ++k) {
     plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
+    for (const Batch& b : plans[k]) needs[k].add(b);
     next[k] = 0;
   }
   std::vector<Timing> timings(nd * kSlots);
@@ -417,7 +430,8 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
             if (i >= plans[k].size()) return;
             const int s = dev.Acquire();
             try {
-              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], e.samples, out, &timings[k * kSlots + t]);
+              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, out,
+                       &timings[k * kSlots + t]);
             } catch (...) {
               dev.Release(s);
               throw;

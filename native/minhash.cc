@@ -1,5 +1,7 @@
 // N-API glue for weighted MinHash: a native object owning the parameter tables
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
+#include <unistd.h>
+
 #include <mutex>
 
 #include "gpu.h"
@@ -29,6 +31,12 @@ struct Engine {
     std::lock_guard<std::mutex> lock(hostMutex);
     if (hostReady) return;
     const size_t n = size_t(dim) * samples;
+    // dim × samples can reach 2^48 floats; say so instead of letting the
+    // allocator (or the OOM killer, under overcommit) answer.
+    const uint64_t need = 3 * uint64_t(n) * sizeof(float);
+    const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+    if (need > physical)
+      ThrowOutOfMemory("weighted MinHash parameter tables on the host (3 x dim x samples floats)", need, physical);
     rs.resize(n), lnCs.resize(n), betas.resize(n);
     minhash::GenerateParamsCpu(seed, dim, samples, rs.data(), lnCs.data(), betas.data());
     hostReady = true;

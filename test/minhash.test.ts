@@ -439,6 +439,15 @@ describe('WeightedMinHash: bad input', () => {
     await expectCoded(() => estimateJaccard(new Uint32Array(4), new Uint32Array(6)), RangeError, /sigA has length 4 but sigB has 6/);
   });
 
+  it('tables too large for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
+    const dim = 0xffffffff;
+    using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cpu' });
+    const bytes = 3 * dim * 128 * 4;
+    const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
+    await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
+    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${bytes} bytes\\)`));
+  });
+
   it('use after dispose throws CUSIM_DISPOSED', async () => {
     const wmh = new WeightedMinHash({ dim: 10, samples: 4, backend: 'cpu' });
     wmh.dispose();
@@ -507,6 +516,14 @@ describeGpu('WeightedMinHash (CUDA)', () => {
       for (let i = 0; i < sc.length; i += 2) if (sc[i] === EMPTY_ROW_SENTINEL) expect(sg[i]).toBe(EMPTY_ROW_SENTINEL);
       expect(g.lastTiming.kernelMs).toBeGreaterThan(0);
     }
+  });
+
+  it('device tables that do not fit reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
+    const dim = 0xffffffff;
+    using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cuda', devices: [0] });
+    const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
+    await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
+    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${3 * dim * 128 * 4} bytes\\)`));
   });
 
   it('a 1M-nnz row among small rows: cuda = cpu on >= 99.99% of entries', async () => {
