@@ -91,6 +91,8 @@ export interface GroupsResult {
   pairs: PairSet & { similarity: Float32Array };
   /** Device time of the bucketing kernels (CUDA events); 0 on CPU. */
   kernelMs: number;
+  /** Signature upload + pair download (CUDA events); 0 on CPU. */
+  transferMs: number;
 }
 
 export interface GroupsOptions {
@@ -246,12 +248,12 @@ export class MinHashLSH implements Disposable {
   }
 
   /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
-  async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number }> {
+  async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
     const { ids, sigs } = this.#state();
     return withCancel(options.signal, async (cancel) => {
       const r = await native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel }));
-      return { left: r.left, right: r.right, kernelMs: r.kernelMs };
+      return { left: r.left, right: r.right, kernelMs: r.kernelMs, transferMs: r.transferMs };
     });
   }
 
@@ -279,6 +281,7 @@ export class MinHashLSH implements Disposable {
         count: r.count,
         pairs: { left: r.left, right: r.right, similarity: r.similarity },
         kernelMs: r.kernelMs,
+        transferMs: r.transferMs,
       };
     });
   }

@@ -59,10 +59,15 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts) {
   return c;
 }
 
-void SetPairs(Napi::Env env, Napi::Object r, lsh::PairList&& p, bool withSim) {
+// A result object carrying the pairs and the device timings.
+Napi::Object PairsResult(Napi::Env env, lsh::PairList&& p, bool withSim, const lsh::Timing& t) {
+  auto r = Napi::Object::New(env);
   r.Set("left", ToTyped(env, std::move(p.left)));
   r.Set("right", ToTyped(env, std::move(p.right)));
   if (withSim) r.Set("similarity", ToTyped(env, std::move(p.similarity)));
+  r.Set("kernelMs", t.kernelMs);
+  r.Set("transferMs", t.transferMs);
+  return r;
 }
 
 // lshCandidatePairs(signatures, ids, { samples, bands, rows, backend, devices, cancel })
@@ -76,13 +81,7 @@ Napi::Value CandidatePairs(const Napi::CallbackInfo& info) {
     auto timing = std::make_shared<lsh::Timing>();
     return RunAsync(
         info.Env(), [=] { *out = lsh::CandidatePairs(c.sig, c.ids, c.params, c.engine, cancel, timing.get()); },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = Napi::Object::New(env);
-          SetPairs(env, r, std::move(*out), false);
-          r.Set("kernelMs", timing->kernelMs);
-          r.Set("transferMs", timing->transferMs);
-          return r;
-        },
+        [=](Napi::Env env) -> Napi::Value { return PairsResult(env, std::move(*out), false, *timing); },
         {info[0], info[1], opts});
   });
 }
@@ -117,12 +116,9 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
                              timing.get());
         },
         [=](Napi::Env env) -> Napi::Value {
-          auto r = Napi::Object::New(env);
+          auto r = PairsResult(env, std::move(out->pairs), true, *timing);
           r.Set("group", ToTyped(env, std::move(out->group)));
           r.Set("count", out->count);
-          SetPairs(env, r, std::move(out->pairs), true);
-          r.Set("kernelMs", timing->kernelMs);
-          r.Set("transferMs", timing->transferMs);
           return r;
         },
         {info[0], info[1], opts});

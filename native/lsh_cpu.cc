@@ -143,7 +143,8 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
   for (size_t i = 0; i < n; ++i)
     if (!empty[i]) keyed[w++] = keyed[i];
   keyed.resize(w);
-  std::sort(keyed.begin(), keyed.end());
+  std::vector<Keyed> tmp;
+  SortKeyed(keyed, tmp);
   std::vector<size_t> runStart;
   for (size_t i = 0; i < keyed.size(); ++i)
     if (i == 0 || keyed[i].first != keyed[i - 1].first) runStart.push_back(i);

@@ -457,6 +457,10 @@ describe('MinHashLSH (cpu)', () => {
     await expect(lsh.groups({ threshold: 2 })).rejects.toThrow(RangeError);
     const m: CsrMatrix = { rows: 2, cols: 4, indptr: new Uint32Array([0, 1, 2]), indices: new Uint32Array([0, 1]) };
     await expect(lsh.groups({ verify: 'exact', matrix: m })).rejects.toThrow(/id 2 \(row 1\) has no row in matrix/);
+    const ac = new AbortController();
+    ac.abort();
+    await expect(lsh.groups({ signal: ac.signal })).rejects.toMatchObject({ name: 'AbortError', code: 'ABORT_ERR' });
+    await expect(lsh.candidatePairs({ signal: ac.signal })).rejects.toMatchObject({ code: 'ABORT_ERR' });
     lsh.dispose();
     await expect(lsh.candidatePairs()).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
     expect(() => lsh.insert([3], new Uint32Array(16))).toThrow(/disposed/);
