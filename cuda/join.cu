@@ -220,7 +220,7 @@ class CudaJoiner final : public Joiner {
   // Candidate-table entries (16 B each) per probe batch: 1 GiB. Bigger batches
   // mean fewer host round trips; the cost of clearing scales with use, not size.
   static constexpr uint64_t kTableBudget = 1ull << 26;
-  static constexpr uint64_t kMaxBatchProbes = 1ull << 20;
+  static constexpr uint64_t kMaxBatchProbes = 1ull << 22;
 
   const uint32_t* Ptok() const { return dPtok_.data(); }
   const uint64_t* Poff() const { return dPoff_.data(); }
@@ -315,7 +315,7 @@ class CudaJoiner final : public Joiner {
       const uint64_t hi = p.self ? std::min(winHi, x) : winHi;
       if (hi <= winLo) continue;
       const uint64_t distinct = std::min(hits[j], hi - winLo);
-      const uint64_t cap = NextPow2(std::max<uint64_t>(2 * distinct, 32));
+      const uint64_t cap = NextPow2(std::max<uint64_t>(2 * distinct, 8));
       if (!cur.probes.empty() && (cur.tableOff.back() + cap > tableBudget_ || cur.probes.size() >= kMaxBatchProbes)) {
         batches_.push_back(std::move(cur));
         cur = Batch();

@@ -361,6 +361,23 @@ describeGpu('similarityJoin', () => {
     );
   });
 
+  it('cuda equals cpu on one-token sets and on a 12,000-row join that spans many batches', async () => {
+    const r = rng(31);
+    const one = Array.from({ length: 700 }, () => [randInt(r, 25)]);
+    const many = Array.from({ length: 12_000 }, () => (r() < 0.5 ? [randInt(r, 3000)] : [randInt(r, 40), 40 + randInt(r, 40), randInt(r, 3000)]));
+    for (const [rows, cols] of [[one, 25], [many, 3000]] as const) {
+      for (const measure of MEASURES) {
+        for (const threshold of measure === 'overlap' ? [1, 2] : [0.5, 1]) {
+          const m = csrFromRows(rows as number[][], cols);
+          const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
+          for (const blockSize of [undefined, 1000]) {
+            expectSame(cpu, await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize }), `${rows.length} ${measure} ${threshold}`);
+          }
+        }
+      }
+    }
+  });
+
   it('cuda streams the quadratic all-identical output, each pair once', async () => {
     const n = 1200;
     const rows = Array.from({ length: n }, () => [4, 9, 1, 7, 2]);
