@@ -17,3 +17,16 @@ export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
 export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
 export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
+export {
+  TextFeaturizer,
+  Vocabulary,
+  HashedVocabulary,
+  hashToken,
+  codeTokens,
+  wordTokens,
+  qgramTokens,
+  splitIdentifier,
+  CODE_KEYWORDS,
+  ENGLISH_STOP_WORDS,
+} from './text/index.js';
+export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './text/index.js';

@@ -1,0 +1,72 @@
+// `cusim` command line. Every failure ends as one line on stderr naming the
+// fix and a non-zero exit (2: usage, 1: input or runtime); --verbose adds
+// the stack.
+import { Command, CommanderError } from 'commander';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { packageRoot } from '../addon.js';
+import { registerCluster } from './cluster.js';
+import { registerDedup } from './dedup.js';
+import { CliError } from './errors.js';
+import { registerJoin } from './join.js';
+import { registerKnn } from './knn.js';
+import { defaultIo } from './options.js';
+import type { Io } from './options.js';
+
+function version(): string {
+  try {
+    return (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Runs the CLI; resolves to the exit code. */
+export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+  const verbose = argv.includes('--verbose');
+  let exitCode = 0;
+  const program = new Command('cusim')
+    .description('GPU similarity search and near-duplicate detection')
+    .version(version())
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+      outputError: (s, write) => write(`cusim: ${s.replace(/^error: /, '').trim()} (see cusim --help)\n`),
+    });
+
+  const done = (code: number): void => {
+    exitCode = code;
+  };
+  registerDedup(program, io, done);
+  registerJoin(program, io, done);
+  registerKnn(program, io, done);
+  registerCluster(program, io, done);
+
+  try {
+    await program.parseAsync(argv);
+    return exitCode;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // Help and version exit 0; parse errors were already printed as one line.
+      return e.exitCode === 0 ? 0 : 2;
+    }
+    const err = e as Error & { code?: string };
+    if (e instanceof CliError) {
+      io.stderr.write(`cusim: ${e.message}${e.fix ? ` (${e.fix})` : ''}\n`);
+    } else if (err.code === 'ABORT_ERR') {
+      io.stderr.write('cusim: interrupted\n');
+      return 130;
+    } else if (err.code === 'CUSIM_INVALID_ARGUMENT') {
+      io.stderr.write(`cusim: ${err.message} (see cusim dedup --help)\n`);
+    } else if (err.code === 'CUSIM_CUDA_ERROR' || err.code === 'CUSIM_OUT_OF_MEMORY') {
+      io.stderr.write(`cusim: ${err.message.split('\n')[0]} (retry with --backend cpu)\n`);
+    } else if (err.code === 'CUSIM_ADDON_NOT_FOUND') {
+      io.stderr.write(`cusim: ${err.message.split('\n')[0]}\n`);
+    } else {
+      io.stderr.write(`cusim: ${String(err.message ?? e).split('\n')[0]} (rerun with --verbose for details)\n`);
+    }
+    if (verbose && err.stack) io.stderr.write(err.stack + '\n');
+    return e instanceof CliError ? e.exitCode : 1;
+  }
+}

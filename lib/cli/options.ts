@@ -1,0 +1,63 @@
+// Shared CLI plumbing: I/O handles (tests substitute them), option parsers
+// that fail with one-line messages, and the backend/GPU banner.
+import { InvalidArgumentError } from 'commander';
+import { devices } from '../backend.js';
+
+export interface Io {
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream;
+  readStdin: () => Promise<string>;
+  stdinIsTTY: boolean;
+  stdin: NodeJS.ReadableStream;
+}
+
+export const defaultIo: Io = {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  stdinIsTTY: !!process.stdin.isTTY,
+  stdin: process.stdin,
+  readStdin: async () => {
+    const chunks: Buffer[] = [];
+    for await (const c of process.stdin) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  },
+};
+
+/** A number strictly between lo and hi. */
+export function between(name: string, lo: number, hi: number) {
+  return (v: string): number => {
+    const x = Number(v);
+    if (v.trim() === '' || !Number.isFinite(x) || x <= lo || x >= hi) {
+      throw new InvalidArgumentError(`${name} must be a number in (${lo}, ${hi})`);
+    }
+    return x;
+  };
+}
+
+export function integer(name: string, lo: number, hi: number) {
+  return (v: string): number => {
+    const x = Number(v);
+    if (!/^\d+$/.test(v.trim()) || x < lo || x > hi) throw new InvalidArgumentError(`${name} must be an integer in [${lo}, ${hi}]`);
+    return x;
+  };
+}
+
+export function deviceList(v: string): 'all' | number[] {
+  if (v === 'all') return 'all';
+  const parts = v.split(',');
+  if (!parts.every((p) => /^\d+$/.test(p.trim()))) {
+    throw new InvalidArgumentError("devices must be 'all' or GPU indices like 0,1");
+  }
+  return parts.map((p) => Number(p));
+}
+
+export function backendLine(backend: string): string {
+  const d = devices();
+  if (backend === 'cuda') {
+    const names = d.gpus.map((g) => `${g.index}: ${g.name}`).join(', ');
+    return `cusim: backend cuda on ${names}`;
+  }
+  const why = d.compiledWithCuda ? d.reason ?? 'not requested' : 'addon built without CUDA';
+  return `cusim: backend cpu (GPU: ${why})`;
+}
+

@@ -1,0 +1,165 @@
+// The dedup report: groups with members and pair similarities, packages
+// sharing near-duplicate files, and the three renderings (table, JSON, CSV).
+// The JSON shape is the documented, versioned contract (schema
+// 'cusim.dedup/1'); add fields only, never rename or remove them.
+import path from 'node:path';
+import type { Skip } from './sources.js';
+import { packageLabel, packageOf } from './sources.js';
+
+export interface DedupResultLike {
+  group: Uint32Array;
+  count: number;
+  pairs: { left: Uint32Array; right: Uint32Array; similarity: Float32Array | Float64Array };
+}
+
+export interface ReportMember {
+  id: string;
+  /** Highest verified similarity between this member and another of its group. */
+  similarity: number;
+}
+
+export interface ReportGroup {
+  id: number;
+  size: number;
+  members: ReportMember[];
+  pairs: { left: string; right: string; similarity: number }[];
+}
+
+export interface ReportPackagePair {
+  left: string;
+  right: string;
+  leftName: string;
+  rightName: string;
+  /** Groups that hold a file of each package. */
+  sharedGroups: number;
+  leftFiles: number;
+  rightFiles: number;
+}
+
+export interface DedupReport {
+  schema: 'cusim.dedup/1';
+  backend: string;
+  gpus: string[];
+  options: { threshold: number; samples: number; seed: number; mode: string; weighting: string };
+  input: { source: string; documents: number; featurized: number; tooSmall: number; skipped: Skip[] };
+  groups: ReportGroup[];
+  packages: ReportPackagePair[];
+  elapsedMs: number;
+}
+
+const round = (x: number): number => Math.round(x * 1e6) / 1e6;
+
+/** Groups in a stable order: by their first member's position in the input. */
+export function buildGroups(ids: readonly string[], r: DedupResultLike): ReportGroup[] {
+  const NONE = 0xffffffff;
+  const members = new Map<number, number[]>();
+  for (let row = 0; row < r.group.length; row++) {
+    const g = r.group[row];
+    if (g === NONE) continue;
+    let m = members.get(g);
+    if (!m) members.set(g, (m = []));
+    m.push(row);
+  }
+  const best = new Float64Array(ids.length);
+  const pairsOf = new Map<number, { l: number; r: number; s: number }[]>();
+  for (let i = 0; i < r.pairs.left.length; i++) {
+    const l = r.pairs.left[i];
+    const rr = r.pairs.right[i];
+    const s = r.pairs.similarity[i];
+    const g = r.group[l];
+    if (g === NONE || g !== r.group[rr]) continue;
+    best[l] = Math.max(best[l], s);
+    best[rr] = Math.max(best[rr], s);
+    let p = pairsOf.get(g);
+    if (!p) pairsOf.set(g, (p = []));
+    p.push(l < rr ? { l, r: rr, s } : { l: rr, r: l, s });
+  }
+  const groups = [...members.entries()].filter(([, m]) => m.length > 1).sort((a, b) => a[1][0] - b[1][0]);
+  return groups.map(([g, rows], id) => ({
+    id,
+    size: rows.length,
+    members: rows.map((row) => ({ id: ids[row], similarity: round(best[row]) })),
+    pairs: (pairsOf.get(g) ?? [])
+      .sort((a, b) => a.l - b.l || a.r - b.r)
+      .map((p) => ({ left: ids[p.l], right: ids[p.r], similarity: round(p.s) })),
+  }));
+}
+
+/** Package pairs whose files fall into the same groups (node_modules scans). */
+export function buildPackagePairs(groups: ReportGroup[], files: readonly string[], root: string): ReportPackagePair[] {
+  const abs = (id: string): string => path.resolve(id);
+  const fileCount = new Map<string, number>();
+  for (const f of files) {
+    const p = packageOf(abs(f));
+    if (p) fileCount.set(p, (fileCount.get(p) ?? 0) + 1);
+  }
+  const shared = new Map<string, number>();
+  for (const g of groups) {
+    const pk = [...new Set(g.members.map((m) => packageOf(abs(m.id))).filter((p): p is string => !!p))].sort();
+    for (let i = 0; i < pk.length; i++) {
+      for (let j = i + 1; j < pk.length; j++) {
+        const key = `${pk[i]}\n${pk[j]}`;
+        shared.set(key, (shared.get(key) ?? 0) + 1);
+      }
+    }
+  }
+  const rel = (p: string): string => path.relative(root, p) || '.';
+  return [...shared.entries()]
+    .map(([key, n]) => {
+      const [l, r] = key.split('\n');
+      return {
+        left: rel(l),
+        right: rel(r),
+        leftName: packageLabel(l),
+        rightName: packageLabel(r),
+        sharedGroups: n,
+        leftFiles: fileCount.get(l) ?? 0,
+        rightFiles: fileCount.get(r) ?? 0,
+      };
+    })
+    .sort(
+      (a, b) =>
+        b.sharedGroups / Math.min(b.leftFiles, b.rightFiles) - a.sharedGroups / Math.min(a.leftFiles, a.rightFiles) ||
+        b.sharedGroups - a.sharedGroups ||
+        (a.left < b.left ? -1 : 1),
+    );
+}
+
+const csvField = (s: string | number): string => {
+  const t = String(s);
+  return /[",\n\r]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+};
+
+/** One row per group member: group,size,id,similarity. */
+export function renderCsv(r: DedupReport): string {
+  const out = ['group,size,id,similarity'];
+  for (const g of r.groups) for (const m of g.members) out.push([g.id, g.size, m.id, m.similarity].map(csvField).join(','));
+  return out.join('\n') + '\n';
+}
+
+export function renderTable(r: DedupReport, limit: number): string {
+  const lines: string[] = [];
+  const shown = r.groups.slice(0, limit);
+  for (const g of shown) {
+    const min = g.pairs.length ? Math.min(...g.pairs.map((p) => p.similarity)) : 0;
+    lines.push(`group ${g.id + 1}: ${g.size} near-duplicates (similarity ≥ ${min.toFixed(3)})`);
+    for (const m of g.members) lines.push(`  ${m.similarity.toFixed(3)}  ${m.id}`);
+  }
+  if (r.groups.length > shown.length) {
+    lines.push(`… ${r.groups.length - shown.length} more groups (use --limit 0 for all, or --json)`);
+  }
+  if (r.packages.length) {
+    lines.push('', 'packages sharing near-duplicate files (shared groups / files):');
+    for (const p of r.packages.slice(0, limit)) {
+      lines.push(`  ${p.sharedGroups} / ${p.leftFiles}, ${p.rightFiles}  ${p.leftName} (${p.left})  ~  ${p.rightName} (${p.right})`);
+    }
+    if (r.packages.length > limit) lines.push(`  … ${r.packages.length - limit} more package pairs`);
+  }
+  const dups = r.groups.reduce((s, g) => s + g.size, 0);
+  lines.push(
+    '',
+    `${r.input.featurized} documents, ${r.groups.length} groups holding ${dups} near-duplicates ` +
+      `(threshold ${r.options.threshold}, ${r.options.samples} samples, mode ${r.options.mode}) in ${(r.elapsedMs / 1000).toFixed(2)} s`,
+  );
+  return lines.join('\n') + '\n';
+}
