@@ -38,14 +38,17 @@ for (const e of engines) {
 
 const host = hostInfo();
 const dev = cusim.devices();
-const shared = path.resolve(root, '..', 'shared', 'data');
+// Real data: ../shared/data beside a checkout, or a folder named by
+// CUSIM_BENCH_DATA (hosts where ../shared is absent get a copy carried in).
+const dataCandidates = [process.env.CUSIM_BENCH_DATA, path.resolve(root, '..', 'shared', 'data'), path.join(root, '.bench-data')];
+const shared = dataCandidates.find((d) => d && existsSync(d));
 const ctx = {
   cusim,
   quick: values.quick,
   host,
   devices: dev,
   backends: dev.cuda ? ['cpu', 'cuda'] : ['cpu'],
-  dataDir: existsSync(shared) ? shared : undefined,
+  dataDir: shared,
   peersDir: path.join(here, 'peers'),
   time,
   runPeer,
