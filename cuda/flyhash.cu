@@ -105,7 +105,7 @@ __device__ __forceinline__ TopBin FindTopBin(const uint32_t* hist, uint32_t kk) 
 __device__ void SelectWrite(const uint32_t* keys, uint32_t m, uint32_t k, bool indices, uint32_t* __restrict__ out,
                             Scratch& sc) {
   const unsigned tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, B = blockDim.x, nw = B >> 5;
-  uint32_t prefix = 0, kk = k, eqCount = 0;
+  uint32_t prefix = 0, kk = k, eqCount = 0, mask = 0;
   for (int pass = 0; pass < 4; ++pass) {
     const int shift = 24 - 8 * pass;
     const uint32_t hiMask = pass == 0 ? 0u : (kFull << (shift + 8));
@@ -133,17 +133,21 @@ __device__ void SelectWrite(const uint32_t* keys, uint32_t m, uint32_t k, bool i
     prefix |= dg << shift;
     kk -= sc.above;
     eqCount = sc.hist[dg];
+    mask = kFull << shift;
     __syncthreads();
+    // Every key with this prefix is a winner: later digits cannot matter.
+    if (eqCount == kk) break;
   }
-  // prefix is the k-th largest key v; k - kk keys exceed it and the kk
-  // lowest-index keys equal to it complete the winners.
+  // The k-th largest key has top bits (mask) v; k - kk keys have higher top
+  // bits and the kk lowest-index keys with top bits v complete the winners
+  // (all of them when the loop stopped early). mask is full after 4 passes.
   const uint32_t v = prefix;
   const bool allEqual = kk == eqCount;
   uint32_t eqBase = 0, winBase = 0;
   for (uint32_t base = 0; base < m; base += B) {
     const uint32_t j = base + tid;
     const bool valid = j < m;
-    const uint32_t key = valid ? keys[j] : 0u;
+    const uint32_t key = (valid ? keys[j] : 0u) & mask;
     const bool eq = valid && key == v;
     bool win = valid && key > v;
     if (allEqual) {
@@ -213,7 +217,10 @@ __device__ __forceinline__ void Activate(const float* xs, const Idx* __restrict_
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   const Idx* col = projT + j;
-  for (uint32_t t = 0; t < s; ++t, col += m) Add(acc, xv[*col]);
+  // Unrolled so 8 index loads (from L2 or HBM: CIFAR's table is 30 MB) are in
+  // flight at once instead of one load's latency per add.
+#pragma unroll 8
+  for (uint32_t t = 0; t < s; ++t) Add(acc, xv[col[uint64_t(t) * m]]);
 }
 
 __host__ __device__ inline uint64_t Align16(uint64_t b) { return (b + 15) & ~uint64_t(15); }
@@ -298,6 +305,9 @@ __device__ void LoadTile(const float* __restrict__ x, uint64_t rows, uint32_t d,
 // xs + lane. Inputs are added in ascending order from 0, as on the CPU.
 __device__ __forceinline__ float TileAct(const float* xl, const uint4* __restrict__ pj, uint32_t full, uint32_t rem) {
   float a = 0.0f;
+  // Unrolled so the index loads (L2 latency: the table outgrows L1) are all
+  // in flight before the first gather.
+#pragma unroll 4
   for (uint32_t p = 0; p < full; ++p) {
     const uint4 q = pj[p];
     a += xl[(q.x & 0xffffu) << 5];
