@@ -650,7 +650,9 @@ std::string VariantKnob() {
 }
 
 constexpr uint64_t kStagingBytes = uint64_t(64) << 20;  // input bytes per batch
-constexpr uint64_t kListBytes = uint64_t(256) << 20;    // TileLarge list bytes per batch
+// TileLarge window lists per batch: at m = 131072 a row lists ~14k keys, and a
+// batch must still hold a wave of 32-row tiles (132 x 32 rows x 220 KB).
+constexpr uint64_t kListBytes = uint64_t(1) << 30;
 
 // Shared memory of the tile kernels (0 when they cannot run: 16-bit indices).
 size_t TileSmallSmem(const Params& p) {
