@@ -744,7 +744,11 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
     const double span = double(pl.loRank ? pl.loRank : pl.S) - double(pl.hiRank);
     const double expected = double(p.m) * span / pl.S;
     pl.cap = uint32_t(std::min<double>(p.m, 2.0 * expected + 256.0));
-    batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, kListBytes / (uint64_t(pl.cap) * 8) / kTile * kTile));
+    // Two slots of lists: at most a quarter of what is free (smaller GPUs).
+    size_t freeB = 0, totalB = 0;
+    CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    const uint64_t listBytes = std::min<uint64_t>(kListBytes, freeB / 8);
+    batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, listBytes / (uint64_t(pl.cap) * 8) / kTile * kTile));
   } else {
     pl = LegacyPlan<Idx>(p, limit, sms, o);
     pl.batch = std::min<uint64_t>(pl.batch, rows);
