@@ -289,22 +289,25 @@ constexpr uint32_t kTile = 32;       // rows per block: one per lane
 constexpr uint32_t kKeyStride = 33;  // keys[j][33]: lane-per-row writes and warp-per-row reads both conflict-free
 constexpr uint32_t kEqCap = 256;     // tied keys a TileLarge row can rank in its warp's 256-word scratch
 
-// Rows [r0, r0 + 32) as xs[i][32] (xs[i * 32 + r]); zeros past the last row.
-// Lanes take rows so the transposing stores are conflict-free; the strided
-// global reads hit the same sectors for 8 consecutive i and stay in L1.
-__device__ void LoadTile(const float* __restrict__ x, uint64_t rows, uint32_t d, uint64_t r0, float* xs) {
-  const uint32_t total = d * kTile;
+// Columns [c0, c0 + len) of rows [r0, r0 + 32) as xs[i][32] (xs[i * 32 + r]);
+// zeros past the last row. Lanes take rows so the transposing stores are
+// conflict-free; the strided global reads hit the same sectors for 8
+// consecutive i and stay in L1.
+__device__ void LoadTile(const float* __restrict__ x, uint64_t rows, uint32_t d, uint64_t r0, uint32_t c0, uint32_t len,
+                         float* xs) {
+  const uint32_t total = len * kTile;
   for (uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
     const uint32_t r = e & 31, i = e >> 5;
-    xs[e] = r0 + r < rows ? x[(r0 + r) * d + i] : 0.0f;
+    xs[e] = r0 + r < rows ? x[(r0 + r) * d + c0 + i] : 0.0f;
   }
 }
 
 // Activation of output j for this lane's row. packed is [m][sPad] 16-bit
 // indices (8 per uint4), warp-uniform, so each load is one broadcast; xl is
-// xs + lane. Inputs are added in ascending order from 0, as on the CPU.
-__device__ __forceinline__ float TileAct(const float* xl, const uint4* __restrict__ pj, uint32_t full, uint32_t rem) {
-  float a = 0.0f;
+// xs + lane. Inputs are added in ascending order to a (0, or the sum over
+// earlier column chunks), as on the CPU.
+__device__ __forceinline__ float TileAct(const float* xl, const uint4* __restrict__ pj, uint32_t full, uint32_t rem,
+                                         float a) {
   // Unrolled so the index loads (L2 latency: the table outgrows L1) are all
   // in flight before the first gather.
 #pragma unroll 4
@@ -335,11 +338,11 @@ __device__ void TileKeys(const float* __restrict__ x, uint64_t rows, uint32_t d,
                          const uint4* __restrict__ packed, uint32_t packs, uint32_t full, uint32_t rem, uint32_t count,
                          float* xs, uint32_t* keys) {
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  LoadTile(x, rows, d, r0, xs);
+  LoadTile(x, rows, d, r0, 0, d, xs);
   __syncthreads();
   const float* xl = xs + lane;
   for (uint32_t j = warp; j < count; j += 32)
-    keys[uint64_t(j) * kKeyStride + lane] = DeviceKey(TileAct(xl, packed + uint64_t(j) * packs, full, rem));
+    keys[uint64_t(j) * kKeyStride + lane] = DeviceKey(TileAct(xl, packed + uint64_t(j) * packs, full, rem, 0.0f));
   __syncthreads();
 }
 
@@ -447,6 +450,21 @@ __global__ void __launch_bounds__(1024, 1)
   WarpWrite(keys + warp, kKeyStride, m, s, indices, out + row * outStride);
 }
 
+// Inputs wider than shared memory: the columns go in `count` chunks of `len`
+// (the last one shorter). Output j's indices are sorted, so its inputs in
+// chunk c are contiguous: chunk c has its own table ([m][packs[c]] uint4 at
+// off[c], indices relative to the chunk) and cnt[c * m + j] counts them.
+// Partial sums wait in part ([j][32] floats per tile, coalesced) between
+// chunks. count = 1: one table, no cnt, no part.
+constexpr uint32_t kMaxChunks = 8;
+struct Chunks {
+  uint32_t count = 1, len = 0;
+  uint32_t packs[kMaxChunks] = {};
+  uint64_t off[kMaxChunks] = {};
+  const uint16_t* cnt = nullptr;
+  float* part = nullptr;
+};
+
 // m too large for TileSmall. 1) Outputs [0, S) of the 32 rows (a random
 // sample of outputs: the projection is random) give each row a key window
 // [lo, hi] that holds its k-th largest with high probability. 2) One pass over
@@ -457,19 +475,45 @@ __global__ void __launch_bounds__(1024, 1)
 // list overflows, is flagged in fail[] for FallbackKernel.
 __global__ void __launch_bounds__(1024, 1)
     TileLargeKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint4* __restrict__ packed,
-                    uint32_t packs, uint32_t full, uint32_t rem, uint32_t m, uint32_t k, uint32_t S, uint32_t hiRank,
+                    uint32_t full, uint32_t rem, uint32_t m, uint32_t k, uint32_t S, uint32_t hiRank,
                     uint32_t loRank, uint32_t cap, bool forceFail, uint32_t* bits, uint32_t* listKey,
-                    uint32_t* listJ, uint32_t* __restrict__ fail) {
+                    uint32_t* listJ, uint32_t* __restrict__ fail, const Chunks ch) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ uint32_t rLo[kTile], rHi[kTile], rOver[kTile], rCount[kTile];
-  float* xs = reinterpret_cast<float*>(smem);
-  uint32_t* sk = reinterpret_cast<uint32_t*>(smem + Align16(uint64_t(d) * kTile * 4));
+  float* xs = reinterpret_cast<float*>(smem);  // one column chunk of the tile
+  uint32_t* sk = reinterpret_cast<uint32_t*>(smem + Align16(uint64_t(ch.len) * kTile * 4));
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint32_t* wh = sk + uint64_t(S) * kKeyStride + warp * 256;
   const uint64_t r0 = uint64_t(blockIdx.x) * kTile;
   const uint64_t words = (uint64_t(m) + 31) / 32;
-  TileKeys(x, rows, d, r0, packed, packs, full, rem, S, xs, sk);
   const float* xl = xs + lane;
+  float* part = ch.part + uint64_t(blockIdx.x) * m * kTile;
+  for (uint32_t c = 0; c + 1 < ch.count; ++c) {
+    LoadTile(x, rows, d, r0, c * ch.len, ch.len, xs);
+    __syncthreads();
+    const uint4* tab = packed + ch.off[c];
+    const uint16_t* cn = ch.cnt + uint64_t(c) * m;
+    for (uint32_t j = warp; j < m; j += 32) {
+      const uint32_t n = cn[j];
+      float* pa = part + uint64_t(j) * kTile + lane;
+      *pa = TileAct(xl, tab + uint64_t(j) * ch.packs[c], n >> 3, n & 7, c == 0 ? 0.0f : *pa);
+    }
+    __syncthreads();  // xs is reloaded; part is read by other warps below
+  }
+  const uint32_t last = ch.count - 1;
+  const uint4* tab = packed + ch.off[last];
+  const uint32_t lastPacks = ch.packs[last];
+  // Key of output j for this lane's row: the last chunk's inputs added to the
+  // earlier chunks' sum.
+  auto key = [&](uint32_t j) -> uint32_t {
+    if (last == 0) return DeviceKey(TileAct(xl, tab + uint64_t(j) * lastPacks, full, rem, 0.0f));
+    const uint32_t n = ch.cnt[uint64_t(last) * m + j];
+    return DeviceKey(TileAct(xl, tab + uint64_t(j) * lastPacks, n >> 3, n & 7, part[uint64_t(j) * kTile + lane]));
+  };
+  LoadTile(x, rows, d, r0, last * ch.len, d - last * ch.len, xs);
+  __syncthreads();
+  for (uint32_t j = warp; j < S; j += 32) sk[uint64_t(j) * kKeyStride + lane] = key(j);
+  __syncthreads();
   {
     uint32_t hiKey = kFull, loKey = 0;
     if (hiRank) {
@@ -496,14 +540,14 @@ __global__ void __launch_bounds__(1024, 1)
       uint32_t word = 0;
       const uint32_t j0 = w * 32, j1 = min(m, j0 + 32);
       for (uint32_t j = j0; j < j1; ++j) {
-        const uint32_t key = DeviceKey(TileAct(xl, packed + uint64_t(j) * packs, full, rem));
-        if (key > hi) {
+        const uint32_t kj = key(j);
+        if (kj > hi) {
           word |= 1u << (j & 31);
           ++over;
-        } else if (key >= lo && live) {
+        } else if (kj >= lo && live) {
           const uint32_t pos = atomicAdd(&rCount[lane], 1u);
           if (pos < cap) {
-            myKey[pos] = key;
+            myKey[pos] = kj;
             myJ[pos] = j;
           }
         }
@@ -624,6 +668,8 @@ struct Plan {
   uint64_t batch = 1;  // rows per batch
   // TileLarge: sample size, window ranks in the sample (0: unbounded), list capacity per row.
   uint32_t S = 0, hiRank = 0, loRank = 0, cap = 0;
+  // TileLarge: column chunks (1: the whole row fits) and columns per chunk.
+  uint32_t chunks = 1, chunkLen = 0;
 };
 
 template <typename Idx>
@@ -653,13 +699,32 @@ constexpr uint64_t kStagingBytes = uint64_t(64) << 20;  // input bytes per batch
 // TileLarge window lists per batch: at m = 131072 a row lists ~14k keys, and a
 // batch must still hold a wave of 32-row tiles (132 x 32 rows x 220 KB).
 constexpr uint64_t kListBytes = uint64_t(1) << 30;
+// Chunked TileLarge partial sums per batch (CIFAR: a wave of 4224 rows is 1.7 GB).
+constexpr uint64_t kPartBytes = uint64_t(2) << 30;
 
 // Shared memory of the tile kernels (0 when they cannot run: 16-bit indices).
 size_t TileSmallSmem(const Params& p) {
   return Align16(uint64_t(p.d) * kTile * 4) + uint64_t(p.m) * kKeyStride * 4 + 32 * 256 * 4;
 }
-size_t TileLargeSmem(const Params& p, uint32_t S) {
-  return Align16(uint64_t(p.d) * kTile * 4) + uint64_t(S) * kKeyStride * 4 + 32 * 256 * 4;
+size_t TileLargeSmem(uint32_t len, uint32_t S) {
+  return Align16(uint64_t(len) * kTile * 4) + uint64_t(S) * kKeyStride * 4 + 32 * 256 * 4;
+}
+
+// TileLarge's column chunks: the whole row when its tile fits beside a sample
+// of 64 outputs, else the fewest chunks (<= kMaxChunks) that leave room for a
+// sample of 256. Returns columns per chunk (0: no fit) and sets *count.
+uint32_t ChunkLen(const Params& p, size_t limit, uint32_t* count) {
+  *count = 1;
+  if (TileLargeSmem(p.d, std::min<uint32_t>(p.m, 64)) <= limit) return p.d;
+  const size_t fixed = TileLargeSmem(0, std::min<uint32_t>(p.m, 256));
+  if (fixed >= limit) return 0;
+  const uint64_t maxLen = (limit - fixed) / (kTile * 4);
+  if (maxLen == 0) return 0;
+  const uint64_t c = (p.d + maxLen - 1) / maxLen;
+  if (c > kMaxChunks) return 0;
+  const uint32_t len = uint32_t((p.d + c - 1) / c);
+  *count = (p.d + len - 1) / len;  // so the last chunk is not empty
+  return len;
 }
 
 template <typename Idx>
@@ -727,13 +792,14 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
   if (tileOk && enoughRows && knob != "tile-large" && TileSmallSmem(p) <= limit) {
     pl.kind = Kind::TileSmall;
     pl.smem = TileSmallSmem(p);
-  } else if (tileOk && enoughRows && TileLargeSmem(p, std::min<uint32_t>(p.m, 64)) <= limit) {
+  } else if (tileOk && enoughRows && ChunkLen(p, limit, &pl.chunks) > 0) {
     pl.kind = Kind::TileLarge;
+    pl.chunkLen = ChunkLen(p, limit, &pl.chunks);
     // The largest sample that fits (capped at 1024): the window around the
     // sample's quantile narrows as 1/sqrt(S).
-    const uint64_t room = (limit - TileLargeSmem(p, 0)) / (kKeyStride * 4);
+    const uint64_t room = (limit - TileLargeSmem(pl.chunkLen, 0)) / (kKeyStride * 4);
     pl.S = uint32_t(std::min<uint64_t>({uint64_t(p.m), room, 1024}));
-    pl.smem = TileLargeSmem(p, pl.S);
+    pl.smem = TileLargeSmem(pl.chunkLen, pl.S);
     // Rank of the k-th largest output within the sample ~ Binomial(S, k/m):
     // bracket it by 5 standard deviations (+2), so a row misses (and goes to
     // the exact fallback) with probability ~1e-6.
@@ -748,7 +814,14 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
     size_t freeB = 0, totalB = 0;
     CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
     const uint64_t listBytes = std::min<uint64_t>(kListBytes, freeB / 8);
+    // A batch of at least a wave of tiles (wide rows: the 64 MB staging holds fewer).
+    batch = std::max<uint64_t>(batch, uint64_t(sms) * kTile);
     batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, listBytes / (uint64_t(pl.cap) * 8) / kTile * kTile));
+    if (pl.chunks > 1) {
+      // Partial sums: m floats per row between chunks.
+      const uint64_t partBytes = std::min<uint64_t>(kPartBytes, freeB / 8);
+      batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, partBytes / (uint64_t(p.m) * 4) / kTile * kTile));
+    }
   } else {
     pl = LegacyPlan<Idx>(p, limit, sms, o);
     pl.batch = std::min<uint64_t>(pl.batch, rows);
@@ -770,7 +843,9 @@ struct FlyState : GpuState {
   gpu::DeviceBuffer<uint16_t> proj16;  // [s][m], legacy kernels
   gpu::DeviceBuffer<uint32_t> proj32;
   gpu::DeviceBuffer<uint16_t> packed;  // [m][sPad], tile kernels
-  gpu::DeviceBuffer<float> dX[2];
+  gpu::DeviceBuffer<uint16_t> chunkTab, chunkCnt;  // chunked TileLarge (see Chunks)
+  Chunks chunkInfo;
+  gpu::DeviceBuffer<float> dX[2], dPart[2];
   gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2], dBits[2], dListK[2], dListJ[2], dFail[2], dScratch[2];
   gpu::PinnedBuffer<float> hX[2];
   gpu::PinnedBuffer<uint32_t> hOut[2];
@@ -779,8 +854,11 @@ struct FlyState : GpuState {
     proj16.release();
     proj32.release();
     packed.release();
+    chunkTab.release();
+    chunkCnt.release();
     for (int i = 0; i < 2; ++i) {
       dX[i].release();
+      dPart[i].release();
       dOut[i].release();
       dKeys[i].release();
       dBits[i].release();
@@ -840,6 +918,41 @@ const uint16_t* UploadPacked(const Params& p, const uint32_t* proj, gpu::DeviceB
   return buf.data();
 }
 
+// Per-chunk tables for TileLarge on wide rows (layout: see Chunks). Cached
+// in the state for one (count, len).
+Chunks UploadChunks(const Params& p, const uint32_t* proj, uint32_t count, uint32_t len, FlyState& st) {
+  if (st.chunkTab.data() && st.chunkInfo.count == count && st.chunkInfo.len == len) return st.chunkInfo;
+  Chunks ch;
+  ch.count = count;
+  ch.len = len;
+  std::vector<uint16_t> cnt(uint64_t(count) * p.m, 0);
+  for (uint64_t j = 0; j < p.m; ++j)
+    for (uint64_t t = 0; t < p.s; ++t) ++cnt[uint64_t(proj[j * p.s + t] / len) * p.m + j];
+  uint64_t total = 0;  // uint4 units
+  for (uint32_t c = 0; c < count; ++c) {
+    uint32_t most = 0;
+    for (uint64_t j = 0; j < p.m; ++j) most = std::max<uint32_t>(most, cnt[uint64_t(c) * p.m + j]);
+    ch.packs[c] = (most + 7) / 8;
+    ch.off[c] = total;
+    total += uint64_t(p.m) * ch.packs[c];
+  }
+  std::vector<uint16_t> tab(total * 8, 0);
+  for (uint64_t j = 0; j < p.m; ++j) {
+    uint32_t pos[kMaxChunks] = {};
+    for (uint64_t t = 0; t < p.s; ++t) {  // ascending, so each chunk's part stays ascending
+      const uint32_t i = proj[j * p.s + t], c = i / len;
+      tab[(ch.off[c] + j * ch.packs[c]) * 8 + pos[c]++] = uint16_t(i - c * len);
+    }
+  }
+  st.chunkTab.reset(tab.size(), "FlyHash chunked projection");
+  CUSIM_CUDA_CHECK(cudaMemcpy(st.chunkTab.data(), tab.data(), tab.size() * 2, cudaMemcpyHostToDevice));
+  st.chunkCnt.reset(cnt.size(), "FlyHash chunk counts");
+  CUSIM_CUDA_CHECK(cudaMemcpy(st.chunkCnt.data(), cnt.data(), cnt.size() * 2, cudaMemcpyHostToDevice));
+  ch.cnt = st.chunkCnt.data();
+  st.chunkInfo = ch;
+  return ch;
+}
+
 template <typename Idx>
 gpu::DeviceBuffer<Idx>& LegacyBuffer(FlyState& st);
 template <>
@@ -864,6 +977,15 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
   const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;
   const uint32_t sPad = PackedStride(p), packs = sPad / 8, full = p.s / 8, rem = p.s % 8;
   const bool forceFail = ForceFallback();
+  Chunks chunks;  // TileLarge's tables: the flat one, or per column chunk
+  const uint4* tables = reinterpret_cast<const uint4*>(dPacked);
+  if (pl.kind == Kind::TileLarge && pl.chunks > 1) {
+    chunks = UploadChunks(p, proj, pl.chunks, pl.chunkLen, st);
+    tables = reinterpret_cast<const uint4*>(st.chunkTab.data());
+  } else {
+    chunks.len = p.d;
+    chunks.packs[0] = packs;
+  }
   gpu::Stream streams[2];
   for (int i = 0; i < 2; ++i) {
     st.dX[i].reserve(pl.batch * p.d, "FlyHash input batch");
@@ -875,6 +997,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
       st.dListJ[i].reserve(pl.batch * pl.cap, "FlyHash window indices");
       st.dFail[i].reserve(pl.batch, "FlyHash row flags");
       st.dScratch[i].reserve(uint64_t(pl.grid) * p.m, "FlyHash fallback keys");
+      if (pl.chunks > 1) st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
     }
     st.hX[i].reserve(pl.batch * p.d, "FlyHash pinned input");
     st.hOut[i].reserve(pl.batch * stride, "FlyHash pinned output");
@@ -927,9 +1050,11 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     } else if (pl.kind == Kind::TileLarge) {
       uint32_t* bits = indices ? st.dBits[slot].data() : dOut;
       uint32_t* fail = st.dFail[slot].data();
-      TileLargeKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, packed4, packs, full, rem, p.m, p.k, pl.S, pl.hiRank,
+      Chunks ch = chunks;
+      ch.part = st.dPart[slot].data();
+      TileLargeKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, tables, full, rem, p.m, p.k, pl.S, pl.hiRank,
                                                      pl.loRank, pl.cap, forceFail, bits, st.dListK[slot].data(),
-                                                     st.dListJ[slot].data(), fail);
+                                                     st.dListJ[slot].data(), fail, ch);
       CUSIM_LAUNCH_CHECK();
       if (indices) {
         BitsToIndicesKernel<<<gpu::GridFor(n * 32, 256, 65535), 256, 0, sm>>>(bits, words, fail, n, p.k, dOut);

@@ -495,6 +495,20 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
     });
   }, 300_000);
 
+  it('tile-large on rows wider than shared memory (column chunks with partial sums): CIFAR-like, d = 1500, ties, k = 1', async () => {
+    // d = 3072: three chunks of 1024 columns; chosen automatically with a wave of rows.
+    await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, randomDense(rng(51), 4300, 3072), 'tile-large');
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, async () => {
+      await expectSame({ d: 3072, m: 2000, s: 154, k: 100 }, randomDense(rng(52), 40, 3072), 'tile-large');
+      await expectSame({ d: 1500, m: 3001, s: 60, k: 1 }, randomDense(rng(53), 33, 1500, true), 'tile-large');
+      await expectSame({ d: 1500, m: 3001, s: 1500, k: 3001 }, randomDense(rng(54), 2, 1500), 'tile-large');
+      await expectSame({ d: 2900, m: 777, s: 5, k: 40 }, randomDense(rng(55), 70, 2900), 'tile-large');
+    });
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large', CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+      await expectSame({ d: 3072, m: 500, s: 154, k: 25 }, randomDense(rng(56), 35, 3072), 'tile-large');
+    });
+  }, 300_000);
+
   it('tile-large fallback (every row forced through the exact per-row path)', async () => {
     await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large', CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
       await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(46), 35, 784), 'tile-large');
