@@ -39,7 +39,13 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     const row = { shape: sh.name, n: sh.n, d: sh.d, m: sh.m, s: sh.s, k: sh.k };
     try {
       if (hasGpu) {
-        const t = await time(async () => ({ deviceMs: (await fly.hash(X, { backend: 'cuda' })).kernelMs }), { warmup: 1, repeats });
+        let kernel = '';
+        const t = await time(async () => {
+          const r = await fly.hash(X, { backend: 'cuda' });
+          kernel = r.kernel;
+          return { deviceMs: r.kernelMs };
+        }, { warmup: 1, repeats });
+        row['GPU kernel'] = kernel;
         row['GPU kernel ms'] = t.deviceMs.median;
         row['GPU wall ms'] = t.wallMs.median;
         row['GPU vectors/s (kernel)'] = sh.n / (t.deviceMs.median / 1e3);
@@ -88,19 +94,52 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     sweep.push(await measure(sh, X));
   }
 
-  // GPU tuning: rows per block of the fused kernel (shared memory permitting).
+  // GPU variants: every kernel family on every paper shape (a forced tile
+  // variant that does not fit runs the legacy kernels; the kernel column says
+  // what ran), and the legacy fused kernel's rows per block. Bits and indices.
   const tuning = [];
   if (hasGpu && !quick) {
-    for (const sh of shapes.filter((x) => x.m * 4 < 200_000)) {
+    const variants = [
+      { knob: 'auto' },
+      { knob: 'tile-small' },
+      { knob: 'tile-large' },
+      { knob: 'legacy', maxR: 1 },
+      { knob: 'legacy', maxR: 2 },
+      { knob: 'legacy', maxR: 4 },
+    ];
+    for (const sh of shapes) {
       const X = { data: uniform(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
       const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
       try {
-        for (const maxR of [1, 2, 4]) {
-          process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK = String(maxR);
-          const t = await time(async () => ({ deviceMs: (await fly.hash(X, { backend: 'cuda' })).kernelMs }), { warmup: 1, repeats: 3 });
-          tuning.push({ shape: sh.name, 'max rows per block': maxR, 'GPU kernel ms': t.deviceMs.median, 'GPU vectors/s (kernel)': sh.n / (t.deviceMs.median / 1e3) });
+        for (const v of variants) {
+          if (v.knob === 'auto') delete process.env.CUSIM_FLYHASH_VARIANT;
+          else process.env.CUSIM_FLYHASH_VARIANT = v.knob;
+          if (v.maxR) process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK = String(v.maxR);
+          else delete process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK;
+          for (const output of ['bits', 'indices']) {
+            log(`flyhash variant ${v.knob}${v.maxR ? ` R<=${v.maxR}` : ''} ${output} ${sh.name}`);
+            let kernel = '';
+            let transfer = 0;
+            const t = await time(async () => {
+              const r = await fly.hash(X, { backend: 'cuda', output });
+              kernel = r.kernel;
+              transfer = r.transferMs;
+              return { deviceMs: r.kernelMs };
+            }, { warmup: 1, repeats: 3 });
+            tuning.push({
+              shape: sh.name,
+              variant: v.knob + (v.maxR ? ` (R <= ${v.maxR})` : ''),
+              output,
+              'kernel that ran': kernel,
+              'GPU kernel ms': t.deviceMs.median,
+              'GPU wall ms': t.wallMs.median,
+              'transfer ms (events)': transfer,
+              'GPU vectors/s (kernel)': sh.n / (t.deviceMs.median / 1e3),
+            });
+          }
         }
       } finally {
+        delete process.env.CUSIM_FLYHASH_VARIANT;
         delete process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK;
         fly.dispose();
       }
@@ -108,7 +147,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
   }
 
   const cols = ['shape', 'n', 'd', 'm', 's', 'k'];
-  const gpuCols = hasGpu ? ['GPU kernel ms', 'GPU wall ms', 'GPU vectors/s (kernel)', 'GPU vectors/s (wall)'] : [];
+  const gpuCols = hasGpu ? ['GPU kernel', 'GPU kernel ms', 'GPU wall ms', 'GPU vectors/s (kernel)', 'GPU vectors/s (wall)'] : [];
   const cpuCols = ['CPU rows timed', 'CPU vectors/s'];
   return {
     sections: [
@@ -139,10 +178,14 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
       ...(tuning.length
         ? [
             {
-              title: 'GPU tuning: rows per block of the fused kernel',
-              columns: ['shape', 'max rows per block', 'GPU kernel ms', 'GPU vectors/s (kernel)'],
+              title: 'GPU variants: kernel families and legacy rows per block',
+              columns: ['shape', 'variant', 'output', 'kernel that ran', 'GPU kernel ms', 'GPU wall ms', 'transfer ms (events)', 'GPU vectors/s (kernel)'],
               rows: tuning,
-              notes: ['CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R; shared memory may force a smaller R (FashionMNIST fits R <= 2).'],
+              notes: [
+                'CUSIM_FLYHASH_VARIANT forces a family (auto, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels.',
+                'CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
+                'docs/flyhash-perf.md has the predictions these numbers test.',
+              ],
             },
           ]
         : []),

@@ -1,4 +1,17 @@
-// FlyHash on one GPU. Fused path: a block takes R rows, keeps them in shared
+// FlyHash on one GPU. Three families of kernels (docs/flyhash-perf.md says
+// why, with the arithmetic):
+//  - tile kernels (d < 65536 and a 32-row tile of X fits in shared memory): a
+//    block takes 32 rows, lane r of every warp computes row r, so each index
+//    load serves 32 rows and the gathers xs[i][lane] never conflict.
+//    TileSmall keeps all 32*m keys in shared memory and selects one row per
+//    warp. TileLarge (m too large for that) computes a sample of outputs
+//    first, brackets each row's k-th largest, then makes one pass that writes
+//    the sure winners' bits and lists the bracketed keys in device memory;
+//    a warp per row then selects exactly among the listed keys. Rows whose
+//    bracket misses are flagged and redone exactly by FallbackKernel.
+//  - legacy fused path (below), and
+//  - legacy two-pass path, for wide inputs or few rows.
+// Legacy fused path: a block takes R rows, keeps them in shared
 // memory (interleaved so one vector load fetches all R values of an input),
 // computes the R*m activations into shared memory as order-preserving keys,
 // selects the exact k-th largest by a 4-pass radix select (8 bits a pass,
@@ -9,8 +22,10 @@
 // there with the same routine. Batches alternate between two streams with
 // pinned staging, so copies of one batch overlap the kernels of the other.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "../native/flyhash.h"
@@ -42,13 +57,55 @@ __device__ __forceinline__ uint32_t LanesBelow() {
   return lt;
 }
 
+__device__ __forceinline__ uint32_t WarpInclusiveSum(uint32_t v) {
+  const unsigned lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t n = __shfl_up_sync(kFull, v, o);
+    if (lane >= unsigned(o)) v += n;
+  }
+  return v;
+}
+
+// One full warp over 256 bin counts, from the top bin down: the bin where the
+// running count reaches kk (1 <= kk <= total). mine is set on the one lane that
+// found it; above counts the keys in higher bins, cnt those in the bin.
+struct TopBin {
+  bool mine;
+  uint32_t digit, above, cnt;
+};
+__device__ __forceinline__ TopBin FindTopBin(const uint32_t* hist, uint32_t kk) {
+  const unsigned lane = threadIdx.x & 31;
+  // Lane l covers bins 255-8l down to 248-8l.
+  uint32_t c[8], sum = 0;
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    c[q] = hist[255 - (lane * 8 + q)];
+    sum += c[q];
+  }
+  const uint32_t incl = WarpInclusiveSum(sum), excl = incl - sum;
+  TopBin b{excl < kk && kk <= incl, 0, excl, 0};
+  if (b.mine) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      if (b.cnt == 0 && b.above + c[q] >= kk) {
+        b.digit = 255 - (lane * 8 + q);
+        b.cnt = c[q];
+      } else if (b.cnt == 0) {
+        b.above += c[q];
+      }
+    }
+  }
+  return b;
+}
+
 // Whole block: selects the k largest of keys[0, m) (ties to the lower index)
 // and writes them to out as bits (ceil(m/32) words) or k ascending indices.
 // Every thread of the block must call it; keys may be shared or global.
 __device__ void SelectWrite(const uint32_t* keys, uint32_t m, uint32_t k, bool indices, uint32_t* __restrict__ out,
                             Scratch& sc) {
   const unsigned tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, B = blockDim.x, nw = B >> 5;
-  uint32_t prefix = 0, kk = k, eqCount = 0;
+  uint32_t prefix = 0, kk = k, eqCount = 0, mask = 0;
   for (int pass = 0; pass < 4; ++pass) {
     const int shift = 24 - 8 * pass;
     const uint32_t hiMask = pass == 0 ? 0u : (kFull << (shift + 8));
@@ -65,30 +122,10 @@ __device__ void SelectWrite(const uint32_t* keys, uint32_t m, uint32_t k, bool i
     }
     __syncthreads();
     if (warp == 0) {
-      // Lane l covers bins 255-8l down to 248-8l; scan from the top.
-      uint32_t c[8], sum = 0;
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        c[q] = sc.hist[255 - (lane * 8 + q)];
-        sum += c[q];
-      }
-      uint32_t incl = sum;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t n = __shfl_up_sync(kFull, incl, o);
-        if (lane >= unsigned(o)) incl += n;
-      }
-      const uint32_t excl = incl - sum;
-      if (excl < kk && kk <= incl) {
-        uint32_t acc = excl;
-        for (int q = 0; q < 8; ++q) {
-          if (acc + c[q] >= kk) {
-            sc.digit = 255 - (lane * 8 + q);
-            sc.above = acc;
-            break;
-          }
-          acc += c[q];
-        }
+      const TopBin b = FindTopBin(sc.hist, kk);
+      if (b.mine) {
+        sc.digit = b.digit;
+        sc.above = b.above;
       }
     }
     __syncthreads();
@@ -96,17 +133,21 @@ __device__ void SelectWrite(const uint32_t* keys, uint32_t m, uint32_t k, bool i
     prefix |= dg << shift;
     kk -= sc.above;
     eqCount = sc.hist[dg];
+    mask = kFull << shift;
     __syncthreads();
+    // Every key with this prefix is a winner: later digits cannot matter.
+    if (eqCount == kk) break;
   }
-  // prefix is the k-th largest key v; k - kk keys exceed it and the kk
-  // lowest-index keys equal to it complete the winners.
+  // The k-th largest key has top bits (mask) v; k - kk keys have higher top
+  // bits and the kk lowest-index keys with top bits v complete the winners
+  // (all of them when the loop stopped early). mask is full after 4 passes.
   const uint32_t v = prefix;
   const bool allEqual = kk == eqCount;
   uint32_t eqBase = 0, winBase = 0;
   for (uint32_t base = 0; base < m; base += B) {
     const uint32_t j = base + tid;
     const bool valid = j < m;
-    const uint32_t key = valid ? keys[j] : 0u;
+    const uint32_t key = (valid ? keys[j] : 0u) & mask;
     const bool eq = valid && key == v;
     bool win = valid && key > v;
     if (allEqual) {
@@ -176,7 +217,10 @@ __device__ __forceinline__ void Activate(const float* xs, const Idx* __restrict_
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   const Idx* col = projT + j;
-  for (uint32_t t = 0; t < s; ++t, col += m) Add(acc, xv[*col]);
+  // Unrolled so 8 index loads (from L2 or HBM: CIFAR's table is 30 MB) are in
+  // flight at once instead of one load's latency per add.
+#pragma unroll 8
+  for (uint32_t t = 0; t < s; ++t) Add(acc, xv[col[uint64_t(t) * m]]);
 }
 
 __host__ __device__ inline uint64_t Align16(uint64_t b) { return (b + 15) & ~uint64_t(15); }
@@ -239,33 +283,455 @@ __global__ void __launch_bounds__(1024) SelectKernel(const uint32_t* __restrict_
     SelectWrite(keys + r * m, m, k, indices, out + r * outStride, sc);
 }
 
+// ---- tile kernels ----------------------------------------------------------------
+
+constexpr uint32_t kTile = 32;       // rows per block: one per lane
+constexpr uint32_t kKeyStride = 33;  // keys[j][33]: lane-per-row writes and warp-per-row reads both conflict-free
+constexpr uint32_t kEqCap = 256;     // tied keys a TileLarge row can rank in its warp's 256-word scratch
+
+// Columns [c0, c0 + len) of rows [r0, r0 + 32) as xs[i][32] (xs[i * 32 + r]);
+// zeros past the last row. Lanes take rows so the transposing stores are
+// conflict-free; the strided global reads hit the same sectors for 8
+// consecutive i and stay in L1.
+__device__ void LoadTile(const float* __restrict__ x, uint64_t rows, uint32_t d, uint64_t r0, uint32_t c0, uint32_t len,
+                         float* xs) {
+  const uint32_t total = len * kTile;
+  for (uint32_t e = threadIdx.x; e < total; e += blockDim.x) {
+    const uint32_t r = e & 31, i = e >> 5;
+    xs[e] = r0 + r < rows ? x[(r0 + r) * d + c0 + i] : 0.0f;
+  }
+}
+
+// Activation of output j for this lane's row. packed is [m][sPad] 16-bit
+// indices (8 per uint4), warp-uniform, so each load is one broadcast; xl is
+// xs + lane. Inputs are added in ascending order to a (0, or the sum over
+// earlier column chunks), as on the CPU.
+__device__ __forceinline__ float TileAct(const float* xl, const uint4* __restrict__ pj, uint32_t full, uint32_t rem,
+                                         float a) {
+  // Unrolled so the index loads (L2 latency: the table outgrows L1) are all
+  // in flight before the first gather.
+#pragma unroll 4
+  for (uint32_t p = 0; p < full; ++p) {
+    const uint4 q = pj[p];
+    a += xl[(q.x & 0xffffu) << 5];
+    a += xl[(q.x >> 16) << 5];
+    a += xl[(q.y & 0xffffu) << 5];
+    a += xl[(q.y >> 16) << 5];
+    a += xl[(q.z & 0xffffu) << 5];
+    a += xl[(q.z >> 16) << 5];
+    a += xl[(q.w & 0xffffu) << 5];
+    a += xl[(q.w >> 16) << 5];
+  }
+  if (rem) {
+    const uint4 q = pj[full];
+    const uint32_t v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (uint32_t u = 0; u < 7; ++u)
+      if (u < rem) a += xl[((v[u >> 1] >> ((u & 1) * 16)) & 0xffffu) << 5];
+  }
+  return a;
+}
+
+// Whole block: loads the tile, then keys[j][33] of outputs j < count for
+// its 32 rows (warps split the outputs, lanes the rows).
+__device__ void TileKeys(const float* __restrict__ x, uint64_t rows, uint32_t d, uint64_t r0,
+                         const uint4* __restrict__ packed, uint32_t packs, uint32_t full, uint32_t rem, uint32_t count,
+                         float* xs, uint32_t* keys) {
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  LoadTile(x, rows, d, r0, 0, d, xs);
+  __syncthreads();
+  const float* xl = xs + lane;
+  for (uint32_t j = warp; j < count; j += 32)
+    keys[uint64_t(j) * kKeyStride + lane] = DeviceKey(TileAct(xl, packed + uint64_t(j) * packs, full, rem, 0.0f));
+  __syncthreads();
+}
+
+// Result of WarpSelect: the kth largest key has (key & mask) == prefix (mask
+// covers the top bits); kk of the eq keys with that prefix are winners, the
+// lowest-index ones when kk < eq (then mask is all ones).
+struct Sel {
+  uint32_t prefix, mask, kk, eq;
+};
+
+// One warp: radix select of the kth largest (1 <= kth <= n) of keys[j *
+// stride], j < n. Bits shared by all keys are skipped (min/max first); stops
+// as soon as every key with the current prefix is a winner. hist: 256 words
+// owned by this warp.
+__device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth, uint32_t* hist) {
+  const unsigned lane = threadIdx.x & 31;
+  uint32_t lo = kFull, hi = 0;
+  for (uint32_t j = lane; j < n; j += 32) {
+    const uint32_t key = keys[uint64_t(j) * stride];
+    lo = min(lo, key);
+    hi = max(hi, key);
+  }
+#pragma unroll
+  for (int o = 16; o; o >>= 1) {
+    lo = min(lo, __shfl_xor_sync(kFull, lo, o));
+    hi = max(hi, __shfl_xor_sync(kFull, hi, o));
+  }
+  const uint32_t diff = lo ^ hi;
+  Sel s;
+  s.mask = diff == 0 ? kFull : ~(kFull >> __clz(diff));
+  s.prefix = lo & s.mask;
+  s.kk = kth;
+  s.eq = n;
+  while (s.mask != kFull && s.eq != s.kk) {
+    const uint32_t free = 32 - __popc(s.mask);
+    const uint32_t width = min(free, 8u), shift = free - width, dmask = (1u << width) - 1;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) hist[lane * 8 + q] = 0;
+    __syncwarp();
+    for (uint32_t base = 0; base < n; base += 32) {
+      const uint32_t j = base + lane;
+      const uint32_t key = j < n ? keys[uint64_t(j) * stride] : 0u;
+      const bool in = j < n && (key & s.mask) == s.prefix;
+      const uint32_t digit = (key >> shift) & dmask;
+      const unsigned peers = __match_any_sync(kFull, in ? digit : 0x100u);
+      if (in && (peers & LanesBelow()) == 0) atomicAdd(&hist[digit], uint32_t(__popc(peers)));
+    }
+    __syncwarp();
+    const TopBin b = FindTopBin(hist, s.kk);
+    // Exactly one lane holds the bin (the counts with this prefix total eq >= kk).
+    const int src = __ffs(__ballot_sync(kFull, b.mine)) - 1;
+    const uint32_t digit = __shfl_sync(kFull, b.digit, src);
+    const uint32_t above = __shfl_sync(kFull, b.above, src);
+    const uint32_t cnt = __shfl_sync(kFull, b.cnt, src);
+    s.prefix |= digit << shift;
+    s.mask |= dmask << shift;
+    s.kk -= above;
+    s.eq = cnt;
+    __syncwarp();
+  }
+  __syncwarp();
+  return s;
+}
+
+// One warp writes row's winners among keys[j * stride], j < n, in ascending
+// j: bits (one ballot per word) or k indices.
+__device__ void WarpWrite(const uint32_t* keys, uint32_t stride, uint32_t n, const Sel& s, bool indices,
+                          uint32_t* __restrict__ out) {
+  const unsigned lane = threadIdx.x & 31;
+  uint32_t eqSeen = 0, winSeen = 0;
+  for (uint32_t base = 0; base < n; base += 32) {
+    const uint32_t j = base + lane;
+    const bool valid = j < n;
+    const uint32_t mk = (valid ? keys[uint64_t(j) * stride] : 0u) & s.mask;
+    const bool eq = valid && mk == s.prefix;
+    const unsigned eqMask = __ballot_sync(kFull, eq);
+    const bool win = valid && (mk > s.prefix || (eq && eqSeen + __popc(eqMask & LanesBelow()) < s.kk));
+    eqSeen += __popc(eqMask);
+    const unsigned winMask = __ballot_sync(kFull, win);
+    if (!indices) {
+      if (lane == 0) out[base >> 5] = winMask;
+    } else {
+      if (win) out[winSeen + __popc(winMask & LanesBelow())] = j;
+      winSeen += __popc(winMask);
+    }
+  }
+}
+
+// m small enough that 32 rows of keys fit in shared memory: one pass, one
+// warp per row selects. Shared: xs[d][32], keys[m][33], 32 warp histograms.
+__global__ void __launch_bounds__(1024, 1)
+    TileSmallKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint4* __restrict__ packed,
+                    uint32_t packs, uint32_t full, uint32_t rem, uint32_t m, uint32_t k, bool indices,
+                    uint32_t* __restrict__ out, uint64_t outStride) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* xs = reinterpret_cast<float*>(smem);
+  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Align16(uint64_t(d) * kTile * 4));
+  uint32_t* hist = keys + uint64_t(m) * kKeyStride;
+  const unsigned warp = threadIdx.x >> 5;
+  const uint64_t r0 = uint64_t(blockIdx.x) * kTile;
+  TileKeys(x, rows, d, r0, packed, packs, full, rem, m, xs, keys);
+  const uint64_t row = r0 + warp;
+  if (row >= rows) return;
+  const Sel s = WarpSelect(keys + warp, kKeyStride, m, k, hist + warp * 256);
+  WarpWrite(keys + warp, kKeyStride, m, s, indices, out + row * outStride);
+}
+
+// Inputs wider than shared memory: the columns go in `count` chunks of `len`
+// (the last one shorter). Output j's indices are sorted, so its inputs in
+// chunk c are contiguous: chunk c has its own table ([m][packs[c]] uint4 at
+// off[c], indices relative to the chunk) and cnt[c * m + j] counts them.
+// Partial sums wait in part ([j][32] floats per tile, coalesced) between
+// chunks. count = 1: one table, no cnt, no part.
+constexpr uint32_t kMaxChunks = 8;
+struct Chunks {
+  uint32_t count = 1, len = 0;
+  uint32_t packs[kMaxChunks] = {};
+  uint64_t off[kMaxChunks] = {};
+  const uint16_t* cnt = nullptr;
+  float* part = nullptr;
+};
+
+// m too large for TileSmall. 1) Outputs [0, S) of the 32 rows (a random
+// sample of outputs: the projection is random) give each row a key window
+// [lo, hi] that holds its k-th largest with high probability. 2) One pass over
+// all outputs: keys above hi are winners (bits written at once, counted),
+// keys in the window go to the row's list in device memory (cap entries).
+// 3) A warp per row selects exactly among the listed keys and sets their
+// winners' bits. A row whose k-th largest falls outside its window, or whose
+// list overflows, is flagged in fail[] for FallbackKernel.
+__global__ void __launch_bounds__(1024, 1)
+    TileLargeKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint4* __restrict__ packed,
+                    uint32_t full, uint32_t rem, uint32_t m, uint32_t k, uint32_t S, uint32_t hiRank,
+                    uint32_t loRank, uint32_t cap, bool forceFail, uint32_t* bits, uint32_t* listKey,
+                    uint32_t* listJ, uint32_t* __restrict__ fail, const Chunks ch) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ uint32_t rLo[kTile], rHi[kTile], rOver[kTile], rCount[kTile];
+  float* xs = reinterpret_cast<float*>(smem);  // one column chunk of the tile
+  uint32_t* sk = reinterpret_cast<uint32_t*>(smem + Align16(uint64_t(ch.len) * kTile * 4));
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t* wh = sk + uint64_t(S) * kKeyStride + warp * 256;
+  const uint64_t r0 = uint64_t(blockIdx.x) * kTile;
+  const uint64_t words = (uint64_t(m) + 31) / 32;
+  const float* xl = xs + lane;
+  float* part = ch.part + uint64_t(blockIdx.x) * m * kTile;
+  for (uint32_t c = 0; c + 1 < ch.count; ++c) {
+    LoadTile(x, rows, d, r0, c * ch.len, ch.len, xs);
+    __syncthreads();
+    const uint4* tab = packed + ch.off[c];
+    const uint16_t* cn = ch.cnt + uint64_t(c) * m;
+    for (uint32_t j = warp; j < m; j += 32) {
+      const uint32_t n = cn[j];
+      float* pa = part + uint64_t(j) * kTile + lane;
+      *pa = TileAct(xl, tab + uint64_t(j) * ch.packs[c], n >> 3, n & 7, c == 0 ? 0.0f : *pa);
+    }
+    __syncthreads();  // xs is reloaded; part is read by other warps below
+  }
+  const uint32_t last = ch.count - 1;
+  const uint4* tab = packed + ch.off[last];
+  const uint32_t lastPacks = ch.packs[last];
+  // Key of output j for this lane's row: the last chunk's inputs added to the
+  // earlier chunks' sum.
+  auto key = [&](uint32_t j) -> uint32_t {
+    if (last == 0) return DeviceKey(TileAct(xl, tab + uint64_t(j) * lastPacks, full, rem, 0.0f));
+    const uint32_t n = ch.cnt[uint64_t(last) * m + j];
+    return DeviceKey(TileAct(xl, tab + uint64_t(j) * lastPacks, n >> 3, n & 7, part[uint64_t(j) * kTile + lane]));
+  };
+  LoadTile(x, rows, d, r0, last * ch.len, d - last * ch.len, xs);
+  __syncthreads();
+  for (uint32_t j = warp; j < S; j += 32) sk[uint64_t(j) * kKeyStride + lane] = key(j);
+  __syncthreads();
+  {
+    uint32_t hiKey = kFull, loKey = 0;
+    if (hiRank) {
+      const Sel s = WarpSelect(sk + warp, kKeyStride, S, hiRank, wh);
+      hiKey = s.prefix | ~s.mask;
+    }
+    if (loRank) loKey = WarpSelect(sk + warp, kKeyStride, S, loRank, wh).prefix;
+    if (lane == 0) {
+      rLo[warp] = loKey;
+      rHi[warp] = hiKey;
+      rOver[warp] = 0;
+      rCount[warp] = 0;
+    }
+  }
+  __syncthreads();
+  {
+    const uint32_t lo = rLo[lane], hi = rHi[lane];
+    const uint64_t row = r0 + lane;
+    const bool live = row < rows;
+    uint32_t* myKey = listKey + row * cap;
+    uint32_t* myJ = listJ + row * cap;
+    uint32_t over = 0;
+    for (uint32_t w = warp; w < words; w += 32) {
+      uint32_t word = 0;
+      const uint32_t j0 = w * 32, j1 = min(m, j0 + 32);
+      for (uint32_t j = j0; j < j1; ++j) {
+        const uint32_t kj = key(j);
+        if (kj > hi) {
+          word |= 1u << (j & 31);
+          ++over;
+        } else if (kj >= lo && live) {
+          const uint32_t pos = atomicAdd(&rCount[lane], 1u);
+          if (pos < cap) {
+            myKey[pos] = kj;
+            myJ[pos] = j;
+          }
+        }
+      }
+      if (live) bits[row * words + w] = word;
+    }
+    atomicAdd(&rOver[lane], over);
+  }
+  // Also orders the bit and list stores above before the reads and atomicOr below.
+  __syncthreads();
+  const uint64_t row = r0 + warp;
+  if (row >= rows) return;
+  const uint32_t n = rCount[warp], ov = rOver[warp];
+  bool ok = !forceFail && n <= cap && ov < k && k - ov <= n;
+  if (ok) {
+    const uint32_t* lk = listKey + row * cap;
+    const uint32_t* lj = listJ + row * cap;
+    const Sel s = WarpSelect(lk, 1, n, k - ov, wh);
+    const bool takeAll = s.kk == s.eq;
+    ok = takeAll || s.eq <= kEqCap;
+    if (ok) {
+      if (!takeAll) {
+        // Indices of the keys equal to the k-th largest (mask is full here).
+        uint32_t seen = 0;
+        for (uint32_t base = 0; base < n; base += 32) {
+          const uint32_t i = base + lane;
+          const bool eq = i < n && lk[i] == s.prefix;
+          const unsigned em = __ballot_sync(kFull, eq);
+          if (eq) wh[seen + __popc(em & LanesBelow())] = lj[i];
+          seen += __popc(em);
+        }
+        __syncwarp();
+      }
+      uint32_t* rowBits = bits + row * words;
+      for (uint32_t i = lane; i < n; i += 32) {
+        const uint32_t mk = lk[i] & s.mask;
+        if (mk < s.prefix) continue;
+        const uint32_t j = lj[i];
+        bool win = mk > s.prefix || takeAll;
+        if (!win) {
+          uint32_t rank = 0;  // equal keys with a lower index
+          for (uint32_t q = 0; q < s.eq; ++q) rank += wh[q] < j;
+          win = rank < s.kk;
+        }
+        if (win) atomicOr(&rowBits[j >> 5], 1u << (j & 31));
+      }
+    }
+  }
+  if (lane == 0) fail[row] = ok ? 0u : 1u;
+}
+
+// Indices output of TileLarge: a warp per row turns its bits into ascending
+// indices (exactly k bits are set). Failed rows are left to FallbackKernel.
+__global__ void BitsToIndicesKernel(const uint32_t* __restrict__ bits, uint64_t words, const uint32_t* __restrict__ fail,
+                                    uint64_t rows, uint32_t k, uint32_t* __restrict__ out) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
+  for (uint64_t row = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {
+    if (fail[row]) continue;
+    uint32_t seen = 0;
+    for (uint64_t base = 0; base < words; base += 32) {
+      const uint64_t w = base + lane;
+      uint32_t word = w < words ? bits[row * words + w] : 0u;
+      const uint32_t cnt = __popc(word);
+      const uint32_t incl = WarpInclusiveSum(cnt);
+      uint32_t pos = seen + incl - cnt;
+      while (word) {
+        const uint32_t b = __ffs(word) - 1;
+        if (pos < k) out[row * k + pos] = uint32_t(w * 32 + b);
+        ++pos;
+        word &= word - 1;
+      }
+      seen += __shfl_sync(kFull, incl, 31);
+    }
+  }
+}
+
+// Exact path for TileLarge's flagged rows: a block per row computes its m
+// keys into scratch (m words per block) and selects with SelectWrite.
+__global__ void __launch_bounds__(1024)
+    FallbackKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint16_t* __restrict__ packed16,
+                   uint32_t sPad, uint32_t s, uint32_t m, uint32_t k, const uint32_t* __restrict__ fail, bool indices,
+                   uint32_t* __restrict__ out, uint64_t outStride, uint32_t* scratch) {
+  __shared__ Scratch sc;
+  uint32_t* keys = scratch + uint64_t(blockIdx.x) * m;
+  for (uint64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    if (!fail[row]) continue;
+    const float* xr = x + row * d;
+    for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
+      const uint16_t* in = packed16 + uint64_t(j) * sPad;
+      float a = 0.0f;
+      for (uint32_t t = 0; t < s; ++t) a += xr[in[t]];
+      keys[j] = DeviceKey(a);
+    }
+    __syncthreads();
+    SelectWrite(keys, m, k, indices, out + row * outStride, sc);
+    __syncthreads();  // before the next row overwrites keys
+  }
+}
+
+enum class Kind { TileSmall, TileLarge, Fused, TwoPass };
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::TileSmall: return "tile-small";
+    case Kind::TileLarge: return "tile-large";
+    case Kind::Fused: return "fused";
+    default: return "two-pass";
+  }
+}
+
 struct Plan {
-  bool fused = true;
+  Kind kind = Kind::Fused;
   int R = 1;
   unsigned threads = 1024;
   size_t smem = 0;   // dynamic shared memory per block
   unsigned grid = 1;
   uint64_t batch = 1;  // rows per batch
+  // TileLarge: sample size, window ranks in the sample (0: unbounded), list capacity per row.
+  uint32_t S = 0, hiRank = 0, loRank = 0, cap = 0;
+  // TileLarge: column chunks (1: the whole row fits) and columns per chunk.
+  uint32_t chunks = 1, chunkLen = 0;
 };
 
 template <typename Idx>
 void SetSmem(const Plan& pl) {
-  if (pl.fused) {
+  if (pl.kind == Kind::Fused) {
     auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-  } else if (pl.smem > 0) {
+  } else if (pl.kind == Kind::TwoPass && pl.smem > 0) {
     auto f = pl.R == 4 ? ActivateKernel<4, Idx, false> : pl.R == 2 ? ActivateKernel<2, Idx, false> : ActivateKernel<1, Idx, false>;
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+  } else if (pl.kind == Kind::TileSmall) {
+    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileSmallKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+  } else if (pl.kind == Kind::TileLarge) {
+    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileLargeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   }
 }
 
+// Which kernel family (CUSIM_FLYHASH_VARIANT, for the bench and the tests):
+// auto, legacy, tile-small, tile-large. A forced tile variant that does not
+// fit falls back to auto.
+std::string VariantKnob() {
+  const char* env = std::getenv("CUSIM_FLYHASH_VARIANT");
+  return env ? std::string(env) : std::string("auto");
+}
+
+constexpr uint64_t kStagingBytes = uint64_t(64) << 20;  // input bytes per batch
+// TileLarge window lists per batch: at m = 131072 a row lists ~14k keys, and a
+// batch must still hold a wave of 32-row tiles (132 x 32 rows x 220 KB).
+constexpr uint64_t kListBytes = uint64_t(1) << 30;
+// Chunked TileLarge partial sums per batch (CIFAR: a wave of 4224 rows is 1.7 GB).
+constexpr uint64_t kPartBytes = uint64_t(2) << 30;
+
+// Shared memory of the tile kernels (0 when they cannot run: 16-bit indices).
+size_t TileSmallSmem(const Params& p) {
+  return Align16(uint64_t(p.d) * kTile * 4) + uint64_t(p.m) * kKeyStride * 4 + 32 * 256 * 4;
+}
+size_t TileLargeSmem(uint32_t len, uint32_t S) {
+  return Align16(uint64_t(len) * kTile * 4) + uint64_t(S) * kKeyStride * 4 + 32 * 256 * 4;
+}
+
+// TileLarge's column chunks: the whole row when its tile fits beside a sample
+// of 64 outputs, else the fewest chunks (<= kMaxChunks) that leave room for a
+// sample of 256. Returns columns per chunk (0: no fit) and sets *count.
+uint32_t ChunkLen(const Params& p, size_t limit, uint32_t* count) {
+  *count = 1;
+  if (TileLargeSmem(p.d, std::min<uint32_t>(p.m, 64)) <= limit) return p.d;
+  const size_t fixed = TileLargeSmem(0, std::min<uint32_t>(p.m, 256));
+  if (fixed >= limit) return 0;
+  const uint64_t maxLen = (limit - fixed) / (kTile * 4);
+  if (maxLen == 0) return 0;
+  const uint64_t c = (p.d + maxLen - 1) / maxLen;
+  if (c > kMaxChunks) return 0;
+  const uint32_t len = uint32_t((p.d + c - 1) / c);
+  *count = (p.d + len - 1) / len;  // so the last chunk is not empty
+  return len;
+}
+
 template <typename Idx>
-Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
+Plan LegacyPlan(const Params& p, size_t limit, int sms, Output o) {
   Plan pl;
-  const size_t limit = gpu::MaxSharedPerBlockOptin(device) - sizeof(Scratch) - 64;
-  const int sms = gpu::MultiprocessorCount(device);
   pl.threads = p.m >= 8192 ? 1024 : p.m >= 2048 ? 512 : 256;
-  pl.fused = false;
+  pl.kind = Kind::TwoPass;
   // Tuning knob for the bench: cap rows per block (more rows share each index
   // load; fewer leave room for a second resident block).
   int maxR = 4;
@@ -274,15 +740,15 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
     if (R > maxR) continue;
     const size_t need = Align16(uint64_t(p.d) * R * 4) + uint64_t(R) * p.m * 4;
     if (need <= limit) {
-      pl.fused = true;
+      pl.kind = Kind::Fused;
       pl.R = R;
       pl.smem = need;
       break;
     }
   }
   const uint64_t rowBytes = uint64_t(p.d) * 4 + OutStride(p, o) * 4;
-  uint64_t batch = std::max<uint64_t>(1, (uint64_t(64) << 20) / rowBytes);
-  if (pl.fused) {
+  uint64_t batch = std::max<uint64_t>(1, kStagingBytes / rowBytes);
+  if (pl.kind == Kind::Fused) {
     SetSmem<Idx>(pl);
     int perSm = 0;
     auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
@@ -307,64 +773,234 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
     batch = std::min<uint64_t>(batch, std::max<uint64_t>(4, (uint64_t(128) << 20) / (uint64_t(p.m) * 4)));
     pl.grid = unsigned(sms * 2);
   }
+  pl.batch = batch;
+  return pl;
+}
+
+template <typename Idx>
+Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
+  const size_t limit = gpu::MaxSharedPerBlockOptin(device) - sizeof(Scratch) - 64;
+  const int sms = gpu::MultiprocessorCount(device);
+  const std::string knob = VariantKnob();
+  Plan pl;
+  // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
+  // tiles; few rows go to the legacy kernels, which split m across blocks.
+  const bool tileOk = sizeof(Idx) == 2 && knob != "legacy";
+  const bool enoughRows = (rows + kTile - 1) / kTile >= uint64_t(sms) || knob == "tile-small" || knob == "tile-large";
+  const uint64_t rowBytes = uint64_t(p.d) * 4 + OutStride(p, o) * 4;
+  uint64_t batch = std::max<uint64_t>(kTile, kStagingBytes / rowBytes / kTile * kTile);
+  if (tileOk && enoughRows && knob != "tile-large" && TileSmallSmem(p) <= limit) {
+    pl.kind = Kind::TileSmall;
+    pl.smem = TileSmallSmem(p);
+  } else if (tileOk && enoughRows && ChunkLen(p, limit, &pl.chunks) > 0) {
+    pl.kind = Kind::TileLarge;
+    pl.chunkLen = ChunkLen(p, limit, &pl.chunks);
+    // The largest sample that fits (capped at 1024): the window around the
+    // sample's quantile narrows as 1/sqrt(S).
+    const uint64_t room = (limit - TileLargeSmem(pl.chunkLen, 0)) / (kKeyStride * 4);
+    pl.S = uint32_t(std::min<uint64_t>({uint64_t(p.m), room, 1024}));
+    pl.smem = TileLargeSmem(pl.chunkLen, pl.S);
+    // Rank of the k-th largest output within the sample ~ Binomial(S, k/m):
+    // bracket it by 5 standard deviations (+2), so a row misses (and goes to
+    // the exact fallback) with probability ~1e-6.
+    const double pr = double(p.k) / p.m, q = pl.S * pr;
+    const double delta = 5.0 * std::sqrt(pl.S * pr * (1.0 - pr)) + 2.0;
+    pl.hiRank = q - delta >= 1.0 ? uint32_t(std::floor(q - delta)) : 0;
+    pl.loRank = q + delta <= pl.S ? uint32_t(std::ceil(q + delta)) : 0;
+    const double span = double(pl.loRank ? pl.loRank : pl.S) - double(pl.hiRank);
+    const double expected = double(p.m) * span / pl.S;
+    pl.cap = uint32_t(std::min<double>(p.m, 2.0 * expected + 256.0));
+    // Two slots of lists: at most a quarter of what is free (smaller GPUs).
+    size_t freeB = 0, totalB = 0;
+    CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    const uint64_t listBytes = std::min<uint64_t>(kListBytes, freeB / 8);
+    // A batch of at least a wave of tiles (wide rows: the 64 MB staging holds fewer).
+    batch = std::max<uint64_t>(batch, uint64_t(sms) * kTile);
+    batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, listBytes / (uint64_t(pl.cap) * 8) / kTile * kTile));
+    if (pl.chunks > 1) {
+      // Partial sums: m floats per row between chunks.
+      const uint64_t partBytes = std::min<uint64_t>(kPartBytes, freeB / 8);
+      batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, partBytes / (uint64_t(p.m) * 4) / kTile * kTile));
+    }
+  } else {
+    pl = LegacyPlan<Idx>(p, limit, sms, o);
+    pl.batch = std::min<uint64_t>(pl.batch, rows);
+    return pl;
+  }
+  pl.threads = 1024;
+  SetSmem<Idx>(pl);
+  pl.grid = unsigned(std::min<uint64_t>(sms, rows));  // FallbackKernel's blocks
   pl.batch = std::min<uint64_t>(batch, rows);
   return pl;
 }
 
-// The projection on one device, transposed to [s][m] (so a warp's index loads
-// are coalesced) and narrowed to 16 bits when d allows. Uploaded once per
-// object and device.
-template <typename Idx>
-struct ProjState : GpuState {
+// What one FlyHash object keeps on its GPU between calls: the projection in
+// the layouts the kernels read (uploaded on first use) and the staging
+// buffers, which only grow, so repeated calls skip cudaMallocHost/cudaMalloc
+// (tens of ms for the 64 MB pinned slots). Freed by dispose().
+struct FlyState : GpuState {
   int device = -1;
-  gpu::DeviceBuffer<Idx> proj;
+  gpu::DeviceBuffer<uint16_t> proj16;  // [s][m], legacy kernels
+  gpu::DeviceBuffer<uint32_t> proj32;
+  gpu::DeviceBuffer<uint16_t> packed;  // [m][sPad], tile kernels
+  gpu::DeviceBuffer<uint16_t> chunkTab, chunkCnt;  // chunked TileLarge (see Chunks)
+  Chunks chunkInfo;
+  gpu::DeviceBuffer<float> dX[2], dPart[2];
+  gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2], dBits[2], dListK[2], dListJ[2], dFail[2], dScratch[2];
+  gpu::PinnedBuffer<float> hX[2];
+  gpu::PinnedBuffer<uint32_t> hOut[2];
+
+  void releaseAll() noexcept {
+    proj16.release();
+    proj32.release();
+    packed.release();
+    chunkTab.release();
+    chunkCnt.release();
+    for (int i = 0; i < 2; ++i) {
+      dX[i].release();
+      dPart[i].release();
+      dOut[i].release();
+      dKeys[i].release();
+      dBits[i].release();
+      dListK[i].release();
+      dListJ[i].release();
+      dFail[i].release();
+      dScratch[i].release();
+      hX[i].release();
+      hOut[i].release();
+    }
+  }
   // Freed with its own device current, whichever thread drops the object.
-  ~ProjState() override {
-    if (!proj.data()) return;
+  ~FlyState() override {
     try {
       gpu::DeviceGuard guard(device);
-      proj.release();
+      releaseAll();
     } catch (...) {
-      proj.release();
+      releaseAll();
     }
   }
 };
 
-template <typename Idx>
-const Idx* UploadProjection(const Params& p, const uint32_t* proj, int device, std::unique_ptr<GpuState>* state) {
-  auto* have = dynamic_cast<ProjState<Idx>*>(state->get());
-  if (have && have->device == device) return have->proj.data();
-  state->reset();  // frees the old buffer (on whatever device) first
-  auto fresh = std::make_unique<ProjState<Idx>>();
+FlyState* StateFor(int device, std::unique_ptr<GpuState>* state) {
+  auto* have = dynamic_cast<FlyState*>(state->get());
+  if (have && have->device == device) return have;
+  state->reset();  // frees the old buffers (on whatever device) first
+  auto fresh = std::make_unique<FlyState>();
   fresh->device = device;
+  FlyState* ptr = fresh.get();
+  *state = std::move(fresh);
+  return ptr;
+}
+
+// The projection transposed to [s][m] (a warp's index loads are coalesced).
+template <typename Idx>
+const Idx* UploadProjection(const Params& p, const uint32_t* proj, gpu::DeviceBuffer<Idx>& buf) {
+  if (buf.data()) return buf.data();
   std::vector<Idx> projT(uint64_t(p.m) * p.s);
   for (uint64_t j = 0; j < p.m; ++j)
     for (uint64_t t = 0; t < p.s; ++t) projT[t * p.m + j] = Idx(proj[j * p.s + t]);
-  fresh->proj.reset(projT.size(), "FlyHash projection");
-  CUSIM_CUDA_CHECK(cudaMemcpy(fresh->proj.data(), projT.data(), projT.size() * sizeof(Idx), cudaMemcpyHostToDevice));
-  const Idx* ptr = fresh->proj.data();
-  *state = std::move(fresh);
-  return ptr;
+  buf.reset(projT.size(), "FlyHash projection");
+  CUSIM_CUDA_CHECK(cudaMemcpy(buf.data(), projT.data(), projT.size() * sizeof(Idx), cudaMemcpyHostToDevice));
+  return buf.data();
+}
+
+inline uint32_t PackedStride(const Params& p) { return (p.s + 7) / 8 * 8; }
+
+// [m][sPad] 16-bit indices, padded with index 0 (never added: TileAct stops at s).
+const uint16_t* UploadPacked(const Params& p, const uint32_t* proj, gpu::DeviceBuffer<uint16_t>& buf) {
+  if (buf.data()) return buf.data();
+  const uint32_t sPad = PackedStride(p);
+  std::vector<uint16_t> packed(uint64_t(p.m) * sPad, 0);
+  for (uint64_t j = 0; j < p.m; ++j)
+    for (uint64_t t = 0; t < p.s; ++t) packed[j * sPad + t] = uint16_t(proj[j * p.s + t]);
+  buf.reset(packed.size(), "FlyHash packed projection");
+  CUSIM_CUDA_CHECK(cudaMemcpy(buf.data(), packed.data(), packed.size() * 2, cudaMemcpyHostToDevice));
+  return buf.data();
+}
+
+// Per-chunk tables for TileLarge on wide rows (layout: see Chunks). Cached
+// in the state for one (count, len).
+Chunks UploadChunks(const Params& p, const uint32_t* proj, uint32_t count, uint32_t len, FlyState& st) {
+  if (st.chunkTab.data() && st.chunkInfo.count == count && st.chunkInfo.len == len) return st.chunkInfo;
+  Chunks ch;
+  ch.count = count;
+  ch.len = len;
+  std::vector<uint16_t> cnt(uint64_t(count) * p.m, 0);
+  for (uint64_t j = 0; j < p.m; ++j)
+    for (uint64_t t = 0; t < p.s; ++t) ++cnt[uint64_t(proj[j * p.s + t] / len) * p.m + j];
+  uint64_t total = 0;  // uint4 units
+  for (uint32_t c = 0; c < count; ++c) {
+    uint32_t most = 0;
+    for (uint64_t j = 0; j < p.m; ++j) most = std::max<uint32_t>(most, cnt[uint64_t(c) * p.m + j]);
+    ch.packs[c] = (most + 7) / 8;
+    ch.off[c] = total;
+    total += uint64_t(p.m) * ch.packs[c];
+  }
+  std::vector<uint16_t> tab(total * 8, 0);
+  for (uint64_t j = 0; j < p.m; ++j) {
+    uint32_t pos[kMaxChunks] = {};
+    for (uint64_t t = 0; t < p.s; ++t) {  // ascending, so each chunk's part stays ascending
+      const uint32_t i = proj[j * p.s + t], c = i / len;
+      tab[(ch.off[c] + j * ch.packs[c]) * 8 + pos[c]++] = uint16_t(i - c * len);
+    }
+  }
+  st.chunkTab.reset(tab.size(), "FlyHash chunked projection");
+  CUSIM_CUDA_CHECK(cudaMemcpy(st.chunkTab.data(), tab.data(), tab.size() * 2, cudaMemcpyHostToDevice));
+  st.chunkCnt.reset(cnt.size(), "FlyHash chunk counts");
+  CUSIM_CUDA_CHECK(cudaMemcpy(st.chunkCnt.data(), cnt.data(), cnt.size() * 2, cudaMemcpyHostToDevice));
+  ch.cnt = st.chunkCnt.data();
+  st.chunkInfo = ch;
+  return ch;
+}
+
+template <typename Idx>
+gpu::DeviceBuffer<Idx>& LegacyBuffer(FlyState& st);
+template <>
+gpu::DeviceBuffer<uint16_t>& LegacyBuffer<uint16_t>(FlyState& st) { return st.proj16; }
+template <>
+gpu::DeviceBuffer<uint32_t>& LegacyBuffer<uint32_t>(FlyState& st) { return st.proj32; }
+
+bool ForceFallback() {
+  const char* env = std::getenv("CUSIM_FLYHASH_FORCE_FALLBACK");
+  return env && env[0] == '1';
 }
 
 template <typename Idx>
 void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out, int device,
          const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
-  const uint64_t rows = x.rows, stride = OutStride(p, o);
+  const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
-  Plan pl = MakePlan<Idx>(p, rows, device, o);
-  const Idx* dProj = UploadProjection<Idx>(p, proj, device, state);
+  const Plan pl = MakePlan<Idx>(p, rows, device, o);
+  const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge;
+  FlyState& st = *StateFor(device, state);
+  const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, LegacyBuffer<Idx>(st));
+  const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;
+  const uint32_t sPad = PackedStride(p), packs = sPad / 8, full = p.s / 8, rem = p.s % 8;
+  const bool forceFail = ForceFallback();
+  Chunks chunks;  // TileLarge's tables: the flat one, or per column chunk
+  const uint4* tables = reinterpret_cast<const uint4*>(dPacked);
+  if (pl.kind == Kind::TileLarge && pl.chunks > 1) {
+    chunks = UploadChunks(p, proj, pl.chunks, pl.chunkLen, st);
+    tables = reinterpret_cast<const uint4*>(st.chunkTab.data());
+  } else {
+    chunks.len = p.d;
+    chunks.packs[0] = packs;
+  }
   gpu::Stream streams[2];
-  gpu::DeviceBuffer<float> dX[2];
-  gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2];
-  gpu::PinnedBuffer<float> hX[2];
-  gpu::PinnedBuffer<uint32_t> hOut[2];
   for (int i = 0; i < 2; ++i) {
-    dX[i].reset(pl.batch * p.d, "FlyHash input batch");
-    dOut[i].reset(pl.batch * stride, "FlyHash output batch");
-    if (!pl.fused) dKeys[i].reset(pl.batch * p.m, "FlyHash activation keys");
-    hX[i].reserve(pl.batch * p.d, "FlyHash pinned input");
-    hOut[i].reserve(pl.batch * stride, "FlyHash pinned output");
+    st.dX[i].reserve(pl.batch * p.d, "FlyHash input batch");
+    st.dOut[i].reserve(pl.batch * stride, "FlyHash output batch");
+    if (pl.kind == Kind::TwoPass) st.dKeys[i].reserve(pl.batch * p.m, "FlyHash activation keys");
+    if (pl.kind == Kind::TileLarge) {
+      if (indices) st.dBits[i].reserve(pl.batch * words, "FlyHash bits batch");
+      st.dListK[i].reserve(pl.batch * pl.cap, "FlyHash window keys");
+      st.dListJ[i].reserve(pl.batch * pl.cap, "FlyHash window indices");
+      st.dFail[i].reserve(pl.batch, "FlyHash row flags");
+      st.dScratch[i].reserve(uint64_t(pl.grid) * p.m, "FlyHash fallback keys");
+      if (pl.chunks > 1) st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
+    }
+    st.hX[i].reserve(pl.batch * p.d, "FlyHash pinned input");
+    st.hOut[i].reserve(pl.batch * stride, "FlyHash pinned output");
   }
 
   struct Pending {
@@ -381,14 +1017,14 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     gpu::Event* e = &ev[slot * 4];
     transferMs += gpu::ElapsedMs(e[0], e[1]) + gpu::ElapsedMs(e[2], e[3]);
     kernelMs += gpu::ElapsedMs(e[1], e[2]);
-    std::memcpy(out + pd.r0 * stride, hOut[slot].data(), pd.n * stride * 4);
+    gpu::ParallelCopy(out + pd.r0 * stride, st.hOut[slot].data(), pd.n * stride * 4);
     pd.live = false;
   };
 
   uint64_t batchNo = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += pl.batch, ++batchNo) {
     if (cancel.requested()) {
-      // Let in-flight copies finish before their buffers are freed.
+      // Let in-flight copies finish before their buffers are reused.
       streams[0].sync();
       streams[1].sync();
       cancel.check();
@@ -396,18 +1032,42 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     const int slot = int(batchNo & 1);
     finish(slot);
     const uint64_t n = std::min<uint64_t>(pl.batch, rows - r0);
-    cudaStream_t st = streams[slot];
+    cudaStream_t sm = streams[slot];
     gpu::Event* e = &ev[slot * 4];
-    // Staging on the host overlaps the other slot's copies and kernels.
-    std::memcpy(hX[slot].data(), x.data + r0 * p.d, n * p.d * 4);
-    e[0].record(st);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dX[slot].data(), hX[slot].data(), n * p.d * 4, cudaMemcpyHostToDevice, st));
-    e[1].record(st);
-    if (pl.fused) {
+    float* dX = st.dX[slot].data();
+    uint32_t* dOut = st.dOut[slot].data();
+    // Staging on the host (all cores) overlaps the other slot's copies and kernels.
+    gpu::ParallelCopy(st.hX[slot].data(), x.data + r0 * p.d, n * p.d * 4);
+    e[0].record(sm);
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dX, st.hX[slot].data(), n * p.d * 4, cudaMemcpyHostToDevice, sm));
+    e[1].record(sm);
+    const unsigned tiles = unsigned((n + kTile - 1) / kTile);
+    const uint4* packed4 = reinterpret_cast<const uint4*>(dPacked);
+    if (pl.kind == Kind::TileSmall) {
+      TileSmallKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, packed4, packs, full, rem, p.m, p.k, indices, dOut,
+                                                     stride);
+      CUSIM_LAUNCH_CHECK();
+    } else if (pl.kind == Kind::TileLarge) {
+      uint32_t* bits = indices ? st.dBits[slot].data() : dOut;
+      uint32_t* fail = st.dFail[slot].data();
+      Chunks ch = chunks;
+      ch.part = st.dPart[slot].data();
+      TileLargeKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, tables, full, rem, p.m, p.k, pl.S, pl.hiRank,
+                                                     pl.loRank, pl.cap, forceFail, bits, st.dListK[slot].data(),
+                                                     st.dListJ[slot].data(), fail, ch);
+      CUSIM_LAUNCH_CHECK();
+      if (indices) {
+        BitsToIndicesKernel<<<gpu::GridFor(n * 32, 256, 65535), 256, 0, sm>>>(bits, words, fail, n, p.k, dOut);
+        CUSIM_LAUNCH_CHECK();
+      }
+      const unsigned g = unsigned(std::min<uint64_t>(pl.grid, n));
+      FallbackKernel<<<g, 1024, 0, sm>>>(dX, n, p.d, dPacked, sPad, p.s, p.m, p.k, fail, indices, dOut, stride,
+                                         st.dScratch[slot].data());
+      CUSIM_LAUNCH_CHECK();
+    } else if (pl.kind == Kind::Fused) {
       const unsigned grid = unsigned(std::min<uint64_t>(pl.grid, (n + pl.R - 1) / pl.R));
       auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
-      f<<<grid, pl.threads, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj, p.m, p.s, p.k, indices,
-                                            dOut[slot].data(), stride);
+      f<<<grid, pl.threads, pl.smem, sm>>>(dX, n, p.d, dProj, p.m, p.s, p.k, indices, dOut, stride);
       CUSIM_LAUNCH_CHECK();
     } else {
       dim3 grid1(unsigned((p.m + 255) / 256), unsigned((n + pl.R - 1) / pl.R));
@@ -415,16 +1075,15 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
                : pl.R == 4  ? ActivateKernel<4, Idx, false>
                : pl.R == 2  ? ActivateKernel<2, Idx, false>
                             : ActivateKernel<1, Idx, false>;
-      f<<<grid1, 256, pl.smem, st>>>(dX[slot].data(), n, p.d, dProj, p.m, p.s, dKeys[slot].data());
+      f<<<grid1, 256, pl.smem, sm>>>(dX, n, p.d, dProj, p.m, p.s, st.dKeys[slot].data());
       CUSIM_LAUNCH_CHECK();
       const unsigned grid2 = unsigned(std::min<uint64_t>(pl.grid, n));
-      SelectKernel<<<grid2, 1024, 0, st>>>(dKeys[slot].data(), n, p.m, p.k, indices, dOut[slot].data(), stride);
+      SelectKernel<<<grid2, 1024, 0, sm>>>(st.dKeys[slot].data(), n, p.m, p.k, indices, dOut, stride);
       CUSIM_LAUNCH_CHECK();
     }
-    e[2].record(st);
-    CUSIM_CUDA_CHECK(
-        cudaMemcpyAsync(hOut[slot].data(), dOut[slot].data(), n * stride * 4, cudaMemcpyDeviceToHost, st));
-    e[3].record(st);
+    e[2].record(sm);
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(st.hOut[slot].data(), dOut, n * stride * 4, cudaMemcpyDeviceToHost, sm));
+    e[3].record(sm);
     pending[slot] = {true, r0, n};
   }
   finish(0);
@@ -432,6 +1091,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
   if (timing) {
     timing->kernelMs = kernelMs;
     timing->transferMs = transferMs;
+    timing->kernel = KindName(pl.kind);
   }
 }
 

@@ -160,6 +160,11 @@ inline unsigned GridFor(uint64_t n, unsigned threads, unsigned cap = 1u << 30) {
   return unsigned(b > cap ? cap : b);
 }
 
+// memcpy spread over the CPU pool (ParallelFor). One core copies into pinned
+// staging at only a few GB/s, well below PCIe; large host<->pinned copies go
+// through this so staging keeps up with the DMA engines.
+void ParallelCopy(void* dst, const void* src, size_t bytes);
+
 int MultiprocessorCount(int device);
 size_t MaxSharedPerBlockOptin(int device);
 

@@ -1,8 +1,11 @@
 // Device discovery and the shared CUDA plumbing from gpu.cuh.
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <string>
 
 #include "../native/gpu.h"
+#include "../native/parallel.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -78,6 +81,20 @@ float ElapsedMs(const Event& start, const Event& end) {
   float ms = 0;
   CUSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
   return ms;
+}
+
+void ParallelCopy(void* dst, const void* src, size_t bytes) {
+  // Below a few MB the pool's wake-up costs more than it saves.
+  constexpr size_t kChunk = size_t(2) << 20;
+  if (bytes <= 2 * kChunk) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const size_t chunks = (bytes + kChunk - 1) / kChunk;
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    const size_t lo = b * kChunk, hi = std::min(bytes, e * kChunk);
+    std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
+  });
 }
 
 int MultiprocessorCount(int device) {

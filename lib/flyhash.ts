@@ -53,6 +53,8 @@ export interface FlyHashResult {
   backend: Backend;
   kernelMs: number;
   transferMs: number;
+  /** GPU kernel family that ran ('tile-small', 'tile-large', 'fused', 'two-pass'); '' on the CPU. */
+  kernel: string;
 }
 
 export class FlyHash extends NativeResource {
@@ -127,6 +129,7 @@ export class FlyHash extends NativeResource {
         backend,
         kernelMs: r.kernelMs as number,
         transferMs: r.transferMs as number,
+        kernel: (r.kernel as string | undefined) ?? '',
       };
     });
   }

@@ -114,6 +114,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             r.Set("data", ToTyped(env, std::move(*result)));
             r.Set("kernelMs", timing->kernelMs);
             r.Set("transferMs", timing->transferMs);
+            r.Set("kernel", std::string(timing->kernel));
             return r;
           },
           keep);

@@ -39,6 +39,7 @@ enum class Output { Bits, Indices };
 struct Timing {
   double kernelMs = 0;    // CUDA events around the kernels
   double transferMs = 0;  // CUDA events around host<->device copies
+  const char* kernel = "";  // kernel family that ran (static string)
 };
 
 // Order-preserving map from float to uint32 (larger float, larger key); -0

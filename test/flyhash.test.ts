@@ -379,12 +379,13 @@ describe('FlyHash rejects bad input', () => {
 
 // ---- GPU = CPU bit for bit --------------------------------------------------------
 
-async function expectSame(opts: { d: number; m: number; s: number; k: number }, X: DenseMatrix) {
+async function expectSame(opts: { d: number; m: number; s: number; k: number }, X: DenseMatrix, kernel?: string) {
   using fly = new FlyHash({ inputDim: opts.d, hashLength: opts.m, connections: opts.s, winners: opts.k, seed: 17 });
   for (const output of ['bits', 'indices'] as const) {
     const cpu = await fly.hash(X, { output, backend: 'cpu' });
     const gpu = await fly.hash(X, { output, backend: 'cuda' });
     expect(gpu.backend).toBe('cuda');
+    if (kernel !== undefined && X.rows > 0) expect(gpu.kernel).toBe(kernel);
     expect(gpu.data.length).toBe(cpu.data.length);
     expect(Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
       Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength))).toBe(true);
@@ -430,4 +431,108 @@ describeGpu('FlyHash CUDA equals the CPU backend bit for bit', () => {
     await expectSame({ d: 30, m: 300, s: 3, k: 30 }, randomDense(rng(9), 1, 30));
     await expectSame({ d: 30, m: 300, s: 3, k: 30 }, { data: new Float32Array(0), rows: 0, cols: 30 });
   });
+});
+
+// The kernel family is chosen from shared memory and the row count; the knobs
+// force each one so every variant meets the same inputs.
+async function withEnv(vars: Record<string, string>, fn: () => Promise<void>) {
+  const old = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  try {
+    await fn();
+  } finally {
+    for (const [k, v] of Object.entries(old)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () => {
+  const variants = [
+    { knob: 'tile-small', kernel: 'tile-small' },
+    { knob: 'tile-large', kernel: 'tile-large' },
+    { knob: 'legacy', kernel: 'fused' },
+  ];
+  for (const v of variants) {
+    it(`${v.knob}: random, ties, constant rows, k = 1, k = m, m not a multiple of 32, single row`, async () => {
+      await withEnv({ CUSIM_FLYHASH_VARIANT: v.knob }, async () => {
+        for (const sh of shapes) await expectSame(sh, inputFor(sh, 31), v.kernel);
+        // Several 32-row tiles, the last one partial.
+        await expectSame({ d: 40, m: 300, s: 9, k: 20 }, randomDense(rng(32), 100, 40), v.kernel);
+        await expectSame({ d: 40, m: 300, s: 9, k: 20 }, randomDense(rng(33), 65, 40, true), v.kernel);
+      });
+    }, 120_000);
+  }
+
+  it('tile-small: the 1M x 128 configuration (m = 1280, s = 13, k = 32), chosen automatically with enough rows', async () => {
+    // 5000 rows = 157 tiles: at least one per multiprocessor on an H100 (132).
+    await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'tile-small');
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-small' }, async () => {
+      await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(35), 37, 128, true), 'tile-small');
+      await expectSame({ d: 128, m: 1281, s: 16, k: 1281 }, randomDense(rng(36), 33, 128), 'tile-small');
+    });
+  }, 120_000);
+
+  it('tile-large: FashionMNIST configuration, chosen automatically with enough rows', async () => {
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(37), 4300, 784), 'tile-large');
+  }, 300_000);
+
+  it('tile-large: large m with few rows, ties (fallback rows), k = 1, k = m, m not a multiple of 32', async () => {
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, async () => {
+      await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(38), 45, 784), 'tile-large');
+      // Small-integer inputs: thousands of activations tie at the k-th value,
+      // more than a warp ranks, so rows go to the fallback.
+      await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(39), 40, 784, true), 'tile-large');
+      await expectSame({ d: 64, m: 60001, s: 4, k: 1 }, randomDense(rng(40), 33, 64), 'tile-large');
+      await expectSame({ d: 64, m: 60001, s: 3, k: 1 }, randomDense(rng(41), 9, 64, true), 'tile-large');
+      await expectSame({ d: 10, m: 20000, s: 2, k: 20000 }, randomDense(rng(42), 3, 10, true), 'tile-large');
+      await expectSame({ d: 100, m: 40000, s: 7, k: 2001 }, randomDense(rng(43), 70, 100), 'tile-large');
+      const constant = randomDense(rng(44), 5, 32);
+      constant.data.fill(1);
+      await expectSame({ d: 32, m: 5800, s: 3, k: 777 }, constant, 'tile-large');
+      await expectSame({ d: 30, m: 300, s: 3, k: 30 }, randomDense(rng(45), 1, 30), 'tile-large');
+    });
+  }, 300_000);
+
+  it('tile-large on rows wider than shared memory (column chunks with partial sums): CIFAR-like, d = 1500, ties, k = 1', async () => {
+    // d = 3072: three chunks of 1024 columns; chosen automatically with a wave of rows.
+    await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, randomDense(rng(51), 4300, 3072), 'tile-large');
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, async () => {
+      await expectSame({ d: 3072, m: 2000, s: 154, k: 100 }, randomDense(rng(52), 40, 3072), 'tile-large');
+      await expectSame({ d: 1500, m: 3001, s: 60, k: 1 }, randomDense(rng(53), 33, 1500, true), 'tile-large');
+      await expectSame({ d: 1500, m: 3001, s: 1500, k: 3001 }, randomDense(rng(54), 2, 1500), 'tile-large');
+      await expectSame({ d: 2900, m: 777, s: 5, k: 40 }, randomDense(rng(55), 70, 2900), 'tile-large');
+    });
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large', CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+      await expectSame({ d: 3072, m: 500, s: 154, k: 25 }, randomDense(rng(56), 35, 3072), 'tile-large');
+    });
+  }, 300_000);
+
+  it('tile-large fallback (every row forced through the exact per-row path)', async () => {
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large', CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+      await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(46), 35, 784), 'tile-large');
+      await expectSame({ d: 40, m: 77, s: 5, k: 10 }, randomDense(rng(47), 300, 40, true), 'tile-large');
+      await expectSame({ d: 25, m: 70, s: 6, k: 70 }, randomDense(rng(48), 9, 25), 'tile-large');
+      await expectSame({ d: 25, m: 64, s: 6, k: 1 }, randomDense(rng(49), 1, 25, true), 'tile-large');
+    });
+  }, 120_000);
+
+  it('tile kernels across several batches through both streams', async () => {
+    // 4 KB per row: the 64 MB staging batch holds ~16k rows, so 40k rows take 3 batches.
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-small' }, async () => {
+      await expectSame({ d: 1024, m: 40, s: 8, k: 5 }, randomDense(rng(50), 40000, 1024), 'tile-small');
+    });
+  }, 120_000);
+
+  it('repeated calls reuse the staging buffers and still agree (growing, then shrinking batches)', async () => {
+    using fly = new FlyHash({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 5 });
+    for (const rows of [40, 9000, 3]) {
+      const X = randomDense(rng(60 + rows), rows, 128);
+      const cpu = await fly.hash(X, { backend: 'cpu' });
+      const gpu = await fly.hash(X, { backend: 'cuda' });
+      expect(Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
+        Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength))).toBe(true);
+    }
+  }, 120_000);
 });
