@@ -274,17 +274,26 @@ __global__ void __launch_bounds__(kHotThreads, 1)
       uint32_t bestP[kPerLane];
 #pragma unroll
       for (int q = 0; q < kPerLane; ++q) bestA[q] = __int_as_float(0x7f800000), bestP[q] = kNone;
+      // The next chunk's columns and weights load while this chunk computes,
+      // so a chunk start waits only for slotOf (L2), not for the CSR stream.
+      uint32_t nextD = 0;
+      float nextW = 0.0f;
+      if (sg.begin + lane < sg.end) {
+        nextD = __ldg(indices + sg.begin + lane);
+        nextW = values ? __ldg(values + sg.begin + lane) : 1.0f;
+      }
       for (uint32_t base = sg.begin; base < sg.end; base += 32) {
         const uint32_t n = min(32u, sg.end - base);
-        uint32_t myD = 0, mySlot = kCold;
-        float myLw = 0.0f;
-        bool ok = false;
-        if (lane < n) {
-          myD = __ldg(indices + base + lane);
-          const float wt = values ? __ldg(values + base + lane) : 1.0f;
-          ok = wt > 0.0f;  // zero, negative and NaN weights are skipped
-          if (ok) myLw = LogW(wt), mySlot = __ldg(slotOf + myD);
+        const uint32_t myD = nextD;  // lanes >= n hold stale values and stay out of the ballot
+        const float wt = nextW;
+        if (sg.end - base > 32 && base + 32 + lane < sg.end) {
+          nextD = __ldg(indices + base + 32 + lane);
+          nextW = values ? __ldg(values + base + 32 + lane) : 1.0f;
         }
+        uint32_t mySlot = kCold;
+        float myLw = 0.0f;
+        const bool ok = lane < n && wt > 0.0f;  // zero, negative and NaN weights are skipped
+        if (ok) myLw = LogW(wt), mySlot = __ldg(slotOf + myD);
         unsigned mask = __ballot_sync(0xffffffffu, ok);
         // Two nonzeros per step, both loads issued before either is used, so a
         // warp keeps twice the table bytes in flight. An odd tail repeats the
