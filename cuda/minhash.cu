@@ -171,7 +171,13 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
 // position with the same expressions (bit-identical), which saves two selects
 // and eight registers per element-sample. Same segments, same atomic merge,
 // same FinalizeKernel for split rows as HashKernel, so results are identical.
-constexpr unsigned kHotThreads = 768;
+// kPipe: the next pair's table loads are issued before the current pair is
+// computed (software pipelining), so a warp's memory wait overlaps its own
+// division chains; it needs ~25 more registers, hence fewer threads.
+template <bool kPipe>
+constexpr unsigned HotThreads() {
+  return kPipe ? 640 : 768;
+}
 constexpr uint32_t kMaxHot = 255;
 constexpr uint8_t kCold = 0xFF;
 
@@ -250,8 +256,41 @@ __device__ __forceinline__ void Update(const Tab& t, float lw, uint32_t pos, uin
   }
 }
 
+// Two consecutive ballot bits (CSR order) and their tables. With one bit left
+// the second repeats the first: the repeat recomputes an equal ln a, which
+// cannot pass the strict <, so it changes nothing.
+struct Pair {
+  Tab t1, t2;
+  float lw1, lw2;
+  uint32_t p1, p2;
+};
+
 template <bool kVec4>
-__global__ void __launch_bounds__(kHotThreads, 1)
+__device__ __forceinline__ void LoadPair(Pair& P, unsigned& mask, uint32_t myD, float myLw, uint32_t mySlot,
+                                         uint32_t base, const float* hot, const float* __restrict__ rs,
+                                         const float* __restrict__ lnCs, const float* __restrict__ betas,
+                                         uint32_t samples, uint32_t s0, unsigned lane) {
+  const int j1 = __ffs(mask) - 1;
+  mask &= mask - 1;
+  const int j2 = mask ? __ffs(mask) - 1 : j1;
+  if (mask) mask &= mask - 1;
+  const uint32_t d1 = __shfl_sync(0xffffffffu, myD, j1), d2 = __shfl_sync(0xffffffffu, myD, j2);
+  const uint32_t h1 = __shfl_sync(0xffffffffu, mySlot, j1), h2 = __shfl_sync(0xffffffffu, mySlot, j2);
+  P.lw1 = __shfl_sync(0xffffffffu, myLw, j1), P.lw2 = __shfl_sync(0xffffffffu, myLw, j2);
+  P.p1 = base + j1, P.p2 = base + j2;
+  P.t1 = LoadTab<kVec4>(hot, h1, d1, rs, lnCs, betas, samples, s0, lane);
+  P.t2 = LoadTab<kVec4>(hot, h2, d2, rs, lnCs, betas, samples, s0, lane);
+}
+
+template <bool kVec4>
+__device__ __forceinline__ void UpdatePair(const Pair& P, uint32_t samples, uint32_t s0, unsigned lane,
+                                           float (&bestA)[kPerLane], uint32_t (&bestP)[kPerLane]) {
+  Update<kVec4>(P.t1, P.lw1, P.p1, samples, s0, lane, bestA, bestP);
+  Update<kVec4>(P.t2, P.lw2, P.p2, samples, s0, lane, bestA, bestP);
+}
+
+template <bool kVec4, bool kPipe>
+__global__ void __launch_bounds__(HotThreads<kPipe>(), 1)
     HotKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
               const float* __restrict__ values, const uint8_t* __restrict__ slotOf,
               const uint32_t* __restrict__ hotCols, uint32_t nhot, const float* __restrict__ rs,
@@ -295,22 +334,33 @@ __global__ void __launch_bounds__(kHotThreads, 1)
         const bool ok = lane < n && wt > 0.0f;  // zero, negative and NaN weights are skipped
         if (ok) myLw = LogW(wt), mySlot = __ldg(slotOf + myD);
         unsigned mask = __ballot_sync(0xffffffffu, ok);
-        // Two nonzeros per step, both loads issued before either is used, so a
-        // warp keeps twice the table bytes in flight. An odd tail repeats the
-        // last nonzero: the repeat computes the same ln a, which cannot pass
-        // the strict <, so it changes nothing.
-        while (mask) {  // ascending bits: CSR order
-          const int j1 = __ffs(mask) - 1;
-          mask &= mask - 1;
-          const int j2 = mask ? __ffs(mask) - 1 : j1;
-          if (mask) mask &= mask - 1;
-          const uint32_t d1 = __shfl_sync(0xffffffffu, myD, j1), d2 = __shfl_sync(0xffffffffu, myD, j2);
-          const float lw1 = __shfl_sync(0xffffffffu, myLw, j1), lw2 = __shfl_sync(0xffffffffu, myLw, j2);
-          const uint32_t h1 = __shfl_sync(0xffffffffu, mySlot, j1), h2 = __shfl_sync(0xffffffffu, mySlot, j2);
-          const Tab t1 = LoadTab<kVec4>(hot, h1, d1, rs, lnCs, betas, samples, s0, lane);
-          const Tab t2 = LoadTab<kVec4>(hot, h2, d2, rs, lnCs, betas, samples, s0, lane);
-          Update<kVec4>(t1, lw1, base + j1, samples, s0, lane, bestA, bestP);
-          Update<kVec4>(t2, lw2, base + j2, samples, s0, lane, bestA, bestP);
+        // Two nonzeros per step (both loads issued before either is used), in
+        // CSR order. The branches below depend only on mask: warp-uniform.
+        if (!kPipe) {
+          while (mask) {
+            Pair P;
+            LoadPair<kVec4>(P, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
+            UpdatePair<kVec4>(P, samples, s0, lane, bestA, bestP);
+          }
+        } else if (mask) {
+          // Ping-pong: load pair k+1, then compute pair k; pairs are still
+          // computed in the order they were taken.
+          Pair A, B;
+          LoadPair<kVec4>(A, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
+          for (;;) {
+            if (!mask) {
+              UpdatePair<kVec4>(A, samples, s0, lane, bestA, bestP);
+              break;
+            }
+            LoadPair<kVec4>(B, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
+            UpdatePair<kVec4>(A, samples, s0, lane, bestA, bestP);
+            if (!mask) {
+              UpdatePair<kVec4>(B, samples, s0, lane, bestA, bestP);
+              break;
+            }
+            LoadPair<kVec4>(A, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
+            UpdatePair<kVec4>(B, samples, s0, lane, bestA, bestP);
+          }
         }
       }
 #pragma unroll
@@ -479,13 +529,16 @@ struct Need {
   }
 };
 
-enum class Kernel { kSegment, kHot };
+enum class Kernel { kSegment, kHot, kHotPipe };
 
-// CUSIM_MINHASH_KERNEL=segment|hot|auto (default auto = hot): both kernels give
-// identical signatures, so the knob only exists to time one against the other.
+// CUSIM_MINHASH_KERNEL=segment|hot|hotpipe|auto (unset or anything else = auto
+// = hotpipe, the one predicted fastest in docs/minhash-perf.md). All give
+// identical signatures; the knob exists to time them against each other.
 Kernel KernelFromEnv() {
   const char* v = std::getenv("CUSIM_MINHASH_KERNEL");
-  return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kHot;
+  if (v && std::strcmp(v, "segment") == 0) return Kernel::kSegment;
+  if (v && std::strcmp(v, "hot") == 0) return Kernel::kHot;
+  return Kernel::kHotPipe;
 }
 
 // Hot columns of one device's rows, from a strided sample of their nonzeros:
@@ -537,7 +590,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.dSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
   sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
   sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
-  if (kernel == Kernel::kHot) {
+  if (kernel != Kernel::kSegment) {
     sl.dSlotOf.reserve(dim, "MinHash hot-column slots");
     sl.dHotCur.reserve(kMaxHot, "MinHash hot columns");
     sl.dHotNext.reserve(kMaxHot, "MinHash hot columns");
@@ -571,7 +624,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.e1.record(st);
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
   const float* vals = m.values ? sl.dVal.data() : nullptr;
-  if (kernel == Kernel::kHot) {
+  if (kernel != Kernel::kSegment) {
     if (!sl.slotOfReady) {
       CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dSlotOf.data(), kCold, dim, st));
       sl.hotCur.clear();
@@ -591,12 +644,16 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
     CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dNextSeg.data(), 0, sizeof(unsigned long long), st));
     const uint32_t nhot = uint32_t(hotList.size());
     const size_t smem = size_t(nhot) * samples * 12;
-    auto kfn = samples % kPerLane == 0 ? HotKernel<true> : HotKernel<false>;
+    const bool pipe = kernel == Kernel::kHotPipe;
+    const bool vec4 = samples % kPerLane == 0;
+    auto kfn = pipe ? (vec4 ? HotKernel<true, true> : HotKernel<false, true>)
+                    : (vec4 ? HotKernel<true, false> : HotKernel<false, false>);
+    const unsigned threads = pipe ? HotThreads<true>() : HotThreads<false>();
     int perSm = 0;
-    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kfn, kHotThreads, smem));
-    const uint64_t want = (nseg + kHotThreads / 32 - 1) / (kHotThreads / 32);
+    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kfn, threads, smem));
+    const uint64_t want = (nseg + threads / 32 - 1) / (threads / 32);
     const unsigned grid = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(want, uint64_t(dev.sms) * std::max(perSm, 1))));
-    kfn<<<grid, kHotThreads, smem, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, sl.dSlotOf.data(),
+    kfn<<<grid, threads, smem, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, sl.dSlotOf.data(),
                                          sl.dHotCur.data(), nhot, dev.rs.data(), dev.lnCs.data(),
                                          dev.betas.data(), samples, sl.dOut.data(), sl.dScratch.data(),
                                          sl.dNextSeg.data());
@@ -656,8 +713,8 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
     CUSIM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, id));
     d->sms = sms, d->smemOptin = uint64_t(optin);
     // Lets the hot-column kernels take every opt-in byte a batch's hot list needs.
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(HotKernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(HotKernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    for (auto fn : {HotKernel<true, false>, HotKernel<false, false>, HotKernel<true, true>, HotKernel<false, true>})
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     uint64_t freeB = 0, totalB = 0;
     DeviceMemory(id, &freeB, &totalB);
     const uint64_t need = 3 * n * sizeof(float);
@@ -704,7 +761,7 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
     plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
     for (const Batch& b : plans[k]) needs[k].add(b);
     next[k] = 0;
-    if (kernel == Kernel::kHot) hot[k] = ChooseHot(m, cut[k], cut[k + 1], MaxHot(*e.devs[k], e.samples));
+    if (kernel != Kernel::kSegment) hot[k] = ChooseHot(m, cut[k], cut[k + 1], MaxHot(*e.devs[k], e.samples));
   }
   std::vector<Timing> timings(nd * kSlots);
   std::vector<std::exception_ptr> errors(nd * kSlots);

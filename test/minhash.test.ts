@@ -516,7 +516,7 @@ function hotMixCsr(seed: number, rows: number, cols: number): CsrMatrix {
 }
 
 /** Runs f with CUSIM_MINHASH_KERNEL set (read by the native call; vitest's forks pool shares process env). */
-async function withKernel<T>(kernel: 'hot' | 'segment' | 'auto', f: () => Promise<T>): Promise<T> {
+async function withKernel<T>(kernel: 'hot' | 'hotpipe' | 'segment' | 'auto', f: () => Promise<T>): Promise<T> {
   const prev = process.env.CUSIM_MINHASH_KERNEL;
   process.env.CUSIM_MINHASH_KERNEL = kernel;
   try {
@@ -534,14 +534,16 @@ function firstDiff(a: Uint32Array, b: Uint32Array): number {
   return -1;
 }
 
-/** Hashes m with both CUDA kernels and the CPU: the kernels must agree bit for bit, and with the CPU as usual. */
+/** Hashes m with every CUDA kernel and the CPU: the kernels must agree bit for bit, and with the CPU as usual. */
 async function expectKernelsAgree(g: WeightedMinHash, c: WeightedMinHash, m: CsrMatrix, label: string) {
   const hot = await withKernel('hot', () => g.hash(m));
+  const pipe = await withKernel('hotpipe', () => g.hash(m));
   const seg = await withKernel('segment', () => g.hash(m));
   const auto = await withKernel('auto', () => g.hash(m));
   const cpu = await c.hash(m);
   expect(firstDiff(hot, seg), `${label}: hot vs segment kernel`).toBe(-1);
-  expect(firstDiff(auto, hot), `${label}: auto vs hot kernel`).toBe(-1);
+  expect(firstDiff(pipe, seg), `${label}: hotpipe vs segment kernel`).toBe(-1);
+  expect(firstDiff(auto, seg), `${label}: auto vs segment kernel`).toBe(-1);
   expect(agreement(hot, cpu), `${label}: cuda vs cpu`).toBeGreaterThanOrEqual(0.9999);
   // Sentinels are structural, not numeric: they must agree exactly.
   for (let i = 0; i < cpu.length; i += 2) {
@@ -603,7 +605,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     expect(agreement(sg.subarray(1234 * 128, 1235 * 128), sc.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
   });
 
-  it('hot-column kernel = segment kernel bit for bit (and = cpu): hot/cold mix, duplicates, samples 1..257', async () => {
+  it('hot-column kernels (hot, hotpipe) = segment kernel bit for bit (and = cpu): hot/cold mix, duplicates, samples 1..257', async () => {
     for (const samples of [1, 7, 64, 128, 257]) {
       const cols = 20011;
       const m = hotMixCsr(300 + samples, 1201 + samples, cols);
