@@ -202,15 +202,11 @@ struct Tab {
   float r[kPerLane], c[kPerLane], b[kPerLane];
 };
 
+// Shared and global pointers are formed in separate branches so the compiler
+// emits ld.shared / ld.global.nc, not generic loads through a selected pointer.
 template <bool kVec4>
-__device__ __forceinline__ Tab LoadTab(const float* hot, uint32_t h, uint32_t d, const float* __restrict__ rs,
-                                       const float* __restrict__ lnCs, const float* __restrict__ betas,
-                                       uint32_t samples, uint32_t s0, unsigned lane) {
-  Tab t;
-  const bool shared = h != kCold;
-  const float* R = shared ? hot + uint64_t(h) * 3 * samples : rs + uint64_t(d) * samples;
-  const float* C = shared ? R + samples : lnCs + uint64_t(d) * samples;
-  const float* B = shared ? R + 2 * samples : betas + uint64_t(d) * samples;
+__device__ __forceinline__ void LoadFrom(Tab& t, const float* R, const float* C, const float* B, bool shared,
+                                         uint32_t samples, uint32_t s0, unsigned lane) {
   if (kVec4) {
     const uint32_t sb = SampleOf<true>(s0, lane, 0);
     float4 r4 = make_float4(0, 0, 0, 0), c4 = r4, b4 = r4;
@@ -241,6 +237,20 @@ __device__ __forceinline__ Tab LoadTab(const float* hot, uint32_t h, uint32_t d,
         }
       }
     }
+  }
+}
+
+template <bool kVec4>
+__device__ __forceinline__ Tab LoadTab(const float* hot, uint32_t h, uint32_t d, const float* __restrict__ rs,
+                                       const float* __restrict__ lnCs, const float* __restrict__ betas,
+                                       uint32_t samples, uint32_t s0, unsigned lane) {
+  Tab t;
+  if (h != kCold) {
+    const float* R = hot + uint64_t(h) * 3 * samples;
+    LoadFrom<kVec4>(t, R, R + samples, R + 2 * samples, true, samples, s0, lane);
+  } else {
+    const uint64_t off = uint64_t(d) * samples;
+    LoadFrom<kVec4>(t, rs + off, lnCs + off, betas + off, false, samples, s0, lane);
   }
   return t;
 }
