@@ -316,7 +316,11 @@ __global__ void __launch_bounds__(HotThreads<kPipe>(), 1)
   // Each warp's first segment is its id, the rest come from a counter: with
   // log-normal row lengths a static stride leaves some warps with ~2x the mean
   // work and their SMs idle at the end; one atomic per segment avoids that.
+  // The next claim is made as a segment starts, so its latency hides behind
+  // the segment's work; every claimed index below nseg is processed.
   for (uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; w < nseg;) {
+    unsigned long long nx = 0;
+    if (lane == 0) nx = atomicAdd(nextSeg, 1ull);
     const Seg sg = segs[w];
     for (uint32_t s0 = 0; s0 < samples; s0 += 32 * kPerLane) {
       float bestA[kPerLane];
@@ -395,8 +399,6 @@ __global__ void __launch_bounds__(HotThreads<kPipe>(), 1)
         }
       }
     }
-    unsigned long long nx = 0;
-    if (lane == 0) nx = atomicAdd(nextSeg, 1ull);
     w = nwarps + __shfl_sync(0xffffffffu, nx, 0);
   }
 }
