@@ -10,7 +10,7 @@ import {
   type CsrMatrix,
   type MinHashParameters,
 } from '../lib/index.js';
-import { backends, describeGpu, rng, randomCsr, randInt } from './helpers.js';
+import { backends, describeGpu, rng, randomCsr, randInt, zipf } from './helpers.js';
 
 const f = Math.fround;
 
@@ -459,8 +459,12 @@ describe('WeightedMinHash: bad input', () => {
 
 // ---- GPU ----------------------------------------------------------------------
 
-/** dim columns; `small` rows of 1..8 nnz, plus (at `at`) one row holding `big` distinct columns. */
-function bigRowCsr(seed: number, dim: number, small: number, big: number, at: number): CsrMatrix {
+/**
+ * dim columns; `small` rows of 1..8 nnz, plus (at `at`) one row holding `big` distinct columns. With `hot`,
+ * the small rows draw Zipf columns among the first 300 (duplicates kept), so a batch has hot columns, and
+ * the big row (columns floor(k * dim / big)) runs through them too.
+ */
+function bigRowCsr(seed: number, dim: number, small: number, big: number, at: number, hot = false): CsrMatrix {
   const r = rng(seed);
   const lens = new Uint32Array(small + 1);
   for (let i = 0; i <= small; i++) lens[i] = i === at ? big : i % 11 === 0 ? 0 : 1 + randInt(r, 8);
@@ -476,12 +480,76 @@ function bigRowCsr(seed: number, dim: number, small: number, big: number, at: nu
       const stride = dim / big;
       for (let k = 0; k < big; k++) indices[b + k] = Math.floor(k * stride);
     } else {
-      for (let k = 0; k < lens[i]; k++) indices[b + k] = randInt(r, dim);
+      for (let k = 0; k < lens[i]; k++) indices[b + k] = hot ? zipf(r, 300) : randInt(r, dim);
       indices.subarray(b, b + lens[i]).sort();
     }
   }
   for (let j = 0; j < nnz; j++) values[j] = 1e-3 + 10 * r();
   return { rows: small + 1, cols: dim, indptr, indices, values };
+}
+
+/**
+ * Rows mixing very frequent columns (Zipf over the first 300, so the hot-column kernel stages them in shared
+ * memory) with uniform cold ones: sorted, with adjacent duplicates of a column (hot and cold, different
+ * weights), zero weights (skipped), weights of exactly 1 (ln w = 0), empty rows, one-nnz rows, and rows of
+ * 1025..3524 nnz that span several segments (the atomic merge).
+ */
+function hotMixCsr(seed: number, rows: number, cols: number): CsrMatrix {
+  const r = rng(seed);
+  const indptr = new Uint32Array(rows + 1);
+  const idx: number[] = [];
+  const val: number[] = [];
+  for (let i = 0; i < rows; i++) {
+    const len = i % 17 === 0 ? 0 : i % 13 === 1 ? 1 : i % 97 === 5 ? 1025 + randInt(r, 2500) : 1 + randInt(r, 80);
+    const row: number[] = [];
+    for (let k = 0; k < len; k++) row.push(r() < 0.6 ? zipf(r, Math.min(300, cols)) : randInt(r, cols));
+    row.sort((x, y) => x - y);
+    for (let k = 1; k < row.length; k += 7) row[k] = row[k - 1]; // stays sorted
+    for (const c of row) {
+      idx.push(c);
+      const u = r();
+      val.push(u < 0.03 ? 0 : u < 0.13 ? 1 : 1e-3 + 10 * r());
+    }
+    indptr[i + 1] = idx.length;
+  }
+  return { rows, cols, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
+}
+
+/** Runs f with CUSIM_MINHASH_KERNEL set (read by the native call; vitest's forks pool shares process env). */
+async function withKernel<T>(kernel: 'hot' | 'hotpipe' | 'segment' | 'auto', f: () => Promise<T>): Promise<T> {
+  const prev = process.env.CUSIM_MINHASH_KERNEL;
+  process.env.CUSIM_MINHASH_KERNEL = kernel;
+  try {
+    return await f();
+  } finally {
+    if (prev === undefined) delete process.env.CUSIM_MINHASH_KERNEL;
+    else process.env.CUSIM_MINHASH_KERNEL = prev;
+  }
+}
+
+/** Index of the first differing word, or -1 (a readable failure where toEqual would print megabytes). */
+function firstDiff(a: Uint32Array, b: Uint32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+/** Hashes m with every CUDA kernel and the CPU: the kernels must agree bit for bit, and with the CPU as usual. */
+async function expectKernelsAgree(g: WeightedMinHash, c: WeightedMinHash, m: CsrMatrix, label: string) {
+  const hot = await withKernel('hot', () => g.hash(m));
+  const pipe = await withKernel('hotpipe', () => g.hash(m));
+  const seg = await withKernel('segment', () => g.hash(m));
+  const auto = await withKernel('auto', () => g.hash(m));
+  const cpu = await c.hash(m);
+  expect(firstDiff(hot, seg), `${label}: hot vs segment kernel`).toBe(-1);
+  expect(firstDiff(pipe, seg), `${label}: hotpipe vs segment kernel`).toBe(-1);
+  expect(firstDiff(auto, seg), `${label}: auto vs segment kernel`).toBe(-1);
+  expect(agreement(hot, cpu), `${label}: cuda vs cpu`).toBeGreaterThanOrEqual(0.9999);
+  // Sentinels are structural, not numeric: they must agree exactly.
+  for (let i = 0; i < cpu.length; i += 2) {
+    if (cpu[i] === EMPTY_ROW_SENTINEL) expect(hot[i], `${label}: sentinel at word ${i}`).toBe(EMPTY_ROW_SENTINEL);
+  }
+  return { hot, cpu };
 }
 
 function agreement(a: Uint32Array, b: Uint32Array): number {
@@ -535,6 +603,40 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     expect(agreement(sg, sc)).toBeGreaterThanOrEqual(0.9999);
     // The big row itself, all of whose samples went through the split-row merge.
     expect(agreement(sg.subarray(1234 * 128, 1235 * 128), sc.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
+  });
+
+  it('hot-column kernels (hot, hotpipe) = segment kernel bit for bit (and = cpu): hot/cold mix, duplicates, samples 1..257', async () => {
+    for (const samples of [1, 7, 64, 128, 257]) {
+      const cols = 20011;
+      const m = hotMixCsr(300 + samples, 1201 + samples, cols);
+      using g = new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cuda', devices: [0] });
+      using c = new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cpu' });
+      const { hot } = await expectKernelsAgree(g, c, m, `samples=${samples}`);
+      // Every 17th row is empty: all sentinels.
+      for (let s = 0; s < samples; s++) expect(hot[(17 * samples + s) * 2]).toBe(EMPTY_ROW_SENTINEL);
+    }
+  });
+
+  it('hot-column kernel: a single row of one duplicated column, all-empty rows, one nnz', async () => {
+    for (const samples of [1, 7, 128]) {
+      using g = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cuda', devices: [0] });
+      using c = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cpu' });
+      const one = csr(50, [[[3, 2], [3, 5], [3, 0.5], [7, 1], [11, 4], [3, 3]]]);
+      await expectKernelsAgree(g, c, one, `one row, samples=${samples}`);
+      const empty = csr(50, [[], [], []]);
+      const e = await expectKernelsAgree(g, c, empty, `empty rows, samples=${samples}`);
+      expect(e.hot.every((x) => x === EMPTY_ROW_SENTINEL)).toBe(true);
+      await expectKernelsAgree(g, c, csr(50, [[[49, 7]]]), `one nnz, samples=${samples}`);
+    }
+  });
+
+  it('hot-column kernel: a 1M-nnz row through hot columns among small hot rows = segment kernel = cpu', async () => {
+    const dim = 1_000_003;
+    const m = bigRowCsr(6, dim, 3001, 1_000_000, 1234, true);
+    using g = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cuda', devices: [0] });
+    using c = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cpu' });
+    const { hot, cpu } = await expectKernelsAgree(g, c, m, '1M-nnz row');
+    expect(agreement(hot.subarray(1234 * 128, 1235 * 128), cpu.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
   });
 
   it('injected tables (fromParameters): cuda = cpu on >= 99.99% of entries', async () => {
