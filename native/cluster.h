@@ -144,6 +144,7 @@ class Engine {
   uint32_t Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t key, uint64_t time, bool* created);
   void SetRowFromSum(uint32_t c);
   void MakeScorer();
+  void Reserve(uint64_t cap);
 
   struct SumEntry {
     uint32_t term;
