@@ -219,8 +219,6 @@ struct BatchTable {
   uint32_t nDocs;
 };
 
-CUSIM_HD uint32_t HashSlot(uint32_t t, uint32_t bits) { return (t * 2654435761u) >> (32 - bits); }
-
 __device__ __forceinline__ uint32_t HashFind(const uint2* h, uint32_t bits, uint32_t t) {
   const uint32_t mask = (1u << bits) - 1;
   for (uint32_t i = HashSlot(t, bits);; i = (i + 1) & mask) {
@@ -357,7 +355,8 @@ class CudaScorer final : public Scorer {
     return hKeys_.data()[0];
   }
 
-  void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, uint64_t time0, uint64_t* keys) override {
+  void ScoreBatch(const Docs&, uint64_t begin, uint64_t end, const BatchPostings& post, uint64_t time0,
+                  uint64_t* keys) override {
     gpu::DeviceGuard g(device_);
     const uint64_t rows = rows_.count;
     const uint32_t nDocs = uint32_t(end - begin);
@@ -366,29 +365,10 @@ class CudaScorer final : public Scorer {
       return;
     }
     if (!dirty_.empty()) Flush();
-    // Inverted table of the batch, grouped by a host hash of the terms (no
-    // sort: postings order does not matter to the integer sums).
-    const uint64_t p0 = docs.ptr[begin], np = docs.ptr[end] - p0;
-    uint32_t hb = 1;
-    while ((uint64_t(1) << hb) < 2 * np) hb++;
-    hostHash_.assign(uint64_t(1) << hb, kNone);
-    distinct_.clear();
-    count_.clear();
-    pairU_.resize(np);
-    for (uint64_t p = 0; p < np; p++) {
-      const uint32_t t = docs.terms[p0 + p];
-      const uint32_t mask = (1u << hb) - 1;
-      uint32_t i = HashSlot(t, hb);
-      while (hostHash_[i] != kNone && distinct_[hostHash_[i]] != t) i = (i + 1) & mask;
-      if (hostHash_[i] == kNone) {
-        hostHash_[i] = uint32_t(distinct_.size());
-        distinct_.push_back(t);
-        count_.push_back(0);
-      }
-      pairU_[p] = hostHash_[i];
-      count_[hostHash_[i]]++;
-    }
-    const uint32_t nU = uint32_t(distinct_.size());
+    // The engine grouped the batch by term; the device gets the postings and
+    // a hash table (term -> u) at load <= 1/2 for one- or two-probe lookups.
+    const uint64_t np = post.doc.size();
+    const uint32_t nU = uint32_t(post.terms.size());
     uint32_t db = 1;
     while ((uint64_t(1) << db) < 2 * uint64_t(nU)) db++;
     Layout L;
@@ -400,29 +380,19 @@ class CudaScorer final : public Scorer {
     L.total = L.filter + kFilterWords * 4;
     Reserve(L.total);
     auto* hash = reinterpret_cast<uint2*>(hBlob_.data() + L.hash);
-    auto* off = reinterpret_cast<uint32_t*>(hBlob_.data() + L.off);
-    auto* pd = reinterpret_cast<uint32_t*>(hBlob_.data() + L.pd);
-    auto* pw = reinterpret_cast<float*>(hBlob_.data() + L.pw);
     auto* filter = reinterpret_cast<uint32_t*>(hBlob_.data() + L.filter);
     std::fill(hash, hash + (uint64_t(1) << db), make_uint2(kNone, kNone));
     std::fill(filter, filter + kFilterWords, 0u);
-    off[0] = 0;
     for (uint32_t u = 0; u < nU; u++) {
-      const uint32_t t = distinct_[u];
+      const uint32_t t = post.terms[u];
       uint32_t i = HashSlot(t, db);
       while (hash[i].x != kNone) i = (i + 1) & ((1u << db) - 1);
       hash[i] = make_uint2(t, u);
       filter[(t >> 5) & (kFilterWords - 1)] |= 1u << (t & 31);
-      off[u + 1] = off[u] + count_[u];
     }
-    // count_ becomes each term's fill cursor.
-    for (uint32_t u = 0; u < nU; u++) count_[u] = off[u];
-    for (uint64_t d = begin; d < end; d++)
-      for (uint64_t p = docs.ptr[d]; p < docs.ptr[d + 1]; p++) {
-        const uint32_t q = count_[pairU_[p - p0]]++;
-        pd[q] = uint32_t(d - begin);
-        pw[q] = docs.weights[p];
-      }
+    std::copy(post.off.begin(), post.off.end(), reinterpret_cast<uint32_t*>(hBlob_.data() + L.off));
+    std::copy(post.doc.begin(), post.doc.end(), reinterpret_cast<uint32_t*>(hBlob_.data() + L.pd));
+    std::copy(post.w.begin(), post.w.end(), reinterpret_cast<float*>(hBlob_.data() + L.pw));
     t0_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dBlob_.data(), hBlob_.data(), L.total, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(batchKeys_.data(), 0, uint64_t(nDocs) * 8, stream_));
@@ -600,7 +570,6 @@ class CudaScorer final : public Scorer {
   std::vector<uint8_t> isDirty_;
   uint32_t batch_ = kBatch;
   bool fpScan_ = true;
-  std::vector<uint32_t> hostHash_, distinct_, count_, pairU_;
   int parity_ = 0;
   Timing timing_;
 };

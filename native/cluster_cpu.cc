@@ -23,7 +23,8 @@ class CpuScorer final : public Scorer {
     return Score(terms, w, n, time, &scratch_);
   }
 
-  void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, uint64_t time0, uint64_t* keys) override {
+  void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, const BatchPostings&, uint64_t time0,
+                  uint64_t* keys) override {
     // Documents are independent against a fixed set of rows: score them in
     // parallel, each thread with its own accumulator.
     ParallelFor(end - begin, 1, [&](size_t b, size_t e) {
@@ -165,6 +166,40 @@ constexpr char kMagic[8] = {'C', 'U', 'S', 'I', 'M', 'C', 'L', '1'};
 
 std::unique_ptr<Scorer> MakeCpuScorer(const Config& cfg, const Rows& rows) {
   return std::make_unique<CpuScorer>(cfg, rows);
+}
+
+void BatchPostings::Build(const Docs& docs, uint64_t begin, uint64_t end) {
+  const uint64_t p0 = docs.ptr[begin], np = docs.ptr[end] - p0;
+  uint32_t bits = 1;
+  while ((uint64_t(1) << bits) < 2 * np) bits++;
+  const uint32_t mask = uint32_t((uint64_t(1) << bits) - 1);
+  slots_.assign(uint64_t(1) << bits, kNone);
+  terms.clear();
+  off.assign(1, 0);  // off[u + 1] counts term u's entries until the prefix sum below
+  entryTerm.resize(np);
+  for (uint64_t p = 0; p < np; p++) {
+    const uint32_t t = docs.terms[p0 + p];
+    uint32_t i = HashSlot(t, bits);
+    while (slots_[i] != kNone && terms[slots_[i]] != t) i = (i + 1) & mask;
+    if (slots_[i] == kNone) {
+      slots_[i] = uint32_t(terms.size());
+      terms.push_back(t);
+      off.push_back(0);
+    }
+    entryTerm[p] = slots_[i];
+    off[slots_[i] + 1]++;
+  }
+  for (size_t u = 0; u < terms.size(); u++) off[u + 1] += off[u];
+  std::vector<uint32_t>& cursor = slots_;  // reused: the hash is no longer needed
+  cursor.assign(off.begin(), off.end() - 1);
+  doc.resize(np);
+  w.resize(np);
+  for (uint64_t d = begin; d < end; d++)
+    for (uint64_t p = docs.ptr[d]; p < docs.ptr[d + 1]; p++) {
+      const uint32_t q = cursor[entryTerm[p - p0]]++;
+      doc[q] = uint32_t(d - begin);
+      w[q] = docs.weights[p];
+    }
 }
 
 // ---- engine -------------------------------------------------------------------
@@ -327,6 +362,7 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   const uint64_t B = std::max<uint64_t>(1, scorer_->BatchSize());
   std::vector<uint64_t> keys(B);
   std::vector<uint64_t> pair(B * (B - 1) / 2);  // docs (i, j < i) of the batch at i(i-1)/2 + j
+  BatchPostings post;
   std::vector<uint64_t> stamp;                  // batch number in which a cluster last changed
   std::vector<uint32_t> from;                   // batch doc that created the cluster, kNone once updated
   std::vector<uint32_t> changed;                // clusters changed in this batch, each once
@@ -334,15 +370,20 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   for (uint64_t b = 0; b < n; b += B) {
     cancel.check();
     const uint64_t e = std::min(n, b + B);
-    scorer_->ScoreBatch(docs, b, e, time_, keys.data());
+    post.Build(docs, b, e);
+    scorer_->ScoreBatch(docs, b, e, post, time_, keys.data());
+    // Doc-doc dots through the batch's postings: work is the number of shared
+    // (term, doc pair) entries, and doc i writes only its own row of `pair`.
     ParallelFor(e - b, 16, [&](size_t lo, size_t hi) {
       for (size_t i = lo; i < hi; i++) {
-        const uint64_t pi = docs.ptr[b + i];
-        const uint32_t li = uint32_t(docs.ptr[b + i + 1] - pi);
-        for (size_t j = 0; j < i; j++) {
-          const uint64_t pj = docs.ptr[b + j];
-          pair[i * (i - 1) / 2 + j] = MergeDot(docs.terms.data() + pi, docs.weights.data() + pi, li, docs.terms.data() + pj,
-                                               docs.weights.data() + pj, uint32_t(docs.ptr[b + j + 1] - pj));
+        uint64_t* row = pair.data() + i * (i - 1) / 2;
+        std::fill(row, row + i, 0);
+        const uint64_t p0 = docs.ptr[b], pi = docs.ptr[b + i];
+        for (uint64_t p = pi; p < docs.ptr[b + i + 1]; p++) {
+          const uint32_t u = post.entryTerm[p - p0];
+          const float wi = docs.weights[p];
+          for (uint32_t q = post.off[u]; q < post.off[u + 1] && post.doc[q] < i; q++)
+            row[post.doc[q]] += FixedProduct(wi, post.w[q]);
         }
       }
     });
