@@ -317,6 +317,14 @@ class CudaScorer final : public Scorer {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<256>())));
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<512>())));
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<1024>())));
+    // Grid-stride kernels get exactly one wave of resident blocks: a partial
+    // second wave would leave most SMs idle while it runs (the fingerprint
+    // scan needs 40 registers, so 6 blocks of 256 fit per SM, not 8).
+    seqGrid_[0] = Resident(ScoreOneKernel<false>, size_t(K_) * 8);
+    seqGrid_[1] = Resident(ScoreOneKernel<true>, size_t(K_) * 8);
+    batchGrid_ = batch_ == 256    ? Resident(ScoreBatchKernel<256>, BatchSmem<256>())
+                 : batch_ == 512 ? Resident(ScoreBatchKernel<512>, BatchSmem<512>())
+                                 : Resident(ScoreBatchKernel<1024>, BatchSmem<1024>());
     Grow(std::max<uint64_t>(cfg.capacity, 1));
     keys_.reset(2, "cluster keys");
     batchKeys_.reset(batch_, "cluster batch keys");
@@ -338,7 +346,7 @@ class CudaScorer final : public Scorer {
     t0_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dBlob_.data(), hBlob_.data(), L.total, cudaMemcpyHostToDevice, stream_));
     t1_.record(stream_);
-    const unsigned blocks = gpu::GridFor(rows, kThreads, sms_ * 8);
+    const unsigned blocks = gpu::GridFor(rows, kThreads, fpScan_ ? seqGrid_[1] : seqGrid_[0]);
     auto* kernel = fpScan_ ? ScoreOneKernel<true> : ScoreOneKernel<false>;
     kernel<<<blocks, kThreads, n * 8, stream_>>>(Matrix(), rows, DeviceUpdates(L, uint32_t(P)),
                                                  reinterpret_cast<const uint32_t*>(dBlob_.data() + L.docT),
@@ -401,7 +409,7 @@ class CudaScorer final : public Scorer {
       BatchTable tab{reinterpret_cast<const uint2*>(dBlob_.data() + L.hash), reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd), reinterpret_cast<const float*>(dBlob_.data() + L.pw),
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), db, nDocs};
-      const unsigned blocks = gpu::GridFor(rows, kWarps, sms_ * 8);
+      const unsigned blocks = gpu::GridFor(rows, kWarps, batchGrid_);
       if (batch_ == 256) {
         ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
       } else if (batch_ == 512) {
@@ -460,6 +468,13 @@ class CudaScorer final : public Scorer {
     uint64_t hash = 0, off = 0, pd = 0, pw = 0, filter = 0;
     uint64_t total = 0;
   };
+
+  template <typename F>
+  unsigned Resident(F kernel, size_t smem) {
+    int perSm = 0;
+    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, int(kThreads), smem));
+    return sms_ * unsigned(std::max(perSm, 1));
+  }
 
   Ell Matrix() { return Ell{terms_.data(), w_.data(), fp_.data(), last_.data(), ld_, K_}; }
 
@@ -570,6 +585,7 @@ class CudaScorer final : public Scorer {
   std::vector<uint8_t> isDirty_;
   uint32_t batch_ = kBatch;
   bool fpScan_ = true;
+  unsigned seqGrid_[2] = {1, 1}, batchGrid_ = 1;
   int parity_ = 0;
   Timing timing_;
 };
