@@ -173,7 +173,13 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
     'each row starts from the same saved state; wall times include host preparation and copies',
     'paper (GTX 480): 0.01 s/doc at 1.6M clusters (100 docs/s); targets on H100: >= 5,000 docs/s sequential, >= 50,000 docs/s micro-batch',
   ];
-  if (cu && cp) notes.push(`cuda/cpu at ${last} clusters: sequential ${(cu['seq docs/s'] / cp['seq docs/s']).toFixed(1)}x, batch ${(cu['batch docs/s'] / cp['batch docs/s']).toFixed(1)}x`);
+  if (cu && cp) {
+    const best = (r) => Math.max(r['seq docs/s'], r['batch docs/s']);
+    notes.push(
+      `cuda/cpu at ${last} clusters: sequential ${(cu['seq docs/s'] / cp['seq docs/s']).toFixed(1)}x, batch ${(cu['batch docs/s'] / cp['batch docs/s']).toFixed(1)}x, ` +
+        `each backend's best mode ${(best(cu) / best(cp)).toFixed(1)}x (target >= 40x)`,
+    );
+  }
   const sections = [
     {
       title: `streaming clustering (K=${K}, T=${T}, vocabulary ${V})`,
