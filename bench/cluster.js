@@ -106,7 +106,9 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
         const s = await measure(a, slice(seq, 0, n), 'sequential');
         a.dispose();
         const b = await StreamClusterer.load(file, { backend });
-        const m = await measure(b, slice(bat, 0, nb), 'batch');
+        // The native side prints its host/device split of this add to stderr.
+        process.env.CUSIM_CLUSTER_PROFILE = '1';
+        const m = await measure(b, slice(bat, 0, nb), 'batch').finally(() => delete process.env.CUSIM_CLUSTER_PROFILE);
         b.dispose();
         // Sequential and micro-batch must agree (checked on the first state only: loads are slow at 1.6M).
         let agree;

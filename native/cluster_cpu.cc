@@ -2,6 +2,9 @@
 // micro-batch resolution, save/load) and the CPU scorer (term -> clusters
 // inverted index, as in the paper's CPU baseline).
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -323,7 +326,9 @@ uint32_t Engine::Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t k
 
 void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutput* out) {
   Docs docs;
+  const auto tPrep = std::chrono::steady_clock::now();
   Prepare(m, &docs);
+  const double prepMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tPrep).count();
   const uint64_t n = docs.size();
   out->cluster.assign(n, kNone);
   out->similarity.assign(n, 0.f);
@@ -363,6 +368,7 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   std::vector<uint64_t> keys(B);
   std::vector<uint64_t> pair(B * (B - 1) / 2);  // docs (i, j < i) of the batch at i(i-1)/2 + j
   BatchPostings post;
+  double prof[4] = {0, 0, 0, 0};
   std::vector<uint64_t> stamp;                  // batch number in which a cluster last changed
   std::vector<uint32_t> from;                   // batch doc that created the cluster, kNone once updated
   std::vector<uint32_t> changed;                // clusters changed in this batch, each once
@@ -370,8 +376,11 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   for (uint64_t b = 0; b < n; b += B) {
     cancel.check();
     const uint64_t e = std::min(n, b + B);
+    const auto c0 = std::chrono::steady_clock::now();
     post.Build(docs, b, e);
+    const auto c1 = std::chrono::steady_clock::now();
     scorer_->ScoreBatch(docs, b, e, post, time_, keys.data());
+    const auto c2 = std::chrono::steady_clock::now();
     // Doc-doc dots through the batch's postings: work is the number of shared
     // (term, doc pair) entries, and doc i writes only its own row of `pair`.
     ParallelFor(e - b, 16, [&](size_t lo, size_t hi) {
@@ -387,6 +396,10 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
         }
       }
     });
+    const auto c3 = std::chrono::steady_clock::now();
+    prof[0] += std::chrono::duration<double, std::milli>(c1 - c0).count();
+    prof[1] += std::chrono::duration<double, std::milli>(c2 - c1).count();
+    prof[2] += std::chrono::duration<double, std::milli>(c3 - c2).count();
     batchNo++;
     changed.clear();
     for (uint64_t d = b; d < e; d++) {
@@ -419,7 +432,12 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
         from[c] = out->created[d] ? uint32_t(i) : kNone;
       }
     }
+    prof[3] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c3).count();
   }
+  // Host/device split of a micro-batch add, for tuning (stderr, opt-in).
+  if (std::getenv("CUSIM_CLUSTER_PROFILE"))
+    std::fprintf(stderr, "cluster batch: %llu docs, prepare %.1f ms, postings %.1f ms, score %.1f ms, pair dots %.1f ms, resolve %.1f ms\n",
+                 (unsigned long long)n, prepMs, prof[0], prof[1], prof[2], prof[3]);
   out->timing = scorer_->TakeTiming();
 }
 

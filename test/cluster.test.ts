@@ -512,14 +512,15 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       })),
       2000,
     );
-    const empties = csr([{ t: [] }, { t: [] }, { t: [] }], 10);
+    // One cluster, then a batch of only empty documents (an empty table against existing rows).
+    const empties = csr([{ t: [1, 4] }, { t: [] }, { t: [] }, { t: [] }], 10);
     for (const [name, docs, K, T, maxAge] of [
       ['random, 1300 docs', randomStream(31, 1300, 150, 40), 35, 0.3, undefined],
       ['tiny vocabulary: every posting list long', randomStream(32, 1100, 12, 8), 8, 0.6, undefined],
       ['fingerprint collisions', collide(randomStream(33, 600, 400, 30)), 35, 0.3, 40],
       ['one document repeated 700 times', repeated, 35, 0.6, undefined],
-      ['single document', slice(randomStream(34, 5, 30, 9), 1, 2), 8, 0.3, undefined],
-      ['empty documents only', empties, 8, 0.3, undefined],
+      ['one document per add', randomStream(34, 40, 30, 9), 8, 0.3, undefined],
+      ['empty documents after a cluster', empties, 8, 0.3, undefined],
       ['decay', randomStream(35, 900, 80, 20), 35, 0.3, 25],
     ] as const) {
       const decay = maxAge === undefined ? undefined : { maxAge };
@@ -527,12 +528,14 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       const want = await cpu.add(docs, { mode: 'sequential' });
       const check = async (label: string, mode: 'sequential' | 'batch') => {
         using g = new StreamClusterer({ threshold: T, maxTerms: K, decay, capacity: 1, backend: 'cuda' });
+        // Single-document batches against existing rows, or a third then the rest.
         const h = Math.floor(docs.rows / 3);
-        const a = await g.add(slice(docs, 0, h), { mode });
-        const b = await g.add(slice(docs, h, docs.rows), { mode });
-        expect([...a.cluster, ...b.cluster], `${name}: ${label}`).toEqual(Array.from(want.cluster));
-        expect([...a.similarity, ...b.similarity], `${name}: ${label}`).toEqual(Array.from(want.similarity));
-        expect([...a.created, ...b.created], `${name}: ${label}`).toEqual(Array.from(want.created));
+        const cuts = name === 'one document per add' ? Array.from({ length: docs.rows + 1 }, (_, i) => i) : [0, h, docs.rows];
+        const parts = [];
+        for (let i = 0; i + 1 < cuts.length; i++) parts.push(await g.add(slice(docs, cuts[i], cuts[i + 1]), { mode }));
+        expect(parts.flatMap((p) => Array.from(p.cluster)), `${name}: ${label}`).toEqual(Array.from(want.cluster));
+        expect(parts.flatMap((p) => Array.from(p.similarity)), `${name}: ${label}`).toEqual(Array.from(want.similarity));
+        expect(parts.flatMap((p) => Array.from(p.created)), `${name}: ${label}`).toEqual(Array.from(want.created));
         expect(g.size).toBe(cpu.size);
         for (let id = 0; id < cpu.size; id++) expect(g.centroid(id)).toEqual(cpu.centroid(id));
       };
