@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../native/cluster.h"
+#include "../native/parallel.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -441,18 +442,23 @@ class CudaScorer final : public Scorer {
     const uint64_t n = rows_.count;
     if (n > ld_) Grow(n);
     if (n == 0) return;
-    std::vector<uint32_t> t(uint64_t(K_) * ld_, kNone);
-    std::vector<float> w(uint64_t(K_) * ld_, 0.f);
-    std::vector<uint16_t> f(uint64_t(K_) * ld_, uint16_t(kNone));
-    for (uint64_t r = 0; r < n; r++)
-      for (uint32_t k = 0; k < K_; k++) {
-        t[k * ld_ + r] = rows_.terms[r * K_ + k];
-        w[k * ld_ + r] = rows_.weights[r * K_ + k];
-        f[k * ld_ + r] = uint16_t(rows_.terms[r * K_ + k]);
-      }
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(terms_.data(), t.data(), t.size() * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(w_.data(), w.data(), w.size() * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(fp_.data(), f.data(), f.size() * 2, cudaMemcpyHostToDevice, stream_));
+    // Only the n live rows are transposed and uploaded (column pitch n on the
+    // host, ld_ on the device); rows past n are written by update records
+    // before any kernel reads them.
+    std::vector<uint32_t> t(uint64_t(K_) * n);
+    std::vector<float> w(uint64_t(K_) * n);
+    std::vector<uint16_t> f(uint64_t(K_) * n);
+    ParallelFor(K_, 1, [&](size_t b, size_t e) {
+      for (size_t k = b; k < e; k++)
+        for (uint64_t r = 0; r < n; r++) {
+          t[k * n + r] = rows_.terms[r * K_ + k];
+          w[k * n + r] = rows_.weights[r * K_ + k];
+          f[k * n + r] = uint16_t(rows_.terms[r * K_ + k]);
+        }
+    });
+    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(terms_.data(), ld_ * 4, t.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w_.data(), ld_ * 4, w.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(fp_.data(), ld_ * 2, f.data(), n * 2, n * 2, K_, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(last_.data(), rows_.lastSeen.data(), n * 8, cudaMemcpyHostToDevice, stream_));
     stream_.sync();
   }
