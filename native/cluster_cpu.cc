@@ -366,7 +366,8 @@ void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutp
   // computed for all pairs in parallel before the (sequential) resolution.
   const uint64_t B = std::max<uint64_t>(1, scorer_->BatchSize());
   std::vector<uint64_t> keys(B);
-  std::vector<uint64_t> pair(B * (B - 1) / 2);  // docs (i, j < i) of the batch at i(i-1)/2 + j
+  const uint64_t maxDocs = std::min(B, n);       // a small add allocates only what it uses
+  std::vector<uint64_t> pair(maxDocs * (maxDocs - 1) / 2);  // docs (i, j < i) of a batch at i(i-1)/2 + j (0 if n = 0)
   BatchPostings post;
   double prof[4] = {0, 0, 0, 0};
   std::vector<uint64_t> stamp;                  // batch number in which a cluster last changed
