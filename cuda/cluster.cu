@@ -297,9 +297,10 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
     if (bkey[d]) atomicMax(&keys[d], bkey[d]);
 }
 
+constexpr size_t BatchSmemFor(uint32_t B) { return (size_t(kWarps) * B + B) * 8 + size_t(kFilterWords) * 4; }
 template <uint32_t B>
 constexpr size_t BatchSmem() {
-  return (size_t(kWarps) * B + B) * 8 + size_t(kFilterWords) * 4;
+  return BatchSmemFor(B);
 }
 
 inline uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t(7); }
@@ -314,10 +315,15 @@ class CudaScorer final : public Scorer {
       if (b == 256 || b == 512 || b == 1024) batch_ = uint32_t(b);
     }
     if (const char* env = std::getenv("CUSIM_CLUSTER_SEQ")) fpScan_ = std::string(env) != "plain";
+    // A GPU with less opt-in shared memory per block gets a smaller batch
+    // (B = 256 needs 26 KiB, within every CUDA GPU's default 48 KiB).
+    const size_t optin = gpu::MaxSharedPerBlockOptin(device);
+    while (batch_ > 256 && BatchSmemFor(batch_) > optin) batch_ /= 2;
     // Above 48 KiB, dynamic shared memory needs an opt-in per kernel.
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<256>())));
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<512>())));
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<1024>())));
+    if (batch_ == 512)
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<512>())));
+    if (batch_ == 1024)
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<1024>())));
     // Grid-stride kernels get exactly one wave of resident blocks: a partial
     // second wave would leave most SMs idle while it runs (the fingerprint
     // scan needs 40 registers, so 6 blocks of 256 fit per SM, not 8).
