@@ -6,9 +6,12 @@
 // up to kFused of them are written by the owning thread inside the next
 // scoring launch (the paper's update buffer), more by one apply launch.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "../native/cluster.h"
+#include "../native/parallel.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -18,11 +21,14 @@ namespace {
 constexpr uint32_t kFused = 4;
 constexpr unsigned kThreads = 256;
 constexpr unsigned kWarps = kThreads / 32;
-constexpr uint32_t kBatch = 256;  // documents per micro-batch: per-warp accumulators live in shared memory
+// Documents per micro-batch (per-warp accumulators live in shared memory):
+// CUSIM_CLUSTER_BATCH = 256 | 512 | 1024 picks one; kBatch is the default.
+constexpr uint32_t kBatch = 512;
 
 struct Ell {
   uint32_t* terms;
   float* w;
+  uint16_t* fp;  // low 16 bits of each slot's term (kNone -> 0xFFFF), same layout
   uint64_t* last;
   uint64_t ld;
   uint32_t K;
@@ -52,6 +58,38 @@ __device__ __forceinline__ uint32_t LowerBound(const uint32_t* a, uint32_t lo, u
 constexpr uint32_t kFilterWords = 2048;
 __device__ __forceinline__ bool MayHave(const uint32_t* filter, uint32_t t) {
   return (filter[(t >> 5) & (kFilterWords - 1)] >> (t & 31)) & 1u;
+}
+
+// Sequential scan by fingerprints: the low 16 bits of each slot's term are
+// exactly the document filter's bit index, so the filter test reads 2 bytes
+// per slot instead of 4; only slots that pass it read the full term (and the
+// weight on a match). Skipped slots hold terms absent from the document, so
+// the merge position stays valid and the sum equals RowDot's.
+// CUSIM_CLUSTER_SEQ=plain selects RowDot instead.
+__device__ __forceinline__ uint64_t RowDotFp(const uint16_t* fp, const uint32_t* terms, const float* w, uint64_t stride,
+                                             uint32_t K, const uint32_t* sT, const float* sW, uint32_t n,
+                                             const uint32_t* filter) {
+  uint64_t acc = 0;
+  uint32_t lo = 0;
+  const uint32_t maxT = sT[n - 1];
+  for (uint32_t k = 0; k < K; k += 8) {
+    uint32_t f[8];
+#pragma unroll
+    for (uint32_t j = 0; j < 8; j++) f[j] = k + j < K ? fp[(k + j) * stride] : 0u;
+#pragma unroll
+    for (uint32_t j = 0; j < 8; j++) {
+      if (k + j >= K) return acc;
+      if (!MayHave(filter, f[j])) continue;
+      const uint32_t t = terms[(k + j) * stride];
+      if (t > maxT) return acc;  // kNone padding included: the rest of the row cannot match
+      lo = LowerBound(sT, lo, n, t);
+      if (sT[lo] == t) {
+        acc += FixedProduct(sW[lo], w[(k + j) * stride]);
+        lo++;
+      }
+    }
+  }
+  return acc;
 }
 
 // Merge-seek of one row (slot stride `stride`) against the document in shared
@@ -97,6 +135,7 @@ __device__ __forceinline__ bool Active(uint64_t time, uint64_t last, uint64_t ma
 // One document against every row; thread per row (grid-stride). keys[parity]
 // collects the answer; keys[parity ^ 1] is cleared for the next launch, so no
 // memset is needed between documents.
+template <bool kFp>
 __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t* __restrict__ docT,
                                const float* __restrict__ docW, uint32_t n, uint64_t time, uint64_t maxAge, double T,
                                unsigned long long* keys, int parity) {
@@ -133,9 +172,12 @@ __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t
       for (uint32_t k = 0; k < m.K; k++) {
         m.terms[k * m.ld + r] = ut[k];
         m.w[k * m.ld + r] = uw[k];
+        m.fp[k * m.ld + r] = uint16_t(ut[k]);
       }
       m.last[r] = upd.last[u];
       acc = RowDot(ut, uw, 1, m.K, sT, sW, n, filter);
+    } else if (kFp) {
+      acc = RowDotFp(m.fp + r, m.terms + r, m.w + r, m.ld, m.K, sT, sW, n, filter);
     } else {
       acc = RowDot(m.terms + r, m.w + r, m.ld, m.K, sT, sW, n, filter);
     }
@@ -158,76 +200,107 @@ __global__ void ApplyKernel(Ell m, Updates upd) {
     for (uint32_t k = threadIdx.x; k < m.K; k += blockDim.x) {
       m.terms[k * m.ld + r] = upd.terms[uint64_t(u) * m.K + k];
       m.w[k * m.ld + r] = upd.w[uint64_t(u) * m.K + k];
+      m.fp[k * m.ld + r] = uint16_t(upd.terms[uint64_t(u) * m.K + k]);
     }
     if (threadIdx.x == 0) m.last[r] = upd.last[u];
   }
 }
 
-// The batch's documents as an inverted table: sorted distinct terms U, and for
-// U[i] the (document, weight) pairs [off[i], off[i + 1]).
+// The batch's documents as an inverted table: distinct term u's postings are
+// (doc, weight) pairs [off[u], off[u + 1]); terms map to u through an
+// open-addressing hash table (load <= 1/2, empty slots hold kNone), so a row
+// slot finds its postings in one or two probes.
 struct BatchTable {
-  const uint32_t* U;
+  const uint2* hash;  // (term, u); 2^bits entries
   const uint32_t* off;
   const uint32_t* doc;
   const float* w;
-  const uint32_t* filter;  // kFilterWords words: bit (t mod 65536) set for every t in U
-  uint32_t nU;
+  const uint32_t* filter;  // kFilterWords words: bit (t mod 65536) set for every batch term
+  uint32_t bits;
   uint32_t nDocs;
 };
 
-// Micro-batch SpMM: one warp per row, lanes over the row's slots. Each slot's
-// term is looked up once in the batch table and its products go to a per-warp
-// accumulator per document (integer adds: order-free, so the result equals
-// the sequential merge). The matrix is read once for the whole batch.
+__device__ __forceinline__ uint32_t HashFind(const uint2* h, uint32_t bits, uint32_t t) {
+  const uint32_t mask = (1u << bits) - 1;
+  for (uint32_t i = HashSlot(t, bits);; i = (i + 1) & mask) {
+    const uint2 e = h[i];
+    if (e.x == t) return e.y;
+    if (e.x == kNone) return kNone;
+  }
+}
+
+// Micro-batch: one warp per row. Lanes read the row's slots and look their
+// terms up in the batch table; then the whole warp walks each hit term's
+// postings together (lane j takes postings j, j + 32, ...), so a term shared
+// by many batch documents costs postings/32 rounds instead of serializing one
+// lane. Products go to the warp's per-document accumulator in shared memory
+// by integer atomics (order-free, so the sum equals the sequential merge);
+// afterwards the lanes sweep the B accumulators, zero them and keep the best
+// key per document. The matrix is read once per batch of B documents.
+template <uint32_t B>
 __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t rows, BatchTable tab, uint64_t time0,
                                                              uint64_t maxAge, double T, unsigned long long* keys) {
-  __shared__ unsigned long long acc[kWarps][kBatch];
-  __shared__ uint32_t touched[kWarps][kBatch / 32];
-  __shared__ unsigned long long bkey[kBatch];
-  __shared__ uint32_t filter[kFilterWords];
+  extern __shared__ __align__(16) unsigned char bsmem[];
+  auto* acc = reinterpret_cast<unsigned long long*>(bsmem);  // kWarps x B
+  auto* bkey = acc + kWarps * B;                             // B
+  auto* filter = reinterpret_cast<uint32_t*>(bkey + B);      // kFilterWords
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (unsigned i = threadIdx.x; i < kFilterWords; i += blockDim.x) filter[i] = tab.filter[i];
-  for (unsigned i = threadIdx.x; i < kWarps * kBatch; i += blockDim.x) (&acc[0][0])[i] = 0;
-  for (unsigned i = threadIdx.x; i < kWarps * (kBatch / 32); i += blockDim.x) (&touched[0][0])[i] = 0;
-  for (unsigned i = threadIdx.x; i < kBatch; i += blockDim.x) bkey[i] = 0;
+  for (unsigned i = threadIdx.x; i < kWarps * B; i += blockDim.x) acc[i] = 0;
+  for (unsigned i = threadIdx.x; i < B; i += blockDim.x) bkey[i] = 0;
   __syncthreads();
+  unsigned long long* wacc = acc + warp * B;
   const uint64_t nw = uint64_t(gridDim.x) * kWarps;
+  // The loop bound is warp-uniform (r depends only on the warp), so every
+  // lane reaches each __ballot_sync / __syncwarp below.
   for (uint64_t r = uint64_t(blockIdx.x) * kWarps + warp; r < rows; r += nw) {
     for (uint32_t base = 0; base < m.K; base += 32) {
       const uint32_t k = base + lane;
       const uint32_t t = k < m.K ? m.terms[k * m.ld + r] : kNone;
       if (__all_sync(0xffffffffu, t == kNone)) break;
+      uint32_t pb = 0, pe = 0;
+      float cw = 0.f;
       if (t != kNone && MayHave(filter, t)) {
-        const uint32_t i = LowerBound(tab.U, 0, tab.nU, t);
-        if (i < tab.nU && tab.U[i] == t) {
-          const float cw = m.w[k * m.ld + r];
-          for (uint32_t p = tab.off[i]; p < tab.off[i + 1]; p++) {
-            const uint32_t d = tab.doc[p];
-            atomicAdd(&acc[warp][d], (unsigned long long)FixedProduct(tab.w[p], cw));
-            atomicOr(&touched[warp][d >> 5], 1u << (d & 31));
-          }
+        const uint32_t u = HashFind(tab.hash, tab.bits, t);
+        if (u != kNone) {
+          pb = tab.off[u];
+          pe = tab.off[u + 1];
+          cw = m.w[k * m.ld + r];
         }
       }
-    }
-    __syncwarp();
-    for (uint32_t wi = lane; wi < kBatch / 32; wi += 32) {
-      uint32_t bits = touched[warp][wi];
-      touched[warp][wi] = 0;
-      while (bits) {
-        const uint32_t d = wi * 32 + (__ffs(bits) - 1);
-        bits &= bits - 1;
-        const uint64_t a = acc[warp][d];
-        acc[warp][d] = 0;
-        const float sim = FixedToFloat(a);
-        if (a != 0 && double(sim) > T && Active(time0 + d, m.last[r], maxAge))
-          atomicMax(&bkey[d], (unsigned long long)PackKey(sim, uint32_t(r)));
+      uint32_t hits = __ballot_sync(0xffffffffu, pe > pb);
+      while (hits) {
+        const int src = __ffs(hits) - 1;
+        hits &= hits - 1;
+        const uint32_t b0 = __shfl_sync(0xffffffffu, pb, src);
+        const uint32_t e0 = __shfl_sync(0xffffffffu, pe, src);
+        const float c = __shfl_sync(0xffffffffu, cw, src);
+        for (uint32_t p = b0 + lane; p < e0; p += 32)
+          atomicAdd(&wacc[tab.doc[p]], (unsigned long long)FixedProduct(tab.w[p], c));
       }
+    }
+    // Every lane's atomics are visible to the sweep (and the sweep's zeros to
+    // the next row's atomics) across these warp barriers.
+    __syncwarp();
+    for (uint32_t d = lane; d < tab.nDocs; d += 32) {
+      const uint64_t a = wacc[d];
+      if (a == 0) continue;
+      wacc[d] = 0;
+      const float sim = FixedToFloat(a);
+      if (double(sim) > T && Active(time0 + d, m.last[r], maxAge))
+        atomicMax(&bkey[d], (unsigned long long)PackKey(sim, uint32_t(r)));
     }
     __syncwarp();
   }
   __syncthreads();
   for (unsigned d = threadIdx.x; d < tab.nDocs; d += blockDim.x)
     if (bkey[d]) atomicMax(&keys[d], bkey[d]);
+}
+
+constexpr size_t BatchSmemFor(uint32_t B) { return (size_t(kWarps) * B + B) * 8 + size_t(kFilterWords) * 4; }
+template <uint32_t B>
+constexpr size_t BatchSmem() {
+  return BatchSmemFor(B);
 }
 
 inline uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t(7); }
@@ -237,10 +310,32 @@ class CudaScorer final : public Scorer {
   CudaScorer(const Config& cfg, const Rows& rows, int device)
       : cfg_(cfg), rows_(rows), device_(device), onDevice_(device), K_(cfg.maxTerms) {
     sms_ = unsigned(gpu::MultiprocessorCount(device));
+    if (const char* env = std::getenv("CUSIM_CLUSTER_BATCH")) {
+      const int b = std::atoi(env);
+      if (b == 256 || b == 512 || b == 1024) batch_ = uint32_t(b);
+    }
+    if (const char* env = std::getenv("CUSIM_CLUSTER_SEQ")) fpScan_ = std::string(env) != "plain";
+    // A GPU with less opt-in shared memory per block gets a smaller batch
+    // (B = 256 needs 26 KiB, within every CUDA GPU's default 48 KiB).
+    const size_t optin = gpu::MaxSharedPerBlockOptin(device);
+    while (batch_ > 256 && BatchSmemFor(batch_) > optin) batch_ /= 2;
+    // Above 48 KiB, dynamic shared memory needs an opt-in per kernel.
+    if (batch_ == 512)
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<512>())));
+    if (batch_ == 1024)
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<1024>())));
+    // Grid-stride kernels get exactly one wave of resident blocks: a partial
+    // second wave would leave most SMs idle while it runs (the fingerprint
+    // scan needs 40 registers, so 6 blocks of 256 fit per SM, not 8).
+    seqGrid_[0] = Resident(ScoreOneKernel<false>, size_t(K_) * 8);
+    seqGrid_[1] = Resident(ScoreOneKernel<true>, size_t(K_) * 8);
+    batchGrid_ = batch_ == 256    ? Resident(ScoreBatchKernel<256>, BatchSmem<256>())
+                 : batch_ == 512 ? Resident(ScoreBatchKernel<512>, BatchSmem<512>())
+                                 : Resident(ScoreBatchKernel<1024>, BatchSmem<1024>());
     Grow(std::max<uint64_t>(cfg.capacity, 1));
     keys_.reset(2, "cluster keys");
-    batchKeys_.reset(kBatch, "cluster batch keys");
-    hKeys_.reserve(kBatch, "cluster keys (pinned)");
+    batchKeys_.reset(batch_, "cluster batch keys");
+    hKeys_.reserve(batch_, "cluster keys (pinned)");
     CUSIM_CUDA_CHECK(cudaMemsetAsync(keys_.data(), 0, 2 * sizeof(unsigned long long), stream_));
     stream_.sync();
   }
@@ -258,11 +353,12 @@ class CudaScorer final : public Scorer {
     t0_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dBlob_.data(), hBlob_.data(), L.total, cudaMemcpyHostToDevice, stream_));
     t1_.record(stream_);
-    const unsigned blocks = gpu::GridFor(rows, kThreads, sms_ * 8);
-    ScoreOneKernel<<<blocks, kThreads, n * 8, stream_>>>(Matrix(), rows, DeviceUpdates(L, uint32_t(P)),
-                                                        reinterpret_cast<const uint32_t*>(dBlob_.data() + L.docT),
-                                                        reinterpret_cast<const float*>(dBlob_.data() + L.docW), n, time,
-                                                        cfg_.maxAge, cfg_.threshold, keys_.data(), parity_);
+    const unsigned blocks = gpu::GridFor(rows, kThreads, fpScan_ ? seqGrid_[1] : seqGrid_[0]);
+    auto* kernel = fpScan_ ? ScoreOneKernel<true> : ScoreOneKernel<false>;
+    kernel<<<blocks, kThreads, n * 8, stream_>>>(Matrix(), rows, DeviceUpdates(L, uint32_t(P)),
+                                                 reinterpret_cast<const uint32_t*>(dBlob_.data() + L.docT),
+                                                 reinterpret_cast<const float*>(dBlob_.data() + L.docW), n, time,
+                                                 cfg_.maxAge, cfg_.threshold, keys_.data(), parity_);
     CUSIM_LAUNCH_CHECK();
     t2_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(hKeys_.data(), keys_.data() + parity_, 8, cudaMemcpyDeviceToHost, stream_));
@@ -274,7 +370,8 @@ class CudaScorer final : public Scorer {
     return hKeys_.data()[0];
   }
 
-  void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, uint64_t time0, uint64_t* keys) override {
+  void ScoreBatch(const Docs&, uint64_t begin, uint64_t end, const BatchPostings& post, uint64_t time0,
+                  uint64_t* keys) override {
     gpu::DeviceGuard g(device_);
     const uint64_t rows = rows_.count;
     const uint32_t nDocs = uint32_t(end - begin);
@@ -283,49 +380,50 @@ class CudaScorer final : public Scorer {
       return;
     }
     if (!dirty_.empty()) Flush();
-    // Inverted table of the batch: (term, doc) pairs sorted by term then doc.
-    pairs_.clear();
-    for (uint64_t d = begin; d < end; d++)
-      for (uint64_t p = docs.ptr[d]; p < docs.ptr[d + 1]; p++) pairs_.push_back({docs.terms[p], uint32_t(d - begin), docs.weights[p]});
-    std::sort(pairs_.begin(), pairs_.end(), [](const Pair& a, const Pair& b) { return a.t != b.t ? a.t < b.t : a.d < b.d; });
-    uint32_t nU = 0;
-    for (size_t i = 0; i < pairs_.size(); i++) nU += (i == 0 || pairs_[i].t != pairs_[i - 1].t);
-    const uint64_t np = pairs_.size();
+    // The engine grouped the batch by term; the device gets the postings and
+    // a hash table (term -> u) at load <= 1/2 for one- or two-probe lookups.
+    const uint64_t np = post.doc.size();
+    const uint32_t nU = uint32_t(post.terms.size());
+    uint32_t db = 1;
+    while ((uint64_t(1) << db) < 2 * uint64_t(nU)) db++;
     Layout L;
-    L.U = 0;
-    L.off = Align8(L.U + uint64_t(nU) * 4);
+    L.hash = 0;
+    L.off = L.hash + (uint64_t(8) << db);
     L.pd = Align8(L.off + uint64_t(nU + 1) * 4);
     L.pw = Align8(L.pd + np * 4);
     L.filter = Align8(L.pw + np * 4);
     L.total = L.filter + kFilterWords * 4;
     Reserve(L.total);
-    auto* U = reinterpret_cast<uint32_t*>(hBlob_.data() + L.U);
-    auto* off = reinterpret_cast<uint32_t*>(hBlob_.data() + L.off);
-    auto* pd = reinterpret_cast<uint32_t*>(hBlob_.data() + L.pd);
-    auto* pw = reinterpret_cast<float*>(hBlob_.data() + L.pw);
+    auto* hash = reinterpret_cast<uint2*>(hBlob_.data() + L.hash);
     auto* filter = reinterpret_cast<uint32_t*>(hBlob_.data() + L.filter);
+    std::fill(hash, hash + (uint64_t(1) << db), make_uint2(kNone, kNone));
     std::fill(filter, filter + kFilterWords, 0u);
-    uint32_t u = 0;
-    for (size_t i = 0; i < np; i++) {
-      if (i == 0 || pairs_[i].t != pairs_[i - 1].t) {
-        U[u] = pairs_[i].t;
-        off[u++] = uint32_t(i);
-        filter[(pairs_[i].t >> 5) & (kFilterWords - 1)] |= 1u << (pairs_[i].t & 31);
-      }
-      pd[i] = pairs_[i].d;
-      pw[i] = pairs_[i].w;
+    for (uint32_t u = 0; u < nU; u++) {
+      const uint32_t t = post.terms[u];
+      uint32_t i = HashSlot(t, db);
+      while (hash[i].x != kNone) i = (i + 1) & ((1u << db) - 1);
+      hash[i] = make_uint2(t, u);
+      filter[(t >> 5) & (kFilterWords - 1)] |= 1u << (t & 31);
     }
-    off[nU] = uint32_t(np);
+    std::copy(post.off.begin(), post.off.end(), reinterpret_cast<uint32_t*>(hBlob_.data() + L.off));
+    std::copy(post.doc.begin(), post.doc.end(), reinterpret_cast<uint32_t*>(hBlob_.data() + L.pd));
+    std::copy(post.w.begin(), post.w.end(), reinterpret_cast<float*>(hBlob_.data() + L.pw));
     t0_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dBlob_.data(), hBlob_.data(), L.total, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(batchKeys_.data(), 0, uint64_t(nDocs) * 8, stream_));
     t1_.record(stream_);
     if (nU > 0) {
-      BatchTable tab{reinterpret_cast<const uint32_t*>(dBlob_.data() + L.U), reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
+      BatchTable tab{reinterpret_cast<const uint2*>(dBlob_.data() + L.hash), reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd), reinterpret_cast<const float*>(dBlob_.data() + L.pw),
-                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), nU, nDocs};
-      const unsigned blocks = gpu::GridFor(rows, kWarps, sms_ * 8);
-      ScoreBatchKernel<<<blocks, kThreads, 0, stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), db, nDocs};
+      const unsigned blocks = gpu::GridFor(rows, kWarps, batchGrid_);
+      if (batch_ == 256) {
+        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+      } else if (batch_ == 512) {
+        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+      } else {
+        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+      }
       CUSIM_LAUNCH_CHECK();
     }
     t2_.record(stream_);
@@ -350,36 +448,47 @@ class CudaScorer final : public Scorer {
     const uint64_t n = rows_.count;
     if (n > ld_) Grow(n);
     if (n == 0) return;
-    std::vector<uint32_t> t(uint64_t(K_) * ld_, kNone);
-    std::vector<float> w(uint64_t(K_) * ld_, 0.f);
-    for (uint64_t r = 0; r < n; r++)
-      for (uint32_t k = 0; k < K_; k++) {
-        t[k * ld_ + r] = rows_.terms[r * K_ + k];
-        w[k * ld_ + r] = rows_.weights[r * K_ + k];
-      }
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(terms_.data(), t.data(), t.size() * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(w_.data(), w.data(), w.size() * 4, cudaMemcpyHostToDevice, stream_));
+    // Only the n live rows are transposed and uploaded (column pitch n on the
+    // host, ld_ on the device); rows past n are written by update records
+    // before any kernel reads them.
+    std::vector<uint32_t> t(uint64_t(K_) * n);
+    std::vector<float> w(uint64_t(K_) * n);
+    std::vector<uint16_t> f(uint64_t(K_) * n);
+    ParallelFor(K_, 1, [&](size_t b, size_t e) {
+      for (size_t k = b; k < e; k++)
+        for (uint64_t r = 0; r < n; r++) {
+          t[k * n + r] = rows_.terms[r * K_ + k];
+          w[k * n + r] = rows_.weights[r * K_ + k];
+          f[k * n + r] = uint16_t(rows_.terms[r * K_ + k]);
+        }
+    });
+    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(terms_.data(), ld_ * 4, t.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w_.data(), ld_ * 4, w.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(fp_.data(), ld_ * 2, f.data(), n * 2, n * 2, K_, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(last_.data(), rows_.lastSeen.data(), n * 8, cudaMemcpyHostToDevice, stream_));
     stream_.sync();
   }
 
   Timing TakeTiming() override { return std::exchange(timing_, Timing{}); }
-  uint64_t BatchSize() const override { return kBatch; }
-  // One pass over the matrix serves up to kBatch documents instead of one.
+  uint64_t BatchSize() const override { return batch_; }
+  // One pass over the matrix serves up to batch_ documents instead of one.
   bool PreferBatch(uint64_t n) const override { return n >= 2; }
 
  private:
-  struct Pair {
-    uint32_t t, d;
-    float w;
-  };
   struct Layout {
     uint64_t ids = 0, last = 0, terms = 0, w = 0, docT = 0, docW = 0;
-    uint64_t U = 0, off = 0, pd = 0, pw = 0, filter = 0;
+    uint64_t hash = 0, off = 0, pd = 0, pw = 0, filter = 0;
     uint64_t total = 0;
   };
 
-  Ell Matrix() { return Ell{terms_.data(), w_.data(), last_.data(), ld_, K_}; }
+  template <typename F>
+  unsigned Resident(F kernel, size_t smem) {
+    int perSm = 0;
+    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, int(kThreads), smem));
+    return sms_ * unsigned(std::max(perSm, 1));
+  }
+
+  Ell Matrix() { return Ell{terms_.data(), w_.data(), fp_.data(), last_.data(), ld_, K_}; }
 
   void Reserve(uint64_t bytes) {
     if (bytes > hBlob_.size()) {
@@ -443,8 +552,10 @@ class CudaScorer final : public Scorer {
     uint64_t ld = std::max<uint64_t>(ld_ * 2, (need + 31) / 32 * 32);
     gpu::DeviceBuffer<uint32_t> t(uint64_t(K_) * ld, "cluster ELL terms");
     gpu::DeviceBuffer<float> w(uint64_t(K_) * ld, "cluster ELL weights");
+    gpu::DeviceBuffer<uint16_t> f(uint64_t(K_) * ld, "cluster ELL fingerprints");
     gpu::DeviceBuffer<uint64_t> last(ld, "cluster last-seen");
     if (ld_ > 0) {
+      CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(f.data(), ld * 2, fp_.data(), ld_ * 2, ld_ * 2, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(t.data(), ld * 4, terms_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w.data(), ld * 4, w_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(last.data(), last_.data(), ld_ * 8, cudaMemcpyDeviceToDevice, stream_));
@@ -452,6 +563,7 @@ class CudaScorer final : public Scorer {
     }
     terms_ = std::move(t);
     w_ = std::move(w);
+    fp_ = std::move(f);
     last_ = std::move(last);
     ld_ = ld;
   }
@@ -475,6 +587,7 @@ class CudaScorer final : public Scorer {
   gpu::Event t0_, t1_, t2_, t3_;
   gpu::DeviceBuffer<uint32_t> terms_;
   gpu::DeviceBuffer<float> w_;
+  gpu::DeviceBuffer<uint16_t> fp_;
   gpu::DeviceBuffer<uint64_t> last_;
   gpu::DeviceBuffer<unsigned long long> keys_, batchKeys_;
   gpu::PinnedBuffer<unsigned long long> hKeys_;
@@ -482,7 +595,9 @@ class CudaScorer final : public Scorer {
   gpu::DeviceBuffer<uint8_t> dBlob_;
   std::vector<uint32_t> dirty_;
   std::vector<uint8_t> isDirty_;
-  std::vector<Pair> pairs_;
+  uint32_t batch_ = kBatch;
+  bool fpScan_ = true;
+  unsigned seqGrid_[2] = {1, 1}, batchGrid_ = 1;
   int parity_ = 0;
   Timing timing_;
 };

@@ -83,6 +83,23 @@ struct Docs {
   uint64_t size() const { return ptr.empty() ? 0 : ptr.size() - 1; }
 };
 
+// Multiplicative hash of a term into 2^bits slots (bits in [1, 31]); host and
+// device tables use the same function.
+CUSIM_HD uint32_t HashSlot(uint32_t t, uint32_t bits) { return (t * 2654435761u) >> (32 - bits); }
+
+// A micro-batch's documents grouped by term, without sorting (counting sort
+// through an open-addressing hash): distinct term u = terms[u] has postings
+// [off[u], off[u + 1]) of (doc - begin, weight), in document order; the
+// batch's p-th (term, weight) entry belongs to term u = entryTerm[p].
+struct BatchPostings {
+  std::vector<uint32_t> terms, off, doc, entryTerm;
+  std::vector<float> w;
+  void Build(const Docs& docs, uint64_t begin, uint64_t end);
+
+ private:
+  std::vector<uint32_t> slots_;
+};
+
 struct Timing {
   double kernelMs = 0;
   double transferMs = 0;
@@ -96,7 +113,9 @@ class Scorer {
   virtual uint64_t ScoreOne(const uint32_t* terms, const float* w, uint32_t n, uint64_t time) = 0;
   // Docs [begin, end) against the rows as they are now; doc i is at time
   // time0 + (i - begin). keys[i - begin] receives its best key.
-  virtual void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, uint64_t time0, uint64_t* keys) = 0;
+  // `post` holds docs [begin, end) grouped by term.
+  virtual void ScoreBatch(const Docs& docs, uint64_t begin, uint64_t end, const BatchPostings& post, uint64_t time0,
+                          uint64_t* keys) = 0;
   // Row c (possibly new: c == previous count) was rewritten; old slots given.
   virtual void RowChanged(uint32_t c, const uint32_t* oldTerms, uint32_t oldLen) = 0;
   // Rows were replaced wholesale (load).
@@ -144,6 +163,7 @@ class Engine {
   uint32_t Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t key, uint64_t time, bool* created);
   void SetRowFromSum(uint32_t c);
   void MakeScorer();
+  void Reserve(uint64_t cap);
 
   struct SumEntry {
     uint32_t term;

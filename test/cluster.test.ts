@@ -486,6 +486,68 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
     }
   });
 
+  // Kernel variants are picked per clusterer from the environment (read when
+  // the CUDA scorer is created): every micro-batch size and both sequential
+  // scans must reproduce the CPU's sequential results exactly.
+  it('every micro-batch size and sequential scan variant: batches not multiples of B, long postings, fingerprint collisions, duplicates, empty docs, growth, decay', async () => {
+    const withEnv = async <R>(name: string, value: string, fn: () => Promise<R>): Promise<R> => {
+      const prev = process.env[name];
+      process.env[name] = value;
+      try {
+        return await fn();
+      } finally {
+        if (prev === undefined) delete process.env[name];
+        else process.env[name] = prev;
+      }
+    };
+    // Injective and monotone, so rows stay sorted; ids 65,536 apart share
+    // their low 16 bits (the sequential scan's fingerprint).
+    const collide = (m: CsrMatrix): CsrMatrix => ({ ...m, cols: 65536 * 64, indices: m.indices.map((t) => (t % 7) + 65536 * Math.floor(t / 7)) });
+    // Every third copy carries one extra term, so the cluster's row changes
+    // inside batches (re-scoring by the host) as well as between them.
+    const repeated = csr(
+      Array.from({ length: 700 }, (_, i) => ({
+        t: [3, 5, 8, 13, 21, 34, ...(i % 3 === 0 ? [1000 + (i % 11)] : [])],
+        w: [1, 2, 1, 3, 1, 2, ...(i % 3 === 0 ? [0.5] : [])],
+      })),
+      2000,
+    );
+    // One cluster, then a batch of only empty documents (an empty table against existing rows).
+    const empties = csr([{ t: [1, 4] }, { t: [] }, { t: [] }, { t: [] }], 10);
+    for (const [name, docs, K, T, maxAge] of [
+      ['random, 1300 docs', randomStream(31, 1300, 150, 40), 35, 0.3, undefined],
+      ['tiny vocabulary: every posting list long', randomStream(32, 1100, 12, 8), 8, 0.6, undefined],
+      ['fingerprint collisions', collide(randomStream(33, 600, 400, 30)), 35, 0.3, 40],
+      ['one document repeated 700 times', repeated, 35, 0.6, undefined],
+      ['one document per add', randomStream(34, 40, 30, 9), 8, 0.3, undefined],
+      ['empty documents after a cluster', empties, 8, 0.3, undefined],
+      ['decay', randomStream(35, 900, 80, 20), 35, 0.3, 25],
+    ] as const) {
+      const decay = maxAge === undefined ? undefined : { maxAge };
+      using cpu = new StreamClusterer({ threshold: T, maxTerms: K, decay, backend: 'cpu' });
+      const want = await cpu.add(docs, { mode: 'sequential' });
+      const check = async (label: string, mode: 'sequential' | 'batch') => {
+        using g = new StreamClusterer({ threshold: T, maxTerms: K, decay, capacity: 1, backend: 'cuda' });
+        // Single-document batches against existing rows, or a third then the rest.
+        const h = Math.floor(docs.rows / 3);
+        const cuts = name === 'one document per add' ? Array.from({ length: docs.rows + 1 }, (_, i) => i) : [0, h, docs.rows];
+        const parts = [];
+        for (let i = 0; i + 1 < cuts.length; i++) parts.push(await g.add(slice(docs, cuts[i], cuts[i + 1]), { mode }));
+        expect(parts.flatMap((p) => Array.from(p.cluster)), `${name}: ${label}`).toEqual(Array.from(want.cluster));
+        expect(parts.flatMap((p) => Array.from(p.similarity)), `${name}: ${label}`).toEqual(Array.from(want.similarity));
+        expect(parts.flatMap((p) => Array.from(p.created)), `${name}: ${label}`).toEqual(Array.from(want.created));
+        expect(g.size).toBe(cpu.size);
+        for (let id = 0; id < cpu.size; id++) expect(g.centroid(id)).toEqual(cpu.centroid(id));
+      };
+      for (const seq of ['fp', 'plain']) await withEnv('CUSIM_CLUSTER_SEQ', seq, () => check(`sequential ${seq}`, 'sequential'));
+      for (const B of ['256', '512', '1024']) {
+        await withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B}`, 'batch'));
+        // Batch re-scoring goes through the sequential kernel: the other scan too.
+        await withEnv('CUSIM_CLUSTER_SEQ', 'plain', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} plain`, 'batch')));
+      }
+    }
+  });
+
   it('state saved on cpu loads on cuda and continues identically', async () => {
     const docs = randomStream(21, 400, 90, 20);
     using cpu = new StreamClusterer({ threshold: 0.3, maxTerms: 8, backend: 'cpu' });
