@@ -125,7 +125,7 @@ function ewhScores(db: Uint32Array, n: number, qs: Uint32Array, nq: number, bits
   return out;
 }
 
-async function exactCase(bits: number, n: number, nq: number, k: number, seed: number, backend: 'cpu' | 'cuda' = 'cpu', exactKernel: 'auto' | 'popc' | 'mma' = 'auto', dupes = false) {
+async function exactCase(bits: number, n: number, nq: number, k: number, seed: number, backend: 'cpu' | 'cuda' = 'cpu', exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' = 'auto', dupes = false) {
   const r = rng(seed);
   const db = dupes ? withDuplicates(r, n, bits) : randomBits(r, n, bits);
   const qs = randomBits(r, nq, bits);
@@ -372,7 +372,7 @@ describeGpu('HammingIndex', () => {
     [512, 5003, 33, 1024, true],
     [1024, 3001, 20, 100, false],
   ] as const;
-  for (const exactKernel of ['popc', 'mma', 'auto'] as const) {
+  for (const exactKernel of ['popc', 'mma', 'mma2', 'auto'] as const) {
     it(`exact '${exactKernel}' equals the CPU backend (odd sizes, duplicates, n = 1, k > n)`, async () => {
       for (const [bits, n, nq, k, dupes] of cases) {
         const seed = bits * 7 + n;
