@@ -251,6 +251,7 @@ export async function run({ cusim, quick, backends, time, log }) {
         }, { warmup: 1, repeats });
         rows.push({ data, method: 'ewh build', backend, n, 'wall ms': tb.wallMs.median, 'kernel ms': tb.deviceMs?.median });
         const counts = backend === 'cuda' ? [1, nq] : [1, quick ? 20 : 50];
+        const outs = new Map();
         for (const q of counts) {
           const qv = qs.subarray(0, q * w);
           const entries = [['ewh', ewh, {}]];
@@ -279,7 +280,13 @@ export async function run({ cusim, quick, backends, time, log }) {
               'shortlist/query': label === 'ewh' ? last.shortlisted / q : undefined,
             });
             if (!existing) ix.dispose();
+            if (q === nq) outs.set(label, last);
           }
+        }
+        const a = outs.get('exact popc'), b = outs.get('exact mma2');
+        if (a && b) {
+          const same = a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
+          notes.push(`${data}: exact mma2 ids and distances ${same ? 'identical to' : 'DIFFER FROM'} exact popc (all ${nq} queries)`);
         }
         ewh.dispose();
       }
