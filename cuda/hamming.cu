@@ -282,15 +282,28 @@ __global__ void __launch_bounds__(kM2Warps * 32, 2) MmaTile2(const uint32_t* __r
     // best[s]: max over this lane's 2 * kM2Tiles rows of 2 * and - pop(row); rows past the end
     // get a -pop far below any threshold.
     int32_t best[4] = {INT_MIN, INT_MIN, INT_MIN, INT_MIN};
+    if (stride == 1 && r0 + kM2Rows <= nrows) {
+      // Full step of the collect pass: rows 2c, 2c + 1 of each n8 tile are one aligned 8-byte load.
+      const uint2* pp = reinterpret_cast<const uint2*>(pops + r0 + 2 * c);
 #pragma unroll
-    for (int t = 0; t < kM2Tiles; ++t)
+      for (int t = 0; t < kM2Tiles; ++t) {
+        const uint2 p = __ldg(pp + t * 4);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint64_t row = r0 + t * 8 + 2 * c + j;
-        const int32_t npp = row < nrows ? -int32_t(__ldg(pops + row * stride)) : -(1 << 30);
-#pragma unroll
-        for (int s = 0; s < 4; ++s) best[s] = max(best[s], 2 * acc[s >> 1][t][(s & 1) * 2 + j] + npp);
+        for (int s = 0; s < 4; ++s)
+          best[s] = max(best[s], max(2 * acc[s >> 1][t][(s & 1) * 2] - int32_t(p.x),
+                                     2 * acc[s >> 1][t][(s & 1) * 2 + 1] - int32_t(p.y)));
       }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kM2Tiles; ++t)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const uint64_t row = r0 + t * 8 + 2 * c + j;
+          const int32_t npp = row < nrows ? -int32_t(__ldg(pops + row * stride)) : -(1 << 30);
+#pragma unroll
+          for (int s = 0; s < 4; ++s) best[s] = max(best[s], 2 * acc[s >> 1][t][(s & 1) * 2 + j] + npp);
+        }
+    }
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       if (best[s] >= thr[s]) {
