@@ -161,6 +161,15 @@ describe('HammingIndex exact (cpu)', () => {
     }
   });
 
+  it('every exactKernel name is accepted on the CPU backend and gives the brute-force result', async () => {
+    for (const exactKernel of ['popc', 'mma', 'mma2', 'auto'] as const) {
+      const { res, db, qs } = await exactCase(256, 301, 4, 10, 1234, 'cpu', exactKernel);
+      const want = oracle(db, 301, qs, 4, 256, 10);
+      expect(res.ids, exactKernel).toEqual(want.ids);
+      expect(res.distances, exactKernel).toEqual(want.dist);
+    }
+  });
+
   it('all-equal codes: ties resolve to the lowest ids', async () => {
     const code = randomBits(rng(5), 1, 128);
     const db = new Uint32Array(4 * 600);
