@@ -1,4 +1,4 @@
-// Hamming k-NN: exact scan (popc and 1-bit MMA kernels) and EWH, against our
+// Hamming k-NN: exact scan (popc and two 1-bit MMA kernels) and EWH, against our
 // CPU backend and usearch (CPU) in the same run.
 import { createRequire } from 'node:module';
 
@@ -118,6 +118,7 @@ export async function run({ cusim, quick, backends, time, log }) {
       const truthQ = hasCuda ? nq : cpuQ;
       let truth;
       truth = await exactIds(HammingIndex, bits, truthBackend, db, qs.subarray(0, truthQ * w), k);
+      const outs = new Map();
       const runOne = async (label, backend, opts, searchOpts, q) => {
         const ix = new HammingIndex({ bits, backend, ...opts });
         ix.add(db);
@@ -132,6 +133,7 @@ export async function run({ cusim, quick, backends, time, log }) {
           },
           { warmup: 1, repeats },
         );
+        outs.set(label, last);
         rows.push({
           data,
           method: label,
@@ -154,6 +156,10 @@ export async function run({ cusim, quick, backends, time, log }) {
       if (hasCuda) {
         await runOne('exact popc', 'cuda', {}, { exactKernel: 'popc' }, nq);
         await runOne('exact mma', 'cuda', {}, { exactKernel: 'mma' }, nq);
+        await runOne('exact mma2', 'cuda', {}, { exactKernel: 'mma2' }, nq);
+        const a = outs.get('exact popc'), b = outs.get('exact mma2');
+        const same = a && b && a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
+        notes.push(`${data}: exact mma2 ids and distances ${same ? 'identical to' : 'DIFFER FROM'} exact popc (all ${nq} queries)`);
         await runOne('ewh', 'cuda', { method: 'ewh' }, {}, nq);
       }
       await runOne('exact', 'cpu', {}, {}, cpuQ);
@@ -245,11 +251,13 @@ export async function run({ cusim, quick, backends, time, log }) {
         }, { warmup: 1, repeats });
         rows.push({ data, method: 'ewh build', backend, n, 'wall ms': tb.wallMs.median, 'kernel ms': tb.deviceMs?.median });
         const counts = backend === 'cuda' ? [1, nq] : [1, quick ? 20 : 50];
+        const outs = new Map();
         for (const q of counts) {
           const qv = qs.subarray(0, q * w);
           const entries = [['ewh', ewh, {}]];
           if (backend === 'cuda') {
-            entries.push(['exact popc', null, { exactKernel: 'popc' }], ['exact mma', null, { exactKernel: 'mma' }]);
+            entries.push(['exact popc', null, { exactKernel: 'popc' }], ['exact mma', null, { exactKernel: 'mma' }],
+              ['exact mma2', null, { exactKernel: 'mma2' }]);
           } else {
             entries.push(['exact', null, {}]);
           }
@@ -272,7 +280,13 @@ export async function run({ cusim, quick, backends, time, log }) {
               'shortlist/query': label === 'ewh' ? last.shortlisted / q : undefined,
             });
             if (!existing) ix.dispose();
+            if (q === nq) outs.set(label, last);
           }
+        }
+        const a = outs.get('exact popc'), b = outs.get('exact mma2');
+        if (a && b) {
+          const same = a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
+          notes.push(`${data}: exact mma2 ids and distances ${same ? 'identical to' : 'DIFFER FROM'} exact popc (all ${nq} queries)`);
         }
         ewh.dispose();
       }

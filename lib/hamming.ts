@@ -8,7 +8,7 @@ import { NativeResource } from './resource.js';
 import { checkEnum, checkInt, describe, isObject, toBits, type BitWords } from './validate.js';
 
 export type HammingMethod = 'exact' | 'ewh';
-export type ExactKernel = 'auto' | 'popc' | 'mma';
+export type ExactKernel = 'auto' | 'popc' | 'mma' | 'mma2';
 
 export interface HammingIndexOptions {
   /** Code length in bits: a multiple of 32, at most 32768. */
@@ -36,7 +36,7 @@ export interface HammingIndexOptions {
 export interface HammingSearchOptions {
   k: number;
   signal?: AbortSignal;
-  /** Exact scan kernel on CUDA: scalar popcount or the 1-bit tensor-core MMA. */
+  /** Exact scan kernel on CUDA: scalar popcount, the 1-bit tensor-core MMA ('mma': first version; 'mma2': register-tiled, default from 128 bits). */
   exactKernel?: ExactKernel;
 }
 
@@ -133,7 +133,7 @@ export class HammingIndex extends NativeResource {
     const q = toCodes(queries, 'queries', this.bits);
     if (!isObject(options)) throw typeError(`options must be an object with k, got ${describe(options)}`);
     const k = checkInt(options.k, 'k', 1, MAX_K);
-    const exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma'] as const);
+    const exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma', 'mma2'] as const);
     const h = this.handle;
     if (this.size === 0) throw rangeError('search on an empty index: add codes first');
     return withCancel(options.signal, async (cancel) => {

@@ -108,7 +108,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       Backend backend = BackendProp(o);
       std::string ek = StrPropOr(o, "exactKernel", "auto");
       hamming::ExactKernel kernel =
-          ek == "popc" ? hamming::ExactKernel::Popc : ek == "mma" ? hamming::ExactKernel::Mma : hamming::ExactKernel::Auto;
+          ek == "popc"   ? hamming::ExactKernel::Popc
+          : ek == "mma"  ? hamming::ExactKernel::Mma
+          : ek == "mma2" ? hamming::ExactKernel::Mma2
+                         : hamming::ExactKernel::Auto;
       int device = 0;
       if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
       CancelToken cancel = CancelArg(o);

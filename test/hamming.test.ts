@@ -125,7 +125,7 @@ function ewhScores(db: Uint32Array, n: number, qs: Uint32Array, nq: number, bits
   return out;
 }
 
-async function exactCase(bits: number, n: number, nq: number, k: number, seed: number, backend: 'cpu' | 'cuda' = 'cpu', exactKernel: 'auto' | 'popc' | 'mma' = 'auto', dupes = false) {
+async function exactCase(bits: number, n: number, nq: number, k: number, seed: number, backend: 'cpu' | 'cuda' = 'cpu', exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' = 'auto', dupes = false) {
   const r = rng(seed);
   const db = dupes ? withDuplicates(r, n, bits) : randomBits(r, n, bits);
   const qs = randomBits(r, nq, bits);
@@ -158,6 +158,15 @@ describe('HammingIndex exact (cpu)', () => {
       expect(res.distances).toEqual(want.dist);
       expect(res.ids[n]).toBe(k > n ? MISSING_ID : res.ids[n]);
       if (k > n) expect(res.distances[k - 1]).toBe(256);
+    }
+  });
+
+  it('every exactKernel name is accepted on the CPU backend and gives the brute-force result', async () => {
+    for (const exactKernel of ['popc', 'mma', 'mma2', 'auto'] as const) {
+      const { res, db, qs } = await exactCase(256, 301, 4, 10, 1234, 'cpu', exactKernel);
+      const want = oracle(db, 301, qs, 4, 256, 10);
+      expect(res.ids, exactKernel).toEqual(want.ids);
+      expect(res.distances, exactKernel).toEqual(want.dist);
     }
   });
 
@@ -372,7 +381,7 @@ describeGpu('HammingIndex', () => {
     [512, 5003, 33, 1024, true],
     [1024, 3001, 20, 100, false],
   ] as const;
-  for (const exactKernel of ['popc', 'mma', 'auto'] as const) {
+  for (const exactKernel of ['popc', 'mma', 'mma2', 'auto'] as const) {
     it(`exact '${exactKernel}' equals the CPU backend (odd sizes, duplicates, n = 1, k > n)`, async () => {
       for (const [bits, n, nq, k, dupes] of cases) {
         const seed = bits * 7 + n;
