@@ -550,7 +550,11 @@ Kernel KernelFromEnv() {
   const char* v = std::getenv("CUSIM_MINHASH_KERNEL");
   if (v && std::strcmp(v, "segment") == 0) return Kernel::kSegment;
   if (v && std::strcmp(v, "hot") == 0) return Kernel::kHot;
-  return Kernel::kHotPipe;
+  if (v && std::strcmp(v, "hotpipe") == 0) return Kernel::kHotPipe;
+  // Measured on an H100 (bench/results/*minhash-cluster-v2.md): the
+  // shared-memory hot-column variants ran 8% slower than the segment kernel on
+  // the GitHub-shaped workload, so auto keeps the segment kernel.
+  return Kernel::kSegment;
 }
 
 // Hot columns of one device's rows, from a strided sample of their nonzeros:
