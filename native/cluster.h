@@ -12,12 +12,6 @@
 
 #include "common.h"
 
-#if defined(__CUDACC__)
-#define CUSIM_HD __host__ __device__ __forceinline__
-#else
-#define CUSIM_HD inline
-#endif
-
 namespace cusim {
 namespace cluster {
 

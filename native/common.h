@@ -8,6 +8,13 @@
 #include <stdexcept>
 #include <string>
 
+// Marks helpers that host and device code share (philox, similarity keys).
+#if defined(__CUDACC__)
+#define CUSIM_HD __host__ __device__ __forceinline__
+#else
+#define CUSIM_HD inline
+#endif
+
 namespace cusim {
 
 // Error codes surface to JavaScript as `err.code`.

@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CUSIM_HD __host__ __device__ __forceinline__
-#else
-#define CUSIM_HD inline
-#endif
+#include "common.h"
 
 namespace cusim {
 
