@@ -91,11 +91,12 @@ function checkDocs(docs: unknown): CsrMatrix {
         stamp = new Uint32Array(size);
       }
       const mask = size - 1;
+      const shift = 32 - Math.log2(size);
       const gen = (r + 1) >>> 0;
       let repeated = false;
       for (let p = b; p < e && !repeated; p++) {
         const t = indices[p];
-        let i = Math.imul(t, 0x9e3779b1) >>> (32 - Math.log2(size));
+        let i = Math.imul(t, 0x9e3779b1) >>> shift;
         while (stamp[i] === gen) {
           if (keys[i] === t) {
             repeated = true;

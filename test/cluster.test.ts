@@ -518,7 +518,7 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
   // Kernel variants are picked per clusterer from the environment (read when
   // the CUDA scorer is created): every micro-batch size and both sequential
   // scans must reproduce the CPU's sequential results exactly.
-  it('every micro-batch size and sequential scan variant: batches not multiples of B, long postings, fingerprint collisions, duplicates, empty docs, growth, decay', async () => {
+  it('every micro-batch size, postings walk and sequential scan variant: batches not multiples of B, long postings, fingerprint collisions, duplicates, empty docs, growth, decay', async () => {
     const withEnv = async <R>(name: string, value: string, fn: () => Promise<R>): Promise<R> => {
       const prev = process.env[name];
       process.env[name] = value;
@@ -571,6 +571,8 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       for (const seq of ['fp', 'plain']) await withEnv('CUSIM_CLUSTER_SEQ', seq, () => check(`sequential ${seq}`, 'sequential'));
       for (const B of ['256', '512', '1024']) {
         await withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B}`, 'batch'));
+        // The per-term postings walk (the default flattens the 32 slots' postings into shared rounds).
+        await withEnv('CUSIM_CLUSTER_WALK', 'term', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} term walk`, 'batch')));
         // Batch re-scoring goes through the sequential kernel: the other scan too.
         await withEnv('CUSIM_CLUSTER_SEQ', 'plain', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} plain`, 'batch')));
       }
