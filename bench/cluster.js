@@ -141,12 +141,13 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
         const { s: ds, m: dm, n, nb } = defaults;
         variantRows.push(
           { clusters: target, variant: 'sequential, plain 32-bit scan (default)', docs: n, 'ms/doc': ds.ms / n, 'kernel ms/doc': ds.r.kernelMs / n, 'docs/s': (n / ds.ms) * 1e3, 'same clusters': 'yes' },
-          { clusters: target, variant: 'batch B=512 (default)', docs: nb, 'ms/doc': dm.ms / nb, 'kernel ms/doc': dm.r.kernelMs / nb, 'docs/s': (nb / dm.ms) * 1e3, 'same clusters': 'yes' },
+          { clusters: target, variant: 'batch B=512, flat postings walk (default)', docs: nb, 'ms/doc': dm.ms / nb, 'kernel ms/doc': dm.r.kernelMs / nb, 'docs/s': (nb / dm.ms) * 1e3, 'same clusters': 'yes' },
         );
         for (const [label, env, mode, docs, ref] of [
           ['sequential, 16-bit fingerprint scan', { CUSIM_CLUSTER_SEQ: 'fp' }, 'sequential', slice(seq, 0, n), ds],
           ['batch B=256', { CUSIM_CLUSTER_BATCH: '256' }, 'batch', slice(bat, 0, nb), dm],
           ['batch B=1024', { CUSIM_CLUSTER_BATCH: '1024' }, 'batch', slice(bat, 0, nb), dm],
+          ['batch B=512, per-term postings walk (v2)', { CUSIM_CLUSTER_WALK: 'term' }, 'batch', slice(bat, 0, nb), dm],
         ]) {
           Object.assign(process.env, env);
           try {
@@ -192,7 +193,7 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
   ];
   if (variantRows.length) {
     sections.push({
-      title: 'kernel variants (CUSIM_CLUSTER_SEQ, CUSIM_CLUSTER_BATCH), each from the same saved state',
+      title: 'kernel variants (CUSIM_CLUSTER_SEQ, CUSIM_CLUSTER_BATCH, CUSIM_CLUSTER_WALK), each from the same saved state',
       columns: ['clusters', 'variant', 'docs', 'ms/doc', 'kernel ms/doc', 'docs/s', 'same clusters'],
       rows: variantRows,
       notes: ['v1 = the first H100 run\'s sequential kernel; its batch kernel (per-lane postings, binary search) is gone: see bench/results/*cluster-v1.md', '"same clusters": identical cluster ids to the default variant on the same documents'],

@@ -233,13 +233,15 @@ __device__ __forceinline__ uint32_t HashFind(const uint2* h, uint32_t bits, uint
 // terms up in the batch table; then the whole warp walks each hit term's
 // postings together (lane j takes postings j, j + 32, ...), so a term shared
 // by many batch documents costs postings/32 rounds instead of serializing one
-// lane. Products go to the warp's per-document accumulator in shared memory
+// lane. By default (flat) the 32 slots' postings are walked as one list, so
+// terms with few postings share rounds instead of idling most lanes. Products go to the warp's per-document accumulator in shared memory
 // by integer atomics (order-free, so the sum equals the sequential merge);
 // afterwards the lanes sweep the B accumulators, zero them and keep the best
 // key per document. The matrix is read once per batch of B documents.
 template <uint32_t B>
 __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t rows, BatchTable tab, uint64_t time0,
-                                                             uint64_t maxAge, double T, unsigned long long* keys) {
+                                                             uint64_t maxAge, uint64_t accT, unsigned long long* keys,
+                                                             bool flat) {
   extern __shared__ __align__(16) unsigned char bsmem[];
   auto* acc = reinterpret_cast<unsigned long long*>(bsmem);  // kWarps x B
   auto* bkey = acc + kWarps * B;                             // B
@@ -268,6 +270,36 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
           cw = m.w[k * m.ld + r];
         }
       }
+      if (flat) {
+        // The 32 slots' postings as one list (exclusive prefix sum of their
+        // lengths): each round gives every lane a product, where the
+        // per-term walk below spends a whole round on a term with 1-3 batch
+        // postings (most of a Zipf row's hit terms). Lane i finds its slot as
+        // the last one whose list starts at or before position i (binary
+        // search over the lanes' starts; empty slots share the next start and
+        // lose to it). Rounds mix terms, so two lanes may add to the same
+        // document: the atomics keep that exact.
+        const uint32_t len = pe - pb;
+        uint32_t incl = len;
+        for (int o = 1; o < 32; o <<= 1) {
+          const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (int(lane) >= o) incl += v;
+        }
+        const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
+        const uint32_t start = incl - len;
+        for (uint32_t q0 = 0; q0 < total; q0 += 32) {
+          const uint32_t q = q0 + lane;
+          uint32_t s = 0;
+          for (uint32_t step = 16; step; step >>= 1) {
+            const uint32_t v = __shfl_sync(0xffffffffu, start, s + step);
+            if (v <= q) s += step;
+          }
+          const uint32_t ps = __shfl_sync(0xffffffffu, pb, s) + (q - __shfl_sync(0xffffffffu, start, s));
+          const float c = __shfl_sync(0xffffffffu, cw, s);
+          if (q < total) atomicAdd(&wacc[tab.doc[ps]], (unsigned long long)FixedProduct(tab.w[ps], c));
+        }
+        continue;
+      }
       uint32_t hits = __ballot_sync(0xffffffffu, pe > pb);
       while (hits) {
         const int src = __ffs(hits) - 1;
@@ -282,19 +314,34 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
     // Every lane's atomics are visible to the sweep (and the sweep's zeros to
     // the next row's atomics) across these warp barriers.
     __syncwarp();
+    // ~150 of 512 accumulators are nonzero per row and few pass T, so the
+    // sweep tests the integer sum against accT (see FixedThreshold) and
+    // converts only the passing ones.
     for (uint32_t d = lane; d < tab.nDocs; d += 32) {
       const uint64_t a = wacc[d];
-      if (a == 0) continue;
       wacc[d] = 0;
-      const float sim = FixedToFloat(a);
-      if (double(sim) > T && Active(time0 + d, m.last[r], maxAge))
-        atomicMax(&bkey[d], (unsigned long long)PackKey(sim, uint32_t(r)));
+      if (a > accT && Active(time0 + d, m.last[r], maxAge))
+        atomicMax(&bkey[d], (unsigned long long)PackKey(FixedToFloat(a), uint32_t(r)));
     }
     __syncwarp();
   }
   __syncthreads();
   for (unsigned d = threadIdx.x; d < tab.nDocs; d += blockDim.x)
     if (bkey[d]) atomicMax(&keys[d], bkey[d]);
+}
+
+// The largest fixed-point sum whose similarity is not above T. FixedToFloat
+// is monotone (an exact scaling between two round-to-nearest conversions), so
+// FixedToFloat(a) > T exactly when a > FixedThreshold(T): the batch sweep's
+// integer test decides what the float test decides.
+uint64_t FixedThreshold(double T) {
+  uint64_t lo = 0, hi = uint64_t(1) << 63;  // FixedToFloat(lo) = 0 <= T, FixedToFloat(hi) = 4 > T
+  while (hi - lo > 1) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (double(FixedToFloat(mid)) > T) hi = mid;
+    else lo = mid;
+  }
+  return lo;
 }
 
 constexpr size_t BatchSmemFor(uint32_t B) { return (size_t(kWarps) * B + B) * 8 + size_t(kFilterWords) * 4; }
@@ -314,6 +361,10 @@ class CudaScorer final : public Scorer {
       const int b = std::atoi(env);
       if (b == 256 || b == 512 || b == 1024) batch_ = uint32_t(b);
     }
+    // Micro-batch postings walk: flat (all 32 slots' postings as one list,
+    // a product per lane per round) unless CUSIM_CLUSTER_WALK=term (v2: one
+    // hit term per round).
+    if (const char* env = std::getenv("CUSIM_CLUSTER_WALK")) flatWalk_ = std::string(env) != "term";
     // The 32-bit plain scan measured faster than the fingerprint scan at 400K
     // and 1.6M clusters on an H100 (bench/results/*minhash-cluster-v2.md), so
     // the fingerprint scan is opt-in.
@@ -421,12 +472,13 @@ class CudaScorer final : public Scorer {
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd), reinterpret_cast<const float*>(dBlob_.data() + L.pw),
                      reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), db, nDocs};
       const unsigned blocks = gpu::GridFor(rows, kWarps, batchGrid_);
+      const uint64_t accT = FixedThreshold(cfg_.threshold);
       if (batch_ == 256) {
-        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data(), flatWalk_);
       } else if (batch_ == 512) {
-        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data(), flatWalk_);
       } else {
-        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, cfg_.threshold, batchKeys_.data());
+        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data(), flatWalk_);
       }
       CUSIM_LAUNCH_CHECK();
     }
@@ -601,6 +653,7 @@ class CudaScorer final : public Scorer {
   std::vector<uint8_t> isDirty_;
   uint32_t batch_ = kBatch;
   bool fpScan_ = true;
+  bool flatWalk_ = true;
   unsigned seqGrid_[2] = {1, 1}, batchGrid_ = 1;
   int parity_ = 0;
   Timing timing_;

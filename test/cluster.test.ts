@@ -372,6 +372,33 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     await expect(c.add(csr([{ t: [1] }], 4), { signal: ac.signal })).rejects.toMatchObject({ code: 'ABORT_ERR' });
   });
 
+  it('accepts unsorted distinct terms and clusters them as their sorted rows', async () => {
+    const r = rng(77);
+    const cols = 0xffffffff;
+    const docs: { t: number[]; w: number[] }[] = [];
+    for (let i = 0; i < 60; i++) {
+      // Ids spread over the whole range and ids 2^26 apart (same table slot under a multiplicative hash).
+      const set = new Set<number>();
+      const n = 1 + Math.floor(r() * 150);
+      while (set.size < n) set.add(r() < 0.5 ? Math.floor(r() * 0xfffffffe) : Math.floor(r() * 60) * 2 ** 26);
+      const t = [...set];
+      docs.push({ t, w: t.map(() => 0.1 + r()) });
+      // The same terms again in the next row: a stamp from the previous row must not count as a repeat.
+      if (i % 10 === 0) docs.push({ t: [...t].reverse(), w: t.map(() => 0.1 + r()) });
+    }
+    const sorted = docs.map(({ t, w }) => {
+      const o = t.map((x, i) => i).sort((a, b) => t[a] - t[b]);
+      return { t: o.map((i) => t[i]), w: o.map((i) => w[i]) };
+    });
+    using a = new StreamClusterer({ threshold: 0.3, backend: 'cpu' });
+    using b = new StreamClusterer({ threshold: 0.3, backend: 'cpu' });
+    const ra = await a.add(csr(docs, cols), { mode: 'sequential' });
+    const rb = await b.add(csr(sorted, cols), { mode: 'sequential' });
+    expect(Array.from(ra.cluster)).toEqual(Array.from(rb.cluster));
+    expect(Array.from(ra.similarity)).toEqual(Array.from(rb.similarity));
+    expect(a.size).toBeGreaterThan(0);
+  });
+
   it('rejects bad input with coded errors naming the argument', async () => {
     const badOpts = [
       [{ threshold: 1.5 }, RangeError, /threshold/],
@@ -391,6 +418,8 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     using c = new StreamClusterer({ threshold: 0.5, backend: 'cpu' });
     const badDocs = [
       [csr([{ t: [1, 2, 1] }], 4), RangeError, /docs row 0 lists term 1 twice/],
+      // Long unsorted row after a valid one (the repeated-term table grows and is stamped per row).
+      [csr([{ t: [5, 3] }, { t: [...Array.from({ length: 200 }, (_, i) => 199 - i), 57] }], 300), RangeError, /docs row 1 lists term 57 twice/],
       [csr([{ t: [1, 2], w: [1, -1] }], 4), RangeError, /docs\.values\[1\]=-1/],
       [csr([{ t: [1], w: [NaN] }], 4), RangeError, /docs\.values\[0\]=NaN/],
       [csr([{ t: [9] }], 4), RangeError, /docs/],
@@ -489,7 +518,7 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
   // Kernel variants are picked per clusterer from the environment (read when
   // the CUDA scorer is created): every micro-batch size and both sequential
   // scans must reproduce the CPU's sequential results exactly.
-  it('every micro-batch size and sequential scan variant: batches not multiples of B, long postings, fingerprint collisions, duplicates, empty docs, growth, decay', async () => {
+  it('every micro-batch size, postings walk and sequential scan variant: batches not multiples of B, long postings, fingerprint collisions, duplicates, empty docs, growth, decay', async () => {
     const withEnv = async <R>(name: string, value: string, fn: () => Promise<R>): Promise<R> => {
       const prev = process.env[name];
       process.env[name] = value;
@@ -542,6 +571,8 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       for (const seq of ['fp', 'plain']) await withEnv('CUSIM_CLUSTER_SEQ', seq, () => check(`sequential ${seq}`, 'sequential'));
       for (const B of ['256', '512', '1024']) {
         await withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B}`, 'batch'));
+        // The per-term postings walk (the default flattens the 32 slots' postings into shared rounds).
+        await withEnv('CUSIM_CLUSTER_WALK', 'term', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} term walk`, 'batch')));
         // Batch re-scoring goes through the sequential kernel: the other scan too.
         await withEnv('CUSIM_CLUSTER_SEQ', 'plain', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} plain`, 'batch')));
       }
