@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NO_CLUSTER, StreamClusterer, TfidfTable, tfidf, type CsrMatrix } from '../lib/index.js';
-import { backends, describeGpu, randInt, rng, zipf } from './helpers.js';
+import { backends, describeGpu, expectInvalid, randInt, rng, zipf } from './helpers.js';
 
 // ---- the oracle: a brute-force cosine scan with the documented semantics ----
 const SCALE = 2 ** 61;
@@ -419,6 +419,15 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
 });
 
 describe('tfidf', () => {
+  it('rejects a column index >= cols naming the entry (update and transform)', () => {
+    const bad = { rows: 2, cols: 4, indptr: Uint32Array.of(0, 1, 3), indices: Uint32Array.of(1, 2, 9) };
+    const t = new TfidfTable();
+    expectInvalid(() => t.update(bad), RangeError, /counts\.indices\[2\]=9 is out of range for cols=4/);
+    expect(t.documents).toBe(0);
+    expectInvalid(() => t.transform(bad), RangeError, /counts\.indices\[2\]=9 is out of range for cols=4/);
+    expectInvalid(() => tfidf(bad), RangeError, /counts\.indices\[2\]/);
+  });
+
   it('streams document frequencies and weights tf * (ln((1 + N) / (1 + df)) + 1)', () => {
     const table = new TfidfTable();
     const a = csr([{ t: [0, 1], w: [2, 1] }, { t: [1] }], 3);
