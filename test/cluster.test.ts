@@ -416,6 +416,37 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     expect(() => d.size).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
     await expect(d.add(csr([{ t: [1] }], 4))).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
   });
+
+  it('load: a damaged cluster count or sum length is rejected as invalid, not sized into an allocation', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cusim-cluster-bad-'));
+    try {
+      const c = new StreamClusterer({ threshold: 0.5, maxTerms: 4, backend: 'cpu' });
+      await c.add(csr([{ t: [1, 2] }, { t: [3] }], 4));
+      const file = path.join(dir, 'ok.bin');
+      await c.save(file);
+      const good = readFileSync(file);
+      // Header: magic 8, threshold 8, maxTerms 4, maxAge 8, time 8, then the cluster count (u64 at 36).
+      const hugeCount = Buffer.from(good);
+      hugeCount.writeBigUInt64LE(0x7fffffffn, 36); // below the header bound (2^32 - 1)
+      writeFileSync(path.join(dir, 'count.bin'), hugeCount);
+      const p = StreamClusterer.load(path.join(dir, 'count.bin'), { backend: 'cpu' });
+      await expect(p).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+      await expect(p).rejects.toThrow(/not a cusim cluster file: truncated \(cluster count exceeds the file\)/);
+      // First cluster: members 4, lastSeen 8, len 4, len terms and weights (4 bytes each), then its sum length (u64).
+      const len = good.readUInt32LE(44 + 12);
+      const hugeSums = Buffer.from(good);
+      hugeSums.writeBigUInt64LE(1n << 31n, 44 + 16 + 8 * len);
+      writeFileSync(path.join(dir, 'sums.bin'), hugeSums);
+      const q = StreamClusterer.load(path.join(dir, 'sums.bin'), { backend: 'cpu' });
+      await expect(q).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+      await expect(q).rejects.toThrow(/truncated \(sum length exceeds the file\)/);
+      // The undamaged file still loads.
+      const ok = await StreamClusterer.load(file, { backend: 'cpu' });
+      expect(ok.size).toBe(c.size);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('tfidf', () => {
