@@ -21,7 +21,7 @@ import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkColumns, checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 export const NO_CLUSTER = 0xffffffff;
 
@@ -266,6 +266,7 @@ export class TfidfTable {
 
   update(counts: CsrMatrix): void {
     const m = toCsr(counts, 'counts');
+    checkColumns(m, 'counts');
     let max = -1;
     for (let p = 0; p < m.indptr[m.rows]; p++) if (m.indices[p] > max) max = m.indices[p];
     if (max >= this.#df.length) {
@@ -288,6 +289,7 @@ export class TfidfTable {
 
   transform(counts: CsrMatrix): CsrMatrix {
     const m = toCsr(counts, 'counts');
+    checkColumns(m, 'counts');
     const values = new Float32Array(m.indices.length);
     for (let p = m.indptr[0]; p < m.indptr[m.rows]; p++) {
       const c = m.values ? m.values[p] : 1;

@@ -321,6 +321,12 @@ function mergeUnique(sorted: Uint32Array<ArrayBufferLike>, ids: Uint32Array<Arra
 
 /** True when every sample of signature row `i` is the empty-row sentinel. */
 export function isEmptySignature(signatures: Uint32Array, samples: number, i: number): boolean {
+  if (!(signatures instanceof Uint32Array)) throw typeError(`signatures must be a Uint32Array, got ${describe(signatures)}`);
+  checkInt(samples, 'samples', 1, 1 << 20);
+  const rows = Math.floor(signatures.length / (2 * samples));
+  // An out-of-range row reads undefined, which is not the sentinel: a silent false.
+  if (rows === 0) throw rangeError(`signatures has length ${signatures.length}, less than one row of samples * 2 = ${2 * samples}`);
+  checkInt(i, 'i', 0, rows - 1);
   for (let s = 0; s < 2 * samples; s++) if (signatures[i * 2 * samples + s] !== SENTINEL) return false;
   return true;
 }

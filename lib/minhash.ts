@@ -89,6 +89,16 @@ export class WeightedMinHash extends NativeResource {
       if (!(a instanceof Float32Array)) throw typeError(`${k} must be a Float32Array, got ${describe(a)}`);
       if (a.length !== n) throw rangeError(`${k} has length ${a.length} but samples * dim = ${n}`);
     }
+    // Non-finite entries (or r <= 0, which divides by zero) give every row
+    // the empty sentinel or garbage samples, silently.
+    for (const k of ['rs', 'lnCs', 'betas'] as const) {
+      const a = p[k];
+      for (let i = 0; i < n; i++) {
+        if (!Number.isFinite(a[i]) || (k === 'rs' && a[i] <= 0)) {
+          throw rangeError(`${k}[${i}]=${a[i]} must be finite${k === 'rs' ? ' and > 0' : ''}`);
+        }
+      }
+    }
     const options = { dim, samples, backend: p.backend, devices: p.devices, _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas } };
     return new WeightedMinHash(options as WeightedMinHashOptions);
   }

@@ -146,6 +146,17 @@ export function toCsr(m: unknown, name: string, { values = 'optional' }: { value
   return out;
 }
 
+/**
+ * The O(nnz) column-range check, for consumers that never reach the native
+ * layer (which checks it there). Same message as the native check.
+ */
+export function checkColumns(m: CsrMatrix, name: string): void {
+  const end = m.rows > 0 ? m.indptr[m.rows] : 0;
+  for (let p = m.rows > 0 ? m.indptr[0] : 0; p < end; p++) {
+    if (m.indices[p] >= m.cols) throw rangeError(`${name}.indices[${p}]=${m.indices[p]} is out of range for cols=${m.cols}`);
+  }
+}
+
 /** Row-major dense matrix; `cols` pins the expected width when given. */
 export function toDense(m: unknown, name: string, { cols }: { cols?: number } = {}): DenseMatrix {
   if (!isObject(m)) throw typeError(`${name} must be a dense matrix { data, rows, cols }, got ${describe(m)}`);

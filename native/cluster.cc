@@ -1,6 +1,7 @@
 // N-API glue for the streaming clusterer: one ObjectWrap owning an Engine.
 // Every engine access holds the holder's mutex, so synchronous getters called
 // while an add() runs wait for it instead of reading half-updated state.
+#include <cmath>
 #include <mutex>
 
 #include "cluster.h"
@@ -33,12 +34,13 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       cluster::Config cfg;
-      cfg.threshold = NumProp(o, "threshold", "threshold");
-      const double k = NumProp(o, "maxTerms", "maxTerms");
+      cfg.threshold = NumProp(o, "threshold", "options");
+      const double k = NumProp(o, "maxTerms", "options");
       const double cap = NumPropOr(o, "capacity", 1024);
       const double age = NumPropOr(o, "maxAge", -1);
       if (!(cfg.threshold >= 0 && cfg.threshold <= 1)) ThrowInvalid("threshold must be in [0, 1]");
       if (!(k >= 1 && k <= cluster::kMaxTerms)) ThrowInvalid("maxTerms must be in [1, 1024]");
+      if (std::isnan(age)) ThrowInvalid("maxAge must be a number, not NaN");
       if (!(cap >= 1 && cap < 4294967295.0)) ThrowInvalid("capacity must be in [1, 2^32 - 2]");
       cfg.maxTerms = uint32_t(k);
       cfg.capacity = uint64_t(cap);

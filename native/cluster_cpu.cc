@@ -497,6 +497,12 @@ void Engine::Load(const std::string& path) {
     f.read(static_cast<char*>(p), std::streamsize(n));
     if (!f) throw bad("truncated");
   };
+  f.seekg(0, std::ios::end);
+  const uint64_t fileBytes = uint64_t(std::streamoff(f.tellg()));
+  f.seekg(0, std::ios::beg);
+  // Counts read from a damaged file must not size allocations beyond what the
+  // file could hold (that would answer CUSIM_OUT_OF_MEMORY, or worse).
+  auto left = [&] { return fileBytes - uint64_t(std::streamoff(f.tellg())); };
   char magic[8];
   get(magic, 8);
   if (std::memcmp(magic, kMagic, 8) != 0) throw bad("bad magic");
@@ -509,6 +515,7 @@ void Engine::Load(const std::string& path) {
   get(&count, 8);
   if (cfg.maxTerms == 0 || cfg.maxTerms > kMaxTerms || !(cfg.threshold >= 0 && cfg.threshold <= 1) || count >= kNone)
     throw bad("bad header");
+  if (count > left() / 24) throw bad("truncated (cluster count exceeds the file)");  // >= 24 bytes per cluster
   // Geometric headroom: the stream that follows a load grows into it without
   // copying the matrix (host and device).
   cfg.capacity = std::max<uint64_t>(cfg_.capacity, count + count / 2);
@@ -539,6 +546,7 @@ void Engine::Load(const std::string& path) {
     uint64_t ns = 0;
     get(&ns, 8);
     if (ns > (uint64_t(1) << 32)) throw bad("bad sum length");
+    if (ns > left() / 12) throw bad("truncated (sum length exceeds the file)");
     sums[c].resize(ns);
     for (auto& s : sums[c]) get(&s.term, 4), get(&s.v, 8);
     // Scorers index rows by binary search: a damaged file must not reach them.

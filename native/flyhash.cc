@@ -34,7 +34,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       auto dim = [&](const char* key, double lo, double hi) {
-        double v = NumProp(o, key, key);
+        double v = NumProp(o, key, "options");
         if (!(v >= lo && v <= hi) || v != double(uint64_t(v)))
           ThrowInvalid(std::string(key) + " must be an integer in [" + std::to_string(uint64_t(lo)) + ", " +
                        std::to_string(uint64_t(hi)) + "]");
@@ -45,10 +45,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       p.m = dim("hashLength", 1, 1u << 30);
       p.s = dim("connections", 1, p.d);
       p.k = dim("winners", 1, p.m);
-      double seed = NumPropOr(o, "seed", 1);
-      if (!(seed >= 0 && seed <= 9007199254740991.0) || seed != double(uint64_t(seed)))
-        ThrowInvalid("seed must be a non-negative safe integer");
-      p.seed = uint64_t(seed);
+      p.seed = SeedProp(o, 1);
       if (uint64_t(p.m) * p.s > (uint64_t(1) << 32)) ThrowInvalid("hashLength * connections must be <= 2^32");
       auto impl = std::make_shared<FlyHashImpl>();
       impl->params = p;

@@ -39,7 +39,9 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       auto& ix = st->index;
       ix.bits = U32Prop(o, "bits", 32, hamming::kMaxBits, 0);
       if (ix.bits % 32) ThrowInvalid("bits must be a multiple of 32");
-      ix.ewh = StrPropOr(o, "method", "exact") == "ewh";
+      const std::string method = StrPropOr(o, "method", "exact");
+      if (method != "exact" && method != "ewh") ThrowInvalid("method must be 'exact' or 'ewh'", "TypeError");
+      ix.ewh = method == "ewh";
       auto& p = ix.params;
       p.tables = U32Prop(o, "tables", 1, 64, 4);
       p.keyBits = U32Prop(o, "keyBits", 1, std::min<uint32_t>(24, ix.bits), 5);
@@ -48,7 +50,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       double ms = NumPropOr(o, "minScore", 20);
       if (!(ms >= -1e9 && ms <= 1e9) || ms != double(int64_t(ms))) ThrowInvalid("minScore must be an integer");
       p.minScore = int32_t(ms);
-      p.seed = uint64_t(NumPropOr(o, "seed", 1));
+      p.seed = SeedProp(o, 1);
       p.weights.assign(p.maxErrors + 1, 0);
       auto w = TypedProp<int32_t>(o, "weights");
       if (w.length != p.weights.size()) ThrowInvalid("weights must have maxErrors + 1 entries");
@@ -107,6 +109,8 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       const uint32_t k = U32Prop(o, "k", 1, hamming::kMaxK, 0);
       Backend backend = BackendProp(o);
       std::string ek = StrPropOr(o, "exactKernel", "auto");
+      if (ek != "auto" && ek != "popc" && ek != "mma" && ek != "mma2")
+        ThrowInvalid("exactKernel must be 'auto', 'popc', 'mma' or 'mma2'", "TypeError");
       hamming::ExactKernel kernel =
           ek == "popc"   ? hamming::ExactKernel::Popc
           : ek == "mma"  ? hamming::ExactKernel::Mma

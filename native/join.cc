@@ -2,6 +2,7 @@
 // join (token order, sorted collections, index or GPU upload) and then yields
 // result chunks one async call at a time, plus an in-place pair sort.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "gpu.h"
@@ -13,7 +14,7 @@ namespace {
 
 struct JoinState {
   std::unique_ptr<join::Joiner> joiner;
-  bool busy = false;
+  std::atomic<bool> busy{false};  // cleared on the worker thread
 };
 
 class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
@@ -36,9 +37,10 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       const bool rs = !info[1].IsUndefined() && !info[1].IsNull();
       CsrView against;
       if (rs) against = CsrArg(info[1], "against", false);
-      const int m = int(NumProp(opts, "measure", "options.measure"));
-      if (m < 0 || m > 3) ThrowInvalid("options.measure must be 0..3");
-      const double t = NumProp(opts, "threshold", "options.threshold");
+      const double md = NumProp(opts, "measure", "options");
+      if (!(md >= 0 && md <= 3) || md != std::floor(md)) ThrowInvalid("options.measure must be an integer 0..3");
+      const int m = int(md);
+      const double t = NumProp(opts, "threshold", "options");
       if (m == 3 ? !(t >= 1 && t == std::floor(t) && t <= 4294967295.0) : !(t > 0 && t <= 1))
         ThrowInvalid("options.threshold is out of range for this measure");
       const Backend backend = BackendProp(opts);

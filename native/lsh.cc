@@ -15,7 +15,7 @@ struct Common {
 };
 
 uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi) {
-  double v = NumProp(o, key, key);
+  double v = NumProp(o, key, "options");
   if (!(v >= lo && v <= hi) || v != double(uint64_t(v)))
     ThrowInvalid(std::string(key) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return uint32_t(v);

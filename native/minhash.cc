@@ -2,6 +2,7 @@
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
 #include <unistd.h>
 
+#include <cmath>
 #include <mutex>
 
 #include "gpu.h"
@@ -111,13 +112,11 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       auto e = std::make_shared<Engine>();
-      double dim = NumProp(o, "dim", "dim"), samples = NumProp(o, "samples", "samples"), seed = NumProp(o, "seed", "seed");
+      double dim = NumProp(o, "dim", "options"), samples = NumProp(o, "samples", "options");
       if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim))) ThrowInvalid("dim must be an integer >= 1");
       if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
         ThrowInvalid("samples must be an integer in [1, 65536]");
-      if (!(seed >= 0 && seed <= 9007199254740991.0) || seed != double(uint64_t(seed)))
-        ThrowInvalid("seed must be a non-negative safe integer");
-      e->dim = uint32_t(dim), e->samples = uint32_t(samples), e->seed = uint64_t(seed);
+      e->dim = uint32_t(dim), e->samples = uint32_t(samples), e->seed = SeedProp(o, NAN);
       e->backend = BackendProp(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       Napi::Value rs = o.Get("rs");
@@ -168,6 +167,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
             part.rows = rowEnd - rowStart;
             part.indptr = m.indptr + rowStart;
             ValidateCsr(part, "matrix");
+            RejectInfiniteWeights(part, "matrix");
             out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();

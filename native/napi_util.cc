@@ -58,6 +58,17 @@ double NumProp(const Napi::Object& o, const char* key, const char* what) {
   return d;
 }
 
+uint64_t SeedProp(const Napi::Object& o, double fallback) {
+  Napi::Value v = o.Get("seed");
+  double d = fallback;
+  if (!v.IsUndefined() || std::isnan(fallback)) {
+    if (!v.IsNumber()) ThrowInvalid("options.seed must be a number", "TypeError");
+    d = v.As<Napi::Number>().DoubleValue();
+  }
+  if (!(d >= 0 && d <= 9007199254740991.0) || d != std::floor(d)) ThrowInvalid("seed must be a non-negative safe integer");
+  return uint64_t(d);
+}
+
 double NumPropOr(const Napi::Object& o, const char* key, double fallback) {
   Napi::Value v = o.Get(key);
   if (v.IsUndefined() || v.IsNull()) return fallback;
@@ -151,7 +162,13 @@ DenseView DenseArg(const Napi::Value& v, const char* name) {
   d.rows = Dim(o, "rows", name);
   d.cols = Dim(o, "cols", name);
   auto a = TypedArg<float>(o.Get("data"), (std::string(name) + ".data").c_str());
-  if (a.length != d.rows * d.cols)
+  // rows * cols can wrap 64 bits (2^34 x 2^30 is 0) and would then match an
+  // empty array; the kernels would read rows x cols floats from it.
+  uint64_t elems = 0;
+  if (__builtin_mul_overflow(d.rows, d.cols, &elems))
+    ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(d.rows) +
+                 ", cols=" + std::to_string(d.cols) + ")");
+  if (a.length != elems)
     ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " + std::to_string(d.rows * d.cols));
   d.data = a.data;
   return d;

@@ -49,7 +49,10 @@ class Args {
 };
 
 Napi::Value Prop(const Napi::Object& o, const char* key);
+// `what` names the object holding `key` ("options"), so messages read "options.k ...".
 double NumProp(const Napi::Object& o, const char* key, const char* what);
+// o.seed as a non-negative safe integer; `fallback` when absent (NaN: required).
+uint64_t SeedProp(const Napi::Object& o, double fallback);
 double NumPropOr(const Napi::Object& o, const char* key, double fallback);
 bool BoolPropOr(const Napi::Object& o, const char* key, bool fallback);
 std::string StrPropOr(const Napi::Object& o, const char* key, const std::string& fallback);

@@ -1,11 +1,31 @@
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <string>
 
 #include "common.h"
 #include "parallel.h"
 
 namespace cusim {
+
+// The smallest position in [begin, end) where bad(i) holds, or UINT64_MAX.
+// Chunks race to report; the smallest wins so messages do not depend on the
+// thread count.
+template <typename Bad>
+static uint64_t FirstBad(uint64_t begin, uint64_t end, const Bad& bad) {
+  std::atomic<uint64_t> firstBad{UINT64_MAX};
+  ParallelFor(end - begin, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t i = begin + b; i < begin + e; ++i) {
+      if (bad(i)) {
+        uint64_t cur = firstBad.load();
+        while (i < cur && !firstBad.compare_exchange_weak(cur, i)) {
+        }
+        return;
+      }
+    }
+  });
+  return firstBad.load();
+}
 
 void ValidateCsr(const CsrView& m, const char* name) {
   std::string n(name);
@@ -14,23 +34,17 @@ void ValidateCsr(const CsrView& m, const char* name) {
       ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" + std::to_string(r) + "])");
   }
   const uint64_t begin = m.rows ? m.indptr[0] : 0, end = m.rows ? m.indptr[m.rows] : 0;
-  // Chunks race to report; the smallest bad position wins so the message is
-  // the same whatever the thread count.
-  std::atomic<uint64_t> firstBad{UINT64_MAX};
-  ParallelFor(end - begin, 1 << 16, [&](size_t b, size_t e) {
-    for (size_t i = begin + b; i < begin + e; ++i) {
-      if (m.indices[i] >= m.cols) {
-        uint64_t cur = firstBad.load();
-        while (i < cur && !firstBad.compare_exchange_weak(cur, i)) {
-        }
-        return;
-      }
-    }
-  });
-  uint64_t bad = firstBad.load();
+  const uint64_t bad = FirstBad(begin, end, [&](size_t i) { return m.indices[i] >= m.cols; });
   if (bad != UINT64_MAX)
     ThrowInvalid(n + ".indices[" + std::to_string(bad) + "]=" + std::to_string(m.indices[bad]) +
                  " is out of range for cols=" + std::to_string(m.cols));
+}
+
+void RejectInfiniteWeights(const CsrView& m, const char* name) {
+  if (!m.values || m.rows == 0) return;
+  const uint64_t bad = FirstBad(m.indptr[0], m.indptr[m.rows], [&](size_t i) { return std::isinf(m.values[i]) && m.values[i] > 0; });
+  if (bad != UINT64_MAX)
+    ThrowInvalid(std::string(name) + ".values[" + std::to_string(bad) + "]=Infinity: weights must be finite");
 }
 
 }  // namespace cusim

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NO_CLUSTER, StreamClusterer, TfidfTable, tfidf, type CsrMatrix } from '../lib/index.js';
-import { backends, describeGpu, randInt, rng, zipf } from './helpers.js';
+import { backends, describeGpu, expectInvalid, randInt, rng, zipf } from './helpers.js';
 
 // ---- the oracle: a brute-force cosine scan with the documented semantics ----
 const SCALE = 2 ** 61;
@@ -445,9 +445,49 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     expect(() => d.size).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
     await expect(d.add(csr([{ t: [1] }], 4))).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
   });
+
+  it('load: a damaged cluster count or sum length is rejected as invalid, not sized into an allocation', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cusim-cluster-bad-'));
+    try {
+      const c = new StreamClusterer({ threshold: 0.5, maxTerms: 4, backend: 'cpu' });
+      await c.add(csr([{ t: [1, 2] }, { t: [3] }], 4));
+      const file = path.join(dir, 'ok.bin');
+      await c.save(file);
+      const good = readFileSync(file);
+      // Header: magic 8, threshold 8, maxTerms 4, maxAge 8, time 8, then the cluster count (u64 at 36).
+      const hugeCount = Buffer.from(good);
+      hugeCount.writeBigUInt64LE(0x7fffffffn, 36); // below the header bound (2^32 - 1)
+      writeFileSync(path.join(dir, 'count.bin'), hugeCount);
+      const p = StreamClusterer.load(path.join(dir, 'count.bin'), { backend: 'cpu' });
+      await expect(p).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+      await expect(p).rejects.toThrow(/not a cusim cluster file: truncated \(cluster count exceeds the file\)/);
+      // First cluster: members 4, lastSeen 8, len 4, len terms and weights (4 bytes each), then its sum length (u64).
+      const len = good.readUInt32LE(44 + 12);
+      const hugeSums = Buffer.from(good);
+      hugeSums.writeBigUInt64LE(1n << 31n, 44 + 16 + 8 * len);
+      writeFileSync(path.join(dir, 'sums.bin'), hugeSums);
+      const q = StreamClusterer.load(path.join(dir, 'sums.bin'), { backend: 'cpu' });
+      await expect(q).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+      await expect(q).rejects.toThrow(/truncated \(sum length exceeds the file\)/);
+      // The undamaged file still loads.
+      const ok = await StreamClusterer.load(file, { backend: 'cpu' });
+      expect(ok.size).toBe(c.size);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('tfidf', () => {
+  it('rejects a column index >= cols naming the entry (update and transform)', () => {
+    const bad = { rows: 2, cols: 4, indptr: Uint32Array.of(0, 1, 3), indices: Uint32Array.of(1, 2, 9) };
+    const t = new TfidfTable();
+    expectInvalid(() => t.update(bad), RangeError, /counts\.indices\[2\]=9 is out of range for cols=4/);
+    expect(t.documents).toBe(0);
+    expectInvalid(() => t.transform(bad), RangeError, /counts\.indices\[2\]=9 is out of range for cols=4/);
+    expectInvalid(() => tfidf(bad), RangeError, /counts\.indices\[2\]/);
+  });
+
   it('streams document frequencies and weights tf * (ln((1 + N) / (1 + df)) + 1)', () => {
     const table = new TfidfTable();
     const a = csr([{ t: [0, 1], w: [2, 1] }, { t: [1] }], 3);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { FlyHash, type DenseMatrix } from '../lib/index.js';
 import { native } from '../lib/addon.js';
-import { backends, describeGpu, rng } from './helpers.js';
+import { backends, describeGpu, expectInvalid, rng } from './helpers.js';
 
 // ---- independent oracles --------------------------------------------------------
 
@@ -337,6 +337,14 @@ describe('FlyHash rejects bad input', () => {
     expect(() => new FlyHash({ inputDim: 0 })).toThrow(RangeError);
     expect(() => new FlyHash({ inputDim: 'x' as never })).toThrow(TypeError);
     expect(() => new FlyHash({ inputDim: 10, normalize: 'l2' as never })).toThrow(/normalize must be one of/);
+  });
+
+  it('native boundary: rows * cols wrapping 64 bits is rejected, never read as an empty matrix', () => {
+    // 2^34 * 2^30 = 2^64 wraps to 0, which an empty data array would match.
+    const h = new (native().FlyHash)({ inputDim: 2 ** 30, hashLength: 1, connections: 1, winners: 1, seed: 1 });
+    expectInvalid(() => h.hash({ data: new Float32Array(0), rows: 2 ** 34, cols: 2 ** 30 }, {}), RangeError, /X\.rows \* X\.cols overflows 64 bits/);
+    expectInvalid(() => new (native().FlyHash)({ inputDim: 4, hashLength: 8, connections: 2, winners: 2, seed: -1 }), RangeError, /seed must be a non-negative safe integer/);
+    expectInvalid(() => new (native().FlyHash)({ inputDim: 'x', hashLength: 8, connections: 2, winners: 2 }), TypeError, /options\.inputDim must be a number/);
   });
 
   for (const backend of backends) {

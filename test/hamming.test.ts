@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HammingIndex, MISSING_ID } from '../lib/index.js';
-import { describeGpu, randInt, randomBits, rng } from './helpers.js';
+import { native } from '../lib/addon.js';
+import { describeGpu, expectInvalid, randInt, randomBits, rng } from './helpers.js';
 
 function popc32(x: number): number {
   x = x - ((x >>> 1) & 0x55555555);
@@ -311,6 +312,16 @@ describe('HammingIndex EWH (cpu)', () => {
 });
 
 describe('HammingIndex bad input', () => {
+  it('native boundary: bad seed, method and exactKernel throw instead of being coerced', async () => {
+    const Ctor = native().HammingIndex;
+    const weights = Int32Array.of(4, 2, 1);
+    expectInvalid(() => new Ctor({ bits: 64, method: 'ewh', seed: NaN, weights }), RangeError, /seed must be a non-negative safe integer/);
+    expectInvalid(() => new Ctor({ bits: 64, method: 'ewhh', weights }), TypeError, /method must be 'exact' or 'ewh'/);
+    const h = new Ctor({ bits: 64, weights });
+    h.add(new Uint32Array(4));
+    expectInvalid(() => h.search({ rows: 1, bits: 64, data: new Uint32Array(2) }, { k: 1, exactKernel: 'fast' }), TypeError, /exactKernel must be/);
+  });
+
   it('rejects bad options, code lengths, k and empty indexes with coded errors', async () => {
     const bad: [() => unknown, RegExp][] = [
       [() => new HammingIndex({ bits: 48 }), /bits must be a multiple of 32/],

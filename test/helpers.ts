@@ -1,5 +1,5 @@
 // Shared test utilities: a seeded RNG, random inputs, and the GPU gate.
-import { describe } from 'vitest';
+import { describe, expect } from 'vitest';
 import { devices, type Backend, type CsrMatrix } from '../lib/index.js';
 
 export const deviceInfo = devices();
@@ -77,4 +77,17 @@ export function randomBits(r: () => number, rows: number, bits: number): Uint32A
   const out = new Uint32Array((rows * bits) / 32);
   for (let i = 0; i < out.length; i++) out[i] = Math.floor(r() * 4294967296) >>> 0;
   return out;
+}
+
+/** Asserts that fn throws synchronously a `cls` with code CUSIM_INVALID_ARGUMENT and a message matching `msg`. */
+export function expectInvalid(fn: () => unknown, cls: ErrorConstructor, msg: RegExp): void {
+  let err: unknown;
+  try {
+    fn();
+  } catch (e) {
+    err = e;
+  }
+  expect(err).toBeInstanceOf(cls);
+  expect((err as Error).message).toMatch(msg);
+  expect(err).toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
 }

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { similarityJoin, similarityJoinStream, type CsrMatrix, type JoinMeasure, type JoinResult } from '../lib/index.js';
-import { describeGpu, randInt, rng, zipf } from './helpers.js';
+import { native } from '../lib/addon.js';
+import { describeGpu, expectInvalid, randInt, rng, zipf } from './helpers.js';
 
 const RATIOS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0];
 const OVERLAPS = [1, 2, 3, 5, 8];
@@ -268,6 +269,14 @@ describe('similarityJoin (cpu) equals brute force', () => {
     }
     keys.sort((x, y) => x - y);
     expect(keys).toEqual(Array.from(a.left, (l, i) => l * 1e6 + a.right[i]));
+  });
+
+  it('native boundary: a fractional measure is rejected, not truncated to another measure', () => {
+    const j = new (native().JoinHandle)();
+    const sets = csrFromRows([[0, 1], [1, 2]], 3);
+    expectInvalid(() => j.open(sets, undefined, { measure: 2.5, threshold: 0.5 }), RangeError, /options\.measure must be an integer 0\.\.3/);
+    expectInvalid(() => j.open(sets, undefined, { measure: NaN, threshold: 0.5 }), RangeError, /options\.measure must be finite/);
+    j.dispose();
   });
 
   it('rejects bad input with coded errors naming the argument', async () => {

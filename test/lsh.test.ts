@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { dedup, MinHashLSH, optimalParams, type CsrMatrix, type GroupsResult } from '../lib/index.js';
-import { backends, describeGpu, randInt, rng } from './helpers.js';
+import { dedup, isEmptySignature, MinHashLSH, optimalParams, type CsrMatrix, type GroupsResult } from '../lib/index.js';
+import { native } from '../lib/addon.js';
+import { backends, describeGpu, expectInvalid, randInt, rng } from './helpers.js';
 
 const SENT = 0xffffffff;
 
@@ -418,6 +419,22 @@ describe('MinHashLSH (cpu)', () => {
     e.insert([1, 2, 3], new Uint32Array(3 * 2 * S).fill(SENT));
     expect((await e.candidatePairs()).left.length).toBe(0);
     expect(Array.from((await e.groups({ verify: 'none' })).group)).toEqual([SENT, SENT, SENT]);
+  });
+
+  it('isEmptySignature rejects a row or samples out of range instead of answering false', () => {
+    const sigs = new Uint32Array(16).fill(0xffffffff);
+    sigs[8] = 7;
+    expect(isEmptySignature(sigs, 4, 0)).toBe(true);
+    expect(isEmptySignature(sigs, 4, 1)).toBe(false);
+    expectInvalid(() => isEmptySignature(sigs, 4, 2), RangeError, /i must be an integer in \[0, 1\], got 2/);
+    expectInvalid(() => isEmptySignature(sigs, 4, -1), RangeError, /i must be an integer in \[0, 1\], got -1/);
+    expectInvalid(() => isEmptySignature(sigs, 0, 0), RangeError, /samples must be an integer/);
+    expectInvalid(() => isEmptySignature(sigs, 16, 0), RangeError, /signatures has length 16, less than one row/);
+    expectInvalid(() => isEmptySignature([1, 2] as never, 1, 0), TypeError, /signatures must be a Uint32Array/);
+  });
+
+  it('native boundary: options are named in messages', () => {
+    expectInvalid(() => native().lshCandidatePairs(new Uint32Array(8), new Uint32Array(1), { samples: NaN, bands: 1, rows: 1 }), RangeError, /options\.samples must be finite/);
   });
 
   it('rejects bad input with coded errors naming the argument', async () => {

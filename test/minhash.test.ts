@@ -10,7 +10,7 @@ import {
   type CsrMatrix,
   type MinHashParameters,
 } from '../lib/index.js';
-import { backends, describeGpu, rng, randomCsr, randInt, zipf } from './helpers.js';
+import { backends, describeGpu, expectInvalid, rng, randomCsr, randInt, zipf } from './helpers.js';
 
 const f = Math.fround;
 
@@ -437,6 +437,36 @@ describe('WeightedMinHash: bad input', () => {
     await expectCoded(() => estimateJaccardPairs(sig, 3, Uint32Array.of(0), Uint32Array.of(0)), RangeError, /not a multiple of samples \* 2/);
     await expectCoded(() => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(0, 1)), RangeError, /left has length 1 but right has 2/);
     await expectCoded(() => estimateJaccard(new Uint32Array(4), new Uint32Array(6)), RangeError, /sigA has length 4 but sigB has 6/);
+  });
+
+  it('rejects +Infinity weights naming the entry; -Infinity stays a skipped weight', async () => {
+    for (const backend of backends) {
+      using wmh = new WeightedMinHash({ dim: 10, samples: 4, backend });
+      await expectCoded(wmh.hash(csr(10, [[[1, 1]], [[2, 1], [3, Infinity]]])), RangeError, /matrix\.values\[2\]=Infinity: weights must be finite/);
+      // Outside [rowStart, rowEnd) the entry is never read, so it does not count.
+      expect(await wmh.hash(csr(10, [[[1, 1]], [[3, Infinity]]]), { rowEnd: 1 })).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
+      expect(await wmh.hash(csr(10, [[[1, 1], [3, -Infinity]]]))).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
+    }
+  });
+
+  it('fromParameters rejects non-finite tables and r <= 0, naming the entry', async () => {
+    const ok = () => new Float32Array(6).fill(0.5);
+    const nanR = ok();
+    nanR[4] = NaN;
+    await expectCoded(() => WeightedMinHash.fromParameters({ rs: nanR, lnCs: ok(), betas: ok(), dim: 3, samples: 2 }), RangeError, /rs\[4\]=NaN must be finite and > 0/);
+    const zeroR = ok();
+    zeroR[0] = 0;
+    await expectCoded(() => WeightedMinHash.fromParameters({ rs: zeroR, lnCs: ok(), betas: ok(), dim: 3, samples: 2 }), RangeError, /rs\[0\]=0 must be finite and > 0/);
+    const infC = ok();
+    infC[5] = Infinity;
+    await expectCoded(() => WeightedMinHash.fromParameters({ rs: ok(), lnCs: infC, betas: ok(), dim: 3, samples: 2 }), RangeError, /lnCs\[5\]=Infinity must be finite/);
+  });
+
+  it('native boundary: a missing or fractional seed is rejected naming options.seed', () => {
+    const Ctor = native().WeightedMinHashNative;
+    expectInvalid(() => new Ctor({ dim: 4, samples: 4 }), TypeError, /options\.seed must be a number/);
+    expectInvalid(() => new Ctor({ dim: 4, samples: 4, seed: 1.5 }), RangeError, /seed must be a non-negative safe integer/);
+    expectInvalid(() => new Ctor({ dim: NaN, samples: 4, seed: 1 }), RangeError, /options\.dim must be finite/);
   });
 
   it('tables too large for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {

@@ -15,6 +15,7 @@ import {
   type CsrMatrix,
 } from '../lib/index.js';
 import { readDoc, parseCsv, parseRecords } from '../lib/cli/sources.js';
+import { expectInvalid } from './helpers.js';
 
 /** Row r of a CSR as a token → weight map, through the featurizer's vocabulary. */
 function rowMap(m: CsrMatrix, r: number, term: (c: number) => string): Record<string, number> {
@@ -269,5 +270,30 @@ describe('file and record sources', () => {
     ]);
     expect(parseRecords('name,body\nk,v\n', 'csv', 'body', 'name')).toEqual([{ id: 'k', text: 'v' }]);
     expect(() => parseRecords('{"t":1}', 'jsonl', 'text', 'id')).toThrow(/no string field 'text'/);
+  });
+});
+
+describe('text bad input', () => {
+  it('qgramTokens rejects q outside [1, 1024] and non-string text instead of empty or no grams', () => {
+    expectInvalid(() => qgramTokens('abc', 0), RangeError, /q must be an integer in \[1, 1024\], got 0/);
+    expectInvalid(() => qgramTokens('abc', NaN), RangeError, /q must be an integer in \[1, 1024\], got NaN/);
+    expectInvalid(() => qgramTokens('abc', 2.5), RangeError, /q must be an integer/);
+    expectInvalid(() => qgramTokens(5 as never, 3), TypeError, /text must be a string, got 5/);
+  });
+
+  it('hashToken rejects a non-string instead of hashing it like the empty string', () => {
+    expectInvalid(() => hashToken(5 as never), TypeError, /token must be a string, got 5/);
+    expectInvalid(() => hashToken(undefined as never), TypeError, /token must be a string, got undefined/);
+  });
+
+  it('addRemapped rejects local ids past remap and mismatched lengths instead of filing them under column 0', () => {
+    const f = new TextFeaturizer({ mode: 'words' });
+    const remap = Int32Array.of(0);
+    expectInvalid(() => f.addRemapped(Uint32Array.of(5), Uint32Array.of(1), remap), RangeError, /localCols\[0\]=5 is out of range for remap\.length=1/);
+    expectInvalid(() => f.addRemapped(Uint32Array.of(0, 0), Uint32Array.of(1), remap), RangeError, /counts has length 1 but localCols has 2/);
+    expectInvalid(() => f.addRemapped([0] as never, Uint32Array.of(1), remap), TypeError, /localCols must be a Uint32Array/);
+    expectInvalid(() => f.addRemapped(Uint32Array.of(0), Uint32Array.of(1), [0] as never), TypeError, /remap must be an Int32Array/);
+    // Nothing was appended by the failed calls.
+    expect(f.build().rows).toBe(0);
   });
 });

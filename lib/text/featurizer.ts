@@ -2,7 +2,7 @@
 // from any iterable); build() hands back the rows added since the last
 // build, so a corpus of any size flows through in batches while the
 // vocabulary and document frequencies keep growing across them.
-import { typeError } from '../errors.js';
+import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
 import { codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
@@ -168,9 +168,19 @@ export class TextFeaturizer {
    * columns (-1: unknown to a frozen vocabulary). Gives the same row as add().
    */
   addRemapped(localCols: Uint32Array, counts: Uint32Array, remap: Int32Array): number {
+    if (!(localCols instanceof Uint32Array)) throw typeError(`localCols must be a Uint32Array, got ${describe(localCols)}`);
+    if (!(counts instanceof Uint32Array)) throw typeError(`counts must be a Uint32Array, got ${describe(counts)}`);
+    if (!(remap instanceof Int32Array)) throw typeError(`remap must be an Int32Array, got ${describe(remap)}`);
+    if (counts.length !== localCols.length) {
+      throw rangeError(`counts has length ${counts.length} but localCols has ${localCols.length}`);
+    }
     let n = 0;
     let kept = 0;
     for (let i = 0; i < localCols.length; i++) {
+      // Past the end, remap reads undefined, which would land in column 0.
+      if (localCols[i] >= remap.length) {
+        throw rangeError(`localCols[${i}]=${localCols[i]} is out of range for remap.length=${remap.length}`);
+      }
       const col = remap[localCols[i]];
       if (col < 0) continue;
       if (this.scratch.length <= n) this.growScratch();

@@ -3,6 +3,9 @@
 // over char codes because regex-per-token splitting dominated featurization
 // time on large source trees.
 
+import { typeError } from '../errors.js';
+import { checkInt, describe } from '../validate.js';
+
 /**
  * Reserved words of the languages most often found in source trees (JS/TS,
  * Python, Java/C#, C/C++, Go, Rust, Ruby, PHP, shell). A bag of names keeps
@@ -177,6 +180,9 @@ export interface QgramOptions {
 const SURROGATE = /[\uD800-\uDFFF]/;
 
 export function qgramTokens(text: string, q: number, lowercase = true, pad = false): string[] {
+  if (typeof text !== 'string') throw typeError(`text must be a string, got ${describe(text)}`);
+  // q = 0 would yield empty grams and NaN no grams at all, silently.
+  checkInt(q, 'q', 1, 1024);
   let s = lowercase ? text.toLowerCase() : text;
   if (pad && s.length > 0) s = '\u0002'.repeat(q - 1) + s + '\u0003'.repeat(q - 1);
   const out: string[] = [];

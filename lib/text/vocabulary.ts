@@ -7,6 +7,8 @@ import { checkInt, describe, isObject } from '../validate.js';
 
 /** Stable 32-bit string hash: FNV-1a over UTF-16 code units, then murmur3's fmix32. */
 export function hashToken(s: string): number {
+  // A non-string has no .length and would hash like '' without complaint.
+  if (typeof s !== 'string') throw typeError(`token must be a string, got ${describe(s)}`);
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) {
     h ^= s.charCodeAt(i);
