@@ -15,6 +15,17 @@ namespace {
 struct JoinState {
   std::unique_ptr<join::Joiner> joiner;
   std::atomic<bool> busy{false};  // cleared on the worker thread
+
+  // One open()/next() at a time: claimed on the JS thread, released by the
+  // worker (Release, even when the work throws).
+  void Claim() {
+    bool expected = false;
+    if (!busy.compare_exchange_strong(expected, true)) ThrowInvalid("JoinHandle is busy", "Error");
+  }
+  struct Release {
+    JoinState* s;
+    ~Release() { s->busy = false; }
+  };
 };
 
 class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
@@ -50,15 +61,11 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       int device = 0;
       if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
       CancelToken cancel = CancelArg(opts);
-      if (state->busy) ThrowInvalid("JoinHandle is busy", "Error");
-      state->busy = true;
+      state->Claim();
       return RunAsync(
           info.Env(),
           [=] {
-            struct Unbusy {
-              JoinState* s;
-              ~Unbusy() { s->busy = false; }
-            } unbusy{state.get()};
+            JoinState::Release release{state.get()};
             ValidateCsr(sets, "sets");
             if (rs) ValidateCsr(against, "against");
             cancel.check();
@@ -87,17 +94,13 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       Napi::Object opts = args.Obj(0, "options");
       CancelToken cancel = CancelArg(opts);
       if (!state->joiner) ThrowInvalid("JoinHandle.next() before open() finished", "Error");
-      if (state->busy) ThrowInvalid("JoinHandle is busy", "Error");
-      state->busy = true;
+      state->Claim();
       auto chunk = std::make_shared<join::Chunk>();
       auto more = std::make_shared<bool>(false);
       return RunAsync(
           info.Env(),
           [=] {
-            struct Unbusy {
-              JoinState* s;
-              ~Unbusy() { s->busy = false; }
-            } unbusy{state.get()};
+            JoinState::Release release{state.get()};
             *more = state->joiner->Next(chunk.get(), cancel);
           },
           [=](Napi::Env env) -> Napi::Value {
