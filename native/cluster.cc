@@ -46,8 +46,7 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
       cfg.capacity = uint64_t(cap);
       cfg.maxAge = age < 0 ? cluster::kNoDecay : uint64_t(age);
       const Backend backend = BackendProp(o);
-      int device = 0;
-      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      const int device = DeviceFor(backend, o);
       impl_ = std::make_shared<Holder>();
       impl_->engine = std::make_unique<Engine>(cfg, backend, device);
     } catch (const Error& e) {

@@ -83,8 +83,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       if (out != "bits" && out != "indices") ThrowInvalid("output must be 'bits' or 'indices'", "TypeError");
       const flyhash::Output o = out == "bits" ? flyhash::Output::Bits : flyhash::Output::Indices;
       Backend backend = BackendProp(opts);
-      int device = 0;
-      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
+      const int device = DeviceFor(backend, opts);
       CancelToken cancel = CancelArg(opts);
       auto result = std::make_shared<std::vector<uint32_t>>(x.rows * flyhash::OutStride(p, o));
       auto timing = std::make_shared<flyhash::Timing>();

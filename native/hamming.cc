@@ -116,8 +116,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           : ek == "mma"  ? hamming::ExactKernel::Mma
           : ek == "mma2" ? hamming::ExactKernel::Mma2
                          : hamming::ExactKernel::Auto;
-      int device = 0;
-      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      const int device = DeviceFor(backend, o);
       CancelToken cancel = CancelArg(o);
       auto ids = std::make_shared<std::vector<uint32_t>>(q.rows * k);
       auto dist = std::make_shared<std::vector<uint16_t>>(q.rows * k);
@@ -169,8 +168,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       if (!st->index.ewh) ThrowInvalid("scores needs method 'ewh'");
       if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
       Backend backend = BackendProp(o);
-      int device = 0;
-      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      const int device = DeviceFor(backend, o);
       auto out = std::make_shared<std::vector<uint32_t>>();
       return RunAsync(
           info.Env(),
@@ -199,8 +197,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       Backend backend = BackendProp(o);
-      int device = 0;
-      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(o)).at(0);
+      const int device = DeviceFor(backend, o);
       auto timing = std::make_shared<hamming::Timing>();
       return RunAsync(
           info.Env(),

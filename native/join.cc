@@ -58,8 +58,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       const auto algo = StrPropOr(opts, "algorithm", "ppjoin") == "allpairs" ? join::Algorithm::AllPairs : join::Algorithm::PPJoin;
       const double bs = NumPropOr(opts, "blockSize", 0);
       if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
-      int device = 0;
-      if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
+      const int device = DeviceFor(backend, opts);
       CancelToken cancel = CancelArg(opts);
       state->Claim();
       return RunAsync(

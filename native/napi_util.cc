@@ -1,5 +1,7 @@
 #include "napi_util.h"
 
+#include "gpu.h"
+
 #include <cmath>
 #include <new>
 
@@ -108,6 +110,10 @@ std::vector<int> DevicesProp(const Napi::Object& o) {
     out.push_back(e.As<Napi::Number>().Int32Value());
   }
   return out;
+}
+
+int DeviceFor(Backend backend, const Napi::Object& o) {
+  return backend == Backend::Cuda ? ResolveDevices(DevicesProp(o)).at(0) : 0;
 }
 
 static uint64_t Dim(const Napi::Object& o, const char* key, const char* name) {

@@ -13,8 +13,7 @@ Napi::Value PopcountRows(const Napi::CallbackInfo& info) {
     Napi::Object opts = args.Obj(1, "options");
     BitsView codes = BitsArg(info[0], "codes");
     Backend backend = BackendProp(opts);
-    int device = 0;
-    if (backend == Backend::Cuda) device = ResolveDevices(DevicesProp(opts)).at(0);
+    const int device = DeviceFor(backend, opts);
     auto out = std::make_shared<std::vector<uint32_t>>(codes.rows);
     auto timing = std::make_shared<ops::Timing>();
     return RunAsync(
