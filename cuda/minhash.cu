@@ -5,6 +5,7 @@
 // the position breaks ties toward the earlier nonzero, which keeps the CPU's
 // strict-< "first minimum in CSR order" rule exact, and a finalize kernel
 // recomputes t* from the winning position.
+#include <cuda_fp16.h>
 #include <curand_kernel.h>
 
 #include <algorithm>
@@ -41,7 +42,10 @@ struct Seg {
   uint32_t split;  // scratch slot of a row spanning several segments, else kNone
 };
 
-__global__ void GenParamsKernel(uint64_t seed, uint32_t dim, uint32_t samples, float* rs, float* lnCs, float* betas) {
+// Device tables are one 16-byte record per (column, sample), [dim][samples]:
+// a survivor of the pruned scan reads r, ln c and beta in one sector instead
+// of three.
+__global__ void GenParamsKernel(uint64_t seed, uint32_t dim, uint32_t samples, float4* __restrict__ rec) {
   const uint64_t d = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= dim) return;
   curandStatePhilox4_32_10_t st;
@@ -51,9 +55,21 @@ __global__ void GenParamsKernel(uint64_t seed, uint32_t dim, uint32_t samples, f
     const float u1 = curand_uniform(&st), u2 = curand_uniform(&st), u3 = curand_uniform(&st), u4 = curand_uniform(&st),
                 u5 = curand_uniform(&st);
     // Products of two floats are exact in double, so only log's last bit can differ from the CPU.
-    rs[off + s] = float(-log(double(u1) * double(u2)));
-    lnCs[off + s] = float(log(-log(double(u3) * double(u4))));
-    betas[off + s] = u5;
+    rec[off + s] = make_float4(float(-log(double(u1) * double(u2))), float(log(-log(double(u3) * double(u4)))), u5, 0.0f);
+  }
+}
+
+// Injected tables ([dim][samples] each) into records, and back for deviceParameters().
+__global__ void PackKernel(const float* __restrict__ rs, const float* __restrict__ lnCs,
+                           const float* __restrict__ betas, uint64_t n, float4* __restrict__ rec) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    rec[i] = make_float4(rs[i], lnCs[i], betas[i], 0.0f);
+}
+__global__ void UnpackKernel(const float4* __restrict__ rec, uint64_t n, float* __restrict__ rs,
+                             float* __restrict__ lnCs, float* __restrict__ betas) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const float4 p = rec[i];
+    rs[i] = p.x, lnCs[i] = p.y, betas[i] = p.z;
   }
 }
 
@@ -73,32 +89,39 @@ __device__ __forceinline__ uint32_t OrderKey(float x) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-// The sample a lane's q-th slot holds in the pass starting at s0. kVec4: four
-// consecutive samples per lane, read with one 16-byte load per table (needs
-// samples % 4 == 0, which also keeps every row of the tables 16-byte aligned);
-// otherwise lanes stride by 32 and any sample count works.
-template <bool kVec4>
-__device__ __forceinline__ uint32_t SampleOf(uint32_t s0, unsigned lane, int q) {
-  return kVec4 ? s0 + lane * kPerLane + q : s0 + q * 32 + lane;
+// Writes one (row, sample) entry from the winning batch-local position, or
+// the sentinel: k* is the winner's column and t* is recomputed with the same
+// expressions the scan used, so it is bit-identical to keeping it.
+__device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t o, uint32_t pos,
+                                           const uint32_t* __restrict__ indices, const float* __restrict__ values,
+                                           const float4* __restrict__ rec, uint32_t samples, uint32_t s) {
+  if (pos == kNone) {
+    out[o] = kSentinel, out[o + 1] = kSentinel;
+    return;
+  }
+  const uint32_t d = __ldg(indices + pos);
+  const float lw = LogW(values ? __ldg(values + pos) : 1.0f);
+  const float4 p = __ldg(rec + uint64_t(d) * samples + s);
+  out[o] = d;
+  out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, p.x, p.z)));
 }
 
-template <bool kVec4>
+// Reference scan (CUSIM_MINHASH_KERNEL=segment): every element-sample is
+// computed exactly, in CSR order; lanes stride over samples, any count.
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
-                                                       const float* __restrict__ values, const float* __restrict__ rs,
-                                                       const float* __restrict__ lnCs,
-                                                       const float* __restrict__ betas, uint32_t samples,
-                                                       uint32_t* __restrict__ out,
+                                                       const float* __restrict__ values, const float4* __restrict__ rec,
+                                                       uint32_t samples, uint32_t* __restrict__ out,
                                                        unsigned long long* __restrict__ scratch) {
   const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (w >= nseg) return;  // uniform per warp
   const unsigned lane = threadIdx.x & 31;
   const Seg sg = segs[w];
   for (uint32_t s0 = 0; s0 < samples; s0 += 32 * kPerLane) {
-    float bestA[kPerLane], bestT[kPerLane];
-    uint32_t bestK[kPerLane], bestP[kPerLane];
+    float bestA[kPerLane];
+    uint32_t bestP[kPerLane];
 #pragma unroll
-    for (int q = 0; q < kPerLane; ++q) bestA[q] = __int_as_float(0x7f800000), bestT[q] = 0, bestK[q] = kNone, bestP[q] = kNone;
+    for (int q = 0; q < kPerLane; ++q) bestA[q] = __int_as_float(0x7f800000), bestP[q] = kNone;
     for (uint32_t base = sg.begin; base < sg.end; base += 32) {
       const uint32_t n = min(32u, sg.end - base);
       uint32_t myD = 0;
@@ -116,326 +139,232 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
         mask &= mask - 1;
         const uint32_t d = __shfl_sync(0xffffffffu, myD, j);
         const float lw = __shfl_sync(0xffffffffu, myLw, j);
-        const uint64_t off = uint64_t(d) * samples;
-        if (kVec4) {
-          const uint32_t sb = SampleOf<true>(s0, lane, 0);
-          if (sb < samples) {
-            const float4 r4 = __ldg(reinterpret_cast<const float4*>(rs + off + sb));
-            const float4 b4 = __ldg(reinterpret_cast<const float4*>(betas + off + sb));
-            const float4 c4 = __ldg(reinterpret_cast<const float4*>(lnCs + off + sb));
-            const float rv[4] = {r4.x, r4.y, r4.z, r4.w}, bv[4] = {b4.x, b4.y, b4.z, b4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
 #pragma unroll
-            for (int q = 0; q < kPerLane; ++q) {
-              const float t = SampleT(lw, rv[q], bv[q]);
-              const float lna = SampleLnA(t, rv[q], cv[q], bv[q]);
-              if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
-            }
-          }
-        } else {
-#pragma unroll
-          for (int q = 0; q < kPerLane; ++q) {
-            const uint32_t s = SampleOf<false>(s0, lane, q);
-            if (s < samples) {
-              const float r = __ldg(rs + off + s), b = __ldg(betas + off + s), c = __ldg(lnCs + off + s);
-              const float t = SampleT(lw, r, b);
-              const float lna = SampleLnA(t, r, c, b);
-              if (lna < bestA[q]) bestA[q] = lna, bestT[q] = t, bestK[q] = d, bestP[q] = base + j;
-            }
+        for (int q = 0; q < kPerLane; ++q) {
+          const uint32_t s = s0 + q * 32 + lane;
+          if (s < samples) {
+            const float4 p = __ldg(rec + uint64_t(d) * samples + s);
+            const float lna = SampleLnA(SampleT(lw, p.x, p.z), p.x, p.y, p.z);
+            if (lna < bestA[q]) bestA[q] = lna, bestP[q] = base + j;
           }
         }
       }
     }
 #pragma unroll
     for (int q = 0; q < kPerLane; ++q) {
-      const uint32_t s = SampleOf<kVec4>(s0, lane, q);
+      const uint32_t s = s0 + q * 32 + lane;
       if (s >= samples) continue;
-      if (sg.split == kNone) {
-        const uint64_t o = (uint64_t(sg.row) * samples + s) * 2;
-        const bool none = bestP[q] == kNone;
-        out[o] = none ? kSentinel : bestK[q];
-        out[o + 1] = none ? kSentinel : uint32_t(__float2int_rz(bestT[q]));
-      } else if (bestP[q] != kNone) {
+      if (sg.split == kNone)
+        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, bestP[q], indices, values, rec, samples, s);
+      else if (bestP[q] != kNone)
         atomicMin(scratch + uint64_t(sg.split) * samples + s,
                   (static_cast<unsigned long long>(OrderKey(bestA[q])) << 32) | bestP[q]);
-      }
     }
-  }
-}
-
-// Hot-column variant: a persistent grid whose blocks first copy the
-// parameter tables of the batch's most frequent columns into shared memory
-// (slotOf maps a column to its slot, kCold when absent), so nonzeros on those
-// columns read shared memory instead of L2: on Zipf-shaped inputs that takes
-// a large share of the 1.5 KB-per-nonzero table traffic off L2. Lanes keep only
-// (ln a, position) per sample; k* and t* are recomputed from the winning
-// position with the same expressions (bit-identical), which saves two selects
-// and eight registers per element-sample. Same segments, same atomic merge,
-// same FinalizeKernel for split rows as HashKernel, so results are identical.
-// kPipe: the next pair's table loads are issued before the current pair is
-// computed (software pipelining), so a warp's memory wait overlaps its own
-// division chains; it needs ~25 more registers, hence fewer threads.
-template <bool kPipe>
-constexpr unsigned HotThreads() {
-  return kPipe ? 640 : 768;
-}
-constexpr uint32_t kMaxHot = 255;
-constexpr uint8_t kCold = 0xFF;
-
-// Smem layout per hot slot h: rs | lnCs | betas, samples floats each.
-__device__ __forceinline__ void StageHot(float* hot, const uint32_t* __restrict__ hotCols, uint32_t nhot,
-                                         const float* __restrict__ rs, const float* __restrict__ lnCs,
-                                         const float* __restrict__ betas, uint32_t samples) {
-  const uint64_t n = uint64_t(nhot) * samples;
-  for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const uint32_t h = uint32_t(i / samples), s = uint32_t(i % samples);
-    const uint64_t g = uint64_t(hotCols[h]) * samples + s;
-    float* dst = hot + uint64_t(h) * 3 * samples + s;
-    dst[0] = __ldg(rs + g);
-    dst[samples] = __ldg(lnCs + g);
-    dst[2 * samples] = __ldg(betas + g);
-  }
-}
-
-// One nonzero's parameters for a lane's kPerLane samples, from shared memory
-// (hot slot h) or from the global tables; the branch is warp-uniform.
-struct Tab {
-  float r[kPerLane], c[kPerLane], b[kPerLane];
-};
-
-// Shared and global pointers are formed in separate branches so the compiler
-// emits ld.shared / ld.global.nc, not generic loads through a selected pointer.
-template <bool kVec4>
-__device__ __forceinline__ void LoadFrom(Tab& t, const float* R, const float* C, const float* B, bool shared,
-                                         uint32_t samples, uint32_t s0, unsigned lane) {
-  if (kVec4) {
-    const uint32_t sb = SampleOf<true>(s0, lane, 0);
-    float4 r4 = make_float4(0, 0, 0, 0), c4 = r4, b4 = r4;
-    if (sb < samples) {
-      if (shared) {
-        r4 = *reinterpret_cast<const float4*>(R + sb);
-        c4 = *reinterpret_cast<const float4*>(C + sb);
-        b4 = *reinterpret_cast<const float4*>(B + sb);
-      } else {
-        r4 = __ldg(reinterpret_cast<const float4*>(R + sb));
-        c4 = __ldg(reinterpret_cast<const float4*>(C + sb));
-        b4 = __ldg(reinterpret_cast<const float4*>(B + sb));
-      }
-    }
-    t.r[0] = r4.x, t.r[1] = r4.y, t.r[2] = r4.z, t.r[3] = r4.w;
-    t.c[0] = c4.x, t.c[1] = c4.y, t.c[2] = c4.z, t.c[3] = c4.w;
-    t.b[0] = b4.x, t.b[1] = b4.y, t.b[2] = b4.z, t.b[3] = b4.w;
-  } else {
-#pragma unroll
-    for (int q = 0; q < kPerLane; ++q) {
-      const uint32_t s = SampleOf<false>(s0, lane, q);
-      t.r[q] = t.c[q] = t.b[q] = 0.0f;
-      if (s < samples) {
-        if (shared) {
-          t.r[q] = R[s], t.c[q] = C[s], t.b[q] = B[s];
-        } else {
-          t.r[q] = __ldg(R + s), t.c[q] = __ldg(C + s), t.b[q] = __ldg(B + s);
-        }
-      }
-    }
-  }
-}
-
-template <bool kVec4>
-__device__ __forceinline__ Tab LoadTab(const float* hot, uint32_t h, uint32_t d, const float* __restrict__ rs,
-                                       const float* __restrict__ lnCs, const float* __restrict__ betas,
-                                       uint32_t samples, uint32_t s0, unsigned lane) {
-  Tab t;
-  if (h != kCold) {
-    const float* R = hot + uint64_t(h) * 3 * samples;
-    LoadFrom<kVec4>(t, R, R + samples, R + 2 * samples, true, samples, s0, lane);
-  } else {
-    const uint64_t off = uint64_t(d) * samples;
-    LoadFrom<kVec4>(t, rs + off, lnCs + off, betas + off, false, samples, s0, lane);
-  }
-  return t;
-}
-
-template <bool kVec4>
-__device__ __forceinline__ void Update(const Tab& t, float lw, uint32_t pos, uint32_t samples, uint32_t s0,
-                                       unsigned lane, float (&bestA)[kPerLane], uint32_t (&bestP)[kPerLane]) {
-#pragma unroll
-  for (int q = 0; q < kPerLane; ++q) {
-    if (SampleOf<kVec4>(s0, lane, q) >= samples) continue;
-    const float lna = SampleLnA(SampleT(lw, t.r[q], t.b[q]), t.r[q], t.c[q], t.b[q]);
-    if (lna < bestA[q]) bestA[q] = lna, bestP[q] = pos;
-  }
-}
-
-// Two consecutive ballot bits (CSR order) and their tables. With one bit left
-// the second repeats the first: the repeat recomputes an equal ln a, which
-// cannot pass the strict <, so it changes nothing.
-struct Pair {
-  Tab t1, t2;
-  float lw1, lw2;
-  uint32_t p1, p2;
-};
-
-template <bool kVec4>
-__device__ __forceinline__ void LoadPair(Pair& P, unsigned& mask, uint32_t myD, float myLw, uint32_t mySlot,
-                                         uint32_t base, const float* hot, const float* __restrict__ rs,
-                                         const float* __restrict__ lnCs, const float* __restrict__ betas,
-                                         uint32_t samples, uint32_t s0, unsigned lane) {
-  const int j1 = __ffs(mask) - 1;
-  mask &= mask - 1;
-  const int j2 = mask ? __ffs(mask) - 1 : j1;
-  if (mask) mask &= mask - 1;
-  const uint32_t d1 = __shfl_sync(0xffffffffu, myD, j1), d2 = __shfl_sync(0xffffffffu, myD, j2);
-  const uint32_t h1 = __shfl_sync(0xffffffffu, mySlot, j1), h2 = __shfl_sync(0xffffffffu, mySlot, j2);
-  P.lw1 = __shfl_sync(0xffffffffu, myLw, j1), P.lw2 = __shfl_sync(0xffffffffu, myLw, j2);
-  P.p1 = base + j1, P.p2 = base + j2;
-  P.t1 = LoadTab<kVec4>(hot, h1, d1, rs, lnCs, betas, samples, s0, lane);
-  P.t2 = LoadTab<kVec4>(hot, h2, d2, rs, lnCs, betas, samples, s0, lane);
-}
-
-template <bool kVec4>
-__device__ __forceinline__ void UpdatePair(const Pair& P, uint32_t samples, uint32_t s0, unsigned lane,
-                                           float (&bestA)[kPerLane], uint32_t (&bestP)[kPerLane]) {
-  Update<kVec4>(P.t1, P.lw1, P.p1, samples, s0, lane, bestA, bestP);
-  Update<kVec4>(P.t2, P.lw2, P.p2, samples, s0, lane, bestA, bestP);
-}
-
-template <bool kVec4, bool kPipe>
-__global__ void __launch_bounds__(HotThreads<kPipe>(), 1)
-    HotKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
-              const float* __restrict__ values, const uint8_t* __restrict__ slotOf,
-              const uint32_t* __restrict__ hotCols, uint32_t nhot, const float* __restrict__ rs,
-              const float* __restrict__ lnCs, const float* __restrict__ betas, uint32_t samples,
-              uint32_t* __restrict__ out, unsigned long long* __restrict__ scratch,
-              unsigned long long* __restrict__ nextSeg) {
-  extern __shared__ float4 hotRaw[];  // float4: 16-byte alignment for the vector reads
-  float* hot = reinterpret_cast<float*>(hotRaw);
-  StageHot(hot, hotCols, nhot, rs, lnCs, betas, samples);
-  __syncthreads();  // the only barrier: every thread reaches it, no early return above
-  const unsigned lane = threadIdx.x & 31;
-  const uint64_t nwarps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
-  // Each warp's first segment is its id, the rest come from a counter: with
-  // log-normal row lengths a static stride leaves some warps with ~2x the mean
-  // work and their SMs idle at the end; one atomic per segment avoids that.
-  // The next claim is made as a segment starts, so its latency hides behind
-  // the segment's work; every claimed index below nseg is processed.
-  for (uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; w < nseg;) {
-    unsigned long long nx = 0;
-    if (lane == 0) nx = atomicAdd(nextSeg, 1ull);
-    const Seg sg = segs[w];
-    for (uint32_t s0 = 0; s0 < samples; s0 += 32 * kPerLane) {
-      float bestA[kPerLane];
-      uint32_t bestP[kPerLane];
-#pragma unroll
-      for (int q = 0; q < kPerLane; ++q) bestA[q] = __int_as_float(0x7f800000), bestP[q] = kNone;
-      // The next chunk's columns and weights load while this chunk computes,
-      // so a chunk start waits only for slotOf (L2), not for the CSR stream.
-      uint32_t nextD = 0;
-      float nextW = 0.0f;
-      if (sg.begin + lane < sg.end) {
-        nextD = __ldg(indices + sg.begin + lane);
-        nextW = values ? __ldg(values + sg.begin + lane) : 1.0f;
-      }
-      for (uint32_t base = sg.begin; base < sg.end; base += 32) {
-        const uint32_t n = min(32u, sg.end - base);
-        const uint32_t myD = nextD;  // lanes >= n hold stale values and stay out of the ballot
-        const float wt = nextW;
-        if (sg.end - base > 32 && base + 32 + lane < sg.end) {
-          nextD = __ldg(indices + base + 32 + lane);
-          nextW = values ? __ldg(values + base + 32 + lane) : 1.0f;
-        }
-        uint32_t mySlot = kCold;
-        float myLw = 0.0f;
-        const bool ok = lane < n && wt > 0.0f;  // zero, negative and NaN weights are skipped
-        if (ok) myLw = LogW(wt), mySlot = __ldg(slotOf + myD);
-        unsigned mask = __ballot_sync(0xffffffffu, ok);
-        // Two nonzeros per step (both loads issued before either is used), in
-        // CSR order. The branches below depend only on mask: warp-uniform.
-        if (!kPipe) {
-          while (mask) {
-            Pair P;
-            LoadPair<kVec4>(P, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
-            UpdatePair<kVec4>(P, samples, s0, lane, bestA, bestP);
-          }
-        } else if (mask) {
-          // Ping-pong: load pair k+1, then compute pair k; pairs are still
-          // computed in the order they were taken.
-          Pair A, B;
-          LoadPair<kVec4>(A, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
-          for (;;) {
-            if (!mask) {
-              UpdatePair<kVec4>(A, samples, s0, lane, bestA, bestP);
-              break;
-            }
-            LoadPair<kVec4>(B, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
-            UpdatePair<kVec4>(A, samples, s0, lane, bestA, bestP);
-            if (!mask) {
-              UpdatePair<kVec4>(B, samples, s0, lane, bestA, bestP);
-              break;
-            }
-            LoadPair<kVec4>(A, mask, myD, myLw, mySlot, base, hot, rs, lnCs, betas, samples, s0, lane);
-            UpdatePair<kVec4>(B, samples, s0, lane, bestA, bestP);
-          }
-        }
-      }
-#pragma unroll
-      for (int q = 0; q < kPerLane; ++q) {
-        const uint32_t s = SampleOf<kVec4>(s0, lane, q);
-        if (s >= samples) continue;
-        if (sg.split == kNone) {
-          const uint64_t o = (uint64_t(sg.row) * samples + s) * 2;
-          if (bestP[q] == kNone) {
-            out[o] = kSentinel, out[o + 1] = kSentinel;
-          } else {
-            // The winner's t*, recomputed exactly as the loop computed it.
-            const uint32_t d = __ldg(indices + bestP[q]);
-            const float lw = LogW(values ? __ldg(values + bestP[q]) : 1.0f);
-            const uint64_t g = uint64_t(d) * samples + s;
-            out[o] = d;
-            out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, __ldg(rs + g), __ldg(betas + g))));
-          }
-        } else if (bestP[q] != kNone) {
-          atomicMin(scratch + uint64_t(sg.split) * samples + s,
-                    (static_cast<unsigned long long>(OrderKey(bestA[q])) << 32) | bestP[q]);
-        }
-      }
-    }
-    w = nwarps + __shfl_sync(0xffffffffu, nx, 0);
-  }
-}
-
-// Points slotOf at this batch's hot list: first clears the previous list's
-// entries, then (after the barrier, so a column in both lists ends set) sets
-// the new ones. One block; cur holds the list now in force.
-__global__ void SetHotKernel(uint8_t* __restrict__ slotOf, uint32_t* __restrict__ cur, uint32_t ncur,
-                             const uint32_t* __restrict__ next, uint32_t nnext) {
-  for (uint32_t i = threadIdx.x; i < ncur; i += blockDim.x) slotOf[cur[i]] = kCold;
-  __syncthreads();
-  for (uint32_t i = threadIdx.x; i < nnext; i += blockDim.x) {
-    cur[i] = next[i];
-    slotOf[next[i]] = uint8_t(i);
   }
 }
 
 __global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t nsplit,
                                const unsigned long long* __restrict__ scratch, const uint32_t* __restrict__ indices,
-                               const float* __restrict__ values, const float* __restrict__ rs,
-                               const float* __restrict__ betas, uint32_t samples, uint32_t* __restrict__ out) {
+                               const float* __restrict__ values, const float4* __restrict__ rec, uint32_t samples,
+                               uint32_t* __restrict__ out) {
   const uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= nsplit * samples) return;
   const uint64_t slot = i / samples;
   const uint32_t s = uint32_t(i % samples);
   const unsigned long long key = scratch[i];
-  const uint64_t o = (uint64_t(splitRows[slot]) * samples + s) * 2;
-  if (key == ~0ull) {
-    out[o] = kSentinel, out[o + 1] = kSentinel;
-    return;
+  EmitWinner(out, (uint64_t(splitRows[slot]) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices,
+             values, rec, samples, s);
+}
+
+// ---- Bound-pruned kernel ---------------------------------------------------
+// For any nonzero, t = floor(ln w / r + beta) lies in (x - 1, x] with
+// x = ln w / r + beta, so ln a = ln c - (t - beta) r - r >= ln c - r - ln w.
+// A per-(column, sample) table bound = ln c - r, rounded down with a margin
+// that covers every float rounding of the exact expression (see
+// GenBoundKernel), lets a lane reject an element-sample with one subtraction
+// and one compare when bound - ln w >= its current minimum: such an element
+// cannot pass the strict <. On GitHub-shaped rows ~5% of element-samples
+// survive, so the scan reads 2 bytes per element-sample instead of 12 and
+// does a fraction of the divisions. Survivors go to a per-warp queue and are
+// computed exactly 32 at a time, one per lane, merging into per-sample
+// minima kept as (orderable ln a, position) keys in shared memory; a
+// lexicographic minimum over those keys is exactly the sequential "first
+// strict minimum in CSR order", whatever order the survivors are computed in.
+constexpr unsigned kPruneThreads = 256;
+constexpr uint32_t kPrunePass = 32 * kPerLane;        // samples per pass
+// Nonzeros checked per step. Measured on an H100 (1M GitHub-shaped rows, 128
+// samples): 2 -> 52 ms, 4 -> 60 ms, 8 -> 48 ms; more in flight per warp and one
+// survivor append per 8 nonzeros instead of per 2.
+constexpr int kPruneGroup = 8;
+
+template <int kGroup>  // nonzeros checked per step
+struct PruneWarp {
+  static constexpr uint32_t kQueueCap = 31 + kGroup * kPrunePass;  // leftover below a round + one step's worth
+  unsigned long long best[kPrunePass];
+  uint32_t d[32];
+  float lw[32];
+  uint16_t queue[kQueueCap];  // (chunk lane j << 7) | pass-local sample
+};
+
+// Bound for (d, s): ln c - r minus 4e-6 (|ln c| + r + 1), rounded toward -inf
+// and stored as a half: the scan streams 2 bytes per element-sample, and the
+// half's 11-bit precision loosens the bound by ~1e-3, which lets through only
+// a few more survivors.
+// The exact float chain loses at most ~1e-6 of those magnitudes (and of
+// |ln w|, which the scan pads the same way), so bound - ln w never exceeds the
+// ln a the chain computes. Entries where that analysis does not hold (r not in
+// [1e-30, 1e30], ln c not finite, beta outside [0, 1], all possible only in
+// injected tables) get -inf: always computed exactly. Padding
+// samples (s >= samples) get +inf: never computed.
+__global__ void GenBoundKernel(const float4* __restrict__ rec, uint32_t dim, uint32_t samples, uint32_t stride,
+                               __half* __restrict__ bound) {
+  const uint64_t n = uint64_t(dim) * stride;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t d = i / stride;
+    const uint32_t s = uint32_t(i % stride);
+    if (s >= samples) {
+      bound[i] = __ushort_as_half(0x7C00);  // +inf
+      continue;
+    }
+    const float4 p = rec[d * samples + s];
+    const double r = p.x, c = p.y, b = p.z;
+    const bool safe = r >= 1e-30 && r <= 1e30 && c > -1e300 && c < 1e300 && b >= 0.0 && b <= 1.0;
+    // Rounded down twice (double -> float -> half), so still a lower bound;
+    // below -65504 it becomes -inf (always exact), above it 65504.
+    bound[i] = safe ? __float2half_rd(__double2float_rd(c - r - 4e-6 * (fabs(c) + r + 1.0))) : __ushort_as_half(0xFC00);
   }
-  const uint32_t pos = uint32_t(key);
-  const uint32_t d = indices[pos];
-  const float lw = LogW(values ? values[pos] : 1.0f);
-  const uint64_t off = uint64_t(d) * samples + s;
-  out[o] = d;
-  out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, rs[off], betas[off])));
+}
+
+__device__ __forceinline__ float KeyValue(unsigned long long key) {
+  const uint32_t k = uint32_t(key >> 32);
+  if (k == 0xFFFFFFFFu) return __int_as_float(0x7f800000);  // no winner yet
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
+}
+
+// The survivors queue[from, from + cnt), one per lane: exact ln a, merged
+// into the warp's shared minima.
+template <class Warp>
+__device__ __forceinline__ void ExactRound(Warp& W, uint32_t from, uint32_t cnt, uint32_t base, uint32_t s0,
+                                           uint32_t samples, const float4* __restrict__ rec, unsigned lane) {
+  if (lane < cnt) {
+    const uint32_t item = W.queue[from + lane];
+    const uint32_t j = item >> 7, sl = item & 127;
+    const uint64_t off = uint64_t(W.d[j]) * samples + s0 + sl;
+    const float4 p = __ldg(rec + off);
+    const float lna = SampleLnA(SampleT(W.lw[j], p.x, p.z), p.x, p.y, p.z);
+    // NaN and +inf never pass the scan's strict < against +inf: keep them out.
+    if (lna < __int_as_float(0x7f800000))
+      atomicMin(&W.best[sl], (static_cast<unsigned long long>(OrderKey(lna)) << 32) | (base + j));
+  }
+  __syncwarp();
+}
+
+template <int kGroup>
+__global__ void __launch_bounds__(kPruneThreads)
+    PruneKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
+                const float* __restrict__ values, const __half* __restrict__ bound, uint32_t stride,
+                const float4* __restrict__ rec, uint32_t samples, uint32_t* __restrict__ out, unsigned long long* __restrict__ scratch) {
+  static_assert(kGroup * kPerLane <= 32, "survivor bits of one step must fit a 32-bit mask");
+  __shared__ PruneWarp<kGroup> warps[kPruneThreads / 32];
+  const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (w >= nseg) return;  // uniform per warp; the kernel has no block barrier
+  PruneWarp<kGroup>& W = warps[threadIdx.x >> 5];
+  const unsigned lane = threadIdx.x & 31;
+  const Seg sg = segs[w];
+  const float kInf = __int_as_float(0x7f800000);
+  for (uint32_t s0 = 0; s0 < samples; s0 += kPrunePass) {
+    const uint32_t sl0 = lane * kPerLane;  // this lane's first pass-local sample
+    const bool has = s0 + sl0 < samples;   // stride is a multiple of 4: the 8-byte load stays in its row
+    float bestF[kPerLane];
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) W.best[sl0 + q] = ~0ull, bestF[q] = kInf;
+    for (uint32_t base = sg.begin; base < sg.end; base += 32) {
+      const uint32_t n = min(32u, sg.end - base);
+      uint32_t myD = 0;
+      float myLw = 0.0f;
+      bool ok = false;
+      if (lane < n) {
+        myD = __ldg(indices + base + lane);
+        const float wt = values ? __ldg(values + base + lane) : 1.0f;
+        ok = wt > 0.0f;  // zero, negative and NaN weights are skipped
+        if (ok) myLw = LogW(wt);
+      }
+      __syncwarp();  // the previous chunk's rounds are done with W.d / W.lw
+      W.d[lane] = myD, W.lw[lane] = myLw;
+      const float myLwUp = myLw + 4e-6f * fabsf(myLw);
+      unsigned mask = __ballot_sync(0xffffffffu, ok);
+      uint32_t qn = 0;
+      while (mask) {
+        // Up to kGroup nonzeros per step, their bound loads in flight together;
+        // slot u with no nonzero left (index 32) keeps +inf bounds: no survivors.
+        int jj[kGroup];
+        float lwu[kGroup];
+        uint2 gr[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          jj[u] = mask ? __ffs(mask) - 1 : 32;
+          mask &= mask - 1;
+          const uint32_t d = __shfl_sync(0xffffffffu, myD, jj[u] & 31);
+          lwu[u] = __shfl_sync(0xffffffffu, myLwUp, jj[u] & 31);
+          gr[u] = make_uint2(0x7C007C00u, 0x7C007C00u);  // four +inf halves
+          if (jj[u] < 32 && has) gr[u] = __ldg(reinterpret_cast<const uint2*>(bound + uint64_t(d) * stride + s0 + sl0));
+        }
+        unsigned pm = 0;  // bit 4u + q: sample sl0 + q survives for the group's u-th nonzero
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) {
+          const float2 g01 = __half22float2(*reinterpret_cast<const __half2*>(&gr[u].x));
+          const float2 g23 = __half22float2(*reinterpret_cast<const __half2*>(&gr[u].y));
+          pm |= ((__fsub_rn(g01.x, lwu[u]) < bestF[0] ? 1u : 0u) | (__fsub_rn(g01.y, lwu[u]) < bestF[1] ? 2u : 0u) |
+                 (__fsub_rn(g23.x, lwu[u]) < bestF[2] ? 4u : 0u) | (__fsub_rn(g23.y, lwu[u]) < bestF[3] ? 8u : 0u))
+                << (4 * u);
+        }
+        if (!__any_sync(0xffffffffu, pm != 0)) continue;
+        // Append survivors: a warp scan of per-lane counts gives each lane its slots.
+        const uint32_t c = __popc(pm);
+        uint32_t incl = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+          if (lane >= unsigned(o)) incl += v;
+        }
+        uint32_t at = qn + incl - c;
+        for (unsigned b = pm; b; b &= b - 1) {
+          const int k = __ffs(b) - 1, u = k >> 2;
+          int j = jj[0];
+#pragma unroll
+          for (int v = 1; v < kGroup; ++v) j = u == v ? jj[v] : j;
+          W.queue[at++] = uint16_t((uint32_t(j) << 7) | (sl0 + (k & 3)));
+        }
+        qn += __shfl_sync(0xffffffffu, incl, 31);
+        __syncwarp();
+        if (qn < 32) continue;
+        do {
+          qn -= 32;
+          ExactRound(W, qn, 32, base, s0, samples, rec, lane);
+        } while (qn >= 32);
+#pragma unroll
+        for (int q = 0; q < kPerLane; ++q) bestF[q] = KeyValue(W.best[sl0 + q]);
+      }
+      if (qn) {
+        ExactRound(W, 0, qn, base, s0, samples, rec, lane);
+#pragma unroll
+        for (int q = 0; q < kPerLane; ++q) bestF[q] = KeyValue(W.best[sl0 + q]);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) {
+      const uint32_t s = s0 + sl0 + q;
+      if (s >= samples) continue;
+      const unsigned long long key = W.best[sl0 + q];
+      if (sg.split == kNone)
+        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices, values,
+                   rec, samples, s);
+      else if (key != ~0ull)
+        atomicMin(scratch + uint64_t(sg.split) * samples + s, key);
+    }
+    __syncwarp();  // the next pass re-initializes W.best
+  }
 }
 
 // One in-flight batch: its own stream, pinned staging and device buffers.
@@ -449,14 +378,6 @@ struct Slot {
   gpu::DeviceBuffer<float> dVal;
   gpu::DeviceBuffer<Seg> dSeg;
   gpu::DeviceBuffer<unsigned long long> dScratch;
-  // Hot-column state: slotOf over the whole dim (kCold except the list in
-  // force), that list on the device and on the host, and the next list staged.
-  gpu::DeviceBuffer<uint8_t> dSlotOf;
-  gpu::DeviceBuffer<unsigned long long> dNextSeg;
-  gpu::DeviceBuffer<uint32_t> dHotCur, dHotNext;
-  gpu::PinnedBuffer<uint32_t> hHot;
-  std::vector<uint32_t> hotCur;
-  bool slotOfReady = false;
 };
 
 // Two slots per device: while one batch computes, the other stages and copies.
@@ -464,9 +385,9 @@ constexpr int kSlots = 2;
 
 struct Device {
   int id = 0;
-  int sms = 1;
-  uint64_t smemOptin = 48 << 10;
-  gpu::DeviceBuffer<float> rs, lnCs, betas;
+  gpu::DeviceBuffer<float4> rec;   // [dim][samples] (r, ln c, beta, 0)
+  gpu::DeviceBuffer<__half> bound;  // [dim][boundStride], see GenBoundKernel
+  uint32_t boundStride = 0;
   std::unique_ptr<Slot> slots[kSlots];
   std::mutex m;
   std::condition_variable cv;
@@ -488,19 +409,6 @@ struct Device {
     cv.notify_one();
   }
 };
-
-// Host copies into and out of pinned staging dominate a batch's host time
-// (bytes, no math), so they run on the CPU pool in 4 MB pieces.
-void ParallelCopy(void* dst, const void* src, uint64_t bytes) {
-  constexpr uint64_t kPiece = 4ull << 20;
-  const uint64_t pieces = (bytes + kPiece - 1) / kPiece;
-  ParallelFor(pieces, 1, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      const uint64_t off = i * kPiece;
-      std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, std::min(kPiece, bytes - off));
-    }
-  });
-}
 
 struct Batch {
   uint64_t r0, r1;
@@ -541,58 +449,19 @@ struct Need {
   }
 };
 
-enum class Kernel { kSegment, kHot, kHotPipe };
+enum class Kernel { kSegment, kPrune };
 
-// CUSIM_MINHASH_KERNEL=segment|hot|hotpipe|auto (unset or anything else = auto
-// = hotpipe, the one predicted fastest in docs/minhash-perf.md). All give
-// identical signatures; the knob exists to time them against each other.
+// CUSIM_MINHASH_KERNEL=segment|prune|auto (unset or anything else = auto =
+// prune). Both give identical signatures; the knob exists to time them against
+// each other and to test one against the other (bench "kernel variants",
+// docs/minhash-perf.md).
 Kernel KernelFromEnv() {
   const char* v = std::getenv("CUSIM_MINHASH_KERNEL");
-  if (v && std::strcmp(v, "segment") == 0) return Kernel::kSegment;
-  if (v && std::strcmp(v, "hot") == 0) return Kernel::kHot;
-  if (v && std::strcmp(v, "hotpipe") == 0) return Kernel::kHotPipe;
-  // Measured on an H100 (bench/results/*minhash-cluster-v2.md): the
-  // shared-memory hot-column variants ran 8% slower than the segment kernel on
-  // the GitHub-shaped workload, so auto keeps the segment kernel.
-  return Kernel::kSegment;
-}
-
-// Hot columns of one device's rows, from a strided sample of their nonzeros:
-// the most frequent columns seen at least twice, at most maxHot of them. Only
-// speed depends on the choice (every column's tables are exact either way), so
-// a 32K-nonzero sample is plenty and costs about a millisecond.
-std::vector<uint32_t> ChooseHot(const CsrView& m, uint64_t r0, uint64_t r1, uint32_t maxHot) {
-  std::vector<uint32_t> hot;
-  const uint64_t b = m.indptr[r0], e = m.indptr[r1];
-  if (maxHot == 0 || e <= b) return hot;
-  constexpr uint64_t kSample = 1 << 15;
-  const uint64_t stride = std::max<uint64_t>(1, (e - b) / kSample);
-  std::vector<uint32_t> cols;
-  cols.reserve(std::min<uint64_t>(kSample + 1, e - b));
-  for (uint64_t i = b; i < e; i += stride) cols.push_back(m.indices[i]);
-  std::sort(cols.begin(), cols.end());
-  std::vector<std::pair<uint32_t, uint32_t>> runs;  // (count, column)
-  for (size_t i = 0; i < cols.size();) {
-    size_t j = i;
-    while (j < cols.size() && cols[j] == cols[i]) ++j;
-    if (j - i >= 2) runs.push_back({uint32_t(j - i), cols[i]});
-    i = j;
-  }
-  const size_t k = std::min<size_t>(maxHot, runs.size());
-  std::partial_sort(runs.begin(), runs.begin() + k, runs.end(),
-                    [](const auto& x, const auto& y) { return x.first != y.first ? x.first > y.first : x.second < y.second; });
-  for (size_t i = 0; i < k; ++i) hot.push_back(runs[i].second);
-  return hot;
-}
-
-// Hot slots that fit one block's shared memory (rs, lnCs, betas per slot).
-uint32_t MaxHot(const Device& dev, uint32_t samples) {
-  return uint32_t(std::min<uint64_t>(kMaxHot, dev.smemOptin / (uint64_t(samples) * 12)));
+  return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
 }
 
 void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const Batch& bt, const Need& need,
-              uint32_t dim, uint32_t samples, Kernel kernel, const std::vector<uint32_t>& hotList, uint32_t* out,
-              Timing* timing) {
+              uint32_t samples, Kernel kernel, uint32_t* out, Timing* timing) {
   const uint64_t rows = bt.r1 - bt.r0, nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
   const uint32_t nz0 = m.indptr[bt.r0];
   sl.hIdx.reserve(need.nnz, "MinHash staged indices");
@@ -606,16 +475,9 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.dSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
   sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
   sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
-  if (kernel != Kernel::kSegment) {
-    sl.dSlotOf.reserve(dim, "MinHash hot-column slots");
-    sl.dHotCur.reserve(kMaxHot, "MinHash hot columns");
-    sl.dHotNext.reserve(kMaxHot, "MinHash hot columns");
-    sl.hHot.reserve(kMaxHot, "MinHash hot columns");
-    sl.dNextSeg.reserve(1, "MinHash segment counter");
-  }
 
-  ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
-  if (m.values) ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
+  gpu::ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
+  if (m.values) gpu::ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
   Seg* seg = sl.hSeg.data();
   uint32_t* split = sl.hSplit.data();
   uint64_t si = 0, sp = 0;
@@ -641,54 +503,19 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
   const float* vals = m.values ? sl.dVal.data() : nullptr;
   if (kernel != Kernel::kSegment) {
-    if (!sl.slotOfReady) {
-      CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dSlotOf.data(), kCold, dim, st));
-      sl.hotCur.clear();
-      sl.slotOfReady = true;
-    }
-    if (hotList != sl.hotCur) {
-      // hHot is free: the previous batch on this slot synchronized its stream.
-      std::copy(hotList.begin(), hotList.end(), sl.hHot.data());
-      if (!hotList.empty())
-        CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dHotNext.data(), sl.hHot.data(), hotList.size() * 4,
-                                         cudaMemcpyHostToDevice, st));
-      SetHotKernel<<<1, 256, 0, st>>>(sl.dSlotOf.data(), sl.dHotCur.data(), uint32_t(sl.hotCur.size()),
-                                      sl.dHotNext.data(), uint32_t(hotList.size()));
-      CUSIM_LAUNCH_CHECK();
-      sl.hotCur = hotList;
-    }
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dNextSeg.data(), 0, sizeof(unsigned long long), st));
-    const uint32_t nhot = uint32_t(hotList.size());
-    const size_t smem = size_t(nhot) * samples * 12;
-    const bool pipe = kernel == Kernel::kHotPipe;
-    const bool vec4 = samples % kPerLane == 0;
-    auto kfn = pipe ? (vec4 ? HotKernel<true, true> : HotKernel<false, true>)
-                    : (vec4 ? HotKernel<true, false> : HotKernel<false, false>);
-    const unsigned threads = pipe ? HotThreads<true>() : HotThreads<false>();
-    int perSm = 0;
-    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kfn, threads, smem));
-    const uint64_t want = (nseg + threads / 32 - 1) / (threads / 32);
-    const unsigned grid = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(want, uint64_t(dev.sms) * std::max(perSm, 1))));
-    kfn<<<grid, threads, smem, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, sl.dSlotOf.data(),
-                                         sl.dHotCur.data(), nhot, dev.rs.data(), dev.lnCs.data(),
-                                         dev.betas.data(), samples, sl.dOut.data(), sl.dScratch.data(),
-                                         sl.dNextSeg.data());
-  } else if (samples % kPerLane == 0) {
-    const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
-    HashKernel<true><<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(),
-                                                 dev.lnCs.data(), dev.betas.data(), samples, sl.dOut.data(),
-                                                 sl.dScratch.data());
+    const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
+    PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.bound.data(),
+                                                dev.boundStride, dev.rec.data(), samples, sl.dOut.data(),
+                                                sl.dScratch.data());
   } else {
     const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
-    HashKernel<false><<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rs.data(),
-                                                  dev.lnCs.data(), dev.betas.data(), samples, sl.dOut.data(),
-                                                  sl.dScratch.data());
+    HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rec.data(), samples,
+                                          sl.dOut.data(), sl.dScratch.data());
   }
   CUSIM_LAUNCH_CHECK();
   if (nsplit) {
     FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
-        sl.dSplit.data(), nsplit, sl.dScratch.data(), sl.dIdx.data(), vals, dev.rs.data(), dev.betas.data(), samples,
-        sl.dOut.data());
+        sl.dSplit.data(), nsplit, sl.dScratch.data(), sl.dIdx.data(), vals, dev.rec.data(), samples, sl.dOut.data());
     CUSIM_LAUNCH_CHECK();
   }
   sl.e2.record(st);
@@ -696,7 +523,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hOut.data(), sl.dOut.data(), outWords * 4, cudaMemcpyDeviceToHost, st));
   sl.e3.record(st);
   sl.stream.sync();
-  ParallelCopy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
+  gpu::ParallelCopy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
   timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
   timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
 }
@@ -724,33 +551,37 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
     gpu::DeviceGuard g(id);
     auto d = std::make_unique<Device>();
     d->id = id;
-    int sms = 1, optin = 48 << 10;
-    CUSIM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, id));
-    CUSIM_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, id));
-    d->sms = sms, d->smemOptin = uint64_t(optin);
-    // Lets the hot-column kernels take every opt-in byte a batch's hot list needs.
-    for (auto fn : {HotKernel<true, false>, HotKernel<false, false>, HotKernel<true, true>, HotKernel<false, true>})
-      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     uint64_t freeB = 0, totalB = 0;
     DeviceMemory(id, &freeB, &totalB);
-    const uint64_t need = 3 * n * sizeof(float);
+    d->boundStride = (samples + 3) & ~3u;
+    const uint64_t nb = uint64_t(dim) * d->boundStride;
+    // Injected tables pass through three float staging arrays on the device.
+    const uint64_t need = n * sizeof(float4) + nb * sizeof(__half) + (rs ? 3 * n * sizeof(float) : 0);
     if (need > freeB)
-      ThrowOutOfMemory("weighted MinHash parameter tables (3 x dim x samples floats = " + std::to_string(dim) + " x " +
-                           std::to_string(samples) + " x 3 x 4 bytes) on GPU " + std::to_string(id),
+      ThrowOutOfMemory("weighted MinHash parameter tables (a 16-byte record and a 2-byte pruning bound per column "
+                       "and sample, dim x samples = " + std::to_string(dim) + " x " + std::to_string(samples) +
+                           ") on GPU " + std::to_string(id),
                        need, freeB);
-    d->rs.reset(n, "MinHash rs table");
-    d->lnCs.reset(n, "MinHash lnCs table");
-    d->betas.reset(n, "MinHash betas table");
+    d->rec.reset(n, "MinHash parameter records");
+    d->bound.reset(nb, "MinHash pruning bound table");
+    const unsigned grid = gpu::GridFor(n, kThreads, 1u << 20);
     if (rs) {
-      CUSIM_CUDA_CHECK(cudaMemcpy(d->rs.data(), rs, n * 4, cudaMemcpyHostToDevice));
-      CUSIM_CUDA_CHECK(cudaMemcpy(d->lnCs.data(), lnCs, n * 4, cudaMemcpyHostToDevice));
-      CUSIM_CUDA_CHECK(cudaMemcpy(d->betas.data(), betas, n * 4, cudaMemcpyHostToDevice));
-    } else {
-      GenParamsKernel<<<gpu::GridFor(dim, kThreads, 0x7fffffffu), kThreads>>>(seed, dim, samples, d->rs.data(),
-                                                                              d->lnCs.data(), d->betas.data());
+      gpu::DeviceBuffer<float> tr, tc, tb;
+      tr.reset(n, "MinHash injected rs"), tc.reset(n, "MinHash injected lnCs"), tb.reset(n, "MinHash injected betas");
+      CUSIM_CUDA_CHECK(cudaMemcpy(tr.data(), rs, n * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(tc.data(), lnCs, n * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(tb.data(), betas, n * 4, cudaMemcpyHostToDevice));
+      PackKernel<<<grid, kThreads>>>(tr.data(), tc.data(), tb.data(), n, d->rec.data());
       CUSIM_LAUNCH_CHECK();
       CUSIM_CUDA_CHECK(cudaDeviceSynchronize());
+    } else {
+      GenParamsKernel<<<gpu::GridFor(dim, kThreads, 0x7fffffffu), kThreads>>>(seed, dim, samples, d->rec.data());
+      CUSIM_LAUNCH_CHECK();
     }
+    GenBoundKernel<<<gpu::GridFor(nb, kThreads, 1u << 20), kThreads>>>(d->rec.data(), dim, samples, d->boundStride,
+                                                                         d->bound.data());
+    CUSIM_LAUNCH_CHECK();
+    CUSIM_CUDA_CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < kSlots; ++i) d->slots[i] = std::make_unique<Slot>();
     e->devs.push_back(std::move(d));
   }
@@ -772,12 +603,10 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   std::vector<std::atomic<size_t>> next(nd);
   std::vector<Need> needs(nd);
   const Kernel kernel = KernelFromEnv();
-  std::vector<std::vector<uint32_t>> hot(nd);
   for (size_t k = 0; k < nd; ++k) {
     plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
     for (const Batch& b : plans[k]) needs[k].add(b);
     next[k] = 0;
-    if (kernel != Kernel::kSegment) hot[k] = ChooseHot(m, cut[k], cut[k + 1], MaxHot(*e.devs[k], e.samples));
   }
   std::vector<Timing> timings(nd * kSlots);
   std::vector<std::exception_ptr> errors(nd * kSlots);
@@ -795,7 +624,7 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
             if (i >= plans[k].size()) return;
             const int s = dev.Acquire();
             try {
-              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.dim, e.samples, kernel, hot[k],
+              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel,
                        out, &timings[k * kSlots + t]);
             } catch (...) {
               dev.Release(s);
@@ -821,9 +650,13 @@ void DeviceParamsCuda(CudaEngine& e, size_t slot, float* rs, float* lnCs, float*
   Device& d = *e.devs.at(slot);
   gpu::DeviceGuard g(d.id);
   const uint64_t n = uint64_t(e.dim) * e.samples;
-  CUSIM_CUDA_CHECK(cudaMemcpy(rs, d.rs.data(), n * 4, cudaMemcpyDeviceToHost));
-  CUSIM_CUDA_CHECK(cudaMemcpy(lnCs, d.lnCs.data(), n * 4, cudaMemcpyDeviceToHost));
-  CUSIM_CUDA_CHECK(cudaMemcpy(betas, d.betas.data(), n * 4, cudaMemcpyDeviceToHost));
+  gpu::DeviceBuffer<float> tr, tc, tb;
+  tr.reset(n, "MinHash rs copy"), tc.reset(n, "MinHash lnCs copy"), tb.reset(n, "MinHash betas copy");
+  UnpackKernel<<<gpu::GridFor(n, kThreads, 1u << 20), kThreads>>>(d.rec.data(), n, tr.data(), tc.data(), tb.data());
+  CUSIM_LAUNCH_CHECK();
+  CUSIM_CUDA_CHECK(cudaMemcpy(rs, tr.data(), n * 4, cudaMemcpyDeviceToHost));
+  CUSIM_CUDA_CHECK(cudaMemcpy(lnCs, tc.data(), n * 4, cudaMemcpyDeviceToHost));
+  CUSIM_CUDA_CHECK(cudaMemcpy(betas, tb.data(), n * 4, cudaMemcpyDeviceToHost));
 }
 
 }  // namespace minhash

@@ -519,8 +519,7 @@ function bigRowCsr(seed: number, dim: number, small: number, big: number, at: nu
 }
 
 /**
- * Rows mixing very frequent columns (Zipf over the first 300, so the hot-column kernel stages them in shared
- * memory) with uniform cold ones: sorted, with adjacent duplicates of a column (hot and cold, different
+ * Rows mixing very frequent columns (Zipf over the first 300) with uniform cold ones: sorted, with adjacent duplicates of a column (hot and cold, different
  * weights), zero weights (skipped), weights of exactly 1 (ln w = 0), empty rows, one-nnz rows, and rows of
  * 1025..3524 nnz that span several segments (the atomic merge).
  */
@@ -546,7 +545,7 @@ function hotMixCsr(seed: number, rows: number, cols: number): CsrMatrix {
 }
 
 /** Runs f with CUSIM_MINHASH_KERNEL set (read by the native call; vitest's forks pool shares process env). */
-async function withKernel<T>(kernel: 'hot' | 'hotpipe' | 'segment' | 'auto', f: () => Promise<T>): Promise<T> {
+async function withKernel<T>(kernel: 'segment' | 'prune' | 'auto', f: () => Promise<T>): Promise<T> {
   const prev = process.env.CUSIM_MINHASH_KERNEL;
   process.env.CUSIM_MINHASH_KERNEL = kernel;
   try {
@@ -566,20 +565,18 @@ function firstDiff(a: Uint32Array, b: Uint32Array): number {
 
 /** Hashes m with every CUDA kernel and the CPU: the kernels must agree bit for bit, and with the CPU as usual. */
 async function expectKernelsAgree(g: WeightedMinHash, c: WeightedMinHash, m: CsrMatrix, label: string) {
-  const hot = await withKernel('hot', () => g.hash(m));
-  const pipe = await withKernel('hotpipe', () => g.hash(m));
   const seg = await withKernel('segment', () => g.hash(m));
+  const gpu = await withKernel('prune', () => g.hash(m));
   const auto = await withKernel('auto', () => g.hash(m));
   const cpu = await c.hash(m);
-  expect(firstDiff(hot, seg), `${label}: hot vs segment kernel`).toBe(-1);
-  expect(firstDiff(pipe, seg), `${label}: hotpipe vs segment kernel`).toBe(-1);
+  expect(firstDiff(gpu, seg), `${label}: prune vs segment kernel`).toBe(-1);
   expect(firstDiff(auto, seg), `${label}: auto vs segment kernel`).toBe(-1);
-  expect(agreement(hot, cpu), `${label}: cuda vs cpu`).toBeGreaterThanOrEqual(0.9999);
+  expect(agreement(gpu, cpu), `${label}: cuda vs cpu`).toBeGreaterThanOrEqual(0.9999);
   // Sentinels are structural, not numeric: they must agree exactly.
   for (let i = 0; i < cpu.length; i += 2) {
-    if (cpu[i] === EMPTY_ROW_SENTINEL) expect(hot[i], `${label}: sentinel at word ${i}`).toBe(EMPTY_ROW_SENTINEL);
+    if (cpu[i] === EMPTY_ROW_SENTINEL) expect(gpu[i], `${label}: sentinel at word ${i}`).toBe(EMPTY_ROW_SENTINEL);
   }
-  return { hot, cpu };
+  return { gpu, cpu };
 }
 
 function agreement(a: Uint32Array, b: Uint32Array): number {
@@ -621,7 +618,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cuda', devices: [0] });
     const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
     await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
-    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${3 * dim * 128 * 4} bytes\\)`));
+    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${dim * 128 * 16 + dim * 128 * 2} bytes\\)`));
   });
 
   it('a 1M-nnz row among small rows: cuda = cpu on >= 99.99% of entries', async () => {
@@ -635,19 +632,19 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     expect(agreement(sg.subarray(1234 * 128, 1235 * 128), sc.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
   });
 
-  it('hot-column kernels (hot, hotpipe) = segment kernel bit for bit (and = cpu): hot/cold mix, duplicates, samples 1..257', async () => {
+  it('pruned kernel = segment kernel bit for bit (and = cpu): Zipf hot/cold mix, duplicates, samples 1..257', async () => {
     for (const samples of [1, 7, 64, 128, 257]) {
       const cols = 20011;
       const m = hotMixCsr(300 + samples, 1201 + samples, cols);
       using g = new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cuda', devices: [0] });
       using c = new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cpu' });
-      const { hot } = await expectKernelsAgree(g, c, m, `samples=${samples}`);
+      const { gpu } = await expectKernelsAgree(g, c, m, `samples=${samples}`);
       // Every 17th row is empty: all sentinels.
-      for (let s = 0; s < samples; s++) expect(hot[(17 * samples + s) * 2]).toBe(EMPTY_ROW_SENTINEL);
+      for (let s = 0; s < samples; s++) expect(gpu[(17 * samples + s) * 2]).toBe(EMPTY_ROW_SENTINEL);
     }
   });
 
-  it('hot-column kernel: a single row of one duplicated column, all-empty rows, one nnz', async () => {
+  it('pruned kernel: a single row of one duplicated column, all-empty rows, one nnz', async () => {
     for (const samples of [1, 7, 128]) {
       using g = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cuda', devices: [0] });
       using c = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cpu' });
@@ -655,18 +652,50 @@ describeGpu('WeightedMinHash (CUDA)', () => {
       await expectKernelsAgree(g, c, one, `one row, samples=${samples}`);
       const empty = csr(50, [[], [], []]);
       const e = await expectKernelsAgree(g, c, empty, `empty rows, samples=${samples}`);
-      expect(e.hot.every((x) => x === EMPTY_ROW_SENTINEL)).toBe(true);
+      expect(e.gpu.every((x) => x === EMPTY_ROW_SENTINEL)).toBe(true);
       await expectKernelsAgree(g, c, csr(50, [[[49, 7]]]), `one nnz, samples=${samples}`);
     }
   });
 
-  it('hot-column kernel: a 1M-nnz row through hot columns among small hot rows = segment kernel = cpu', async () => {
+  it('pruned kernel: a 1M-nnz row through hot columns among small hot rows = segment kernel = cpu', async () => {
     const dim = 1_000_003;
     const m = bigRowCsr(6, dim, 3001, 1_000_000, 1234, true);
     using g = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cuda', devices: [0] });
     using c = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cpu' });
-    const { hot, cpu } = await expectKernelsAgree(g, c, m, '1M-nnz row');
-    expect(agreement(hot.subarray(1234 * 128, 1235 * 128), cpu.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
+    const { gpu, cpu } = await expectKernelsAgree(g, c, m, '1M-nnz row');
+    expect(agreement(gpu.subarray(1234 * 128, 1235 * 128), cpu.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
+  });
+
+  it('prune kernel = segment kernel bit for bit on extreme weights and extreme injected tables', async () => {
+    // Weights at the ends of float range (ln w from -103 to +88), w = 1 (ln w = 0) and skipped ones;
+    // rows of 1..3000 nonzeros so survivor rounds, chunk ends and split rows all occur.
+    const weights = [1e-45, 1e-38, 0.9999999, 1, 1.0000001, 7, 3.4e38, NaN, -1, 0];
+    const r = rng(77);
+    const dim = 997;
+    const rows: Array<Array<[number, number]>> = [];
+    for (let i = 0; i < 40; i++) {
+      const len = i % 13 === 0 ? 0 : 1 + Math.floor(r() ** 3 * 3000);
+      const row: Array<[number, number]> = [];
+      for (let j = 0; j < len; j++) row.push([Math.floor(r() * dim), r() < 0.3 ? weights[Math.floor(r() * weights.length)] : 0.01 + 20 * r()]);
+      rows.push(row);
+    }
+    const m = csr(dim, rows);
+    for (const samples of [5, 128, 131]) {
+      using g = new WeightedMinHash({ dim, samples, seed: 13, backend: 'cuda', devices: [0] });
+      const seg = await withKernel('segment', () => g.hash(m));
+      expect(firstDiff(await withKernel('prune', () => g.hash(m)), seg), `seeded, samples=${samples}`).toBe(-1);
+      // Injected tables the bound analysis does not cover (denormal and huge r, huge |ln c|, beta outside [0, 1])
+      // mixed with ordinary ones: those entries take the exact path.
+      const p = g.parameters();
+      for (let i = 0; i < p.rs.length; i += 7) {
+        p.rs[i] = [1e-45, 1e-35, 3e38, 2][i % 4];
+        p.lnCs[i + 1 < p.rs.length ? i + 1 : i] = [-3e38, 3e38, 0, -5][(i >> 3) % 4];
+        p.betas[i + 2 < p.rs.length ? i + 2 : i] = [1e30, -5, 0, 1][(i >> 4) % 4];
+      }
+      using gi = WeightedMinHash.fromParameters({ ...p, dim, samples, backend: 'cuda', devices: [0] });
+      const segI = await withKernel('segment', () => gi.hash(m));
+      expect(firstDiff(await withKernel('prune', () => gi.hash(m)), segI), `injected, samples=${samples}`).toBe(-1);
+    }
   });
 
   it('injected tables (fromParameters): cuda = cpu on >= 99.99% of entries', async () => {
