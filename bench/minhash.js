@@ -324,8 +324,6 @@ async function scalingSection({ WeightedMinHash, work, dim, samples, devices, ti
   const nnz = work.indptr[work.rows];
   const rows = [];
   let reference;
-  for (const pin of ['0', '1']) {
-  process.env.CUSIM_MINHASH_PIN = pin;
   let base1;
   let baseStream;
   for (const c of counts) {
@@ -342,9 +340,8 @@ async function scalingSection({ WeightedMinHash, work, dim, samples, devices, ti
     const streamS = st.rows[0]['wall s'];
     base1 ??= t.wallMs.median;
     baseStream ??= streamS;
-    log(`minhash scaling pin=${pin} ×${c}: ${t.wallMs.median.toFixed(1)} ms per ${work.rows} rows, stream ${streamS} s, identical ${identical}`);
+    log(`minhash scaling ×${c}: ${t.wallMs.median.toFixed(1)} ms per ${work.rows} rows, stream ${streamS} s, identical ${identical}`);
     rows.push({
-      'host path': pin === '1' ? 'caller arrays page-locked (CUSIM_MINHASH_PIN=1)' : 'staged through pinned buffers',
       GPUs: c,
       [`${work.rows} rows wall ms`]: t.wallMs.median,
       'elem·samples/s (1M call)': (nnz * samples) / (t.wallMs.median / 1e3),
@@ -357,16 +354,12 @@ async function scalingSection({ WeightedMinHash, work, dim, samples, devices, ti
     });
     wmh.dispose();
   }
-  }
-  delete process.env.CUSIM_MINHASH_PIN;
   return {
     title: `weighted MinHash multi-GPU scaling, ${samples} samples (${devices.gpus[0].name} ×${devices.gpus.length})`,
     columns: Object.keys(rows[0]),
     rows,
     notes: [
-      'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; two host threads per GPU feed its batches',
-      'staged: host copies the CSR slice into pinned buffers and the signatures out of them (ParallelCopy); page-locked: cudaHostRegister on the caller\'s arrays for the call, DMA in place, the host copies nothing',
-      'speedup is against ×1 with the same host path',
+      'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; one host thread per GPU stages its rows',
       'wall = Node, call to resolved Promise, every transfer included; stream = hashStream over the 1M-row chunk repeated 9.6 times',
       'targets: 2 GPUs >= 1.8x one (issue 3); >= 0.85 x linear at 8 GPUs for the hashing stage (issue 9)',
     ],

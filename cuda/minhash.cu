@@ -460,21 +460,15 @@ Kernel KernelFromEnv() {
   return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
 }
 
-// Which host buffers of a call are page-locked in place (DMA straight from and
-// into the caller's arrays, no staging copies).
-struct Direct {
-  bool indices = false, values = false, out = false;
-};
-
 void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const Batch& bt, const Need& need,
-              uint32_t samples, Kernel kernel, const Direct& direct, uint32_t* out, Timing* timing) {
+              uint32_t samples, Kernel kernel, uint32_t* out, Timing* timing) {
   const uint64_t rows = bt.r1 - bt.r0, nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
   const uint32_t nz0 = m.indptr[bt.r0];
-  if (!direct.indices) sl.hIdx.reserve(need.nnz, "MinHash staged indices");
-  if (m.values && !direct.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
+  sl.hIdx.reserve(need.nnz, "MinHash staged indices");
+  if (m.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
   sl.hSeg.reserve(need.nseg, "MinHash segments");
   sl.hSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
-  if (!direct.out) sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
+  sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
   sl.dIdx.reserve(need.nnz, "MinHash indices");
   if (m.values) sl.dVal.reserve(need.nnz, "MinHash values");
   sl.dSeg.reserve(need.nseg, "MinHash segments");
@@ -482,10 +476,8 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
   sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
 
-  const uint32_t* srcIdx = m.indices + nz0;
-  const float* srcVal = m.values ? m.values + nz0 : nullptr;
-  if (!direct.indices) gpu::ParallelCopy(sl.hIdx.data(), srcIdx, nnz * 4), srcIdx = sl.hIdx.data();
-  if (srcVal && !direct.values) gpu::ParallelCopy(sl.hVal.data(), srcVal, nnz * 4), srcVal = sl.hVal.data();
+  gpu::ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
+  if (m.values) gpu::ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
   Seg* seg = sl.hSeg.data();
   uint32_t* split = sl.hSplit.data();
   uint64_t si = 0, sp = 0;
@@ -503,8 +495,8 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
 
   cudaStream_t st = sl.stream;
   sl.e0.record(st);
-  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), srcIdx, nnz * 4, cudaMemcpyHostToDevice, st));
-  if (nnz && srcVal) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), srcVal, nnz * 4, cudaMemcpyHostToDevice, st));
+  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), sl.hIdx.data(), nnz * 4, cudaMemcpyHostToDevice, st));
+  if (nnz && m.values) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), sl.hVal.data(), nnz * 4, cudaMemcpyHostToDevice, st));
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSeg.data(), seg, nseg * sizeof(Seg), cudaMemcpyHostToDevice, st));
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSplit.data(), split, nsplit * 4, cudaMemcpyHostToDevice, st));
   sl.e1.record(st);
@@ -528,12 +520,10 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   }
   sl.e2.record(st);
   const uint64_t outWords = rows * samples * 2;
-  uint32_t* dst = out + (bt.r0 - rowStart) * samples * 2;
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(direct.out ? dst : sl.hOut.data(), sl.dOut.data(), outWords * 4,
-                                   cudaMemcpyDeviceToHost, st));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hOut.data(), sl.dOut.data(), outWords * 4, cudaMemcpyDeviceToHost, st));
   sl.e3.record(st);
   sl.stream.sync();
-  if (!direct.out) gpu::ParallelCopy(dst, sl.hOut.data(), outWords * 4);
+  gpu::ParallelCopy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
   timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
   timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
 }
@@ -613,40 +603,6 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   std::vector<std::atomic<size_t>> next(nd);
   std::vector<Need> needs(nd);
   const Kernel kernel = KernelFromEnv();
-  // CUSIM_MINHASH_PIN=1 page-locks the caller's arrays for the call instead of
-  // staging through pinned buffers: the host then moves no bytes itself, so
-  // several GPUs are not limited by one host's memcpy bandwidth. A buffer
-  // that cannot be registered (e.g. it shares a page with one that is) is
-  // staged as usual.
-  const char* pinEnv = std::getenv("CUSIM_MINHASH_PIN");
-  const bool pin = pinEnv && std::strcmp(pinEnv, "1") == 0;
-  Direct direct;
-  std::vector<void*> registered;
-  struct Unregister {
-    std::vector<void*>& ptrs;
-    int device;
-    ~Unregister() {
-      gpu::DeviceGuard g(device);
-      for (void* p : ptrs) cudaHostUnregister(p);
-    }
-  } unregister{registered, e.devs[0]->id};
-  if (pin) {
-    gpu::DeviceGuard g(e.devs[0]->id);
-    auto reg = [&](const void* p, uint64_t bytes, unsigned flags) {
-      if (!bytes) return true;
-      void* q = const_cast<void*>(p);
-      if (cudaHostRegister(q, bytes, cudaHostRegisterPortable | flags) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-      }
-      registered.push_back(q);
-      return true;
-    };
-    const uint64_t nz0 = m.indptr[rowStart], nz1 = m.indptr[rowEnd];
-    direct.indices = reg(m.indices + nz0, (nz1 - nz0) * 4, cudaHostRegisterReadOnly);
-    direct.values = m.values && reg(m.values + nz0, (nz1 - nz0) * 4, cudaHostRegisterReadOnly);
-    direct.out = reg(out, (rowEnd - rowStart) * uint64_t(e.samples) * 8, 0);
-  }
   for (size_t k = 0; k < nd; ++k) {
     plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
     for (const Batch& b : plans[k]) needs[k].add(b);
@@ -668,8 +624,8 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
             if (i >= plans[k].size()) return;
             const int s = dev.Acquire();
             try {
-              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel, direct, out,
-                       &timings[k * kSlots + t]);
+              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel,
+                       out, &timings[k * kSlots + t]);
             } catch (...) {
               dev.Release(s);
               throw;
