@@ -112,6 +112,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
 
   // ---- one GPU -------------------------------------------------------------
   let copyGBs;
+  let hostNote;
   if (hasCuda) {
     const rowsOut = [];
     t0 = performance.now();
@@ -154,6 +155,10 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       'rows/s (wall)': fmt(gpuRows / (t.wallMs.median / 1e3)),
       'setup ms (tables)': fmt(setupMs),
     });
+    if (last.host) {
+      const h = last.host;
+      hostNote = `host phases of the last wall call (ms; staging and waits summed over the 2 feeding threads): native call ${fmt(h.nativeMs)}, staging in ${fmt(h.stageInMs)}, waiting on the GPU ${fmt(h.waitMs)}, copying out ${fmt(h.stageOutMs)}; outside native (JS checks, allocation, Promise) ${fmt(t.wallMs.median - h.nativeMs)}`;
+    }
     // ---- kernel variants: the same call under each CUSIM_MINHASH_KERNEL ----
     // Kernel time alone (one batch in flight), on the workload as generated and
     // with column ids scrambled by a fixed permutation: same popularity, but the
@@ -261,6 +266,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
         'kernel elem·samples/s = nnz × samples / kernel time; targets: ≥ 8e11 on one H100, 2 GPUs ≥ 1.8× one',
         `workload generated in ${genMs.toFixed(0)} ms (typed arrays)`,
         'peer: bench/peers/minhash_torch.py, the same hash in PyTorch (gather + scatter_reduce amin), GPU time by CUDA events, inputs resident on the GPU',
+        ...(hostNote ? [hostNote] : []),
       ],
     });
   }

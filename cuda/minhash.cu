@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -476,6 +477,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
   sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
 
+  const auto t0 = std::chrono::steady_clock::now();
   gpu::ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
   if (m.values) gpu::ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
   Seg* seg = sl.hSeg.data();
@@ -493,6 +495,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
     for (uint32_t x = b; x < e; x += std::min(kSegment, e - x)) seg[si++] = {local, x, x + std::min(kSegment, e - x), slot};
   }
 
+  const auto t1 = std::chrono::steady_clock::now();
   cudaStream_t st = sl.stream;
   sl.e0.record(st);
   if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), sl.hIdx.data(), nnz * 4, cudaMemcpyHostToDevice, st));
@@ -523,7 +526,13 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hOut.data(), sl.dOut.data(), outWords * 4, cudaMemcpyDeviceToHost, st));
   sl.e3.record(st);
   sl.stream.sync();
+  const auto t2 = std::chrono::steady_clock::now();
   gpu::ParallelCopy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
+  const auto t3 = std::chrono::steady_clock::now();
+  using Ms = std::chrono::duration<double, std::milli>;
+  timing->stageInMs += Ms(t1 - t0).count();
+  timing->waitMs += Ms(t2 - t1).count();
+  timing->stageOutMs += Ms(t3 - t2).count();
   timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
   timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
 }
@@ -643,7 +652,10 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   for (auto& err : errors)
     if (err) std::rethrow_exception(err);
   cancel.check();
-  for (const Timing& t : timings) timing->kernelMs += t.kernelMs, timing->transferMs += t.transferMs;
+  for (const Timing& t : timings) {
+    timing->kernelMs += t.kernelMs, timing->transferMs += t.transferMs;
+    timing->stageInMs += t.stageInMs, timing->waitMs += t.waitMs, timing->stageOutMs += t.stageOutMs;
+  }
 }
 
 void DeviceParamsCuda(CudaEngine& e, size_t slot, float* rs, float* lnCs, float* betas) {

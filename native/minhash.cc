@@ -2,6 +2,7 @@
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <mutex>
 
@@ -162,6 +163,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       return RunAsync(
           info.Env(),
           [=] {
+            const auto t0 = std::chrono::steady_clock::now();
             // Only the rows this call reads; indices are reported at their absolute position.
             CsrView part = m;
             part.rows = rowEnd - rowStart;
@@ -178,12 +180,19 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
               minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data, timing.get(), cancel);
 #endif
             }
+            timing->nativeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           },
           [=](Napi::Env env) -> Napi::Value {
             auto r = Napi::Object::New(env);
             r.Set("signatures", out->ToJs(env));
             r.Set("kernelMs", timing->kernelMs);
             r.Set("transferMs", timing->transferMs);
+            auto host = Napi::Object::New(env);
+            host.Set("stageInMs", timing->stageInMs);
+            host.Set("waitMs", timing->waitMs);
+            host.Set("stageOutMs", timing->stageOutMs);
+            host.Set("nativeMs", timing->nativeMs);
+            r.Set("host", host);
             return r;
           },
           keep);
