@@ -411,6 +411,51 @@ struct Device {
   }
 };
 
+// Staging copies that also check what they copy, so a call reads the caller's
+// CSR once instead of validating it in a pass of its own: columns against dim,
+// weights against +inf (rejected; NaN, zero and negative weights are skipped
+// by the kernels). False when some element is bad; the caller then runs the
+// ordinary validation for its message.
+constexpr uint64_t kCheckPiece = 1 << 19;  // elements per task: 2 MB
+
+bool CopyColumnsChecked(uint32_t* dst, const uint32_t* src, uint64_t n, uint32_t dim) {
+  std::atomic<bool> ok{true};
+  ParallelFor((n + kCheckPiece - 1) / kCheckPiece, 1, [&](size_t b, size_t e) {
+    for (size_t p = b; p < e; ++p) {
+      const uint64_t lo = p * kCheckPiece, hi = std::min(n, lo + kCheckPiece);
+      uint32_t mx = 0;
+      for (uint64_t i = lo; i < hi; ++i) {
+        const uint32_t v = src[i];
+        dst[i] = v;
+        mx = v > mx ? v : mx;
+      }
+      if (hi > lo && mx >= dim) ok = false;
+    }
+  });
+  return ok;
+}
+
+bool CopyWeightsChecked(float* dst, const float* src, uint64_t n) {
+  std::atomic<bool> ok{true};
+  ParallelFor((n + kCheckPiece - 1) / kCheckPiece, 1, [&](size_t b, size_t e) {
+    for (size_t p = b; p < e; ++p) {
+      const uint64_t lo = p * kCheckPiece, hi = std::min(n, lo + kCheckPiece);
+      const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
+      uint32_t* d = reinterpret_cast<uint32_t*>(dst);
+      uint32_t inf = 0;
+      for (uint64_t i = lo; i < hi; ++i) {
+        const uint32_t v = s[i];
+        d[i] = v;
+        inf |= v == 0x7f800000u;
+      }
+      if (inf) ok = false;
+    }
+  });
+  return ok;
+}
+
+struct BadInput {};  // thrown by a batch whose staged elements failed the checks
+
 struct Batch {
   uint64_t r0, r1;
   uint64_t nnz, nseg, nsplit;
@@ -478,8 +523,8 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
 
   const auto t0 = std::chrono::steady_clock::now();
-  gpu::ParallelCopy(sl.hIdx.data(), m.indices + nz0, nnz * 4);
-  if (m.values) gpu::ParallelCopy(sl.hVal.data(), m.values + nz0, nnz * 4);
+  if (!CopyColumnsChecked(sl.hIdx.data(), m.indices + nz0, nnz, m.cols)) throw BadInput{};
+  if (m.values && !CopyWeightsChecked(sl.hVal.data(), m.values + nz0, nnz)) throw BadInput{};
   Seg* seg = sl.hSeg.data();
   uint32_t* split = sl.hSplit.data();
   uint64_t si = 0, sp = 0;
@@ -619,7 +664,7 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   }
   std::vector<Timing> timings(nd * kSlots);
   std::vector<std::exception_ptr> errors(nd * kSlots);
-  std::atomic<bool> failed{false};
+  std::atomic<bool> failed{false}, badInput{false};
   std::vector<std::thread> threads;
   for (size_t k = 0; k < nd; ++k) {
     for (int t = 0; t < perDevice; ++t) {
@@ -641,6 +686,9 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
             }
             dev.Release(s);
           }
+        } catch (const BadInput&) {
+          badInput = true;
+          failed = true;
         } catch (...) {
           errors[k * kSlots + t] = std::current_exception();
           failed = true;
@@ -649,6 +697,15 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
     }
   }
   for (auto& th : threads) th.join();
+  if (badInput) {
+    // The full checks name the first bad element of the slice, whichever batch met one.
+    CsrView part = m;
+    part.rows = rowEnd - rowStart;
+    part.indptr = m.indptr + rowStart;
+    ValidateCsr(part, "matrix");
+    RejectInfiniteWeights(part, "matrix");
+    ThrowInvalid("matrix has an out-of-range column or an infinite weight");
+  }
   for (auto& err : errors)
     if (err) std::rethrow_exception(err);
   cancel.check();

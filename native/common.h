@@ -80,6 +80,9 @@ struct BitsView {
 // O(nnz) checks that kernels rely on: indptr non-decreasing and every column
 // index < cols. Multi-threaded; reports the first bad element by position.
 void ValidateCsr(const CsrView& m, const char* name);
+// The indptr part of ValidateCsr alone, for paths that check every element
+// while they copy it anyway (the MinHash CUDA staging).
+void ValidateIndptr(const CsrView& m, const char* name);
 // +Infinity weights have no meaningful sample (ln w / r overflows); NaN and
 // w <= 0 stay legal (skipped as massless). Call after ValidateCsr.
 void RejectInfiniteWeights(const CsrView& m, const char* name);

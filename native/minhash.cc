@@ -1,10 +1,15 @@
 // N-API glue for weighted MinHash: a native object owning the parameter tables
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
+#include <new>
 
 #include "gpu.h"
 #include "minhash.h"
@@ -79,19 +84,35 @@ Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const f
 // Signature storage handed to JavaScript without a copy. Left uninitialized
 // (unlike std::vector) because a 1M-row result is 1 GB that the kernels or the
 // CPU overwrite entirely; zero-filling it first would cost a serial pass.
+// Output of one hash call, handed to JavaScript without a copy. Large outputs
+// are 2 MB aligned and advised onto transparent huge pages: every page of a
+// fresh buffer faults on first write, and at 4 KB pages the faults of a 1 GB
+// signature array cost as much as the copy into it.
 struct Signatures {
   uint32_t* data = nullptr;
   uint64_t size = 0;
-  ~Signatures() { delete[] data; }
+  ~Signatures() { std::free(data); }
   void allocate(uint64_t n) {
     size = n;
-    data = n ? new uint32_t[n] : nullptr;
+    if (!n) return;
+    constexpr uint64_t kHuge = 2ull << 20;
+    const uint64_t bytes = n * 4;
+    void* p = nullptr;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes >= 32 * kHuge) {
+      p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
+      if (p) madvise(p, bytes, MADV_HUGEPAGE);
+    }
+#endif
+    if (!p) p = std::malloc(bytes);
+    if (!p) throw std::bad_alloc();
+    data = static_cast<uint32_t*>(p);
   }
   Napi::Value ToJs(Napi::Env env) {
     if (size == 0) return Napi::Uint32Array::New(env, 0);
     uint32_t* p = data;
     data = nullptr;
-    auto buf = Napi::ArrayBuffer::New(env, p, size * 4, [](Napi::Env, void* q) { delete[] static_cast<uint32_t*>(q); });
+    auto buf = Napi::ArrayBuffer::New(env, p, size * 4, [](Napi::Env, void* q) { std::free(q); });
     return Napi::Uint32Array::New(env, size, buf, 0);
   }
 };
@@ -168,8 +189,12 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
             CsrView part = m;
             part.rows = rowEnd - rowStart;
             part.indptr = m.indptr + rowStart;
-            ValidateCsr(part, "matrix");
-            RejectInfiniteWeights(part, "matrix");
+            if (e->backend == Backend::Cuda) {
+              ValidateIndptr(part, "matrix");  // columns and weights are checked as they are staged
+            } else {
+              ValidateCsr(part, "matrix");
+              RejectInfiniteWeights(part, "matrix");
+            }
             out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();

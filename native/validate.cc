@@ -27,12 +27,17 @@ static uint64_t FirstBad(uint64_t begin, uint64_t end, const Bad& bad) {
   return firstBad.load();
 }
 
-void ValidateCsr(const CsrView& m, const char* name) {
+void ValidateIndptr(const CsrView& m, const char* name) {
   std::string n(name);
   for (uint64_t r = 0; r < m.rows; ++r) {
     if (m.indptr[r + 1] < m.indptr[r])
       ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" + std::to_string(r) + "])");
   }
+}
+
+void ValidateCsr(const CsrView& m, const char* name) {
+  std::string n(name);
+  ValidateIndptr(m, name);
   const uint64_t begin = m.rows ? m.indptr[0] : 0, end = m.rows ? m.indptr[m.rows] : 0;
   const uint64_t bad = FirstBad(begin, end, [&](size_t i) { return m.indices[i] >= m.cols; });
   if (bad != UINT64_MAX)

@@ -666,6 +666,22 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     expect(agreement(gpu.subarray(1234 * 128, 1235 * 128), cpu.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
   });
 
+  it('checks columns and weights while staging: the first bad element is named, a later valid call still works', async () => {
+    const m = mixedCsr(41, 3000, 5003);
+    const nnz = m.indptr[m.rows];
+    using g = new WeightedMinHash({ dim: 5003, samples: 16, seed: 2, backend: 'cuda', devices: [0] });
+    const ref = await g.hash(m);
+    const at = nnz - 7;
+    const badCol = { ...m, indices: m.indices.slice() };
+    badCol.indices[at] = 5003;
+    badCol.indices[nnz - 1] = 9999;
+    await expectCoded(g.hash(badCol), RangeError, new RegExp(`matrix\\.indices\\[${at}\\]=5003 is out of range for cols=5003`));
+    const badW = { ...m, values: m.values!.slice() };
+    badW.values[at] = Infinity;
+    await expectCoded(g.hash(badW), RangeError, new RegExp(`matrix\\.values\\[${at}\\]=Infinity: weights must be finite`));
+    expect(firstDiff(await g.hash(m), ref)).toBe(-1);
+  });
+
   it('prune kernel = segment kernel bit for bit on extreme weights and extreme injected tables', async () => {
     // Weights at the ends of float range (ln w from -103 to +88), w = 1 (ln w = 0) and skipped ones;
     // rows of 1..3000 nonzeros so survivor rounds, chunk ends and split rows all occur.
