@@ -107,7 +107,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
 
   // Multi-GPU scaling alone (CUSIM_BENCH_MINHASH_ONLY=scaling): the run on
   // several-GPU hosts, where device time is dear.
-  if (hasCuda && devices.gpus.length >= 2) sections.push(await scalingSection({ WeightedMinHash, work, dim, samples, devices, time, log, quick }));
+  if (hasCuda && devices.gpus.length >= 2) sections.push(await scalingSection({ WeightedMinHash, pinnedArray: cusim.pinnedArray, work, dim, samples, devices, time, log, quick }));
   if (process.env.CUSIM_BENCH_MINHASH_ONLY === 'scaling') return { sections };
 
   // ---- one GPU -------------------------------------------------------------
@@ -155,6 +155,19 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       'rows/s (wall)': fmt(gpuRows / (t.wallMs.median / 1e3)),
       'setup ms (tables)': fmt(setupMs),
     });
+    {
+      // The same call with the CSR and the output in page-locked arrays: no host staging copies.
+      const pw = pinnedWorkload(work, samples, cusim.pinnedArray);
+      const tp = await time(async () => void (await wmh.hash(pw.m, { out: pw.out })), { warmup: 1, repeats: quick ? 3 : 5 });
+      rowsOut.push({
+        backend: 'cuda ×1, pinnedArray in/out',
+        rows: gpuRows,
+        nnz,
+        'wall ms (median)': fmt(tp.wallMs.median),
+        'wall elem·samples/s': fmt((nnz * samples) / (tp.wallMs.median / 1e3)),
+        'rows/s (wall)': fmt(gpuRows / (tp.wallMs.median / 1e3)),
+      });
+    }
     if (last.host) {
       const h = last.host;
       hostNote = `host phases of the last wall call (ms; staging and waits summed over the 2 feeding threads): native call ${fmt(h.nativeMs)}, staging in ${fmt(h.stageInMs)}, waiting on the GPU ${fmt(h.waitMs)}, copying out ${fmt(h.stageOutMs)}; outside native (JS checks, allocation, Promise) ${fmt(t.wallMs.median - h.nativeMs)}`;
@@ -323,13 +336,15 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
  * 1, 2, 4, … GPUs on the same rows: wall time of one 1M-row call and of the
  * 9.6M-row stream, and whether every count returns byte-identical signatures.
  */
-async function scalingSection({ WeightedMinHash, work, dim, samples, devices, time, log, quick }) {
+async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples, devices, time, log, quick }) {
   const counts = [];
   for (let c = 1; c <= devices.gpus.length; c *= 2) counts.push(c);
   if (counts[counts.length - 1] !== devices.gpus.length) counts.push(devices.gpus.length);
   const nnz = work.indptr[work.rows];
   const rows = [];
   let reference;
+  const pinned = pinnedWorkload(work, samples, pinnedArray);
+  for (const [path, m, out] of [['pageable arrays (staged)', work, undefined], ['pinnedArray inputs and out', pinned.m, pinned.out]]) {
   let base1;
   let baseStream;
   for (const c of counts) {
@@ -337,17 +352,19 @@ async function scalingSection({ WeightedMinHash, work, dim, samples, devices, ti
     const wmh = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: ids });
     await wmh.hash(headRows(work, 1));
     let sig;
-    const t = await time(async () => void (sig = await wmh.hash(work)), { warmup: 1, repeats: quick ? 2 : 3 });
+    const t = await time(async () => void (sig = await wmh.hash(m, { out })), { warmup: 1, repeats: quick ? 2 : 3 });
+    sig = sig.slice();
     let identical = 'reference';
     if (!reference) reference = sig;
     else identical = Buffer.compare(Buffer.from(sig.buffer, sig.byteOffset, sig.byteLength), Buffer.from(reference.buffer, reference.byteOffset, reference.byteLength)) === 0 ? 'yes' : 'NO';
     const chunks = quick ? 2 : 9.6;
-    const st = await streamSection(wmh, work, chunks, samples, `cuda ×${c}`);
+    const st = await streamSection(wmh, m, chunks, samples, `cuda ×${c}`);
     const streamS = st.rows[0]['wall s'];
     base1 ??= t.wallMs.median;
     baseStream ??= streamS;
-    log(`minhash scaling ×${c}: ${t.wallMs.median.toFixed(1)} ms per ${work.rows} rows, stream ${streamS} s, identical ${identical}`);
+    log(`minhash scaling ${path} ×${c}: ${t.wallMs.median.toFixed(1)} ms per ${work.rows} rows, stream ${streamS} s, identical ${identical}`);
     rows.push({
+      'host arrays': path,
       GPUs: c,
       [`${work.rows} rows wall ms`]: t.wallMs.median,
       'elem·samples/s (1M call)': (nnz * samples) / (t.wallMs.median / 1e3),
@@ -360,16 +377,28 @@ async function scalingSection({ WeightedMinHash, work, dim, samples, devices, ti
     });
     wmh.dispose();
   }
+  }
   return {
     title: `weighted MinHash multi-GPU scaling, ${samples} samples (${devices.gpus[0].name} ×${devices.gpus.length})`,
     columns: Object.keys(rows[0]),
     rows,
     notes: [
-      'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; one host thread per GPU stages its rows',
+      'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; two host threads per GPU feed its batches',
+      'pageable: the CSR slice is copied into pinned staging and the signatures out of it by the host (its memory bandwidth is shared by all GPUs); pinnedArray: the 1M-row CSR and the output live in page-locked arrays (cusim.pinnedArray), DMA in place, the host copies nothing (the stream\'s per-chunk outputs are still fresh pageable arrays)',
+      'speedup is against ×1 with the same host arrays',
       'wall = Node, call to resolved Promise, every transfer included; stream = hashStream over the 1M-row chunk repeated 9.6 times',
       'targets: 2 GPUs >= 1.8x one (issue 3); >= 0.85 x linear at 8 GPUs for the hashing stage (issue 9)',
     ],
   };
+}
+
+/** The workload's indices and values copied into page-locked arrays, and a page-locked output for it. */
+function pinnedWorkload(work, samples, pinnedArray) {
+  const indices = pinnedArray(Uint32Array, work.indices.length);
+  indices.set(work.indices);
+  const values = pinnedArray(Float32Array, work.values.length);
+  values.set(work.values);
+  return { m: { ...work, indices, values }, out: pinnedArray(Uint32Array, work.rows * samples * 2) };
 }
 
 /** Feeds `chunk` repeatedly (`count` chunks, a fractional last one) through hashStream. */

@@ -76,6 +76,24 @@ __global__ void UnpackKernel(const float4* __restrict__ rec, uint64_t n, float* 
 
 __device__ __forceinline__ float LogW(float w) { return float(log(double(w))); }
 
+// One nonzero of a chunk: its column and ln w, or ok = false for a skipped
+// weight (zero, negative, NaN). The caller's CSR is checked here, where it is
+// read anyway: a column >= dim or a +inf weight raises *bad (the host then
+// names the element) and is skipped, so no table is read out of bounds.
+__device__ __forceinline__ bool LoadNonzero(const uint32_t* __restrict__ indices, const float* __restrict__ values,
+                                            uint64_t i, uint32_t dim, unsigned* bad, uint32_t& d, float& lw) {
+  d = __ldg(indices + i);
+  const float wt = values ? __ldg(values + i) : 1.0f;
+  if (d >= dim || wt == __int_as_float(0x7f800000)) {
+    atomicOr(bad, 1u);
+    d = 0;
+    return false;
+  }
+  if (!(wt > 0.0f)) return false;
+  lw = LogW(wt);  // once per nonzero, then broadcast
+  return true;
+}
+
 // The CPU's float expression, op by op, without contraction.
 __device__ __forceinline__ float SampleT(float lw, float r, float b) { return floorf(__fadd_rn(__fdiv_rn(lw, r), b)); }
 __device__ __forceinline__ float SampleLnA(float t, float r, float c, float b) {
@@ -112,8 +130,8 @@ __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t 
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
                                                        const float* __restrict__ values, const float4* __restrict__ rec,
-                                                       uint32_t samples, uint32_t* __restrict__ out,
-                                                       unsigned long long* __restrict__ scratch) {
+                                                       uint32_t dim, uint32_t samples, uint32_t* __restrict__ out,
+                                                       unsigned long long* __restrict__ scratch, unsigned* bad) {
   const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (w >= nseg) return;  // uniform per warp
   const unsigned lane = threadIdx.x & 31;
@@ -128,12 +146,7 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
       uint32_t myD = 0;
       float myLw = 0.0f;
       bool ok = false;
-      if (lane < n) {
-        myD = __ldg(indices + base + lane);
-        const float wt = values ? __ldg(values + base + lane) : 1.0f;
-        ok = wt > 0.0f;  // zero, negative and NaN weights are skipped
-        if (ok) myLw = LogW(wt);  // once per nonzero, then broadcast
-      }
+      if (lane < n) ok = LoadNonzero(indices, values, base + lane, dim, bad, myD, myLw);
       unsigned mask = __ballot_sync(0xffffffffu, ok);
       while (mask) {  // ascending bits: CSR order
         const int j = __ffs(mask) - 1;
@@ -264,7 +277,8 @@ template <int kGroup>
 __global__ void __launch_bounds__(kPruneThreads)
     PruneKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
                 const float* __restrict__ values, const __half* __restrict__ bound, uint32_t stride,
-                const float4* __restrict__ rec, uint32_t samples, uint32_t* __restrict__ out, unsigned long long* __restrict__ scratch) {
+                const float4* __restrict__ rec, uint32_t dim, uint32_t samples, uint32_t* __restrict__ out,
+                unsigned long long* __restrict__ scratch, unsigned* bad) {
   static_assert(kGroup * kPerLane <= 32, "survivor bits of one step must fit a 32-bit mask");
   __shared__ PruneWarp<kGroup> warps[kPruneThreads / 32];
   const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -284,12 +298,7 @@ __global__ void __launch_bounds__(kPruneThreads)
       uint32_t myD = 0;
       float myLw = 0.0f;
       bool ok = false;
-      if (lane < n) {
-        myD = __ldg(indices + base + lane);
-        const float wt = values ? __ldg(values + base + lane) : 1.0f;
-        ok = wt > 0.0f;  // zero, negative and NaN weights are skipped
-        if (ok) myLw = LogW(wt);
-      }
+      if (lane < n) ok = LoadNonzero(indices, values, base + lane, dim, bad, myD, myLw);
       __syncwarp();  // the previous chunk's rounds are done with W.d / W.lw
       W.d[lane] = myD, W.lw[lane] = myLw;
       const float myLwUp = myLw + 4e-6f * fabsf(myLw);
@@ -379,6 +388,8 @@ struct Slot {
   gpu::DeviceBuffer<float> dVal;
   gpu::DeviceBuffer<Seg> dSeg;
   gpu::DeviceBuffer<unsigned long long> dScratch;
+  gpu::DeviceBuffer<unsigned> dBad;  // set by a kernel that met a bad column or weight
+  gpu::PinnedBuffer<unsigned> hBad;
 };
 
 // Two slots per device: while one batch computes, the other stages and copies.
@@ -411,50 +422,7 @@ struct Device {
   }
 };
 
-// Staging copies that also check what they copy, so a call reads the caller's
-// CSR once instead of validating it in a pass of its own: columns against dim,
-// weights against +inf (rejected; NaN, zero and negative weights are skipped
-// by the kernels). False when some element is bad; the caller then runs the
-// ordinary validation for its message.
-constexpr uint64_t kCheckPiece = 1 << 19;  // elements per task: 2 MB
-
-bool CopyColumnsChecked(uint32_t* dst, const uint32_t* src, uint64_t n, uint32_t dim) {
-  std::atomic<bool> ok{true};
-  ParallelFor((n + kCheckPiece - 1) / kCheckPiece, 1, [&](size_t b, size_t e) {
-    for (size_t p = b; p < e; ++p) {
-      const uint64_t lo = p * kCheckPiece, hi = std::min(n, lo + kCheckPiece);
-      uint32_t mx = 0;
-      for (uint64_t i = lo; i < hi; ++i) {
-        const uint32_t v = src[i];
-        dst[i] = v;
-        mx = v > mx ? v : mx;
-      }
-      if (hi > lo && mx >= dim) ok = false;
-    }
-  });
-  return ok;
-}
-
-bool CopyWeightsChecked(float* dst, const float* src, uint64_t n) {
-  std::atomic<bool> ok{true};
-  ParallelFor((n + kCheckPiece - 1) / kCheckPiece, 1, [&](size_t b, size_t e) {
-    for (size_t p = b; p < e; ++p) {
-      const uint64_t lo = p * kCheckPiece, hi = std::min(n, lo + kCheckPiece);
-      const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
-      uint32_t* d = reinterpret_cast<uint32_t*>(dst);
-      uint32_t inf = 0;
-      for (uint64_t i = lo; i < hi; ++i) {
-        const uint32_t v = s[i];
-        d[i] = v;
-        inf |= v == 0x7f800000u;
-      }
-      if (inf) ok = false;
-    }
-  });
-  return ok;
-}
-
-struct BadInput {};  // thrown by a batch whose staged elements failed the checks
+struct BadInput {};  // thrown by a batch whose kernel met a bad column or weight
 
 struct Batch {
   uint64_t r0, r1;
@@ -506,15 +474,23 @@ Kernel KernelFromEnv() {
   return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
 }
 
+// Which of a call's host buffers are already page-locked (pinnedArray): the
+// copies then DMA straight from and into them, with no staging copy.
+struct Direct {
+  bool indices = false, values = false, out = false;
+};
+
 void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const Batch& bt, const Need& need,
-              uint32_t samples, Kernel kernel, uint32_t* out, Timing* timing) {
+              uint32_t samples, Kernel kernel, const Direct& direct, uint32_t* out, Timing* timing) {
   const uint64_t rows = bt.r1 - bt.r0, nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
   const uint32_t nz0 = m.indptr[bt.r0];
-  sl.hIdx.reserve(need.nnz, "MinHash staged indices");
-  if (m.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
+  if (!direct.indices) sl.hIdx.reserve(need.nnz, "MinHash staged indices");
+  if (m.values && !direct.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
   sl.hSeg.reserve(need.nseg, "MinHash segments");
   sl.hSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
-  sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
+  if (!direct.out) sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
+  sl.dBad.reserve(1, "MinHash input check flag");
+  sl.hBad.reserve(1, "MinHash input check flag");
   sl.dIdx.reserve(need.nnz, "MinHash indices");
   if (m.values) sl.dVal.reserve(need.nnz, "MinHash values");
   sl.dSeg.reserve(need.nseg, "MinHash segments");
@@ -523,8 +499,10 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
 
   const auto t0 = std::chrono::steady_clock::now();
-  if (!CopyColumnsChecked(sl.hIdx.data(), m.indices + nz0, nnz, m.cols)) throw BadInput{};
-  if (m.values && !CopyWeightsChecked(sl.hVal.data(), m.values + nz0, nnz)) throw BadInput{};
+  const uint32_t* srcIdx = m.indices + nz0;
+  const float* srcVal = m.values ? m.values + nz0 : nullptr;
+  if (!direct.indices) gpu::ParallelCopy(sl.hIdx.data(), srcIdx, nnz * 4), srcIdx = sl.hIdx.data();
+  if (srcVal && !direct.values) gpu::ParallelCopy(sl.hVal.data(), srcVal, nnz * 4), srcVal = sl.hVal.data();
   Seg* seg = sl.hSeg.data();
   uint32_t* split = sl.hSplit.data();
   uint64_t si = 0, sp = 0;
@@ -543,22 +521,23 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   const auto t1 = std::chrono::steady_clock::now();
   cudaStream_t st = sl.stream;
   sl.e0.record(st);
-  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), sl.hIdx.data(), nnz * 4, cudaMemcpyHostToDevice, st));
-  if (nnz && m.values) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), sl.hVal.data(), nnz * 4, cudaMemcpyHostToDevice, st));
+  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), srcIdx, nnz * 4, cudaMemcpyHostToDevice, st));
+  if (nnz && srcVal) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), srcVal, nnz * 4, cudaMemcpyHostToDevice, st));
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSeg.data(), seg, nseg * sizeof(Seg), cudaMemcpyHostToDevice, st));
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSplit.data(), split, nsplit * 4, cudaMemcpyHostToDevice, st));
   sl.e1.record(st);
   if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
+  CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dBad.data(), 0, sizeof(unsigned), st));
   const float* vals = m.values ? sl.dVal.data() : nullptr;
   if (kernel != Kernel::kSegment) {
     const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
     PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.bound.data(),
-                                                dev.boundStride, dev.rec.data(), samples, sl.dOut.data(),
-                                                sl.dScratch.data());
+                                                dev.boundStride, dev.rec.data(), m.cols, samples, sl.dOut.data(),
+                                                sl.dScratch.data(), sl.dBad.data());
   } else {
     const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
-    HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rec.data(), samples,
-                                          sl.dOut.data(), sl.dScratch.data());
+    HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rec.data(), m.cols,
+                                          samples, sl.dOut.data(), sl.dScratch.data(), sl.dBad.data());
   }
   CUSIM_LAUNCH_CHECK();
   if (nsplit) {
@@ -568,11 +547,15 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
   }
   sl.e2.record(st);
   const uint64_t outWords = rows * samples * 2;
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hOut.data(), sl.dOut.data(), outWords * 4, cudaMemcpyDeviceToHost, st));
+  uint32_t* dst = out + (bt.r0 - rowStart) * samples * 2;
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(direct.out ? dst : sl.hOut.data(), sl.dOut.data(), outWords * 4,
+                                   cudaMemcpyDeviceToHost, st));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hBad.data(), sl.dBad.data(), sizeof(unsigned), cudaMemcpyDeviceToHost, st));
   sl.e3.record(st);
   sl.stream.sync();
+  if (*sl.hBad.data()) throw BadInput{};
   const auto t2 = std::chrono::steady_clock::now();
-  gpu::ParallelCopy(out + (bt.r0 - rowStart) * samples * 2, sl.hOut.data(), outWords * 4);
+  if (!direct.out) gpu::ParallelCopy(dst, sl.hOut.data(), outWords * 4);
   const auto t3 = std::chrono::steady_clock::now();
   using Ms = std::chrono::duration<double, std::milli>;
   timing->stageInMs += Ms(t1 - t0).count();
@@ -657,6 +640,22 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
   std::vector<std::atomic<size_t>> next(nd);
   std::vector<Need> needs(nd);
   const Kernel kernel = KernelFromEnv();
+  Direct direct;
+  {
+    gpu::DeviceGuard g(e.devs[0]->id);
+    auto pinned = [](const void* p) {
+      cudaPointerAttributes a;
+      if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      return a.type == cudaMemoryTypeHost;
+    };
+    const uint64_t nz0 = m.indptr[rowStart];
+    direct.indices = pinned(m.indices + nz0);
+    direct.values = m.values && pinned(m.values + nz0);
+    direct.out = pinned(out);
+  }
   for (size_t k = 0; k < nd; ++k) {
     plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
     for (const Batch& b : plans[k]) needs[k].add(b);
@@ -678,8 +677,8 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
             if (i >= plans[k].size()) return;
             const int s = dev.Acquire();
             try {
-              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel,
-                       out, &timings[k * kSlots + t]);
+              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel, direct, out,
+                       &timings[k * kSlots + t]);
             } catch (...) {
               dev.Release(s);
               throw;

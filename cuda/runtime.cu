@@ -61,6 +61,27 @@ void* PinnedAlloc(size_t bytes, const char* what) {
 
 void PinnedFree(void* p) noexcept { cudaFreeHost(p); }
 
+}  // namespace gpu
+
+void* HostPinnedAlloc(uint64_t bytes) {
+  if (bytes == 0 || !QueryDevices().cuda) return nullptr;
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  // Typed arrays start zeroed; spread the first touch over the CPU pool.
+  ParallelFor((bytes + (4 << 20) - 1) / (4 << 20), 1, [&](size_t b, size_t e) {
+    const uint64_t lo = uint64_t(b) << 22, hi = std::min<uint64_t>(bytes, uint64_t(e) << 22);
+    std::memset(static_cast<char*>(p) + lo, 0, hi - lo);
+  });
+  return p;
+}
+
+void HostPinnedFree(void* p) noexcept { cudaFreeHost(p); }
+
+namespace gpu {
+
 Stream::Stream() { CUSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
 Stream::~Stream() {
   if (s_) cudaStreamDestroy(s_);

@@ -36,6 +36,12 @@ export interface HashOptions {
   rowStart?: number;
   rowEnd?: number;
   signal?: AbortSignal;
+  /**
+   * Writes the signatures into this array (at least rows × samples × 2 long) and
+   * returns its prefix instead of allocating. With one from `pinnedArray`, GPUs
+   * copy into it directly (no staging copy); reuse it across calls.
+   */
+  out?: Uint32Array;
 }
 
 /** What the GPU spent on the last hash() call (0 on CPU). */
@@ -132,7 +138,15 @@ export class WeightedMinHash extends NativeResource {
     const signal = (options as HashOptions).signal;
     const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
     const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
-    return withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel }));
+    const out = options.out;
+    const need = (rowEnd - rowStart) * this.samples * 2;
+    if (out !== undefined) {
+      if (!(out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(out)}`);
+      if (out.length < need) throw rangeError(`out has length ${out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
+    }
+    type Raw = { signatures: Uint32Array } & HashTiming;
+    const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
+    return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
   }
 
   /**

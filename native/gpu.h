@@ -34,4 +34,11 @@ std::vector<int> ResolveDevices(const std::vector<int>& requested);
 // Free and total bytes on one device (CUDA builds only).
 void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes);
 
+// Page-locked host memory every GPU can DMA from and into (cudaHostAlloc,
+// portable), zero-filled; nullptr where CUDA is unavailable or the allocation
+// fails, so callers fall back to ordinary memory. Engines that find their
+// inputs or outputs in such memory skip the staging copies.
+void* HostPinnedAlloc(uint64_t bytes);
+void HostPinnedFree(void* p) noexcept;
+
 }  // namespace cusim

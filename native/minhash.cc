@@ -91,10 +91,12 @@ Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const f
 struct Signatures {
   uint32_t* data = nullptr;
   uint64_t size = 0;
+  uint32_t* external = nullptr;  // the caller's `out` array, written in place
   ~Signatures() { std::free(data); }
+  uint32_t* target() const { return external ? external : data; }
   void allocate(uint64_t n) {
     size = n;
-    if (!n) return;
+    if (!n || external) return;
     constexpr uint64_t kHuge = 2ull << 20;
     const uint64_t bytes = n * 4;
     void* p = nullptr;
@@ -109,6 +111,7 @@ struct Signatures {
     data = static_cast<uint32_t*>(p);
   }
   Napi::Value ToJs(Napi::Env env) {
+    if (external) return env.Undefined();  // the caller already holds the array
     if (size == 0) return Napi::Uint32Array::New(env, 0);
     uint32_t* p = data;
     data = nullptr;
@@ -180,6 +183,17 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       auto out = std::make_shared<Signatures>();
       auto timing = std::make_shared<minhash::Timing>();
       std::vector<Napi::Value> keep{info[0], info.This()};
+      if (opts.Has("out") && !opts.Get("out").IsUndefined()) {
+        Napi::Value o = opts.Get("out");
+        if (!o.IsTypedArray() || o.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+          ThrowInvalid("out must be a Uint32Array", "TypeError");
+        auto arr = o.As<Napi::Uint32Array>();
+        const uint64_t need = (rowEnd - rowStart) * uint64_t(e->samples) * 2;
+        if (arr.ElementLength() < need)
+          ThrowInvalid("out has length " + std::to_string(arr.ElementLength()) + " but the rows need " + std::to_string(need));
+        out->external = arr.Data();
+        keep.push_back(o);
+      }
       if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
       return RunAsync(
           info.Env(),
@@ -199,10 +213,10 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();
               minhash::HashCpu(m, rowStart, rowEnd, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
-                               out->data, cancel);
+                               out->target(), cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->data, timing.get(), cancel);
+              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->target(), timing.get(), cancel);
 #endif
             }
             timing->nativeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -16,6 +16,8 @@ const DeviceReport& QueryDevices() {
   return report;
 }
 void DeviceMemory(int, uint64_t*, uint64_t*) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
+void* HostPinnedAlloc(uint64_t) { return nullptr; }
+void HostPinnedFree(void*) noexcept {}
 #endif
 
 std::vector<int> ResolveDevices(const std::vector<int>& requested) {
@@ -77,7 +79,25 @@ Napi::Value Threads(const Napi::CallbackInfo& info) {
   });
 }
 
+// allocPinned(bytes) -> { buffer: ArrayBuffer, pinned: boolean }: page-locked
+// when a GPU is present, else an ordinary zero-filled buffer.
+Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    const double n = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+    if (!(n >= 0 && n == double(uint64_t(n)))) ThrowInvalid("bytes must be a non-negative integer");
+    const uint64_t bytes = uint64_t(n);
+    auto out = Napi::Object::New(env);
+    void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
+    out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
+    out.Set("buffer", p ? Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* q) { HostPinnedFree(q); })
+                        : Napi::ArrayBuffer::New(env, bytes));
+    return out;
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));
   exports.Set("threads", Napi::Function::New(env, Threads, "threads"));
   exports.Set("hardwareConcurrency", Napi::Number::New(env, std::thread::hardware_concurrency()));
