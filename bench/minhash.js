@@ -130,7 +130,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       { warmup: 1, repeats: quick ? 3 : 5 },
     );
     delete process.env.CUSIM_MINHASH_STREAMS;
-    // Wall: the default pipeline (two batches in flight per GPU).
+    // Wall: the default pipeline (three batches in flight per GPU).
     let last;
     const t = await time(
       async () => {
@@ -170,7 +170,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     }
     if (last.host) {
       const h = last.host;
-      hostNote = `host phases of the last wall call (ms; staging and waits summed over the 2 feeding threads): native call ${fmt(h.nativeMs)}, staging in ${fmt(h.stageInMs)}, waiting on the GPU ${fmt(h.waitMs)}, copying out ${fmt(h.stageOutMs)}; outside native (JS checks, allocation, Promise) ${fmt(t.wallMs.median - h.nativeMs)}`;
+      hostNote = `host phases of the last wall call (ms; staging and waits summed over the 3 feeding threads): native call ${fmt(h.nativeMs)}, staging in ${fmt(h.stageInMs)}, waiting on the GPU ${fmt(h.waitMs)}, copying out ${fmt(h.stageOutMs)}; outside native (JS checks, allocation, Promise) ${fmt(t.wallMs.median - h.nativeMs)}`;
     }
     // ---- kernel variants: the same call under each CUSIM_MINHASH_KERNEL ----
     // Kernel time alone (one batch in flight), on the workload as generated and
@@ -383,7 +383,7 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
     columns: Object.keys(rows[0]),
     rows,
     notes: [
-      'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; two host threads per GPU feed its batches',
+      'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; three host threads per GPU feed its batches (upload, kernels and download of three batches overlap)',
       'pageable: the CSR slice is copied into pinned staging and the signatures out of it by the host (its memory bandwidth is shared by all GPUs); pinnedArray: the 1M-row CSR and the output live in page-locked arrays (cusim.pinnedArray), DMA in place, the host copies nothing (the stream\'s per-chunk outputs are still fresh pageable arrays)',
       'speedup is against ×1 with the same host arrays',
       'wall = Node, call to resolved Promise, every transfer included; stream = hashStream over the 1M-row chunk repeated 9.6 times',

@@ -32,8 +32,12 @@ constexpr uint32_t kSegment = 1024;  // nonzeros per warp task
 constexpr int kPerLane = 4;          // samples a lane holds per pass: 128 in one pass
 constexpr uint32_t kNone = 0xFFFFFFFFu;
 constexpr unsigned kThreads = 256;
-constexpr uint64_t kBatchNnz = 32ull << 20;   // staging per slot: 256 MB of indices + values
-constexpr uint64_t kBatchOutBytes = 256ull << 20;
+// Per slot: 128 MB of indices + values and at most 128 MB of signatures. Small
+// enough that filling and draining the pipeline (the first batch's upload, the
+// last one's download) stays a few ms, which is what bounds 2-GPU scaling once
+// the host copies are gone.
+constexpr uint64_t kBatchNnz = 16ull << 20;
+constexpr uint64_t kBatchOutBytes = 128ull << 20;
 constexpr uint64_t kBatchRows = 1ull << 18;
 
 struct Seg {
@@ -392,8 +396,9 @@ struct Slot {
   gpu::PinnedBuffer<unsigned> hBad;
 };
 
-// Two slots per device: while one batch computes, the other stages and copies.
-constexpr int kSlots = 2;
+// Three slots per device, so the three engines of a GPU can all be busy at
+// once: one batch uploading, one in its kernels, one downloading.
+constexpr int kSlots = 3;
 
 struct Device {
   int id = 0;
@@ -403,7 +408,7 @@ struct Device {
   std::unique_ptr<Slot> slots[kSlots];
   std::mutex m;
   std::condition_variable cv;
-  bool busy[kSlots] = {false, false};
+  bool busy[kSlots] = {};
 
   int Acquire() {
     std::unique_lock<std::mutex> lock(m);

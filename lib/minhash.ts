@@ -51,7 +51,7 @@ export interface HashTiming {
   /**
    * Host wall-clock phases of the call (ms): the whole native call, and on CUDA the
    * staging copies in and out and the waits on the GPU, each summed over the
-   * feeding threads (two per GPU). Diagnostics for benchmarks; the fields may change.
+   * feeding threads (three per GPU). Diagnostics for benchmarks; the fields may change.
    */
   host?: { nativeMs: number; stageInMs: number; waitMs: number; stageOutMs: number };
 }

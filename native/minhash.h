@@ -17,7 +17,7 @@ struct Timing {
   double kernelMs = 0;    // device time of the kernels alone (CUDA events), summed over batches
   double transferMs = 0;  // host<->device copies (CUDA events), summed over batches
   // Host wall-clock phases of the CUDA path, summed over the feeding threads
-  // (two per GPU), so the bench can say where a call's time goes.
+  // (three per GPU), so the bench can say where a call's time goes.
   double stageInMs = 0;   // copying the CSR slice into pinned staging + segment tables
   double waitMs = 0;      // waiting for the batch's copies and kernels
   double stageOutMs = 0;  // copying signatures out of pinned staging
