@@ -5,7 +5,9 @@
 import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
-import { codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
+import { NativeTokenizer, countTokenLists } from './batch.js';
+import type { TokenBatch } from './batch.js';
+import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
 import { BaseVocabulary, HashedVocabulary, Vocabulary } from './vocabulary.js';
 
 export type TextMode = 'code' | 'words' | 'qgrams';
@@ -30,7 +32,21 @@ export interface TextFeaturizerOptions {
   dropKeywords?: boolean;
   /** 'code' and 'words': shortest token kept. Defaults 2 (code) and 1 (words). */
   minLength?: number;
+  /**
+   * Tokenize in native code (multi-threaded, same tokens, rows and
+   * vocabulary as the JavaScript tokenizers). Default: whenever the addon
+   * loads; false forces the JavaScript path; true fails when the addon is missing.
+   */
+  native?: boolean;
 }
+
+// Batches for the native path: large enough that the per-call cost and the
+// per-batch vocabulary lookups amortize, small enough to bound the copy.
+const BATCH_CHARS = 4 << 20;
+const BATCH_DOCS = 1 << 16;
+// Below this, one document is tokenized faster in JavaScript than the native
+// call's fixed cost; the result is the same either way.
+const NATIVE_MIN_CHARS = 256;
 
 interface Settings {
   mode: TextMode;
@@ -98,6 +114,7 @@ export class TextFeaturizer {
   private rowStamp = 0;
   // Hashed columns span up to 2^31: slots go through a Map instead.
   private readonly hashedSlots: Map<number, number> | undefined;
+  private readonly nativeTokenizer: NativeTokenizer | undefined;
 
   constructor(options?: TextFeaturizerOptions, vocabulary?: BaseVocabulary) {
     this.options = Object.freeze(settingsFrom(options, 'options'));
@@ -105,6 +122,35 @@ export class TextFeaturizer {
     this.vocabulary =
       vocabulary ?? (this.options.hashBits !== undefined ? new HashedVocabulary(this.options.hashBits) : new Vocabulary());
     this.hashedSlots = this.vocabulary instanceof HashedVocabulary ? new Map() : undefined;
+    this.nativeTokenizer = this.makeNativeTokenizer(isObject(options) ? options.native : undefined);
+  }
+
+  private makeNativeTokenizer(wanted: unknown): NativeTokenizer | undefined {
+    if (wanted !== undefined && typeof wanted !== 'boolean') {
+      throw typeError(`options.native must be a boolean, got ${describe(wanted)}`);
+    }
+    if (wanted === false) return undefined;
+    const o = this.options;
+    try {
+      return new NativeTokenizer({
+        mode: o.mode,
+        minLength: o.minLength,
+        dropKeywords: o.dropKeywords,
+        keywords: [...CODE_KEYWORDS],
+        stopWords: this.stop ? [...this.stop] : [],
+        q: o.q,
+        lowercase: o.lowercase,
+        pad: o.pad,
+      });
+    } catch (e) {
+      if (wanted === true) throw e;
+      return undefined;
+    }
+  }
+
+  /** Whether documents are tokenized natively (see options.native). */
+  get native(): boolean {
+    return this.nativeTokenizer !== undefined;
   }
 
   /** The tokens of one document, before mapping to columns. */
@@ -133,7 +179,74 @@ export class TextFeaturizer {
 
   /** Adds one document as the next row; returns its token count (after filtering). */
   add(text: string): number {
+    if (this.nativeTokenizer && typeof text === 'string' && text.length >= NATIVE_MIN_CHARS) {
+      return this.addTokenBatch(this.tokenizeBatch([text]));
+    }
     return this.addTokens(this.tokenize(text));
+  }
+
+  /**
+   * Adds each text with at least `minTokens` tokens as the next row, in
+   * order; returns every text's token count (tokenize(text).length), so the
+   * caller knows which became rows.
+   */
+  addBatch(texts: readonly string[], minTokens = 0): Uint32Array {
+    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    if (!this.nativeTokenizer) {
+      const out = new Uint32Array(texts.length);
+      texts.forEach((t, i) => {
+        const tokens = this.tokenize(t);
+        out[i] = tokens.length;
+        if (tokens.length >= minTokens) this.addTokens(tokens);
+      });
+      return out;
+    }
+    const b = this.tokenizeBatch(texts, minTokens);
+    this.addTokenBatch(b);
+    return b.tokens;
+  }
+
+  /**
+   * Tokenizes and counts `texts` against a batch-local dictionary without
+   * touching this featurizer's state, so it can run on another thread (see
+   * lib/cli/featurize-worker.ts); addTokenBatch() then adds the rows.
+   */
+  tokenizeBatch(texts: readonly string[], minTokens = 0): TokenBatch {
+    if (!Array.isArray(texts)) throw typeError(`texts must be an array of strings, got ${describe(texts)}`);
+    texts.forEach((t, i) => {
+      if (typeof t !== 'string') throw typeError(`texts[${i}] must be a string, got ${describe(t)}`);
+    });
+    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    if (this.nativeTokenizer) return this.nativeTokenizer.tokenizeBatch(texts, minTokens, (t) => this.tokenize(t));
+    const self = this;
+    return countTokenLists(
+      (function* () {
+        for (const t of texts) yield self.tokenize(t);
+      })(),
+      minTokens,
+    );
+  }
+
+  /**
+   * Adds the rows of a batch from tokenizeBatch() (documents with at least
+   * batch.minTokens tokens), looking each distinct term up once. Gives the
+   * same rows, vocabulary and document frequencies as add() on each kept
+   * document; returns the tokens kept (after vocabulary filtering).
+   */
+  addTokenBatch(b: TokenBatch): number {
+    if (!isObject(b) || !Array.isArray(b.terms)) throw typeError(`batch must be a TokenBatch, got ${describe(b)}`);
+    const docs = b.tokens.length;
+    if (b.indptr.length !== docs + 1 || b.ids.length !== b.counts.length || b.indptr[docs] > b.ids.length) {
+      throw rangeError('batch is inconsistent: indptr must have tokens.length + 1 entries ending within ids');
+    }
+    const grow = !this.isFrozen;
+    const remap = new Int32Array(b.terms.length);
+    for (let i = 0; i < b.terms.length; i++) remap[i] = this.vocabulary.lookup(b.terms[i], grow);
+    let kept = 0;
+    for (let d = 0; d < docs; d++) {
+      if (b.tokens[d] >= b.minTokens) kept += this.addRemappedRange(b.ids, b.counts, b.indptr[d], b.indptr[d + 1], remap);
+    }
+    return kept;
   }
 
   /** Adds a document already split into tokens. */
@@ -174,9 +287,14 @@ export class TextFeaturizer {
     if (counts.length !== localCols.length) {
       throw rangeError(`counts has length ${counts.length} but localCols has ${localCols.length}`);
     }
+    return this.addRemappedRange(localCols, counts, 0, localCols.length, remap);
+  }
+
+  /** addRemapped() over localCols[b, e): no subarray per row. */
+  private addRemappedRange(localCols: Uint32Array, counts: Uint32Array, b: number, e: number, remap: Int32Array): number {
     let n = 0;
     let kept = 0;
-    for (let i = 0; i < localCols.length; i++) {
+    for (let i = b; i < e; i++) {
       // Past the end, remap reads undefined, which would land in column 0.
       if (localCols[i] >= remap.length) {
         throw rangeError(`localCols[${i}]=${localCols[i]} is out of range for remap.length=${remap.length}`);
@@ -252,9 +370,29 @@ export class TextFeaturizer {
     this.scratchCounts = k;
   }
 
-  /** Adds every document of an iterable. */
+  /** Adds every document of an iterable (in batches on the native path). */
   addAll(texts: Iterable<string>): this {
-    for (const t of texts) this.add(t);
+    if (!this.nativeTokenizer) {
+      for (const t of texts) this.add(t);
+      return this;
+    }
+    let batch: string[] = [];
+    let chars = 0;
+    for (const t of texts) {
+      if (typeof t !== 'string') {
+        // Rows before the bad text are added, as on the one-by-one path.
+        this.addBatch(batch);
+        throw typeError(`text must be a string, got ${describe(t)}`);
+      }
+      batch.push(t);
+      chars += t.length;
+      if (chars >= BATCH_CHARS || batch.length >= BATCH_DOCS) {
+        this.addBatch(batch);
+        batch = [];
+        chars = 0;
+      }
+    }
+    if (batch.length > 0) this.addBatch(batch);
     return this;
   }
 

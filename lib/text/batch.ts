@@ -1,0 +1,167 @@
+// Token batches: documents counted against a batch-local dictionary, so that
+// the vocabulary is consulted once per distinct token per batch instead of
+// once per token. The native tokenizer (native/text_cpu.cc) fills one for
+// the documents it can handle exactly; the rest go through the JavaScript
+// tokenizers and are merged in, in document order.
+import { native, type Native } from '../addon.js';
+
+/**
+ * Distinct tokens of the kept documents (those with at least `minTokens`
+ * tokens) in first-occurrence order, and per document its (term, count)
+ * pairs in first-occurrence order: exactly what a sequential pass would feed
+ * the vocabulary and the row counter.
+ */
+export interface TokenBatch {
+  minTokens: number;
+  terms: string[];
+  /** Per document: its number of tokens (tokenize(text).length). */
+  tokens: Uint32Array;
+  /** documents + 1 entries: document d's pairs are [indptr[d], indptr[d + 1]). */
+  indptr: Uint32Array;
+  ids: Uint32Array;
+  counts: Uint32Array;
+}
+
+/** tokens[d] of the native result for a document JavaScript must tokenize. */
+const FALLBACK = 0xffffffff;
+
+/** Builds a TokenBatch document by document, in order. */
+class BatchBuilder {
+  private readonly dict = new Map<string, number>();
+  private readonly terms: string[] = [];
+  private readonly tokens: number[] = [];
+  private readonly indptr: number[] = [0];
+  private readonly ids: number[] = [];
+  private readonly counts: number[] = [];
+  private readonly row = new Map<number, number>();
+
+  constructor(private readonly minTokens: number) {}
+
+  termId(t: string): number {
+    let id = this.dict.get(t);
+    if (id === undefined) {
+      id = this.terms.length;
+      this.dict.set(t, id);
+      this.terms.push(t);
+    }
+    return id;
+  }
+
+  /** A document split into tokens in JavaScript. */
+  addList(toks: readonly string[]): void {
+    this.tokens.push(toks.length);
+    if (toks.length >= this.minTokens) {
+      this.row.clear();
+      for (const t of toks) {
+        const id = this.termId(t);
+        this.row.set(id, (this.row.get(id) ?? 0) + 1);
+      }
+      for (const [id, c] of this.row) {
+        this.ids.push(id);
+        this.counts.push(c);
+      }
+    }
+    this.indptr.push(this.ids.length);
+  }
+
+  /** Document d of a native batch; fromNative caches its term ids here (-1: not yet). */
+  addNative(raw: RawBatch, d: number, fromNative: Int32Array): void {
+    this.tokens.push(raw.tokens[d]);
+    for (let k = raw.indptr[d]; k < raw.indptr[d + 1]; k++) {
+      const local = raw.ids[k];
+      if (fromNative[local] < 0) fromNative[local] = this.termId(raw.terms[local]);
+      this.ids.push(fromNative[local]);
+      this.counts.push(raw.counts[k]);
+    }
+    this.indptr.push(this.ids.length);
+  }
+
+  finish(): TokenBatch {
+    return {
+      minTokens: this.minTokens,
+      terms: this.terms,
+      tokens: Uint32Array.from(this.tokens),
+      indptr: Uint32Array.from(this.indptr),
+      ids: Uint32Array.from(this.ids),
+      counts: Uint32Array.from(this.counts),
+    };
+  }
+}
+
+type RawBatch = Omit<TokenBatch, 'minTokens'>;
+
+/** Counts documents already split into tokens (the JavaScript path). */
+export function countTokenLists(lists: Iterable<readonly string[]>, minTokens: number): TokenBatch {
+  const b = new BatchBuilder(minTokens);
+  for (const toks of lists) b.addList(toks);
+  return b.finish();
+}
+
+export interface NativeTokenizerOptions {
+  mode: 'code' | 'words' | 'qgrams';
+  minLength: number;
+  dropKeywords: boolean;
+  keywords: string[];
+  stopWords: string[];
+  q: number;
+  lowercase: boolean;
+  pad: boolean;
+}
+
+// One encoding buffer for synchronous calls: the native call has finished
+// reading it before the next batch is written.
+let scratch = Buffer.allocUnsafe(1 << 16);
+
+function encode(texts: readonly string[]): { bytes: Buffer; offsets: Uint32Array } {
+  let cap = 0;
+  // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair is 4 for 2).
+  for (const t of texts) cap += 3 * t.length;
+  if (cap >= 2 ** 32) throw new RangeError('a text batch must be under 4 GiB of UTF-8');
+  if (scratch.length < cap) scratch = Buffer.allocUnsafe(Math.max(cap, scratch.length * 2));
+  const offsets = new Uint32Array(texts.length + 1);
+  let off = 0;
+  for (let i = 0; i < texts.length; i++) {
+    off += scratch.write(texts[i], off, 'utf8');
+    offsets[i + 1] = off;
+  }
+  return { bytes: scratch, offsets };
+}
+
+/** The native tokenizer for one set of featurizer settings. */
+export class NativeTokenizer {
+  private readonly handle: Native;
+
+  constructor(options: NativeTokenizerOptions) {
+    this.handle = new (native().TextTokenizer)(options);
+  }
+
+  /**
+   * Counts `texts` natively where that is exact and with `jsTokenize`
+   * elsewhere, giving the same batch as countTokenLists(texts.map(jsTokenize)).
+   */
+  tokenizeBatch(texts: readonly string[], minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
+    const { bytes, offsets } = encode(texts);
+    const raw = this.handle.tokenize(bytes, offsets, minTokens) as RawBatch;
+    if (!raw.tokens.includes(FALLBACK)) return { minTokens, ...raw };
+    return mergeFallback(texts, raw, minTokens, jsTokenize);
+  }
+}
+
+/**
+ * Renumbers a native batch with some documents left to JavaScript into one
+ * dictionary in first-occurrence order over all kept documents.
+ */
+function mergeFallback(
+  texts: readonly string[],
+  raw: RawBatch,
+  minTokens: number,
+  jsTokenize: (t: string) => string[],
+): TokenBatch {
+  const b = new BatchBuilder(minTokens);
+  const fromNative = new Int32Array(raw.terms.length).fill(-1);
+  for (let d = 0; d < texts.length; d++) {
+    if (raw.tokens[d] === FALLBACK) b.addList(jsTokenize(texts[d]));
+    else b.addNative(raw, d, fromNative);
+  }
+  return b.finish();
+}
