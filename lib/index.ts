@@ -30,3 +30,4 @@ export {
   ENGLISH_STOP_WORDS,
 } from './text/index.js';
 export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './text/index.js';
+export type { TokenBatch } from './text/index.js';
