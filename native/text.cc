@@ -1,6 +1,7 @@
 // N-API glue for the native tokenizers: an object holding the compiled
 // options (keyword and stop-word sets), with a synchronous tokenize() for the
 // synchronous TextFeaturizer API and a Promise-returning tokenizeAsync().
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,7 +144,36 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
   }
 };
 
-void Init(Napi::Env env, Napi::Object exports) { exports.Set("TextTokenizer", TextTokenizerWrap::Define(env)); }
+// assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
+Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    auto indptr = TypedArg<uint32_t>(info[0], "indptr");
+    auto tokens = TypedArg<uint32_t>(info[1], "tokens");
+    if (info.Length() < 3 || !info[2].IsNumber()) ThrowInvalid("minTokens must be a number", "TypeError");
+    const double minTokens = info[2].As<Napi::Number>().DoubleValue();
+    if (!(minTokens >= 0 && minTokens <= 4294967295.0)) ThrowInvalid("minTokens must be in [0, 2^32 - 1]");
+    auto ids = TypedArg<uint32_t>(info[3], "ids");
+    auto counts = TypedArg<uint32_t>(info[4], "counts");
+    auto remap = TypedArg<int32_t>(info[5], "remap");
+    if (indptr.length != tokens.length + 1) ThrowInvalid("indptr must have tokens.length + 1 entries");
+    if (counts.length != ids.length) ThrowInvalid("counts and ids must have the same length");
+    text::Rows rows;
+    text::AssembleRows(indptr.data, tokens.data, tokens.length, uint32_t(std::ceil(minTokens)), ids.data, counts.data,
+                       ids.length, remap.data, remap.length, &rows);
+    Napi::Env env = info.Env();
+    auto r = Napi::Object::New(env);
+    r.Set("rowPtr", ToTyped(env, std::move(rows.rowPtr)));
+    r.Set("cols", ToTyped(env, std::move(rows.cols)));
+    r.Set("values", ToTyped(env, std::move(rows.values)));
+    r.Set("kept", double(rows.kept));
+    return r;
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("TextTokenizer", TextTokenizerWrap::Define(env));
+  exports.Set("assembleTextRows", Napi::Function::New(env, AssembleRows, "assembleTextRows"));
+}
 
 }  // namespace
 

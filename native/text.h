@@ -51,6 +51,22 @@ struct Batch {
   std::vector<uint32_t> counts;    // occurrences of that term in the document
 };
 
+// A counted batch's kept documents as rows of a vocabulary: remap[id] is the
+// column of local term id (-1: dropped by a frozen vocabulary). Each row has
+// its distinct columns ascending, equal columns (hash collisions) summed in
+// integers and rounded to float32 once: TextFeaturizer's appendRow().
+struct Rows {
+  std::vector<uint32_t> rowPtr;  // kept rows + 1
+  std::vector<uint32_t> cols;
+  std::vector<float> values;
+  uint64_t kept = 0;             // token occurrences with a column
+};
+
+// Throws if an id is out of range for remap (terms entries) or indptr is not
+// monotone within pairs; multi-threaded over documents.
+void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
+                  const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out);
+
 class Tokenizer {
  public:
   explicit Tokenizer(const Options& options);

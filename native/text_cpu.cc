@@ -4,8 +4,6 @@
 // fixes the order a sequential JavaScript pass would give.
 #include <algorithm>
 #include <cstring>
-#include <string_view>
-#include <unordered_set>
 
 #include "common.h"
 #include "parallel.h"
@@ -23,14 +21,9 @@ constexpr uint8_t kIdentPart = kIdentStart | kDigitC;
 
 struct Tables {
   uint8_t cls[256] = {};
-  uint8_t lower[256] = {};
   Tables() {
-    for (int c = 0; c < 256; ++c) lower[c] = uint8_t(c);
     for (int c = 'a'; c <= 'z'; ++c) cls[c] = kLowerC;
-    for (int c = 'A'; c <= 'Z'; ++c) {
-      cls[c] = kUpperC;
-      lower[c] = uint8_t(c - 'A' + 'a');
-    }
+    for (int c = 'A'; c <= 'Z'; ++c) cls[c] = kUpperC;
     for (int c = '0'; c <= '9'; ++c) cls[c] = kDigitC;
     cls['_'] = cls['$'] = kOtherIdent;
   }
@@ -47,21 +40,33 @@ inline uint64_t Mix(uint64_t h) {
   return h;
 }
 
+inline uint64_t Load8(const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+inline uint64_t Load4(const uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
 // Not the JS hashToken: only the batch dictionary uses it, never a column.
+// Tails are read as overlapping fixed-size loads (no byte loops, no memcpy
+// calls, never past the token), which is what makes short tokens cheap.
 inline uint64_t HashBytes(const uint8_t* p, size_t n) {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n > 0) {
-    uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    h = (h ^ w) * 0x94d049bb133111ebull;
+  if (n >= 8) {
+    const uint8_t* end = p + n - 8;
+    for (; p < end; p += 8) {
+      h = (h ^ Load8(p)) * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 29;
+    }
+    h = (h ^ Load8(end)) * 0x94d049bb133111ebull;
+  } else if (n >= 4) {
+    h = (h ^ (Load4(p) | (Load4(p + n - 4) << 32))) * 0x94d049bb133111ebull;
+  } else if (n > 0) {
+    h = (h ^ (uint64_t(p[0]) | uint64_t(p[n >> 1]) << 8 | uint64_t(p[n - 1]) << 16)) * 0x94d049bb133111ebull;
   }
   return Mix(h);
 }
@@ -78,12 +83,95 @@ inline bool IsAscii(const uint8_t* p, size_t n) {
   return (acc & 0x8080808080808080ull) == 0;
 }
 
+// ASCII lowercasing in a form the compiler vectorizes (bytes >= 0x80 kept).
+inline void Lower(const uint8_t* src, size_t n, uint8_t* dst) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t c = src[i];
+    dst[i] = c | (uint8_t(c - 'A') < 26 ? 0x20 : 0);
+  }
+}
+
+// A token's bytes packed into two words by overlapping fixed-size loads:
+// injective for a given length up to 16 bytes, so short tokens compare as
+// three integers without touching the text again; longer ones also memcmp.
+struct Key {
+  uint64_t a = 0, b = 0;
+  uint32_t len = 0;
+  uint64_t hash = 0;
+};
+
+inline Key KeyOf(const uint8_t* p, size_t n) {
+  Key k;
+  k.len = uint32_t(n);
+  if (n >= 8) {
+    k.a = Load8(p);
+    k.b = Load8(p + n - 8);
+  } else if (n >= 4) {
+    k.a = Load4(p) | (Load4(p + n - 4) << 32);
+  } else if (n > 0) {
+    k.a = uint64_t(p[0]) | uint64_t(p[n >> 1]) << 8 | uint64_t(p[n - 1]) << 16;
+  }
+  k.hash = n > 16 ? HashBytes(p, n) : Mix((k.a * 0xbf58476d1ce4e5b9ull) ^ (k.b * 0x94d049bb133111ebull) ^ (n * 0xff51afd7ed558ccdull));
+  return k;
+}
+
+inline bool SameKey(const Key& x, const uint8_t* xp, const Key& y, const uint8_t* yp) {
+  return x.a == y.a && x.b == y.b && x.len == y.len && (x.len <= 16 || std::memcmp(xp, yp, x.len) == 0);
+}
+
 // A distinct token of one document; off points into the batch's lowered text.
 struct Tok {
-  uint64_t hash;
+  Key key;
   uint64_t off;
-  uint32_t len;
   uint32_t count;
+};
+
+// Open addressing over keys kept elsewhere: a slot holds the hash's high half
+// as a tag and 1 + the key's index (0: empty), so most probes that miss never
+// load the key.
+class KeyTable {
+ public:
+  void Reset(size_t cap) {
+    if (slots_.size() != cap) slots_.assign(cap, 0);
+    else std::fill(slots_.begin(), slots_.end(), 0ull);
+    mask_ = cap - 1;
+  }
+  // Index of the key equal to k, or -1 with *empty set to the free slot
+  // where it belongs. keyAt(i, &text) gives key i and its bytes.
+  template <typename KeyAt>
+  int64_t Find(const Key& k, const uint8_t* text, const KeyAt& keyAt, size_t* empty) const {
+    const uint64_t tag = k.hash >> 32;
+    for (size_t i = k.hash & mask_;; i = (i + 1) & mask_) {
+      const uint64_t slot = slots_[i];
+      if (slot == 0) {
+        *empty = i;
+        return -1;
+      }
+      if ((slot >> 32) == tag) {
+        const uint32_t idx = uint32_t(slot) - 1;
+        const uint8_t* other = nullptr;
+        const Key& o = keyAt(idx, &other);
+        if (SameKey(o, other, k, text)) return idx;
+      }
+    }
+  }
+  void Put(size_t slot, uint64_t hash, uint32_t index) { slots_[slot] = ((hash >> 32) << 32) | (uint64_t(index) + 1); }
+  size_t capacity() const { return slots_.size(); }
+  template <typename HashAt>
+  void Rehash(size_t cap, size_t n, const HashAt& hashAt) {
+    slots_.assign(cap, 0);
+    mask_ = cap - 1;
+    for (size_t x = 0; x < n; ++x) {
+      const uint64_t h = hashAt(x);
+      size_t i = h & mask_;
+      while (slots_[i] != 0) i = (i + 1) & mask_;
+      slots_[i] = ((h >> 32) << 32) | (uint64_t(x) + 1);
+    }
+  }
+
+ private:
+  std::vector<uint64_t> slots_;
+  size_t mask_ = 0;
 };
 
 // Counts one document's tokens in first-occurrence order.
@@ -93,60 +181,72 @@ class DocCounter {
     out_ = out;
     base_ = base;
     total_ = 0;
-    if (table_.size() != 256) table_.assign(256, 0);
-    else std::fill(table_.begin(), table_.end(), 0u);
-    mask_ = table_.size() - 1;
+    table_.Reset(256);
   }
   void Add(uint64_t off, uint32_t len) {
     ++total_;
-    const uint64_t h = HashBytes(base_ + off, len);
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      uint32_t slot = table_[i];
-      if (slot == 0) {
-        out_->push_back(Tok{h, off, len, 1});
-        table_[i] = uint32_t(out_->size());
-        if (out_->size() * 2 > table_.size()) Grow();
-        return;
-      }
-      Tok& t = (*out_)[slot - 1];
-      if (t.hash == h && t.len == len && std::memcmp(base_ + t.off, base_ + off, len) == 0) {
-        ++t.count;
-        return;
-      }
+    const uint8_t* p = base_ + off;
+    const Key k = KeyOf(p, len);
+    auto& toks = *out_;
+    size_t empty;
+    const int64_t found = table_.Find(k, p, [&](uint32_t i, const uint8_t** text) -> const Key& {
+      *text = base_ + toks[i].off;
+      return toks[i].key;
+    }, &empty);
+    if (found >= 0) {
+      ++toks[size_t(found)].count;
+      return;
     }
+    table_.Put(empty, k.hash, uint32_t(toks.size()));
+    toks.push_back(Tok{k, off, 1});
+    if (toks.size() * 2 > table_.capacity())
+      table_.Rehash(table_.capacity() * 2, toks.size(), [&](size_t i) { return toks[i].key.hash; });
   }
   uint64_t total() const { return total_; }
 
  private:
-  void Grow() {
-    table_.assign(table_.size() * 2, 0);
-    mask_ = table_.size() - 1;
-    for (size_t k = 0; k < out_->size(); ++k) {
-      size_t i = (*out_)[k].hash & mask_;
-      while (table_[i] != 0) i = (i + 1) & mask_;
-      table_[i] = uint32_t(k + 1);
-    }
-  }
-  std::vector<uint32_t> table_;
-  size_t mask_ = 0;
+  KeyTable table_;
   std::vector<Tok>* out_ = nullptr;
   const uint8_t* base_ = nullptr;
   uint64_t total_ = 0;
 };
 
-// A set of byte strings looked up by string_view without allocating.
+// A set of byte strings (keywords, stop words) probed once per identifier or word.
 class WordSet {
  public:
-  explicit WordSet(const std::vector<std::string>& words) : owned_(words) {
-    for (const auto& w : owned_) set_.insert(std::string_view(w));
+  explicit WordSet(const std::vector<std::string>& words) : words_(words) {
+    size_t cap = 16;
+    while (cap < 2 * words_.size()) cap *= 2;
+    table_.Reset(cap);
+    for (const auto& w : words_) {
+      const auto* p = reinterpret_cast<const uint8_t*>(w.data());
+      const Key k = KeyOf(p, w.size());
+      size_t empty;
+      if (table_.Find(k, p, KeyAt(), &empty) >= 0) continue;
+      table_.Put(empty, k.hash, uint32_t(keys_.size()));
+      keys_.push_back(k);
+      text_.push_back(p);
+    }
   }
   bool Has(const uint8_t* p, size_t n) const {
-    return !set_.empty() && set_.count(std::string_view(reinterpret_cast<const char*>(p), n)) != 0;
+    if (keys_.empty()) return false;
+    size_t empty;
+    return table_.Find(KeyOf(p, n), p, KeyAt(), &empty) >= 0;
   }
 
  private:
-  const std::vector<std::string> owned_;
-  std::unordered_set<std::string_view> set_;
+  struct KeyAtFn {
+    const WordSet* set;
+    const Key& operator()(uint32_t i, const uint8_t** text) const {
+      *text = set->text_[i];
+      return set->keys_[i];
+    }
+  };
+  KeyAtFn KeyAt() const { return KeyAtFn{this}; }
+  const std::vector<std::string> words_;  // text_ points into these
+  std::vector<Key> keys_;
+  std::vector<const uint8_t*> text_;
+  KeyTable table_;
 };
 
 }  // namespace
@@ -192,9 +292,17 @@ struct Tokenizer::Impl {
       const uint8_t k = kT.cls[s[i]];
       if (k & kIdentStart) {
         size_t j = i + 1;
-        while (j < n && (kT.cls[s[j]] & kIdentPart)) ++j;
+        uint8_t seen = k;
+        for (uint8_t kj; j < n && ((kj = kT.cls[s[j]]) & kIdentPart); ++j) seen |= kj;
         const size_t len = j - i;
-        if (!(o.dropKeywords && len >= 2 && len <= 12 && keywords.Has(s + i, len))) SplitIdentifier(s + i, len, at + i, c);
+        if (!(o.dropKeywords && len >= 2 && len <= 12 && keywords.Has(s + i, len))) {
+          // All lowercase (most names): one token, no splitting to do.
+          if (seen == kLowerC) {
+            if (len >= o.minLength) c.Add(at + i, uint32_t(len));
+          } else {
+            SplitIdentifier(s + i, len, at + i, c);
+          }
+        }
         i = j;
       } else if (k == kDigitC) {
         size_t j = i + 1;
@@ -271,14 +379,14 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
         const size_t pad = im.RegionLength(n) - n;
         std::memset(dst, 0x02, pad / 2);
         if (o.lowercase) {
-          for (size_t i = 0; i < n; ++i) dst[pad / 2 + i] = kT.lower[src[i]];
+          Lower(src, n, dst + pad / 2);
         } else {
           std::memcpy(dst + pad / 2, src, n);
         }
         std::memset(dst + pad / 2 + n, 0x03, pad / 2);
         im.Qgrams(n + pad, at, counter);
       } else {
-        for (size_t i = 0; i < n; ++i) dst[i] = kT.lower[src[i]];
+        Lower(src, n, dst);
         if (o.mode == Mode::Code) im.Code(src, n, at, counter);
         else im.Words(dst, n, at, counter);
       }
@@ -299,38 +407,26 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
   out->termBytes.clear();
   out->termEnds.clear();
   std::vector<const Tok*> terms;
-  std::vector<uint32_t> table(1024, 0);
-  size_t mask = table.size() - 1;
+  KeyTable dict;
+  dict.Reset(1024);
+  auto termAt = [&](uint32_t i, const uint8_t** text) -> const Key& {
+    *text = low.data() + terms[i]->off;
+    return terms[i]->key;
+  };
   size_t k = 0;
   for (size_t d = 0; d < docs; ++d) {
     if (kept(d)) {
       for (const Tok& t : distinct[d]) {
-        size_t i = t.hash & mask;
-        uint32_t id;
-        for (;; i = (i + 1) & mask) {
-          const uint32_t slot = table[i];
-          if (slot == 0) {
-            id = uint32_t(terms.size());
-            terms.push_back(&t);
-            table[i] = id + 1;
-            if (terms.size() * 2 > table.size()) {
-              table.assign(table.size() * 2, 0);
-              mask = table.size() - 1;
-              for (size_t x = 0; x < terms.size(); ++x) {
-                size_t j = terms[x]->hash & mask;
-                while (table[j] != 0) j = (j + 1) & mask;
-                table[j] = uint32_t(x + 1);
-              }
-            }
-            break;
-          }
-          const Tok& u = *terms[slot - 1];
-          if (u.hash == t.hash && u.len == t.len && std::memcmp(low.data() + u.off, low.data() + t.off, t.len) == 0) {
-            id = slot - 1;
-            break;
-          }
+        size_t empty;
+        int64_t id = dict.Find(t.key, low.data() + t.off, termAt, &empty);
+        if (id < 0) {
+          id = int64_t(terms.size());
+          dict.Put(empty, t.key.hash, uint32_t(id));
+          terms.push_back(&t);
+          if (terms.size() * 2 > dict.capacity())
+            dict.Rehash(dict.capacity() * 2, terms.size(), [&](size_t i) { return terms[i]->key.hash; });
         }
-        out->ids[k] = id;
+        out->ids[k] = uint32_t(id);
         out->counts[k] = t.count;
         ++k;
       }
@@ -338,14 +434,78 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
     out->indptr[d + 1] = uint32_t(k);
   }
   size_t termBytes = 0;
-  for (const Tok* t : terms) termBytes += t->len;
+  for (const Tok* t : terms) termBytes += t->key.len;
   if (termBytes >= (uint64_t(1) << 32)) ThrowInvalid("a batch's distinct tokens exceed 4 GiB");
   out->termBytes.reserve(termBytes);
   out->termEnds.reserve(terms.size());
   for (const Tok* t : terms) {
-    out->termBytes.append(reinterpret_cast<const char*>(low.data() + t->off), t->len);
+    out->termBytes.append(reinterpret_cast<const char*>(low.data() + t->off), t->key.len);
     out->termEnds.push_back(uint32_t(out->termBytes.size()));
   }
+}
+
+void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
+                  const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out) {
+  if (indptr[0] != 0 || indptr[docs] > pairs) ThrowInvalid("indptr must start at 0 and end within ids");
+  for (size_t d = 0; d < docs; ++d)
+    if (indptr[d + 1] < indptr[d]) ThrowInvalid("indptr must be non-decreasing");
+  // Rows are first written at their documents' pair offsets (an upper
+  // bound), then packed.
+  std::vector<uint32_t> cols(indptr[docs]);
+  std::vector<float> vals(indptr[docs]);
+  std::vector<uint32_t> len(docs, 0);
+  std::vector<uint64_t> kept(docs, 0);
+  ParallelFor(docs, 64, [&](size_t b, size_t e) {
+    // (column << 32 | count): one integer sort orders a row by column.
+    std::vector<uint64_t> row;
+    for (size_t d = b; d < e; ++d) {
+      if (tokens[d] < minTokens) continue;
+      row.clear();
+      for (size_t k = indptr[d]; k < indptr[d + 1]; ++k) {
+        if (ids[k] >= terms)
+          ThrowInvalid("ids[" + std::to_string(k) + "]=" + std::to_string(ids[k]) + " is out of range for " +
+                       std::to_string(terms) + " terms");
+        const int32_t col = remap[ids[k]];
+        if (col < 0) continue;
+        row.push_back(uint64_t(uint32_t(col)) << 32 | counts[k]);
+        kept[d] += counts[k];
+      }
+      std::sort(row.begin(), row.end());
+      size_t m = 0;
+      const size_t at = indptr[d];
+      for (size_t i = 0; i < row.size();) {
+        const uint32_t col = uint32_t(row[i] >> 32);
+        uint64_t sum = 0;
+        size_t j = i;
+        for (; j < row.size() && uint32_t(row[j] >> 32) == col; ++j) sum += uint32_t(row[j]);
+        cols[at + m] = col;
+        vals[at + m] = float(double(sum));
+        ++m;
+        i = j;
+      }
+      len[d] = uint32_t(m);
+    }
+  });
+  out->rowPtr.assign(1, 0);
+  size_t nnz = 0;
+  for (size_t d = 0; d < docs; ++d) {
+    if (tokens[d] < minTokens) continue;
+    nnz += len[d];
+    out->rowPtr.push_back(uint32_t(nnz));
+    out->kept += kept[d];
+  }
+  out->cols.resize(nnz);
+  out->values.resize(nnz);
+  std::vector<size_t> dst(docs, 0);
+  for (size_t d = 0, r = 0; d < docs; ++d)
+    if (tokens[d] >= minTokens) dst[d] = out->rowPtr[r++];
+  ParallelFor(docs, 256, [&](size_t b, size_t e) {
+    for (size_t d = b; d < e; ++d) {
+      if (tokens[d] < minTokens || len[d] == 0) continue;
+      std::memcpy(out->cols.data() + dst[d], cols.data() + indptr[d], len[d] * sizeof(uint32_t));
+      std::memcpy(out->values.data() + dst[d], vals.data() + indptr[d], len[d] * sizeof(float));
+    }
+  });
 }
 
 }  // namespace text

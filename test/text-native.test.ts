@@ -321,6 +321,11 @@ describe('native tokenizer interface', () => {
     expectInvalid(() => tok.tokenize(new Uint8Array(4), new Uint32Array([0, 3, 2]), 0), RangeError, /non-decreasing/);
     expectInvalid(() => tok.tokenize(new Uint8Array(4), [0, 4], 0), TypeError, /offsets must be a Uint32Array/);
     expectInvalid(() => new (native().TextTokenizer)({ mode: 'lines' }), RangeError, /options\.mode/);
+    const assemble = native().assembleTextRows;
+    const one = new Uint32Array([1]);
+    expectInvalid(() => assemble(new Uint32Array([0, 1]), one, 0, new Uint32Array([5]), one, new Int32Array(2)), RangeError, /ids\[0\]=5 is out of range for 2 terms/);
+    expectInvalid(() => assemble(new Uint32Array([0, 2]), one, 0, one, one, new Int32Array(2)), RangeError, /end within ids/);
+    expectInvalid(() => assemble(new Uint32Array([0, 1]), one, 0, one, new Uint32Array(2), new Int32Array(2)), RangeError, /same length/);
     tok.dispose();
     expect(() => tok.tokenize(new Uint8Array(0), new Uint32Array([0]), 0)).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
   });
@@ -344,5 +349,27 @@ describe('cusim dedup with the native tokenizer', () => {
     const want = strip(runs[1].stdout);
     expect((want as { groups: unknown[] }).groups).toHaveLength(2);
     for (const r of runs) expect(strip(r.stdout)).toEqual(want);
+  });
+});
+
+describe('rows over wide columns', () => {
+  it('hashBits 31: counts survive columns past 2^21 (packed float64 keys used to round them to 0)', () => {
+    const docs = ['alpha alpha alpha beta beta', 'gamma delta delta gamma gamma gamma epsilon'];
+    for (const nat of [true, false]) {
+      const f = new TextFeaturizer({ mode: 'words', hashBits: 31, native: nat });
+      const m = f.transform(docs);
+      docs.forEach((d, r) => {
+        // Oracle: a brute-force column → count map over hashToken's columns.
+        const want = new Map<number, number>();
+        for (const w of d.split(' ')) {
+          const col = f.vocabulary.lookup(w, false);
+          want.set(col, (want.get(col) ?? 0) + 1);
+        }
+        const cols = [...want.keys()].sort((a, b) => a - b);
+        expect([...m.indices.subarray(m.indptr[r], m.indptr[r + 1])]).toEqual(cols);
+        expect([...m.values.subarray(m.indptr[r], m.indptr[r + 1])]).toEqual(cols.map((c) => want.get(c)));
+      });
+      expect(Math.max(...m.indices)).toBeGreaterThan(2 ** 21);
+    }
   });
 });

@@ -127,6 +127,18 @@ function encode(texts: readonly string[]): { bytes: Buffer; offsets: Uint32Array
   return { bytes: scratch, offsets };
 }
 
+/** Kept documents of a batch as rows over remapped columns (see native/text.h AssembleRows). */
+export interface AssembledRows {
+  rowPtr: Uint32Array;
+  cols: Uint32Array;
+  values: Float32Array;
+  kept: number;
+}
+
+export function assembleRows(b: TokenBatch, remap: Int32Array): AssembledRows {
+  return native().assembleTextRows(b.indptr, b.tokens, b.minTokens, b.ids, b.counts, remap) as AssembledRows;
+}
+
 /** The native tokenizer for one set of featurizer settings. */
 export class NativeTokenizer {
   private readonly handle: Native;

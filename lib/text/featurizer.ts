@@ -5,7 +5,7 @@
 import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
-import { NativeTokenizer, countTokenLists } from './batch.js';
+import { NativeTokenizer, assembleRows, countTokenLists } from './batch.js';
 import type { TokenBatch } from './batch.js';
 import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
 import { BaseVocabulary, HashedVocabulary, Vocabulary } from './vocabulary.js';
@@ -109,6 +109,8 @@ export class TextFeaturizer {
   private nnz = 0;
   private scratch = new Uint32Array(256);
   private scratchCounts = new Uint32Array(256);
+  // Exact per-column sums while a row is merged (float64: integers to 2^53).
+  private sums = new Float64Array(256);
   private stamp = new Int32Array(1024);
   private slot = new Int32Array(1024);
   private rowStamp = 0;
@@ -242,6 +244,18 @@ export class TextFeaturizer {
     const grow = !this.isFrozen;
     const remap = new Int32Array(b.terms.length);
     for (let i = 0; i < b.terms.length; i++) remap[i] = this.vocabulary.lookup(b.terms[i], grow);
+    if (this.nativeTokenizer) {
+      // Sorting and merging rows natively (over all cores) is the same
+      // appendRow() below; it dominated the native path's time in JS.
+      const r = assembleRows(b, remap);
+      this.reserve(this.nnz + r.cols.length);
+      this.indices.set(r.cols, this.nnz);
+      this.counts.set(r.values, this.nnz);
+      if (grow) this.vocabulary.countDocuments(r.cols, r.rowPtr);
+      for (let i = 1; i < r.rowPtr.length; i++) this.indptr.push(this.nnz + r.rowPtr[i]);
+      this.nnz += r.cols.length;
+      return r.kept;
+    }
     let kept = 0;
     for (let d = 0; d < docs; d++) {
       if (b.tokens[d] >= b.minTokens) kept += this.addRemappedRange(b.ids, b.counts, b.indptr[d], b.indptr[d + 1], remap);
@@ -311,26 +325,46 @@ export class TextFeaturizer {
     return kept;
   }
 
-  /** Appends scratch[0..n) (distinct columns, with counts) as the next row. */
+  /**
+   * Appends scratch[0..n) (columns with counts) as the next row: columns
+   * ascending, equal columns (remapped terms hashing alike) summed exactly
+   * and rounded to float32 once.
+   */
   private appendRow(n: number, countDf: boolean): void {
-    // Sort (col, count) pairs by col: pack both into one float64 key.
-    const keys = new Float64Array(n);
-    for (let i = 0; i < n; i++) keys[i] = this.scratch[i] * 4294967296 + this.scratchCounts[i];
-    keys.sort();
+    let maxCol = 0;
+    for (let i = 0; i < n; i++) if (this.scratch[i] > maxCol) maxCol = this.scratch[i];
     this.reserve(this.nnz + n);
-    // Equal columns (two remapped terms hashing alike) merge by summing.
+    const base = this.nnz;
     let m = 0;
-    for (let i = 0; i < n; i++) {
-      const col = Math.floor(keys[i] / 4294967296);
-      const count = keys[i] - col * 4294967296;
-      if (m > 0 && this.scratch[m - 1] === col) {
-        this.counts[this.nnz + m - 1] += count;
-        continue;
+    if (maxCol < 2 ** 21) {
+      // Sort (col, count) pairs by col as one float64 key each: exact while
+      // col · 2^32 + count < 2^53.
+      const keys = new Float64Array(n);
+      for (let i = 0; i < n; i++) keys[i] = this.scratch[i] * 4294967296 + this.scratchCounts[i];
+      keys.sort();
+      for (let i = 0; i < n; i++) {
+        const col = Math.floor(keys[i] / 4294967296);
+        const count = keys[i] - col * 4294967296;
+        if (m > 0 && this.scratch[m - 1] === col) {
+          this.sums[m - 1] += count;
+          continue;
+        }
+        this.scratch[m] = col;
+        this.sums[m++] = count;
       }
-      this.scratch[m] = col;
-      this.indices[this.nnz + m] = col;
-      this.counts[this.nnz + m] = count;
-      m++;
+    } else {
+      // Wide columns (hashBits > 21, vocabularies past 2M terms): packed
+      // keys would round the counts away, so sum per column, then sort.
+      const by = new Map<number, number>();
+      for (let i = 0; i < n; i++) by.set(this.scratch[i], (by.get(this.scratch[i]) ?? 0) + this.scratchCounts[i]);
+      for (const col of Float64Array.from(by.keys()).sort()) {
+        this.scratch[m] = col;
+        this.sums[m++] = by.get(col)!;
+      }
+    }
+    for (let i = 0; i < m; i++) {
+      this.indices[base + i] = this.scratch[i];
+      this.counts[base + i] = this.sums[i];
     }
     if (countDf) this.vocabulary.countDocument(this.scratch.subarray(0, m), m);
     this.nnz += m;
@@ -368,6 +402,7 @@ export class TextFeaturizer {
     k.set(this.scratchCounts);
     this.scratch = c;
     this.scratchCounts = k;
+    this.sums = new Float64Array(c.length);
   }
 
   /** Adds every document of an iterable (in batches on the native path). */
