@@ -309,6 +309,20 @@ describe('native tokenizer interface', () => {
     expect(sync.terms.length).toBeGreaterThan(10);
   });
 
+  it('TextFeaturizer.tokenizeBatchAsync gives the same batch as tokenizeBatch, Unicode fallback included', async () => {
+    const docs = mixedCorpus(4, 120);
+    for (const opts of [{ mode: 'code' }, { mode: 'words', stopWords: true }, { mode: 'qgrams', q: 3, pad: true }] as TextFeaturizerOptions[]) {
+      const [a, b] = pair(opts);
+      const [got, again] = await Promise.all([a.tokenizeBatchAsync(docs, 2), a.tokenizeBatchAsync(docs.slice(5), 0)]);
+      expect(plainBatch(got), label(opts)).toEqual(plainBatch(countTokenLists(docs.map((t) => b.tokenize(t)), 2)));
+      expect(plainBatch(again)).toEqual(plainBatch(b.tokenizeBatch(docs.slice(5))));
+      a.addTokenBatch(got);
+      b.addBatch(docs, 2);
+      expectSameMatrix(a.build(), b.build());
+      expectSameState(a, b);
+    }
+  });
+
   it('bad arguments are clear errors, never a crash', () => {
     expectInvalid(() => new TextFeaturizer({ native: 'yes' } as unknown as TextFeaturizerOptions), TypeError, /options\.native must be a boolean/);
     const f = new TextFeaturizer({ mode: 'code' });

@@ -112,19 +112,22 @@ export interface NativeTokenizerOptions {
 // reading it before the next batch is written.
 let scratch = Buffer.allocUnsafe(1 << 16);
 
-function encode(texts: readonly string[]): { bytes: Buffer; offsets: Uint32Array } {
+/** UTF-8 of every text, back to back; `own` gives a buffer of its own (async calls read it later). */
+function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offsets: Uint32Array } {
   let cap = 0;
   // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair is 4 for 2).
   for (const t of texts) cap += 3 * t.length;
   if (cap >= 2 ** 32) throw new RangeError('a text batch must be under 4 GiB of UTF-8');
-  if (scratch.length < cap) scratch = Buffer.allocUnsafe(Math.max(cap, scratch.length * 2));
+  let bytes = scratch;
+  if (own) bytes = Buffer.allocUnsafeSlow(cap);
+  else if (scratch.length < cap) bytes = scratch = Buffer.allocUnsafe(Math.max(cap, scratch.length * 2));
   const offsets = new Uint32Array(texts.length + 1);
   let off = 0;
   for (let i = 0; i < texts.length; i++) {
-    off += scratch.write(texts[i], off, 'utf8');
+    off += bytes.write(texts[i], off, 'utf8');
     offsets[i + 1] = off;
   }
-  return { bytes: scratch, offsets };
+  return { bytes, offsets };
 }
 
 /** Kept documents of a batch as rows over remapped columns (see native/text.h AssembleRows). */
@@ -152,11 +155,24 @@ export class NativeTokenizer {
    * elsewhere, giving the same batch as countTokenLists(texts.map(jsTokenize)).
    */
   tokenizeBatch(texts: readonly string[], minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
-    const { bytes, offsets } = encode(texts);
-    const raw = this.handle.tokenize(bytes, offsets, minTokens) as RawBatch;
-    if (!raw.tokens.includes(FALLBACK)) return { minTokens, ...raw };
-    return mergeFallback(texts, raw, minTokens, jsTokenize);
+    const { bytes, offsets } = encode(texts, false);
+    return finish(texts, this.handle.tokenize(bytes, offsets, minTokens) as RawBatch, minTokens, jsTokenize);
   }
+
+  /** tokenizeBatch() with the native part on the thread pool, off the event loop. */
+  async tokenizeBatchAsync(
+    texts: readonly string[],
+    minTokens: number,
+    jsTokenize: (t: string) => string[],
+  ): Promise<TokenBatch> {
+    const { bytes, offsets } = encode(texts, true);
+    return finish(texts, (await this.handle.tokenizeAsync(bytes, offsets, minTokens)) as RawBatch, minTokens, jsTokenize);
+  }
+}
+
+function finish(texts: readonly string[], raw: RawBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
+  if (!raw.tokens.includes(FALLBACK)) return { minTokens, ...raw };
+  return mergeFallback(texts, raw, minTokens, jsTokenize);
 }
 
 /**

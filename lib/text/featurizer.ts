@@ -96,6 +96,13 @@ function settingsFrom(o: unknown, name: string): Settings {
   };
 }
 
+function checkTexts(texts: unknown): asserts texts is readonly string[] {
+  if (!Array.isArray(texts)) throw typeError(`texts must be an array of strings, got ${describe(texts)}`);
+  texts.forEach((t, i) => {
+    if (typeof t !== 'string') throw typeError(`texts[${i}] must be a string, got ${describe(t)}`);
+  });
+}
+
 export class TextFeaturizer {
   readonly options: Readonly<Settings>;
   readonly vocabulary: BaseVocabulary;
@@ -214,10 +221,7 @@ export class TextFeaturizer {
    * lib/cli/featurize-worker.ts); addTokenBatch() then adds the rows.
    */
   tokenizeBatch(texts: readonly string[], minTokens = 0): TokenBatch {
-    if (!Array.isArray(texts)) throw typeError(`texts must be an array of strings, got ${describe(texts)}`);
-    texts.forEach((t, i) => {
-      if (typeof t !== 'string') throw typeError(`texts[${i}] must be a string, got ${describe(t)}`);
-    });
+    checkTexts(texts);
     checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
     if (this.nativeTokenizer) return this.nativeTokenizer.tokenizeBatch(texts, minTokens, (t) => this.tokenize(t));
     const self = this;
@@ -227,6 +231,18 @@ export class TextFeaturizer {
       })(),
       minTokens,
     );
+  }
+
+  /**
+   * tokenizeBatch() with the native tokenizer running on the thread pool,
+   * off the event loop (a server can keep serving meanwhile). Without the
+   * native tokenizer it tokenizes synchronously and resolves at once.
+   */
+  async tokenizeBatchAsync(texts: readonly string[], minTokens = 0): Promise<TokenBatch> {
+    if (!this.nativeTokenizer) return this.tokenizeBatch(texts, minTokens);
+    checkTexts(texts);
+    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    return this.nativeTokenizer.tokenizeBatchAsync(texts, minTokens, (t) => this.tokenize(t));
   }
 
   /**
