@@ -2,6 +2,7 @@
 // options (keyword and stop-word sets), with a synchronous tokenize() for the
 // synchronous TextFeaturizer API and a Promise-returning tokenizeAsync().
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,16 @@ Input ReadInput(const Napi::CallbackInfo& info) {
   return Input{bytes.data, offsets.data, offsets.length - 1, uint32_t(minTokens)};
 }
 
+// Small results are copied into V8-owned buffers: an external buffer per
+// array (ToTyped) costs a finalizer each, which dominated one-document calls.
+template <typename T>
+Napi::TypedArrayOf<T> Typed(Napi::Env env, std::vector<T>&& v) {
+  if (v.size() * sizeof(T) > (1u << 16)) return ToTyped(env, std::move(v));
+  auto a = Napi::TypedArrayOf<T>::New(env, v.size());
+  if (!v.empty()) std::memcpy(a.Data(), v.data(), v.size() * sizeof(T));
+  return a;
+}
+
 // { terms: string[], tokens, indptr, ids, counts }
 Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   auto r = Napi::Object::New(env);
@@ -76,10 +87,10 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
     start = b.termEnds[i];
   }
   r.Set("terms", terms);
-  r.Set("tokens", ToTyped(env, std::move(b.tokens)));
-  r.Set("indptr", ToTyped(env, std::move(b.indptr)));
-  r.Set("ids", ToTyped(env, std::move(b.ids)));
-  r.Set("counts", ToTyped(env, std::move(b.counts)));
+  r.Set("tokens", Typed(env, std::move(b.tokens)));
+  r.Set("indptr", Typed(env, std::move(b.indptr)));
+  r.Set("ids", Typed(env, std::move(b.ids)));
+  r.Set("counts", Typed(env, std::move(b.counts)));
   return r;
 }
 
@@ -162,9 +173,9 @@ Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
                        ids.length, remap.data, remap.length, &rows);
     Napi::Env env = info.Env();
     auto r = Napi::Object::New(env);
-    r.Set("rowPtr", ToTyped(env, std::move(rows.rowPtr)));
-    r.Set("cols", ToTyped(env, std::move(rows.cols)));
-    r.Set("values", ToTyped(env, std::move(rows.values)));
+    r.Set("rowPtr", Typed(env, std::move(rows.rowPtr)));
+    r.Set("cols", Typed(env, std::move(rows.cols)));
+    r.Set("values", Typed(env, std::move(rows.values)));
     r.Set("kept", double(rows.kept));
     return r;
   });

@@ -110,7 +110,8 @@ export interface NativeTokenizerOptions {
 
 // One encoding buffer for synchronous calls: the native call has finished
 // reading it before the next batch is written.
-let scratch = Buffer.allocUnsafe(1 << 16);
+let scratch = Buffer.allocUnsafeSlow(1 << 16);
+const SCRATCH_MAX = 64 << 20;
 
 /** UTF-8 of every text, back to back; `own` gives a buffer of its own (async calls read it later). */
 function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offsets: Uint32Array } {
@@ -119,8 +120,9 @@ function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offset
   for (const t of texts) cap += 3 * t.length;
   if (cap >= 2 ** 32) throw new RangeError('a text batch must be under 4 GiB of UTF-8');
   let bytes = scratch;
-  if (own) bytes = Buffer.allocUnsafeSlow(cap);
-  else if (scratch.length < cap) bytes = scratch = Buffer.allocUnsafe(Math.max(cap, scratch.length * 2));
+  // One huge document must not pin its size in memory for the process's life.
+  if (own || cap > SCRATCH_MAX) bytes = Buffer.allocUnsafeSlow(cap);
+  else if (scratch.length < cap) bytes = scratch = Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX, Math.max(cap, scratch.length * 2)));
   const offsets = new Uint32Array(texts.length + 1);
   let off = 0;
   for (let i = 0; i < texts.length; i++) {
