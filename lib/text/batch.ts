@@ -4,6 +4,7 @@
 // the documents it can handle exactly; the rest go through the JavaScript
 // tokenizers and are merged in, in document order.
 import { native, type Native } from '../addon.js';
+import { rangeError } from '../errors.js';
 
 /**
  * Distinct tokens of the kept documents (those with at least `minTokens`
@@ -118,7 +119,7 @@ function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offset
   let cap = 0;
   // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair is 4 for 2).
   for (const t of texts) cap += 3 * t.length;
-  if (cap >= 2 ** 32) throw new RangeError('a text batch must be under 4 GiB of UTF-8');
+  if (cap >= 2 ** 32) throw rangeError(`texts must total under 4 GiB of UTF-8 per batch (${texts.length} texts)`);
   let bytes = scratch;
   // One huge document must not pin its size in memory for the process's life.
   if (own || cap > SCRATCH_MAX) bytes = Buffer.allocUnsafeSlow(cap);
