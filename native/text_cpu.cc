@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "common.h"
 #include "parallel.h"
 #include "text.h"
@@ -30,8 +34,6 @@ struct Tables {
 };
 const Tables kT;
 
-inline bool IsUpper(uint8_t c) { return kT.cls[c] == kUpperC; }
-inline bool IsLower(uint8_t c) { return kT.cls[c] == kLowerC; }
 
 inline uint64_t Mix(uint64_t h) {
   h ^= h >> 32;
@@ -223,6 +225,12 @@ class WordSet {
       const Key k = KeyOf(p, w.size());
       size_t empty;
       if (table_.Find(k, p, KeyAt(), &empty) >= 0) continue;
+      if (!w.empty()) {
+        const size_t l = std::min<size_t>(w.size(), 15);
+        first_[l][p[0]] = last_[l][p[w.size() - 1]] = true;
+      } else {
+        hasEmpty_ = true;
+      }
       table_.Put(empty, k.hash, uint32_t(keys_.size()));
       keys_.push_back(k);
       text_.push_back(p);
@@ -230,6 +238,10 @@ class WordSet {
   }
   bool Has(const uint8_t* p, size_t n) const {
     if (keys_.empty()) return false;
+    // Most probes are not words of the set: two table loads reject them
+    // before any hashing.
+    if (n == 0 ? !hasEmpty_ : !(first_[std::min<size_t>(n, 15)][p[0]] && last_[std::min<size_t>(n, 15)][p[n - 1]]))
+      return false;
     size_t empty;
     return table_.Find(KeyOf(p, n), p, KeyAt(), &empty) >= 0;
   }
@@ -243,11 +255,120 @@ class WordSet {
     }
   };
   KeyAtFn KeyAt() const { return KeyAtFn{this}; }
+  bool first_[16][256] = {};  // [min(length, 15)][first byte] of some word
+  bool last_[16][256] = {};   // [min(length, 15)][last byte] of some word
+  bool hasEmpty_ = false;
   const std::vector<std::string> words_;  // text_ points into these
   std::vector<Key> keys_;
   std::vector<const uint8_t*> text_;
   KeyTable table_;
 };
+
+// Bitmaps of 64 bytes: [A-Za-z0-9_$], [a-z], [A-Z] (bytes >= 0x80 in none).
+#if defined(__SSE2__)
+inline uint64_t InRange16(__m128i v, char lo, char hi) {
+  const __m128i ge = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(lo)), v);
+  const __m128i le = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(hi)), v);
+  return uint32_t(_mm_movemask_epi8(_mm_and_si128(ge, le)));
+}
+inline void Classify64(const uint8_t* b, uint64_t* part, uint64_t* lower, uint64_t* upper) {
+  uint64_t p = 0, lo = 0, up = 0;
+  for (int k = 0; k < 4; ++k) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * k));
+    const uint64_t l = InRange16(v, 'a', 'z'), u = InRange16(v, 'A', 'Z'), d = InRange16(v, '0', '9');
+    const uint64_t o = uint32_t(_mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('_')), _mm_cmpeq_epi8(v, _mm_set1_epi8('$')))));
+    p |= (l | u | d | o) << (16 * k);
+    lo |= l << (16 * k);
+    up |= u << (16 * k);
+  }
+  *part = p;
+  *lower = lo;
+  *upper = up;
+}
+#else
+inline void Classify64(const uint8_t* b, uint64_t* part, uint64_t* lower, uint64_t* upper) {
+  uint64_t p = 0, lo = 0, up = 0;
+  for (size_t j = 0; j < 64; ++j) {
+    const uint8_t c = kT.cls[b[j]];
+    p |= uint64_t(c != 0) << j;
+    lo |= uint64_t(c == kLowerC) << j;
+    up |= uint64_t(c == kUpperC) << j;
+  }
+  *part = p;
+  *lower = lo;
+  *upper = up;
+}
+#endif
+
+// Code mode scans bitmaps of character classes (bit i of word i / 64 is byte
+// i) instead of branching per byte: identifier runs, their all-lowercase test
+// and splitIdentifier()'s cut points become word operations, which removed
+// most branch mispredictions from the scan.
+struct CodeMasks {
+  std::vector<uint64_t> part, lower, starts, bounds;
+
+  // part: [A-Za-z0-9_$]; lower: [a-z]; starts: where a sub-token begins (a
+  // letter after a non-letter, an upper after a lower, an upper between an
+  // upper and a lower); bounds: starts plus every non-letter.
+  void Build(const uint8_t* s, size_t n) {
+    const size_t words = n / 64 + 1;  // always one word past the end
+    part.assign(words, 0);
+    lower.assign(words, 0);
+    upper_.assign(words, 0);
+    for (size_t w = 0; w * 64 < n; ++w) {
+      const uint8_t* b = s + w * 64;
+      uint8_t tail[64];
+      if (n - w * 64 < 64) {
+        // Zero bytes are separators, like the end of the document.
+        std::memset(tail, 0, 64);
+        std::memcpy(tail, b, n - w * 64);
+        b = tail;
+      }
+      Classify64(b, &part[w], &lower[w], &upper_[w]);
+    }
+    starts.assign(words, 0);
+    bounds.assign(words, 0);
+    for (size_t w = 0; w < words; ++w) {
+      const uint64_t lo = lower[w], up = upper_[w], let = lo | up;
+      const uint64_t pl = w ? lower[w - 1] >> 63 : 0, pu = w ? upper_[w - 1] >> 63 : 0;
+      const uint64_t nl = w + 1 < words ? lower[w + 1] << 63 : 0;
+      const uint64_t letPrev = (let << 1) | pl | pu;
+      const uint64_t lowPrev = (lo << 1) | pl;
+      const uint64_t upPrev = (up << 1) | pu;
+      const uint64_t lowNext = (lo >> 1) | nl;
+      starts[w] = (let & ~letPrev) | (up & lowPrev) | (up & upPrev & lowNext);
+      bounds[w] = starts[w] | ~let;
+    }
+  }
+
+ private:
+  std::vector<uint64_t> upper_;
+};
+
+// First i in [from, limit) with bit i set in m (or limit); m covers limit.
+inline size_t NextSet(const std::vector<uint64_t>& m, size_t from, size_t limit) {
+  if (from >= limit) return limit;
+  size_t w = from / 64;
+  uint64_t x = m[w] & (~uint64_t(0) << (from % 64));
+  while (x == 0) {
+    if (++w * 64 >= limit) return limit;
+    x = m[w];
+  }
+  return std::min(limit, w * 64 + size_t(__builtin_ctzll(x)));
+}
+
+// First i in [from, limit) with bit i clear in m (or limit).
+inline size_t NextClear(const std::vector<uint64_t>& m, size_t from, size_t limit) {
+  if (from >= limit) return limit;
+  size_t w = from / 64;
+  uint64_t x = ~m[w] & (~uint64_t(0) << (from % 64));
+  while (x == 0) {
+    if (++w * 64 >= limit) return limit;
+    x = ~m[w];
+  }
+  return std::min(limit, w * 64 + size_t(__builtin_ctzll(x)));
+}
 
 }  // namespace
 
@@ -257,59 +378,29 @@ struct Tokenizer::Impl {
   WordSet stop;
   explicit Impl(const Options& opt) : o(opt), keywords(opt.keywords), stop(opt.stopWords) {}
 
-  // splitIdentifier() of tokenize.ts over id = src[0, n); tokens are emitted
-  // as ranges of the lowered copy, which sits at the same positions.
-  void SplitIdentifier(const uint8_t* id, size_t n, uint64_t at, DocCounter& c) const {
-    ptrdiff_t start = -1;
-    for (size_t i = 0; i <= n; ++i) {
-      const uint8_t ch = i < n ? id[i] : 0;
-      bool cut = false, begin = false;
-      if (IsUpper(ch)) {
-        if (start < 0) {
-          begin = true;
-        } else {
-          const uint8_t prev = id[i - 1];
-          const uint8_t next = i + 1 < n ? id[i + 1] : 0;
-          if (IsLower(prev) || (IsUpper(prev) && IsLower(next))) cut = begin = true;
-        }
-      } else if (IsLower(ch)) {
-        if (start < 0) begin = true;
-      } else if (start >= 0) {
-        cut = true;
+  // codeTokens(): maximal runs of [A-Za-z0-9_$] are the units; a run that
+  // starts with a digit is a number and skipped whole, a keyword is dropped
+  // whole, any other identifier splits (splitIdentifier()) into the letter
+  // runs between consecutive `starts`/`bounds` bits. Tokens are emitted as
+  // ranges of the lowered copy, which sits at the same positions.
+  void Code(const uint8_t* s, size_t n, uint64_t at, CodeMasks& m, DocCounter& c) const {
+    m.Build(s, n);
+    for (size_t rs = NextSet(m.part, 0, n); rs < n; rs = NextSet(m.part, rs, n)) {
+      const size_t re = NextClear(m.part, rs, n);
+      const size_t len = re - rs;
+      const size_t from = rs;
+      rs = re;
+      if (kT.cls[s[from]] == kDigitC) continue;
+      if (o.dropKeywords && len >= 2 && len <= 12 && keywords.Has(s + from, len)) continue;
+      // All lowercase (most names): the identifier is the one token.
+      if (NextClear(m.lower, from, re) == re) {
+        if (len >= o.minLength) c.Add(at + from, uint32_t(len));
+        continue;
       }
-      if (cut) {
-        if (i - size_t(start) >= o.minLength) c.Add(at + size_t(start), uint32_t(i - size_t(start)));
-        start = -1;
-      }
-      if (begin) start = ptrdiff_t(i);
-    }
-  }
-
-  // codeTokens(): identifiers, keywords dropped whole, numeric runs skipped.
-  void Code(const uint8_t* s, size_t n, uint64_t at, DocCounter& c) const {
-    size_t i = 0;
-    while (i < n) {
-      const uint8_t k = kT.cls[s[i]];
-      if (k & kIdentStart) {
-        size_t j = i + 1;
-        uint8_t seen = k;
-        for (uint8_t kj; j < n && ((kj = kT.cls[s[j]]) & kIdentPart); ++j) seen |= kj;
-        const size_t len = j - i;
-        if (!(o.dropKeywords && len >= 2 && len <= 12 && keywords.Has(s + i, len))) {
-          // All lowercase (most names): one token, no splitting to do.
-          if (seen == kLowerC) {
-            if (len >= o.minLength) c.Add(at + i, uint32_t(len));
-          } else {
-            SplitIdentifier(s + i, len, at + i, c);
-          }
-        }
-        i = j;
-      } else if (k == kDigitC) {
-        size_t j = i + 1;
-        while (j < n && (kT.cls[s[j]] & kIdentPart)) ++j;
-        i = j;
-      } else {
-        ++i;
+      for (size_t t = NextSet(m.starts, from, re); t < re;) {
+        const size_t e = NextSet(m.bounds, t + 1, re);
+        if (e - t >= o.minLength) c.Add(at + t, uint32_t(e - t));
+        t = NextSet(m.starts, e, re);
       }
     }
   }
@@ -366,6 +457,7 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
   // Grain 1: document sizes vary by orders of magnitude (node_modules).
   ParallelFor(docs, 1, [&](size_t b, size_t e) {
     DocCounter counter;
+    CodeMasks masks;
     for (size_t d = b; d < e; ++d) {
       const uint8_t* src = bytes + offsets[d];
       const size_t n = offsets[d + 1] - offsets[d];
@@ -388,7 +480,7 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
         im.Qgrams(n + pad, at, counter);
       } else {
         Lower(src, n, dst);
-        if (o.mode == Mode::Code) im.Code(src, n, at, counter);
+        if (o.mode == Mode::Code) im.Code(src, n, at, masks, counter);
         else im.Words(dst, n, at, counter);
       }
       if (counter.total() >= kFallback) ThrowInvalid("a document has more than 2^32 - 2 tokens");
