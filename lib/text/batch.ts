@@ -150,7 +150,11 @@ export class NativeTokenizer {
   private readonly handle: Native;
 
   constructor(options: NativeTokenizerOptions) {
-    this.handle = new (native().TextTokenizer)(options);
+    const addon = native();
+    if (typeof addon.TextTokenizer !== 'function') {
+      throw new Error('the loaded cusim addon has no native tokenizer (an older build): rebuild it with `npm run build`, or pass native: false');
+    }
+    this.handle = new addon.TextTokenizer(options);
   }
 
   /**
