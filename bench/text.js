@@ -1,7 +1,8 @@
 // Featurization throughput: documents/s and MB/s per mode, on real source
 // files (this package's node_modules, read into memory first so disk time is
-// excluded) and on synthetic English-like text. The point is that text → CSR
-// must not dominate the GPU's hashing time.
+// excluded) and on synthetic English-like text, with the JavaScript and the
+// native tokenizers. The point is that text → CSR must not dominate the GPU's
+// hashing time.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -52,6 +53,9 @@ function syntheticText(n, seed = 7) {
   return { docs, bytes };
 }
 
+const sameBytes = (a, b) =>
+  a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
 export async function run({ cusim, quick, time, backends }) {
   const code = sourceFiles(path.join(root, 'node_modules'), quick ? 8e6 : 64e6);
   const text = syntheticText(quick ? 20_000 : 200_000);
@@ -64,37 +68,57 @@ export async function run({ cusim, quick, time, backends }) {
     ['synthetic text', text, { mode: 'qgrams', q: 3 }],
     ['synthetic text', text, { mode: 'qgrams', q: 2, hashBits: 18 }],
   ];
+  const cores = cusim.threads();
   const rows = [];
   for (const [corpus, { docs, bytes }, opts] of cases) {
     if (docs.length === 0) continue;
-    let nnz = 0;
-    const t = await time(
-      () => {
-        const m = new cusim.TextFeaturizer(opts).transform(docs);
-        nnz = m.indices.length;
-      },
-      { warmup: 1, repeats: quick ? 3 : 5 },
-    );
-    const s = t.wallMs.median / 1e3;
+    const runs = {};
+    const out = {};
+    // JS (single thread), native on one pool thread, native on every core.
+    for (const [key, native, threads] of [['js', false, 0], ['n1', true, 1], ['nN', true, 0]]) {
+      cusim.threads(threads);
+      const t = await time(
+        () => {
+          out[key] = new cusim.TextFeaturizer({ ...opts, native }).transform(docs);
+        },
+        { warmup: 1, repeats: quick ? 3 : 5 },
+      );
+      runs[key] = t.wallMs.median;
+    }
+    cusim.threads(0);
+    const same = ['n1', 'nN'].every((k) => ['indptr', 'indices', 'values'].every((f) => sameBytes(out[k][f], out.js[f])));
+    const mbs = (ms) => bytes / 1e6 / (ms / 1e3);
     rows.push({
       corpus,
       options: JSON.stringify(opts),
       docs: docs.length,
       MB: bytes / 1e6,
-      nnz,
-      'wall ms (median)': t.wallMs.median,
-      'docs/s': docs.length / s,
-      'MB/s': bytes / 1e6 / s,
+      nnz: out.js.indices.length,
+      'JS ms': runs.js,
+      'JS MB/s': mbs(runs.js),
+      'native 1T MB/s': mbs(runs.n1),
+      [`native ${cores}T MB/s`]: mbs(runs.nN),
+      [`native ${cores}T docs/s`]: docs.length / (runs.nN / 1e3),
+      'speedup (all cores)': runs.js / runs.nN,
+      'same CSR': same ? 'yes' : 'NO',
     });
   }
+  const nonAscii = code.docs.filter((t) => /[^\x00-\x7f]/.test(t));
   // The CLI's pipeline on the same files: featurize (bag of names) then
   // dedup (weighted MinHash + LSH + exact verification), per backend.
   const pipeline = [];
   if (code.docs.length) {
-    const f = new cusim.TextFeaturizer({ mode: 'code' });
-    const t0 = performance.now();
-    const m = f.transform(code.docs);
-    const featMs = performance.now() - t0;
+    const feat = {};
+    let m;
+    for (const native of [false, true]) {
+      const t = await time(
+        () => {
+          m = new cusim.TextFeaturizer({ mode: 'code', native }).transform(code.docs);
+        },
+        { warmup: 1, repeats: quick ? 3 : 5 },
+      );
+      feat[native ? 'native' : 'js'] = t.wallMs.median;
+    }
     for (const backend of backends) {
       let groups = 0;
       const t = await time(
@@ -103,55 +127,68 @@ export async function run({ cusim, quick, time, backends }) {
         },
         { warmup: 1, repeats: quick ? 2 : 5 },
       );
+      const d = t.wallMs.median;
       pipeline.push({
         backend,
         docs: m.rows,
         nnz: m.indices.length,
-        'featurize ms': featMs,
-        'dedup ms (median)': t.wallMs.median,
+        'featurize ms (JS)': feat.js,
+        [`featurize ms (native, ${cores}T)`]: feat.native,
+        'dedup ms (median)': d,
         groups,
-        'featurize share': featMs / (featMs + t.wallMs.median),
+        'featurize share (JS)': feat.js / (feat.js + d),
+        'featurize share (native)': feat.native / (feat.native + d),
       });
     }
   }
   // The command itself, end to end (file reads, featurization, dedup), with
-  // one thread and with worker threads.
+  // one thread and with worker threads, native and JS tokenizers.
   const cli = [];
   for (const backend of backends) {
     for (const threads of [...new Set([1, Math.max(1, Math.min(availableParallelism() - 1, 16))])]) {
-      const t0 = performance.now();
-      const r = spawnSync(process.execPath, [path.join(root, 'bin', 'cusim'), 'dedup', path.join(root, 'node_modules'), '--json', '--quiet', '--ext', 'js,mjs,cjs,ts,mts,cts,jsx,tsx', '--min-tokens', '10', '--threads', String(threads), '--backend', backend], { encoding: 'utf8', maxBuffer: 1 << 28 });
-      const wall = performance.now() - t0;
-      if (r.status !== 0) {
-        cli.push({ backend, threads, error: r.stderr.trim().split('\n')[0] });
-        continue;
+      for (const native of [true, false]) {
+        const t0 = performance.now();
+        const r = spawnSync(
+          process.execPath,
+          [path.join(root, 'bin', 'cusim'), 'dedup', path.join(root, 'node_modules'), '--json', '--quiet', '--ext', 'js,mjs,cjs,ts,mts,cts,jsx,tsx', '--min-tokens', '10', '--threads', String(threads), '--backend', backend, ...(native ? [] : ['--no-native'])],
+          { encoding: 'utf8', maxBuffer: 1 << 28 },
+        );
+        const wall = performance.now() - t0;
+        const tokenizer = native ? 'native' : 'JS';
+        if (r.status !== 0) {
+          cli.push({ backend, threads, tokenizer, error: r.stderr.trim().split('\n')[0] });
+          continue;
+        }
+        const rep = JSON.parse(r.stdout);
+        cli.push({ backend, threads, tokenizer, files: rep.input.documents, groups: rep.groups.length, 'in-process ms': rep.elapsedMs, 'wall ms (incl. node start)': wall, 'files/s': rep.input.documents / (rep.elapsedMs / 1e3) });
       }
-      const rep = JSON.parse(r.stdout);
-      cli.push({ backend, threads, files: rep.input.documents, groups: rep.groups.length, 'in-process ms': rep.elapsedMs, 'wall ms (incl. node start)': wall, 'files/s': rep.input.documents / (rep.elapsedMs / 1e3) });
     }
   }
   return {
     sections: [
       {
-        title: 'text featurization (single thread, JS)',
-        columns: ['corpus', 'options', 'docs', 'MB', 'nnz', 'wall ms (median)', 'docs/s', 'MB/s'],
+        title: 'text featurization (JS single thread vs native tokenizer)',
+        columns: ['corpus', 'options', 'docs', 'MB', 'nnz', 'JS ms', 'JS MB/s', 'native 1T MB/s', `native ${cores}T MB/s`, `native ${cores}T docs/s`, 'speedup (all cores)', 'same CSR'],
         rows,
         notes: [
           'time covers tokenization, vocabulary lookup, per-row counting and CSR assembly (TextFeaturizer.transform)',
+          'JS: options.native = false; native 1T: the native pool limited to one thread (cusim.threads(1)); the JS merge runs on the main thread in both',
+          `same CSR: the native matrices are byte-identical to the JS ones (indptr, indices, values)`,
+          `words/qgrams documents with any non-ASCII character are tokenized in JS (per document); code mode is native for every document. ${nonAscii.length} of ${code.docs.length} node_modules files are non-ASCII`,
           'source files are read into memory before timing; disk I/O is excluded',
         ],
       },
       {
         title: 'cusim dedup pipeline on node_modules sources (featurize + dedup at 0.9, 128 samples)',
-        columns: ['backend', 'docs', 'nnz', 'featurize ms', 'dedup ms (median)', 'groups', 'featurize share'],
+        columns: ['backend', 'docs', 'nnz', 'featurize ms (JS)', `featurize ms (native, ${cores}T)`, 'dedup ms (median)', 'groups', 'featurize share (JS)', 'featurize share (native)'],
         rows: pipeline,
-        notes: ['featurize share = featurize / (featurize + dedup): the part of the CLI run spent in JS tokenization'],
+        notes: ['featurize share = featurize / (featurize + dedup): the part of the pipeline spent turning text into the CSR'],
       },
       {
         title: '`cusim dedup node_modules` end to end (one run each)',
-        columns: ['backend', 'threads', 'files', 'groups', 'in-process ms', 'wall ms (incl. node start)', 'files/s', 'error'],
+        columns: ['backend', 'threads', 'tokenizer', 'files', 'groups', 'in-process ms', 'wall ms (incl. node start)', 'files/s', 'error'],
         rows: cli,
-        notes: ['threads = worker threads reading and featurizing files; the report is identical for any count'],
+        notes: ['threads = worker threads reading and featurizing files; tokenizer JS = --no-native; the report is identical for any combination'],
       },
     ],
   };

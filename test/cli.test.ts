@@ -2,12 +2,12 @@
 // found exactly (checked against a brute-force weighted Jaccard oracle), the
 // JSON schema holds still, and every bad input is one line and a non-zero exit.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { chmodSync, mkdirSync, mkdtempSync, writeFileSync, cpSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { devices } from '../lib/index.js';
-import { bin, cusim, ensureDist, fixture, fixtureDocs, oracleGroups, shape } from './cli-helpers.js';
+import { bin, cusim, ensureDist, fixture, fixtureDocs, oracleGroups, root, shape } from './cli-helpers.js';
 
 const hasScript = spawnSync('script', ['--version'], { encoding: 'utf8' }).status === 0;
 
@@ -297,5 +297,21 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
     const r = cusim(['dedup', '-', '--format', 'jsonl'], { input: '{"text":"ok"}\nnot json\n' });
     expect(r.status).toBe(1);
     oneLineError(r.stderr, /stdin line 2 is not valid JSON/);
+  });
+});
+
+describe('npx cusim inside the checkout', () => {
+  // The README's first command. --no and --offline forbid any download, so a
+  // success means npm ran this checkout's own bin (npm >= 10.8.1 looks in the
+  // local package's "bin" first).
+  const npm = spawnSync('npm', ['--version'], { encoding: 'utf8' });
+  const [major, minor] = (npm.stdout ?? '').trim().split('.').map(Number);
+  const why = npm.status !== 0 ? 'npm is not on PATH' : major * 100 + minor < 1008 ? `npm ${npm.stdout.trim()} < 10.8` : undefined;
+  it.skipIf(!!why)(`runs this checkout's bin/cusim, never a registry package${why ? ` (skipped: ${why})` : ''}`, () => {
+    ensureDist();
+    const r = spawnSync('npx', ['--no', '--offline', 'cusim', '--version'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
+    expect(r.stdout.trim()).toBe(pkg.version);
   });
 });

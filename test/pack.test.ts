@@ -70,8 +70,7 @@ describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoP
     const prebuilt = path.join(stage, 'prebuilds', platformDir);
     if (!existsSync(prebuilt) || !readdirSync(prebuilt).some((f) => f.endsWith('.node'))) {
       // The addon this suite already runs stands in for the prebuild: building
-      // one with prebuildify needs Node's headers, which hosts without network
-      // (the GPU host) cannot fetch.
+      // the real one (npm run prebuild) needs nvcc and cuRAND's headers.
       const built = path.join(root, 'build', 'Release', 'cusim.node');
       if (!existsSync(built)) throw new Error(`no prebuild and no local build at ${built}; run npm run build first`);
       mkdirSync(prebuilt, { recursive: true });

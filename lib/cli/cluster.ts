@@ -60,7 +60,7 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
     chain = chain.then(async () => {
       if (failure) return;
       try {
-        for (const d of batch) feat.add(d.text);
+        feat.addBatch(batch.map((d) => d.text));
         const r = await clusterer.add(feat.build());
         let out = '';
         batch.forEach((d, i) => {

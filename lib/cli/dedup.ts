@@ -36,6 +36,7 @@ interface DedupOptions {
   minTokens?: number;
   limit: number;
   threads: number;
+  native: boolean;
   quiet?: boolean;
   progress: boolean;
   verbose?: boolean;
@@ -69,27 +70,37 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   const mode: TextMode = o.mode ?? (stdin && named.length === 0 ? 'words' : 'code');
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
-  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q };
+  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, ...(o.native ? {} : { native: false }) };
   const feat = new TextFeaturizer(featOptions);
 
   const ids: string[] = [];
   const skipped: Skip[] = [];
   let tooSmall = 0;
   let documents = 0;
+  // Documents are featurized in batches (tokenized natively over all cores
+  // where the addon loads); rows keep the order documents arrive in.
+  let pending: Doc[] = [];
+  let pendingChars = 0;
+  const flush = (): void => {
+    const tokens = feat.addBatch(pending.map((d) => d.text), minTokens);
+    pending.forEach((d, i) => {
+      if (tokens[i] < minTokens) tooSmall++;
+      else ids.push(d.id);
+    });
+    documents += pending.length;
+    pending = [];
+    pendingChars = 0;
+  };
   const addDoc = (d: Doc): void => {
-    documents++;
-    const tokens = feat.tokenize(d.text);
-    if (tokens.length < minTokens) {
-      tooSmall++;
-      return;
-    }
-    feat.addTokens(tokens);
-    ids.push(d.id);
+    pending.push(d);
+    pendingChars += d.text.length;
+    if (pendingChars >= BATCH_CHARS) flush();
   };
 
   if (stdin) {
     if (io.stdinIsTTY) throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe data in, e.g. cat docs.jsonl | cusim dedup -', 2);
     for (const d of parseRecords(await io.readStdin(), o.format, o.field, o.idField)) addDoc(d);
+    flush();
   }
   const { files, unreadable } = expandPaths(roots, extensions);
   for (const u of unreadable) skipped.push({ id: displayPath(u), reason: 'unreadable' });
@@ -116,6 +127,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
       else skipped.push(d);
       bar.tick();
     }
+    flush();
   }
   bar.stop();
   const matrix = feat.build();
@@ -165,6 +177,8 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   return 0;
 }
 
+const BATCH_CHARS = 4 << 20;
+
 // Workers pay off once a core is left for the main thread's merge; on two
 // cores or fewer the single-threaded path is faster.
 function defaultThreads(): number {
@@ -198,6 +212,7 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--min-tokens <n>', 'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)', integer('min-tokens', 0, 1e9))
     .option('--limit <n>', 'groups shown in the table (0: all)', integer('limit', 0, 1e9), 50)
     .option('--threads <n>', 'worker threads reading and featurizing files (1: main thread only)', integer('threads', 1, 256), defaultThreads())
+    .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
     .option('--no-progress', 'never show a progress bar')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'list skipped files; print stack traces on errors')

@@ -3,7 +3,7 @@
 // remaps local ids in task order, so the result equals a sequential pass.
 import { parentPort } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
-import type { TextFeaturizerOptions } from '../text/index.js';
+import type { TextFeaturizerOptions, TokenBatch } from '../text/index.js';
 import { readDoc } from './sources.js';
 
 export interface FeaturizeTask {
@@ -20,10 +20,8 @@ export interface FeaturizeTaskResult {
   task: number;
   kinds: Uint8Array;
   reasons: (string | null)[];
-  terms: string[];
-  indptr: Uint32Array;
-  cols: Uint32Array;
-  counts: Uint32Array;
+  /** The readable files, counted against a task-local dictionary. */
+  batch: TokenBatch;
 }
 
 let featurizer: TextFeaturizer | undefined;
@@ -35,14 +33,10 @@ function run(t: FeaturizeTask): FeaturizeTaskResult {
     featurizer = new TextFeaturizer(t.options);
     optionsKey = key;
   }
-  const local = new Map<string, number>();
-  const terms: string[] = [];
   const kinds = new Uint8Array(t.files.length);
   const reasons: (string | null)[] = [];
-  const indptr: number[] = [0];
-  const cols: number[] = [];
-  const counts: number[] = [];
-  const rowCount = new Map<number, number>();
+  const texts: string[] = [];
+  const read: number[] = [];
   t.files.forEach((file, i) => {
     const d = readDoc(file, t.ids[i], t.maxBytes);
     if (!('text' in d)) {
@@ -51,42 +45,21 @@ function run(t: FeaturizeTask): FeaturizeTaskResult {
       return;
     }
     reasons.push(null);
-    const tokens = featurizer!.tokenize(d.text);
-    if (tokens.length < t.minTokens) {
-      kinds[i] = 1;
-      return;
-    }
-    rowCount.clear();
-    for (const tok of tokens) {
-      let id = local.get(tok);
-      if (id === undefined) {
-        id = terms.length;
-        local.set(tok, id);
-        terms.push(tok);
-      }
-      rowCount.set(id, (rowCount.get(id) ?? 0) + 1);
-    }
-    for (const [id, c] of rowCount) {
-      cols.push(id);
-      counts.push(c);
-    }
-    indptr.push(cols.length);
+    texts.push(d.text);
+    read.push(i);
   });
-  return {
-    task: t.task,
-    kinds,
-    reasons,
-    terms,
-    indptr: Uint32Array.from(indptr),
-    cols: Uint32Array.from(cols),
-    counts: Uint32Array.from(counts),
-  };
+  const batch = featurizer.tokenizeBatch(texts, t.minTokens);
+  read.forEach((i, k) => {
+    if (batch.tokens[k] < t.minTokens) kinds[i] = 1;
+  });
+  return { task: t.task, kinds, reasons, batch };
 }
 
 parentPort?.on('message', (t: FeaturizeTask) => {
   try {
     const r = run(t);
-    parentPort!.postMessage(r, [r.kinds.buffer, r.indptr.buffer, r.cols.buffer, r.counts.buffer] as ArrayBuffer[]);
+    const b = r.batch;
+    parentPort!.postMessage(r, [r.kinds.buffer, b.tokens.buffer, b.indptr.buffer, b.ids.buffer, b.counts.buffer] as ArrayBuffer[]);
   } catch (e) {
     parentPort!.postMessage({ task: t.task, error: String((e as Error).message ?? e) });
   }

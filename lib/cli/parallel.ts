@@ -46,25 +46,15 @@ export async function featurizeFilesParallel(f: TextFeaturizer, p: ParallelInput
     for (let r = done.get(nextMerge); r; r = done.get(nextMerge)) {
       done.delete(nextMerge);
       const task = tasks[nextMerge];
-      const remap = new Int32Array(r.terms.length);
-      const grow = !f.frozen;
-      for (let i = 0; i < r.terms.length; i++) remap[i] = f.vocabulary.lookup(r.terms[i], grow);
-      let row = 0;
+      f.addTokenBatch(r.batch);
       for (let i = 0; i < task.files.length; i++) {
         if (r.kinds[i] === 2) {
           out.skipped.push({ id: task.ids[i], reason: r.reasons[i] as Skip['reason'] });
           continue;
         }
         out.documents++;
-        if (r.kinds[i] === 1) {
-          out.tooSmall++;
-          continue;
-        }
-        const b = r.indptr[row];
-        const e = r.indptr[row + 1];
-        f.addRemapped(r.cols.subarray(b, e), r.counts.subarray(b, e), remap);
-        out.rows.push(task.ids[i]);
-        row++;
+        if (r.kinds[i] === 1) out.tooSmall++;
+        else out.rows.push(task.ids[i]);
       }
       nextMerge++;
     }

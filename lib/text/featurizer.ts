@@ -5,7 +5,9 @@
 import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
-import { codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
+import { NativeTokenizer, assembleRows, countTokenLists } from './batch.js';
+import type { TokenBatch } from './batch.js';
+import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
 import { BaseVocabulary, HashedVocabulary, Vocabulary } from './vocabulary.js';
 
 export type TextMode = 'code' | 'words' | 'qgrams';
@@ -30,7 +32,21 @@ export interface TextFeaturizerOptions {
   dropKeywords?: boolean;
   /** 'code' and 'words': shortest token kept. Defaults 2 (code) and 1 (words). */
   minLength?: number;
+  /**
+   * Tokenize in native code (multi-threaded, same tokens, rows and
+   * vocabulary as the JavaScript tokenizers). Default: whenever the addon
+   * loads; false forces the JavaScript path; true fails when the addon is missing.
+   */
+  native?: boolean;
 }
+
+// Batches for the native path: large enough that the per-call cost and the
+// per-batch vocabulary lookups amortize, small enough to bound the copy.
+const BATCH_CHARS = 4 << 20;
+const BATCH_DOCS = 1 << 16;
+// Below this, one document is tokenized faster in JavaScript than the native
+// call's fixed cost; the result is the same either way.
+const NATIVE_MIN_CHARS = 256;
 
 interface Settings {
   mode: TextMode;
@@ -80,6 +96,13 @@ function settingsFrom(o: unknown, name: string): Settings {
   };
 }
 
+function checkTexts(texts: unknown): asserts texts is readonly string[] {
+  if (!Array.isArray(texts)) throw typeError(`texts must be an array of strings, got ${describe(texts)}`);
+  texts.forEach((t, i) => {
+    if (typeof t !== 'string') throw typeError(`texts[${i}] must be a string, got ${describe(t)}`);
+  });
+}
+
 export class TextFeaturizer {
   readonly options: Readonly<Settings>;
   readonly vocabulary: BaseVocabulary;
@@ -93,11 +116,14 @@ export class TextFeaturizer {
   private nnz = 0;
   private scratch = new Uint32Array(256);
   private scratchCounts = new Uint32Array(256);
+  // Exact per-column sums while a row is merged (float64: integers to 2^53).
+  private sums = new Float64Array(256);
   private stamp = new Int32Array(1024);
   private slot = new Int32Array(1024);
   private rowStamp = 0;
   // Hashed columns span up to 2^31: slots go through a Map instead.
   private readonly hashedSlots: Map<number, number> | undefined;
+  private readonly nativeTokenizer: NativeTokenizer | undefined;
 
   constructor(options?: TextFeaturizerOptions, vocabulary?: BaseVocabulary) {
     this.options = Object.freeze(settingsFrom(options, 'options'));
@@ -105,6 +131,35 @@ export class TextFeaturizer {
     this.vocabulary =
       vocabulary ?? (this.options.hashBits !== undefined ? new HashedVocabulary(this.options.hashBits) : new Vocabulary());
     this.hashedSlots = this.vocabulary instanceof HashedVocabulary ? new Map() : undefined;
+    this.nativeTokenizer = this.makeNativeTokenizer(isObject(options) ? options.native : undefined);
+  }
+
+  private makeNativeTokenizer(wanted: unknown): NativeTokenizer | undefined {
+    if (wanted !== undefined && typeof wanted !== 'boolean') {
+      throw typeError(`options.native must be a boolean, got ${describe(wanted)}`);
+    }
+    if (wanted === false) return undefined;
+    const o = this.options;
+    try {
+      return new NativeTokenizer({
+        mode: o.mode,
+        minLength: o.minLength,
+        dropKeywords: o.dropKeywords,
+        keywords: [...CODE_KEYWORDS],
+        stopWords: this.stop ? [...this.stop] : [],
+        q: o.q,
+        lowercase: o.lowercase,
+        pad: o.pad,
+      });
+    } catch (e) {
+      if (wanted === true) throw e;
+      return undefined;
+    }
+  }
+
+  /** Whether documents are tokenized natively (see options.native). */
+  get native(): boolean {
+    return this.nativeTokenizer !== undefined;
   }
 
   /** The tokens of one document, before mapping to columns. */
@@ -133,7 +188,95 @@ export class TextFeaturizer {
 
   /** Adds one document as the next row; returns its token count (after filtering). */
   add(text: string): number {
+    if (this.nativeTokenizer && typeof text === 'string' && text.length >= NATIVE_MIN_CHARS) {
+      return this.addTokenBatch(this.tokenizeBatch([text]));
+    }
     return this.addTokens(this.tokenize(text));
+  }
+
+  /**
+   * Adds each text with at least `minTokens` tokens as the next row, in
+   * order; returns every text's token count (tokenize(text).length), so the
+   * caller knows which became rows.
+   */
+  addBatch(texts: readonly string[], minTokens = 0): Uint32Array {
+    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    if (!this.nativeTokenizer) {
+      const out = new Uint32Array(texts.length);
+      texts.forEach((t, i) => {
+        const tokens = this.tokenize(t);
+        out[i] = tokens.length;
+        if (tokens.length >= minTokens) this.addTokens(tokens);
+      });
+      return out;
+    }
+    const b = this.tokenizeBatch(texts, minTokens);
+    this.addTokenBatch(b);
+    return b.tokens;
+  }
+
+  /**
+   * Tokenizes and counts `texts` against a batch-local dictionary without
+   * touching this featurizer's state, so it can run on another thread (see
+   * lib/cli/featurize-worker.ts); addTokenBatch() then adds the rows.
+   */
+  tokenizeBatch(texts: readonly string[], minTokens = 0): TokenBatch {
+    checkTexts(texts);
+    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    if (this.nativeTokenizer) return this.nativeTokenizer.tokenizeBatch(texts, minTokens, (t) => this.tokenize(t));
+    const self = this;
+    return countTokenLists(
+      (function* () {
+        for (const t of texts) yield self.tokenize(t);
+      })(),
+      minTokens,
+    );
+  }
+
+  /**
+   * tokenizeBatch() with the native tokenizer running on the thread pool,
+   * off the event loop (a server can keep serving meanwhile). Without the
+   * native tokenizer it tokenizes synchronously and resolves at once.
+   */
+  async tokenizeBatchAsync(texts: readonly string[], minTokens = 0): Promise<TokenBatch> {
+    if (!this.nativeTokenizer) return this.tokenizeBatch(texts, minTokens);
+    checkTexts(texts);
+    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    return this.nativeTokenizer.tokenizeBatchAsync(texts, minTokens, (t) => this.tokenize(t));
+  }
+
+  /**
+   * Adds the rows of a batch from tokenizeBatch() (documents with at least
+   * batch.minTokens tokens), looking each distinct term up once. Gives the
+   * same rows, vocabulary and document frequencies as add() on each kept
+   * document; returns the tokens kept (after vocabulary filtering).
+   */
+  addTokenBatch(b: TokenBatch): number {
+    if (!isObject(b) || !Array.isArray(b.terms)) throw typeError(`batch must be a TokenBatch, got ${describe(b)}`);
+    const docs = b.tokens.length;
+    if (b.indptr.length !== docs + 1 || b.ids.length !== b.counts.length || b.indptr[docs] > b.ids.length) {
+      throw rangeError('batch is inconsistent: indptr must have tokens.length + 1 entries ending within ids');
+    }
+    const grow = !this.isFrozen;
+    const remap = new Int32Array(b.terms.length);
+    for (let i = 0; i < b.terms.length; i++) remap[i] = this.vocabulary.lookup(b.terms[i], grow);
+    if (this.nativeTokenizer) {
+      // Sorting and merging rows natively (over all cores) is the same
+      // appendRow() below; it dominated the native path's time in JS.
+      const r = assembleRows(b, remap);
+      this.reserve(this.nnz + r.cols.length);
+      this.indices.set(r.cols, this.nnz);
+      this.counts.set(r.values, this.nnz);
+      if (grow) this.vocabulary.countDocuments(r.cols, r.rowPtr);
+      for (let i = 1; i < r.rowPtr.length; i++) this.indptr.push(this.nnz + r.rowPtr[i]);
+      this.nnz += r.cols.length;
+      return r.kept;
+    }
+    let kept = 0;
+    for (let d = 0; d < docs; d++) {
+      if (b.tokens[d] >= b.minTokens) kept += this.addRemappedRange(b.ids, b.counts, b.indptr[d], b.indptr[d + 1], remap);
+    }
+    return kept;
   }
 
   /** Adds a document already split into tokens. */
@@ -174,9 +317,14 @@ export class TextFeaturizer {
     if (counts.length !== localCols.length) {
       throw rangeError(`counts has length ${counts.length} but localCols has ${localCols.length}`);
     }
+    return this.addRemappedRange(localCols, counts, 0, localCols.length, remap);
+  }
+
+  /** addRemapped() over localCols[b, e): no subarray per row. */
+  private addRemappedRange(localCols: Uint32Array, counts: Uint32Array, b: number, e: number, remap: Int32Array): number {
     let n = 0;
     let kept = 0;
-    for (let i = 0; i < localCols.length; i++) {
+    for (let i = b; i < e; i++) {
       // Past the end, remap reads undefined, which would land in column 0.
       if (localCols[i] >= remap.length) {
         throw rangeError(`localCols[${i}]=${localCols[i]} is out of range for remap.length=${remap.length}`);
@@ -193,26 +341,46 @@ export class TextFeaturizer {
     return kept;
   }
 
-  /** Appends scratch[0..n) (distinct columns, with counts) as the next row. */
+  /**
+   * Appends scratch[0..n) (columns with counts) as the next row: columns
+   * ascending, equal columns (remapped terms hashing alike) summed exactly
+   * and rounded to float32 once.
+   */
   private appendRow(n: number, countDf: boolean): void {
-    // Sort (col, count) pairs by col: pack both into one float64 key.
-    const keys = new Float64Array(n);
-    for (let i = 0; i < n; i++) keys[i] = this.scratch[i] * 4294967296 + this.scratchCounts[i];
-    keys.sort();
+    let maxCol = 0;
+    for (let i = 0; i < n; i++) if (this.scratch[i] > maxCol) maxCol = this.scratch[i];
     this.reserve(this.nnz + n);
-    // Equal columns (two remapped terms hashing alike) merge by summing.
+    const base = this.nnz;
     let m = 0;
-    for (let i = 0; i < n; i++) {
-      const col = Math.floor(keys[i] / 4294967296);
-      const count = keys[i] - col * 4294967296;
-      if (m > 0 && this.scratch[m - 1] === col) {
-        this.counts[this.nnz + m - 1] += count;
-        continue;
+    if (maxCol < 2 ** 21) {
+      // Sort (col, count) pairs by col as one float64 key each: exact while
+      // col · 2^32 + count < 2^53.
+      const keys = new Float64Array(n);
+      for (let i = 0; i < n; i++) keys[i] = this.scratch[i] * 4294967296 + this.scratchCounts[i];
+      keys.sort();
+      for (let i = 0; i < n; i++) {
+        const col = Math.floor(keys[i] / 4294967296);
+        const count = keys[i] - col * 4294967296;
+        if (m > 0 && this.scratch[m - 1] === col) {
+          this.sums[m - 1] += count;
+          continue;
+        }
+        this.scratch[m] = col;
+        this.sums[m++] = count;
       }
-      this.scratch[m] = col;
-      this.indices[this.nnz + m] = col;
-      this.counts[this.nnz + m] = count;
-      m++;
+    } else {
+      // Wide columns (hashBits > 21, vocabularies past 2M terms): packed
+      // keys would round the counts away, so sum per column, then sort.
+      const by = new Map<number, number>();
+      for (let i = 0; i < n; i++) by.set(this.scratch[i], (by.get(this.scratch[i]) ?? 0) + this.scratchCounts[i]);
+      for (const col of Float64Array.from(by.keys()).sort()) {
+        this.scratch[m] = col;
+        this.sums[m++] = by.get(col)!;
+      }
+    }
+    for (let i = 0; i < m; i++) {
+      this.indices[base + i] = this.scratch[i];
+      this.counts[base + i] = this.sums[i];
     }
     if (countDf) this.vocabulary.countDocument(this.scratch.subarray(0, m), m);
     this.nnz += m;
@@ -250,11 +418,32 @@ export class TextFeaturizer {
     k.set(this.scratchCounts);
     this.scratch = c;
     this.scratchCounts = k;
+    this.sums = new Float64Array(c.length);
   }
 
-  /** Adds every document of an iterable. */
+  /** Adds every document of an iterable (in batches on the native path). */
   addAll(texts: Iterable<string>): this {
-    for (const t of texts) this.add(t);
+    if (!this.nativeTokenizer) {
+      for (const t of texts) this.add(t);
+      return this;
+    }
+    let batch: string[] = [];
+    let chars = 0;
+    for (const t of texts) {
+      if (typeof t !== 'string') {
+        // Rows before the bad text are added, as on the one-by-one path.
+        this.addBatch(batch);
+        throw typeError(`text must be a string, got ${describe(t)}`);
+      }
+      batch.push(t);
+      chars += t.length;
+      if (chars >= BATCH_CHARS || batch.length >= BATCH_DOCS) {
+        this.addBatch(batch);
+        batch = [];
+        chars = 0;
+      }
+    }
+    if (batch.length > 0) this.addBatch(batch);
     return this;
   }
 

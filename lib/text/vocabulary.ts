@@ -55,6 +55,16 @@ export abstract class BaseVocabulary {
     for (let i = 0; i < n; i++) df[distinctCols[i]]++;
   }
 
+  /** Records rows[r] = cols[rowPtr[r], rowPtr[r + 1]) (distinct within a row) as documents. */
+  countDocuments(cols: Uint32Array, rowPtr: Uint32Array): void {
+    this.documents += rowPtr.length - 1;
+    let max = 0;
+    for (let i = 0; i < cols.length; i++) if (cols[i] >= max) max = cols[i] + 1;
+    this.df.ensure(max);
+    const df = this.df.data;
+    for (let i = 0; i < cols.length; i++) df[cols[i]]++;
+  }
+
   /** Document frequency of a column. */
   documentFrequency(col: number): number {
     return col < this.df.data.length ? this.df.data[col] : 0;
@@ -149,6 +159,11 @@ export class HashedVocabulary extends BaseVocabulary {
   override countDocument(distinctCols: Uint32Array, n: number): void {
     this.documents++;
     for (let i = 0; i < n; i++) this.sparseDf.set(distinctCols[i], (this.sparseDf.get(distinctCols[i]) ?? 0) + 1);
+  }
+
+  override countDocuments(cols: Uint32Array, rowPtr: Uint32Array): void {
+    this.documents += rowPtr.length - 1;
+    for (let i = 0; i < cols.length; i++) this.sparseDf.set(cols[i], (this.sparseDf.get(cols[i]) ?? 0) + 1);
   }
 
   override documentFrequency(col: number): number {

@@ -1,0 +1,202 @@
+// Token batches: documents counted against a batch-local dictionary, so that
+// the vocabulary is consulted once per distinct token per batch instead of
+// once per token. The native tokenizer (native/text_cpu.cc) fills one for
+// the documents it can handle exactly; the rest go through the JavaScript
+// tokenizers and are merged in, in document order.
+import { native, type Native } from '../addon.js';
+import { rangeError } from '../errors.js';
+
+/**
+ * Distinct tokens of the kept documents (those with at least `minTokens`
+ * tokens) in first-occurrence order, and per document its (term, count)
+ * pairs in first-occurrence order: exactly what a sequential pass would feed
+ * the vocabulary and the row counter.
+ */
+export interface TokenBatch {
+  minTokens: number;
+  terms: string[];
+  /** Per document: its number of tokens (tokenize(text).length). */
+  tokens: Uint32Array;
+  /** documents + 1 entries: document d's pairs are [indptr[d], indptr[d + 1]). */
+  indptr: Uint32Array;
+  ids: Uint32Array;
+  counts: Uint32Array;
+}
+
+/** tokens[d] of the native result for a document JavaScript must tokenize. */
+const FALLBACK = 0xffffffff;
+
+/** Builds a TokenBatch document by document, in order. */
+class BatchBuilder {
+  private readonly dict = new Map<string, number>();
+  private readonly terms: string[] = [];
+  private readonly tokens: number[] = [];
+  private readonly indptr: number[] = [0];
+  private readonly ids: number[] = [];
+  private readonly counts: number[] = [];
+  private readonly row = new Map<number, number>();
+
+  constructor(private readonly minTokens: number) {}
+
+  termId(t: string): number {
+    let id = this.dict.get(t);
+    if (id === undefined) {
+      id = this.terms.length;
+      this.dict.set(t, id);
+      this.terms.push(t);
+    }
+    return id;
+  }
+
+  /** A document split into tokens in JavaScript. */
+  addList(toks: readonly string[]): void {
+    this.tokens.push(toks.length);
+    if (toks.length >= this.minTokens) {
+      this.row.clear();
+      for (const t of toks) {
+        const id = this.termId(t);
+        this.row.set(id, (this.row.get(id) ?? 0) + 1);
+      }
+      for (const [id, c] of this.row) {
+        this.ids.push(id);
+        this.counts.push(c);
+      }
+    }
+    this.indptr.push(this.ids.length);
+  }
+
+  /** Document d of a native batch; fromNative caches its term ids here (-1: not yet). */
+  addNative(raw: RawBatch, d: number, fromNative: Int32Array): void {
+    this.tokens.push(raw.tokens[d]);
+    for (let k = raw.indptr[d]; k < raw.indptr[d + 1]; k++) {
+      const local = raw.ids[k];
+      if (fromNative[local] < 0) fromNative[local] = this.termId(raw.terms[local]);
+      this.ids.push(fromNative[local]);
+      this.counts.push(raw.counts[k]);
+    }
+    this.indptr.push(this.ids.length);
+  }
+
+  finish(): TokenBatch {
+    return {
+      minTokens: this.minTokens,
+      terms: this.terms,
+      tokens: Uint32Array.from(this.tokens),
+      indptr: Uint32Array.from(this.indptr),
+      ids: Uint32Array.from(this.ids),
+      counts: Uint32Array.from(this.counts),
+    };
+  }
+}
+
+type RawBatch = Omit<TokenBatch, 'minTokens'>;
+
+/** Counts documents already split into tokens (the JavaScript path). */
+export function countTokenLists(lists: Iterable<readonly string[]>, minTokens: number): TokenBatch {
+  const b = new BatchBuilder(minTokens);
+  for (const toks of lists) b.addList(toks);
+  return b.finish();
+}
+
+export interface NativeTokenizerOptions {
+  mode: 'code' | 'words' | 'qgrams';
+  minLength: number;
+  dropKeywords: boolean;
+  keywords: string[];
+  stopWords: string[];
+  q: number;
+  lowercase: boolean;
+  pad: boolean;
+}
+
+// One encoding buffer for synchronous calls: the native call has finished
+// reading it before the next batch is written.
+let scratch = Buffer.allocUnsafeSlow(1 << 16);
+const SCRATCH_MAX = 64 << 20;
+
+/** UTF-8 of every text, back to back; `own` gives a buffer of its own (async calls read it later). */
+function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offsets: Uint32Array } {
+  let cap = 0;
+  // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair is 4 for 2).
+  for (const t of texts) cap += 3 * t.length;
+  if (cap >= 2 ** 32) throw rangeError(`texts must total under 4 GiB of UTF-8 per batch (${texts.length} texts)`);
+  let bytes = scratch;
+  // One huge document must not pin its size in memory for the process's life.
+  if (own || cap > SCRATCH_MAX) bytes = Buffer.allocUnsafeSlow(cap);
+  else if (scratch.length < cap) bytes = scratch = Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX, Math.max(cap, scratch.length * 2)));
+  const offsets = new Uint32Array(texts.length + 1);
+  let off = 0;
+  for (let i = 0; i < texts.length; i++) {
+    off += bytes.write(texts[i], off, 'utf8');
+    offsets[i + 1] = off;
+  }
+  return { bytes, offsets };
+}
+
+/** Kept documents of a batch as rows over remapped columns (see native/text.h AssembleRows). */
+export interface AssembledRows {
+  rowPtr: Uint32Array;
+  cols: Uint32Array;
+  values: Float32Array;
+  kept: number;
+}
+
+export function assembleRows(b: TokenBatch, remap: Int32Array): AssembledRows {
+  return native().assembleTextRows(b.indptr, b.tokens, b.minTokens, b.ids, b.counts, remap) as AssembledRows;
+}
+
+/** The native tokenizer for one set of featurizer settings. */
+export class NativeTokenizer {
+  private readonly handle: Native;
+
+  constructor(options: NativeTokenizerOptions) {
+    const addon = native();
+    if (typeof addon.TextTokenizer !== 'function') {
+      throw new Error('the loaded cusim addon has no native tokenizer (an older build): rebuild it with `npm run build`, or pass native: false');
+    }
+    this.handle = new addon.TextTokenizer(options);
+  }
+
+  /**
+   * Counts `texts` natively where that is exact and with `jsTokenize`
+   * elsewhere, giving the same batch as countTokenLists(texts.map(jsTokenize)).
+   */
+  tokenizeBatch(texts: readonly string[], minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
+    const { bytes, offsets } = encode(texts, false);
+    return finish(texts, this.handle.tokenize(bytes, offsets, minTokens) as RawBatch, minTokens, jsTokenize);
+  }
+
+  /** tokenizeBatch() with the native part on the thread pool, off the event loop. */
+  async tokenizeBatchAsync(
+    texts: readonly string[],
+    minTokens: number,
+    jsTokenize: (t: string) => string[],
+  ): Promise<TokenBatch> {
+    const { bytes, offsets } = encode(texts, true);
+    return finish(texts, (await this.handle.tokenizeAsync(bytes, offsets, minTokens)) as RawBatch, minTokens, jsTokenize);
+  }
+}
+
+function finish(texts: readonly string[], raw: RawBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
+  if (!raw.tokens.includes(FALLBACK)) return { minTokens, ...raw };
+  return mergeFallback(texts, raw, minTokens, jsTokenize);
+}
+
+/**
+ * Renumbers a native batch with some documents left to JavaScript into one
+ * dictionary in first-occurrence order over all kept documents.
+ */
+function mergeFallback(
+  texts: readonly string[],
+  raw: RawBatch,
+  minTokens: number,
+  jsTokenize: (t: string) => string[],
+): TokenBatch {
+  const b = new BatchBuilder(minTokens);
+  const fromNative = new Int32Array(raw.terms.length).fill(-1);
+  for (let d = 0; d < texts.length; d++) {
+    if (raw.tokens[d] === FALLBACK) b.addList(jsTokenize(texts[d]));
+    else b.addNative(raw, d, fromNative);
+  }
+  return b.finish();
+}

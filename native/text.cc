@@ -1,0 +1,193 @@
+// N-API glue for the native tokenizers: an object holding the compiled
+// options (keyword and stop-word sets), with a synchronous tokenize() for the
+// synchronous TextFeaturizer API and a Promise-returning tokenizeAsync().
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "napi_util.h"
+#include "text.h"
+
+namespace cusim {
+namespace {
+
+std::vector<std::string> StringList(const Napi::Object& o, const char* key) {
+  std::vector<std::string> out;
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined() || v.IsNull()) return out;
+  if (!v.IsArray()) ThrowInvalid(std::string("options.") + key + " must be an array of strings", "TypeError");
+  auto a = v.As<Napi::Array>();
+  out.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value s = a.Get(i);
+    if (!s.IsString()) ThrowInvalid(std::string("options.") + key + "[" + std::to_string(i) + "] must be a string", "TypeError");
+    out.push_back(s.As<Napi::String>().Utf8Value());
+  }
+  return out;
+}
+
+uint32_t UintProp(const Napi::Object& o, const char* key, double fallback, double lo, double hi) {
+  double v = NumPropOr(o, key, fallback);
+  if (!(v >= lo && v <= hi) || v != double(uint64_t(v)))
+    ThrowInvalid(std::string("options.") + key + " must be an integer in [" + std::to_string(uint64_t(lo)) + ", " +
+                 std::to_string(uint64_t(hi)) + "]");
+  return uint32_t(v);
+}
+
+// Checked inputs of one call; the arrays stay referenced by the caller (sync)
+// or by the task (async) while the work reads them.
+struct Input {
+  const uint8_t* bytes;
+  const uint32_t* offsets;
+  size_t docs;
+  uint32_t minTokens;
+};
+
+Input ReadInput(const Napi::CallbackInfo& info) {
+  auto bytes = TypedArg<uint8_t>(info[0], "bytes");
+  auto offsets = TypedArg<uint32_t>(info[1], "offsets");
+  if (offsets.length == 0) ThrowInvalid("offsets must have documents + 1 entries");
+  if (offsets.data[0] != 0) ThrowInvalid("offsets[0] must be 0");
+  for (size_t i = 1; i < offsets.length; ++i) {
+    if (offsets.data[i] < offsets.data[i - 1])
+      ThrowInvalid("offsets must be non-decreasing (offsets[" + std::to_string(i) + "] is smaller than the one before)");
+  }
+  if (offsets.data[offsets.length - 1] > bytes.length)
+    ThrowInvalid("offsets end at " + std::to_string(offsets.data[offsets.length - 1]) + " but bytes has length " +
+                 std::to_string(bytes.length));
+  double minTokens = info.Length() > 2 && info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : 0;
+  if (!(minTokens >= 0 && minTokens <= 4294967294.0) || minTokens != double(uint64_t(minTokens)))
+    ThrowInvalid("minTokens must be an integer in [0, 2^32 - 2]");
+  return Input{bytes.data, offsets.data, offsets.length - 1, uint32_t(minTokens)};
+}
+
+// Small results are copied into V8-owned buffers: an external buffer per
+// array (ToTyped) costs a finalizer each, which dominated one-document calls.
+template <typename T>
+Napi::TypedArrayOf<T> Typed(Napi::Env env, std::vector<T>&& v) {
+  if (v.size() * sizeof(T) > (1u << 16)) return ToTyped(env, std::move(v));
+  auto a = Napi::TypedArrayOf<T>::New(env, v.size());
+  if (!v.empty()) std::memcpy(a.Data(), v.data(), v.size() * sizeof(T));
+  return a;
+}
+
+// { terms: string[], tokens, indptr, ids, counts }
+Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
+  auto r = Napi::Object::New(env);
+  auto terms = Napi::Array::New(env, b.termEnds.size());
+  uint32_t start = 0;
+  for (size_t i = 0; i < b.termEnds.size(); ++i) {
+    napi_value s;
+    // Terms are ASCII: latin1 creation skips UTF-8 decoding.
+    NAPI_THROW_IF_FAILED(env, napi_create_string_latin1(env, b.termBytes.data() + start, b.termEnds[i] - start, &s),
+                         Napi::Value());
+    terms.Set(uint32_t(i), Napi::Value(env, s));
+    start = b.termEnds[i];
+  }
+  r.Set("terms", terms);
+  r.Set("tokens", Typed(env, std::move(b.tokens)));
+  r.Set("indptr", Typed(env, std::move(b.indptr)));
+  r.Set("ids", Typed(env, std::move(b.ids)));
+  r.Set("counts", Typed(env, std::move(b.counts)));
+  return r;
+}
+
+class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "TextTokenizer",
+                       {InstanceMethod("tokenize", &TextTokenizerWrap::Tokenize),
+                        InstanceMethod("tokenizeAsync", &TextTokenizerWrap::TokenizeAsync),
+                        InstanceMethod("dispose", &TextTokenizerWrap::DisposeMethod)});
+  }
+
+  // new TextTokenizer({ mode, minLength, dropKeywords, keywords, stopWords, q, lowercase, pad })
+  explicit TextTokenizerWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    try {
+      Args args(info);
+      Napi::Object o = args.Obj(0, "options");
+      text::Options opt;
+      const std::string mode = StrPropOr(o, "mode", "words");
+      if (mode == "code") opt.mode = text::Mode::Code;
+      else if (mode == "words") opt.mode = text::Mode::Words;
+      else if (mode == "qgrams") opt.mode = text::Mode::Qgrams;
+      else ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
+      opt.minLength = UintProp(o, "minLength", 1, 1, 1 << 20);
+      opt.q = UintProp(o, "q", 3, 1, 1024);
+      opt.dropKeywords = BoolPropOr(o, "dropKeywords", true);
+      opt.lowercase = BoolPropOr(o, "lowercase", true);
+      opt.pad = BoolPropOr(o, "pad", false);
+      opt.keywords = StringList(o, "keywords");
+      opt.stopWords = StringList(o, "stopWords");
+      impl_ = std::make_shared<text::Tokenizer>(opt);
+    } catch (const Error& e) {
+      throw MakeJsError(info.Env(), e);
+    }
+  }
+
+ private:
+  Napi::Value DisposeMethod(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+  // tokenize(bytes: Uint8Array, offsets: Uint32Array, minTokens) -> batch
+  Napi::Value Tokenize(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("TextTokenizer");
+      Input in = ReadInput(info);
+      text::Batch b;
+      impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, &b);
+      return BatchToJs(info.Env(), std::move(b));
+    });
+  }
+
+  // tokenizeAsync(bytes, offsets, minTokens) -> Promise<batch>; the caller
+  // must not write to bytes or offsets until it settles.
+  Napi::Value TokenizeAsync(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("TextTokenizer");
+      Input in = ReadInput(info);
+      auto b = std::make_shared<text::Batch>();
+      return RunAsync(
+          info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get()); },
+          [=](Napi::Env env) { return BatchToJs(env, std::move(*b)); }, {info[0], info[1]});
+    });
+  }
+};
+
+// assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
+Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    auto indptr = TypedArg<uint32_t>(info[0], "indptr");
+    auto tokens = TypedArg<uint32_t>(info[1], "tokens");
+    if (info.Length() < 3 || !info[2].IsNumber()) ThrowInvalid("minTokens must be a number", "TypeError");
+    const double minTokens = info[2].As<Napi::Number>().DoubleValue();
+    if (!(minTokens >= 0 && minTokens <= 4294967295.0)) ThrowInvalid("minTokens must be in [0, 2^32 - 1]");
+    auto ids = TypedArg<uint32_t>(info[3], "ids");
+    auto counts = TypedArg<uint32_t>(info[4], "counts");
+    auto remap = TypedArg<int32_t>(info[5], "remap");
+    if (indptr.length != tokens.length + 1) ThrowInvalid("indptr must have tokens.length + 1 entries");
+    if (counts.length != ids.length) ThrowInvalid("counts and ids must have the same length");
+    text::Rows rows;
+    text::AssembleRows(indptr.data, tokens.data, tokens.length, uint32_t(std::ceil(minTokens)), ids.data, counts.data,
+                       ids.length, remap.data, remap.length, &rows);
+    Napi::Env env = info.Env();
+    auto r = Napi::Object::New(env);
+    r.Set("rowPtr", Typed(env, std::move(rows.rowPtr)));
+    r.Set("cols", Typed(env, std::move(rows.cols)));
+    r.Set("values", Typed(env, std::move(rows.values)));
+    r.Set("kept", double(rows.kept));
+    return r;
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("TextTokenizer", TextTokenizerWrap::Define(env));
+  exports.Set("assembleTextRows", Napi::Function::New(env, AssembleRows, "assembleTextRows"));
+}
+
+}  // namespace
+
+CUSIM_REGISTER(text, Init);
+
+}  // namespace cusim

@@ -1,0 +1,89 @@
+// Native tokenization for the text featurizers (lib/text/tokenize.ts). The
+// JavaScript tokenizers stay the definition: this engine reproduces them token
+// for token where that is exact, and says so per document where it is not, so
+// the caller tokenizes those documents in JavaScript instead.
+//
+// Exactness: 'code' mode only ever looks at ASCII bytes (every other UTF-16
+// unit is a separator there, and so is every byte of a multi-byte UTF-8
+// sequence), so it handles every document. 'words' and 'qgrams' handle pure
+// ASCII documents; a document with any byte >= 0x80 comes back as kFallback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cusim {
+namespace text {
+
+enum class Mode : uint8_t { Code, Words, Qgrams };
+
+struct Options {
+  Mode mode = Mode::Words;
+  // 'code' and 'words': shortest token kept, in characters.
+  uint32_t minLength = 1;
+  // 'code': identifiers dropped whole when 2–12 characters long (the JS rule).
+  bool dropKeywords = true;
+  std::vector<std::string> keywords;
+  // 'words': dropped words (already lowercased by the caller).
+  std::vector<std::string> stopWords;
+  // 'qgrams'.
+  uint32_t q = 3;
+  bool lowercase = true;
+  bool pad = false;
+};
+
+// tokens[d] for a document the caller must tokenize itself.
+inline constexpr uint32_t kFallback = 0xffffffffu;
+
+// One batch, counted against a batch-local dictionary. Only documents with at
+// least minTokens tokens (and not kFallback) contribute pairs and terms, so
+// the dictionary's first-occurrence order is the order in which a sequential
+// pass over the kept documents would meet new tokens.
+struct Batch {
+  std::string termBytes;           // distinct tokens, concatenated in first-occurrence order
+  std::vector<uint32_t> termEnds;  // end of term i in termBytes
+  std::vector<uint32_t> tokens;    // per document: tokens before any vocabulary filter, or kFallback
+  std::vector<uint32_t> indptr;    // documents + 1: document d's pairs are [indptr[d], indptr[d+1])
+  std::vector<uint32_t> ids;       // local term id, in first-occurrence order within the document
+  std::vector<uint32_t> counts;    // occurrences of that term in the document
+};
+
+// A counted batch's kept documents as rows of a vocabulary: remap[id] is the
+// column of local term id (-1: dropped by a frozen vocabulary). Each row has
+// its distinct columns ascending, equal columns (hash collisions) summed in
+// integers and rounded to float32 once: TextFeaturizer's appendRow().
+struct Rows {
+  std::vector<uint32_t> rowPtr;  // kept rows + 1
+  std::vector<uint32_t> cols;
+  std::vector<float> values;
+  uint64_t kept = 0;             // token occurrences with a column
+};
+
+// Throws if an id is out of range for remap (terms entries) or indptr is not
+// monotone within pairs; multi-threaded over documents.
+void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
+                  const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out);
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(const Options& options);
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  const Options& options() const;
+
+  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8. Multi-threaded
+  // over documents (ParallelFor); the dictionary is merged in document order.
+  void Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace text
+}  // namespace cusim
