@@ -57,6 +57,24 @@ __device__ __forceinline__ uint32_t LanesBelow() {
   return lt;
 }
 
+// This lane's rank among the lanes set in `mask`, over the whole block with
+// warps in order, and the block's total. Every thread calls it (two barriers;
+// `slots` holds one count per warp).
+__device__ __forceinline__ uint32_t BlockRank(uint32_t* slots, unsigned mask, unsigned warp, unsigned nw,
+                                              unsigned lane, uint32_t& total) {
+  if (lane == 0) slots[warp] = __popc(mask);
+  __syncthreads();
+  uint32_t before = 0;
+  total = 0;
+  for (unsigned w = 0; w < nw; ++w) {
+    const uint32_t c = slots[w];
+    if (w < warp) before += c;
+    total += c;
+  }
+  __syncthreads();
+  return before + __popc(mask & LanesBelow());
+}
+
 __device__ __forceinline__ uint32_t WarpInclusiveSum(uint32_t v) {
   const unsigned lane = threadIdx.x & 31;
 #pragma unroll
@@ -153,36 +171,19 @@ __device__ void SelectWrite(const uint32_t* keys, uint32_t m, uint32_t k, bool i
     if (allEqual) {
       win = win || eq;
     } else {
-      const unsigned eqMask = __ballot_sync(kFull, eq);
-      if (lane == 0) sc.warpA[warp] = __popc(eqMask);
-      __syncthreads();
-      uint32_t before = eqBase, total = 0;
-      for (unsigned w = 0; w < nw; ++w) {
-        const uint32_t c = sc.warpA[w];
-        if (w < warp) before += c;
-        total += c;
-      }
-      before += __popc(eqMask & LanesBelow());
+      uint32_t total;
+      const uint32_t before = eqBase + BlockRank(sc.warpA, __ballot_sync(kFull, eq), warp, nw, lane, total);
       win = win || (eq && before < kk);
       eqBase += total;
-      __syncthreads();
     }
     const unsigned winMask = __ballot_sync(kFull, win);
     if (!indices) {
       if (lane == 0 && base + warp * 32 < m) out[(base + warp * 32) >> 5] = winMask;
     } else {
-      if (lane == 0) sc.warpB[warp] = __popc(winMask);
-      __syncthreads();
-      uint32_t before = winBase, total = 0;
-      for (unsigned w = 0; w < nw; ++w) {
-        const uint32_t c = sc.warpB[w];
-        if (w < warp) before += c;
-        total += c;
-      }
-      before += __popc(winMask & LanesBelow());
+      uint32_t total;
+      const uint32_t before = winBase + BlockRank(sc.warpB, winMask, warp, nw, lane, total);
       if (win) out[before] = j;
       winBase += total;
-      __syncthreads();
     }
   }
 }

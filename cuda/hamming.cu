@@ -749,6 +749,24 @@ uint32_t BatchSize(uint64_t nq, uint64_t perQuery, int device, uint32_t cap) {
   return uint32_t(std::min<uint64_t>({b, nq, cap}));
 }
 
+// The end of one query batch of a search: its kernels are queued after event
+// t[1]; download the top-k and the per-query counts, wait, and charge the
+// batch's kernel and copy time (t[0] was recorded before its upload).
+void FinishBatch(gpu::Event (&t)[4], uint32_t* ids, uint16_t* dist, uint64_t q0, uint32_t nb, uint32_t k,
+                 const uint32_t* dIds, const uint16_t* dDist, const uint32_t* dCounts, uint32_t* counts,
+                 const gpu::Stream& stream, Timing* timing) {
+  t[2].record(stream);
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(ids + q0 * k, dIds, uint64_t(nb) * k * 4, cudaMemcpyDeviceToHost, stream));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(dist + q0 * k, dDist, uint64_t(nb) * k * 2, cudaMemcpyDeviceToHost, stream));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(counts, dCounts, uint64_t(nb) * 4, cudaMemcpyDeviceToHost, stream));
+  t[3].record(stream);
+  stream.sync();
+  if (timing) {
+    timing->kernelMs += gpu::ElapsedMs(t[1], t[2]);
+    timing->transferMs += gpu::ElapsedMs(t[0], t[1]) + gpu::ElapsedMs(t[2], t[3]);
+  }
+}
+
 enum class Tile { Popc, Mma, Mma2 };
 
 template <int KS, class Epi>
@@ -917,26 +935,17 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
   for (uint64_t q0 = 0; q0 < queries.rows; q0 += batch) {
     cancel.check();
     const uint32_t nb = uint32_t(std::min<uint64_t>(batch, queries.rows - q0));
-    gpu::Event t0, t1, t2, t3;
-    t0.record(stream);
+    gpu::Event t[4];
+    t[0].record(stream);
     UploadQueries(qb, queries, q0, nb, d.wp, device, stream);
-    t1.record(stream);
+    t[1].record(stream);
     sampleBound(qb, nb);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(candCnt.data(), 0, uint64_t(nb) * 4, stream));
     LaunchTile(tile, d, n, 1, qb, nb, CollectBound{bound.data(), candCnt.data(), cand.data()}, stream);
     SortCandidatesKernel<<<nb, kThreads, 0, stream>>>(candCnt.data(), cand.data(), n, k, ix.bits, outIds.data(),
                                                       outDist.data());
     CUSIM_LAUNCH_CHECK();
-    t2.record(stream);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(ids + q0 * k, outIds.data(), uint64_t(nb) * k * 4, cudaMemcpyDeviceToHost, stream));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dist + q0 * k, outDist.data(), uint64_t(nb) * k * 2, cudaMemcpyDeviceToHost, stream));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(counts.data(), candCnt.data(), uint64_t(nb) * 4, cudaMemcpyDeviceToHost, stream));
-    t3.record(stream);
-    stream.sync();
-    if (timing) {
-      timing->kernelMs += gpu::ElapsedMs(t1, t2);
-      timing->transferMs += gpu::ElapsedMs(t0, t1) + gpu::ElapsedMs(t2, t3);
-    }
+    FinishBatch(t, ids, dist, q0, nb, k, outIds.data(), outDist.data(), candCnt.data(), counts.data(), stream, timing);
     // Queries whose bounded set overflowed (heavy ties, skewed data) go through the histogram passes.
     redo.clear();
     for (uint32_t i = 0; i < nb; ++i)
@@ -1033,10 +1042,10 @@ void SearchEwhCuda(HostIndex& ix, const BitsView& queries, uint32_t k, uint32_t*
   for (uint64_t q0 = 0; q0 < queries.rows; q0 += batch) {
     cancel.check();
     const uint32_t nb = uint32_t(std::min<uint64_t>(batch, queries.rows - q0));
-    gpu::Event t0, t1, t2, t3;
-    t0.record(stream);
+    gpu::Event t[4];
+    t[0].record(stream);
     UploadQueries(qb, queries, q0, nb, d.wp, device, stream);
-    t1.record(stream);
+    t[1].record(stream);
     ScoreBatch(ix, d, qb, qkeys, scores.data(), nb, stream);
     ShortlistKernel<<<nb, kThreads, 0, stream>>>(scores.data(), n, p.shortlist, minCut, cand.data(), candCount.data(),
                                                  scored.data());
@@ -1046,17 +1055,9 @@ void SearchEwhCuda(HostIndex& ix, const BitsView& queries, uint32_t k, uint32_t*
                                                              candCount.data(), hist.data(), k, ix.bits, outIds.data(),
                                                              outDist.data());
     CUSIM_LAUNCH_CHECK();
-    t2.record(stream);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(ids + q0 * k, outIds.data(), uint64_t(nb) * k * 4, cudaMemcpyDeviceToHost, stream));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dist + q0 * k, outDist.data(), uint64_t(nb) * k * 2, cudaMemcpyDeviceToHost, stream));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(counts.data(), candCount.data(), uint64_t(nb) * 4, cudaMemcpyDeviceToHost, stream));
-    t3.record(stream);
-    stream.sync();
-    if (timing) {
-      timing->kernelMs += gpu::ElapsedMs(t1, t2);
-      timing->transferMs += gpu::ElapsedMs(t0, t1) + gpu::ElapsedMs(t2, t3);
+    FinishBatch(t, ids, dist, q0, nb, k, outIds.data(), outDist.data(), candCount.data(), counts.data(), stream, timing);
+    if (timing)
       for (uint32_t i = 0; i < nb; ++i) timing->shortlisted += counts[i];
-    }
   }
   unsigned long long total = 0;
   CUSIM_CUDA_CHECK(cudaMemcpy(&total, scored.data(), 8, cudaMemcpyDeviceToHost));
