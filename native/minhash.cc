@@ -191,6 +191,15 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         const uint64_t need = (rowEnd - rowStart) * uint64_t(e->samples) * 2;
         if (arr.ElementLength() < need)
           ThrowInvalid("out has length " + std::to_string(arr.ElementLength()) + " but the rows need " + std::to_string(need));
+        // Signatures written over the matrix being read would change columns
+        // and row bounds under the kernels (reads far out of range).
+        const auto overlaps = [&](const void* p, uint64_t bytes) {
+          const uintptr_t a = uintptr_t(arr.Data()), b = uintptr_t(p);
+          return need > 0 && bytes > 0 && a < b + bytes && b < a + need * 4;
+        };
+        const uint64_t nz = m.indptr[m.rows];
+        if (overlaps(m.indptr, (m.rows + 1) * 4) || overlaps(m.indices, nz * 4) || (m.values && overlaps(m.values, nz * 4)))
+          ThrowInvalid("out must not share memory with matrix.indptr, matrix.indices or matrix.values");
         out->external = arr.Data();
         keep.push_back(o);
       }
