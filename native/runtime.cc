@@ -90,8 +90,19 @@ Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
     auto out = Napi::Object::New(env);
     void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
     out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
-    out.Set("buffer", p ? Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* q) { HostPinnedFree(q); })
-                        : Napi::ArrayBuffer::New(env, bytes));
+    if (p) {
+      out.Set("buffer", Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* q) { HostPinnedFree(q); }));
+    } else {
+      // Not napi_create_arraybuffer: V8 aborts the process when that
+      // allocation fails. `new ArrayBuffer(bytes)` throws a RangeError instead.
+      Napi::Value buf;
+      try {
+        buf = env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))});
+      } catch (const Napi::Error&) {
+        throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes of host memory");
+      }
+      out.Set("buffer", buf);
+    }
     return out;
   });
 }

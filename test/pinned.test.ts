@@ -30,6 +30,15 @@ describe('pinnedArray', () => {
     expectInvalid(() => pinnedArray(Uint32Array, -1), RangeError, /length must be an integer/);
     expectInvalid(() => pinnedArray(Uint32Array, 1.5), RangeError, /length must be an integer/);
   });
+
+  it('throws CUSIM_OUT_OF_MEMORY for an allocation that cannot be satisfied (V8 aborted the process)', () => {
+    for (const T of [Uint8Array, Float64Array] as const) {
+      expect(() => pinnedArray(T, 2 ** 50 / T.BYTES_PER_ELEMENT)).toThrow(
+        expect.objectContaining({ code: 'CUSIM_OUT_OF_MEMORY', message: expect.stringMatching(/could not allocate 1125899906842624 bytes/) }),
+      );
+    }
+    expect(pinnedArray(Uint8Array, 16).length).toBe(16);
+  });
 });
 
 describe('WeightedMinHash hash({ out })', () => {
