@@ -75,6 +75,12 @@ Napi::TypedArrayOf<T> Typed(Napi::Env env, std::vector<T>&& v) {
 
 // { terms: string[], tokens, indptr, ids, counts }
 Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
+  // V8 aborts the process (not a JavaScript exception) on an array longer than
+  // its FixedArray limit, 2^27 - 3 elements; stay clear of it.
+  constexpr size_t kMaxTerms = (size_t(1) << 27) - 1024;
+  if (b.termEnds.size() > kMaxTerms)
+    ThrowInvalid("a batch has " + std::to_string(b.termEnds.size()) + " distinct tokens, more than a JavaScript array holds (" +
+                 std::to_string(kMaxTerms) + "); tokenize fewer texts per call");
   auto r = Napi::Object::New(env);
   auto terms = Napi::Array::New(env, b.termEnds.size());
   uint32_t start = 0;

@@ -387,3 +387,23 @@ describe('rows over wide columns', () => {
     }
   });
 });
+
+// ~12 GB of memory and several minutes: run with CUSIM_TEST_HEAVY=1.
+describe.skipIf(!process.env.CUSIM_TEST_HEAVY)('native tokenizer past the JavaScript array limit (heavy)', () => {
+  it('a batch with more than 2^27 distinct tokens is a coded error, not a V8 abort of the process', async () => {
+    // 137,500 documents of 1,000 random printable bytes: ~135.7M distinct 5-grams.
+    const r = rng(5);
+    const texts: string[] = [];
+    const chars = new Uint8Array(1000);
+    for (let d = 0; d < 137_500; d++) {
+      for (let i = 0; i < chars.length; i++) chars[i] = 0x21 + randInt(r, 94);
+      texts.push(Buffer.from(chars).toString('latin1'));
+    }
+    const f = new TextFeaturizer({ mode: 'qgrams', q: 5, lowercase: false, native: true });
+    // The async call keeps the event loop (and vitest's worker RPC) responsive.
+    await expect(f.tokenizeBatchAsync(texts)).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+      message: expect.stringMatching(/distinct tokens, more than a JavaScript array holds/),
+    });
+  }, 1_800_000);
+});
