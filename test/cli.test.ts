@@ -2,7 +2,7 @@
 // found exactly (checked against a brute-force weighted Jaccard oracle), the
 // JSON schema holds still, and every bad input is one line and a non-zero exit.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync, cpSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -309,7 +309,16 @@ describe('npx cusim inside the checkout', () => {
   const why = npm.status !== 0 ? 'npm is not on PATH' : major * 100 + minor < 1008 ? `npm ${npm.stdout.trim()} < 10.8` : undefined;
   it.skipIf(!!why)(`runs this checkout's bin/cusim, never a registry package${why ? ` (skipped: ${why})` : ''}`, () => {
     ensureDist();
-    const r = spawnSync('npx', ['--no', '--offline', 'cusim', '--version'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    // A private npm cache: npx keeps one folder per package spec there, and a
+    // stale or half-written folder from an earlier run would fail this run.
+    const cache = mkdtempSync(path.join(tmpdir(), 'cusim-npx-cache-'));
+    const r = spawnSync('npx', ['--no', '--offline', 'cusim', '--version'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, npm_config_cache: cache },
+    });
+    rmSync(cache, { recursive: true, force: true });
     expect(r.status, r.stderr).toBe(0);
     const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
     expect(r.stdout.trim()).toBe(pkg.version);

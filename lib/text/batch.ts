@@ -4,7 +4,7 @@
 // the documents it can handle exactly; the rest go through the JavaScript
 // tokenizers and are merged in, in document order.
 import { native, type Native } from '../addon.js';
-import { rangeError } from '../errors.js';
+import { rangeError, typeError } from '../errors.js';
 
 /**
  * Distinct tokens of the kept documents (those with at least `minTokens`
@@ -152,7 +152,7 @@ export class NativeTokenizer {
   constructor(options: NativeTokenizerOptions) {
     const addon = native();
     if (typeof addon.TextTokenizer !== 'function') {
-      throw new Error('the loaded cusim addon has no native tokenizer (an older build): rebuild it with `npm run build`, or pass native: false');
+      throw typeError('native: true needs the native tokenizer, which the loaded cusim addon lacks (an older build): rebuild it with `npm run build`, or pass native: false');
     }
     this.handle = new addon.TextTokenizer(options);
   }
