@@ -1,19 +1,27 @@
 // GPU set similarity join, fgssjoin's index / filter / verify scheme without
 // its dense block x block score matrix:
 //  - the size-sorted indexed collection is cut into blocks of `blockSize` sets;
-//    per block an inverted index of prefixes is built (count, CUB scan, scatter);
-//  - only probes whose size bounds can meet the block's sizes are run against it;
+//    per block an inverted index of prefixes is built (count, CUB scan,
+//    scatter, then each posting list sorted by set position);
+//  - a probe's partners are a contiguous range of set positions (the size
+//    window, and in a self-join only smaller positions), so in each sorted
+//    posting list the probe reads exactly that range, found by a warp-wide
+//    32-ary search: no posting outside the window is ever loaded;
 //  - probes go in batches sized so their candidate tables fit a fixed budget;
 //    each probe owns a SPARSE open-addressing table (capacity from an exact
-//    upper bound on its postings), filled by one warp: partial overlap, last
-//    matched positions; the same warp applies the size and positional filters
-//    and compacts survivors in one pass (warp ballot + one atomic per 32);
+//    upper bound on its in-window postings), filled by one warp: partial
+//    overlap, last matched positions; the same warp applies the positional
+//    filter and compacts survivors in one pass (warp ballot + one atomic per 32);
 //  - a verify kernel merges the suffixes after the last prefix match with
-//    early termination and emits (probe, candidate, overlap) records.
-// The host applies the exact final test (join::Accept), shared with the CPU.
+//    early termination, applies the exact final test (join::Accept, shared with
+//    the CPU), maps positions to input ids and appends (left, right) keys with
+//    (overlap, similarity) values to a device result buffer;
+//  - batches run back to back; the result buffer is sorted on the GPU (CUB
+//    radix sort on left << 32 | right) and downloaded once per chunk.
 #include <cub/cub.cuh>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "../native/join.h"
@@ -32,10 +40,22 @@ struct alignas(16) Slot {
   unsigned long long last;
 };
 constexpr unsigned kThreads = 256;
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kIlp = 4;
 
 struct Cand {
   uint32_t x, y, count, lastX, lastY;
 };
+
+// Counters in device memory: candidates of the running batch (the filter's
+// write cursor), result pairs and candidates since the last chunk.
+enum Counter { kBatchCands = 0, kPairs = 1, kCands = 2, kCounters = 3 };
+
+// A posting: indexed set position << 32 | the token's position in that set.
+// Sorting a list sorts it by set position.
+__device__ __forceinline__ unsigned long long Posting(uint64_t set, uint32_t pos) {
+  return (static_cast<unsigned long long>(set) << 32) | pos;
+}
 
 __device__ __forceinline__ uint32_t SizeOf(const uint64_t* off, uint64_t i) { return uint32_t(off[i + 1] - off[i]); }
 
@@ -52,6 +72,37 @@ __device__ __forceinline__ uint32_t PrefixLen(const Bounds& B, bool mid, uint32_
   return mid ? B.IndexPrefix(a) : B.ProbePrefix(a);
 }
 
+// First q in [s, e) whose set position is >= lo (e if none); lists are sorted
+// by set position. 32-ary: each round the warp samples 32 evenly spaced
+// postings and keeps the gap where the position crosses lo.
+__device__ uint64_t WarpLowerBound(const unsigned long long* __restrict__ p, uint64_t s, uint64_t e, uint32_t lo,
+                                   unsigned lane) {
+  while (e - s > 32) {
+    const uint64_t step = (e - s + 31) / 32;
+    const uint64_t i = s + lane * step;
+    const bool below = i < e && uint32_t(p[i] >> 32) < lo;
+    const unsigned c = __popc(__ballot_sync(kFull, below));
+    if (c == 0) return s;
+    const uint64_t ns = s + (c - 1) * step + 1;
+    e = min(e, s + c * step);
+    s = ns;
+  }
+  const uint64_t i = s + lane;
+  const bool below = i < e && uint32_t(p[i] >> 32) < lo;
+  return s + __popc(__ballot_sync(kFull, below));
+}
+
+// The same search by one thread (binary).
+__device__ __forceinline__ uint64_t LowerBound(const unsigned long long* __restrict__ p, uint64_t s, uint64_t e,
+                                               uint32_t lo) {
+  while (s < e) {
+    const uint64_t mid = s + (e - s) / 2;
+    if (uint32_t(p[mid] >> 32) < lo) s = mid + 1;
+    else e = mid;
+  }
+  return s;
+}
+
 __global__ void CountPrefixKernel(const uint32_t* __restrict__ tok, const uint64_t* __restrict__ off, uint64_t i0,
                                   uint64_t i1, Bounds B, bool mid, unsigned long long* __restrict__ cnt) {
   for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1; i += uint64_t(gridDim.x) * blockDim.x) {
@@ -60,28 +111,36 @@ __global__ void CountPrefixKernel(const uint32_t* __restrict__ tok, const uint64
   }
 }
 
+// Unordered within each list; the lists are sorted afterwards.
 __global__ void ScatterPrefixKernel(const uint32_t* __restrict__ tok, const uint64_t* __restrict__ off, uint64_t i0,
                                     uint64_t i1, Bounds B, bool mid, unsigned long long* __restrict__ cursor,
-                                    uint2* __restrict__ postings) {
+                                    unsigned long long* __restrict__ postings) {
   for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1; i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t L = PrefixLen(B, mid, SizeOf(off, i));
     for (uint32_t k = 0; k < L; k++) {
       const unsigned long long at = atomicAdd(&cursor[tok[off[i] + k]], 1ull);
-      postings[at] = make_uint2(uint32_t(i), k);
+      postings[at] = Posting(i, k);
     }
   }
 }
 
-// Upper bound on each probe's candidates: the postings its prefix touches.
+// Upper bound on each probe's distinct candidates: the postings of its prefix
+// tokens inside its window [lo, hi) of set positions.
 __global__ void PostingsPerProbeKernel(const uint32_t* __restrict__ tok, const uint64_t* __restrict__ off, uint64_t p0,
                                        uint64_t p1, Bounds B, const unsigned long long* __restrict__ start,
-                                       uint64_t* __restrict__ hits) {
+                                       const unsigned long long* __restrict__ postings, const uint32_t* __restrict__ lo,
+                                       const uint32_t* __restrict__ hi, uint64_t* __restrict__ hits) {
   for (uint64_t i = p0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p1; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t L = B.ProbePrefix(SizeOf(off, i));
+    const uint32_t wl = lo[i - p0], wh = hi[i - p0];
     uint64_t h = 0;
-    for (uint32_t k = 0; k < L; k++) {
-      const uint32_t t = tok[off[i] + k];
-      h += start[t + 1] - start[t];
+    if (wl < wh) {
+      const uint32_t L = B.ProbePrefix(SizeOf(off, i));
+      for (uint32_t k = 0; k < L; k++) {
+        const uint32_t t = tok[off[i] + k];
+        const uint64_t s = start[t], e = start[t + 1];
+        const uint64_t a = LowerBound(postings, s, e, wl);
+        h += LowerBound(postings, a, e, wh) - a;
+      }
     }
     hits[i - p0] = h;
   }
@@ -91,42 +150,75 @@ __global__ void PostingsPerProbeKernel(const uint32_t* __restrict__ tok, const u
 // are written by atomics, which L1 does not see.
 __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* __restrict__ poff,
                              const uint64_t* __restrict__ ioff, const unsigned long long* __restrict__ start,
-                             const uint2* __restrict__ postings, const uint32_t* __restrict__ probes,
-                             const uint64_t* __restrict__ tableOff, uint64_t nProbes, Bounds B, bool self,
-                             Slot* table, Cand* __restrict__ cands,
-                             unsigned long long* __restrict__ nCands) {
+                             const unsigned long long* __restrict__ postings, const uint32_t* __restrict__ probes,
+                             const uint64_t* __restrict__ tableOff, uint64_t nProbes, uint64_t p0,
+                             const uint32_t* __restrict__ winLo, const uint32_t* __restrict__ winHi, Bounds B,
+                             Slot* table, Cand* __restrict__ cands, unsigned long long* __restrict__ counters) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
   for (uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < nProbes; w += warps) {
     const uint32_t x = probes[w];
+    const uint32_t lo = winLo[x - p0], hi = winHi[x - p0];
     const uint64_t base = tableOff[w];
     const uint32_t mask = uint32_t(tableOff[w + 1] - base) - 1;
     const uint32_t a = SizeOf(poff, x);
-    const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
     const uint32_t* xr = ptok + poff[x];
     for (uint32_t k = 0, L = B.ProbePrefix(a); k < L; k++) {
       const uint32_t t = xr[k];
-      for (unsigned long long q = start[t] + lane; q < start[t + 1]; q += 32) {
-        const uint2 e = postings[q];
-        const uint32_t y = e.x;
-        if (self && y >= x) continue;
-        const uint32_t b = SizeOf(ioff, y);
-        if (b < minS || b > maxS) continue;
-        const uint32_t key = y + 1;
-        uint32_t slot = Mix(y) & mask;
-        Slot* at;
-        for (;;) {
-          at = &table[base + slot];
-          uint32_t cur = __ldcg(&at->key);
-          if (cur == 0) cur = atomicCAS(&at->key, 0u, key);
-          if (cur == 0 || cur == key) break;
-          slot = (slot + 1) & mask;
+      const uint64_t e = start[t + 1];
+      // kIlp postings per lane per round, their first table probes loaded
+      // together: the filter waits on memory, one load chain per posting.
+      for (uint64_t qb = WarpLowerBound(postings, start[t], e, lo, lane) + lane;; qb += 32 * kIlp) {
+        unsigned long long pe[kIlp];
+        bool live[kIlp];
+        uint32_t slot[kIlp];
+        uint4 cur[kIlp];
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) {
+          const uint64_t q = qb + 32 * u;
+          pe[u] = q < e ? postings[q] : ~0ull;
+          live[u] = uint32_t(pe[u] >> 32) < hi;  // sorted: past the window, or past the list
         }
-        atomicAdd(&at->count, 1u);
-        // Matches of one pair rise in both sets together, so the largest
-        // (probe position, indexed position) word is the last match.
-        atomicMax(&at->last, (static_cast<unsigned long long>(k) << 32) | e.y);
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) {
+          slot[u] = Mix(uint32_t(pe[u] >> 32)) & mask;
+          if (live[u]) cur[u] = __ldcg(reinterpret_cast<const uint4*>(&table[base + slot[u]]));
+        }
+#pragma unroll
+        for (int u = 0; u < kIlp; u++) {
+          if (!live[u]) continue;
+          const uint32_t key = uint32_t(pe[u] >> 32) + 1;
+          // No atomics: a set holds a token once, so within one token's list
+          // no two postings share a slot, and the __syncwarp below orders the
+          // lists. A slot already holding the key was not touched since the
+          // load above; otherwise probe afresh (an earlier posting of this
+          // lane may have just claimed the slot).
+          uint4* at = reinterpret_cast<uint4*>(&table[base + slot[u]]);
+          uint4 c = cur[u];
+          if (c.x != key) {
+            uint32_t sl = slot[u];
+            for (;;) {
+              at = reinterpret_cast<uint4*>(&table[base + sl]);
+              c = __ldcg(at);
+              if (c.x == 0) {
+                const uint32_t old = atomicCAS(&table[base + sl].key, 0u, key);
+                if (old == 0) {
+                  c = make_uint4(key, 0, 0, 0);
+                  break;
+                }
+                c.x = old;
+              }
+              if (c.x == key) break;
+              sl = (sl + 1) & mask;
+            }
+          }
+          // Matches of one pair come in rising (probe, indexed) positions:
+          // the latest is the last match.
+          __stcg(at, make_uint4(key, c.y + 1, uint32_t(pe[u]), k));
+        }
+        if (!__shfl_sync(kFull, live[kIlp - 1], 31)) break;
       }
+      __syncwarp();
     }
     __syncwarp();
     for (uint64_t s0 = 0; s0 <= mask; s0 += 32) {
@@ -144,11 +236,11 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
           keep = c.count + min(a - 1 - c.lastX, b - 1 - c.lastY) >= B.Alpha(a, b);
         }
       }
-      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+      const unsigned ballot = __ballot_sync(kFull, keep);
       if (ballot) {
         unsigned long long at = 0;
-        if (lane == 0) at = atomicAdd(nCands, (unsigned long long)__popc(ballot));
-        at = __shfl_sync(0xffffffffu, at, 0);
+        if (lane == 0) at = atomicAdd(&counters[kBatchCands], (unsigned long long)__popc(ballot));
+        at = __shfl_sync(kFull, at, 0);
         if (keep) cands[at + __popc(ballot & ((1u << lane) - 1))] = c;
       }
     }
@@ -157,10 +249,17 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
 
 // Every common token up to the last prefix match is already counted, so only
 // the suffixes after it are merged; stop as soon as the bound cannot be met.
+// Survivors of the exact test go to the chunk's result buffer as
+// (left << 32 | right, overlap | float similarity bits << 32) in input ids.
+// The candidate count is read from device memory, so no host round trip
+// separates the filter from the verify.
 __global__ void VerifyKernel(const uint32_t* __restrict__ ptok, const uint64_t* __restrict__ poff,
                              const uint32_t* __restrict__ itok, const uint64_t* __restrict__ ioff,
-                             const Cand* __restrict__ cands, uint64_t n, Bounds B, Hit* __restrict__ out,
-                             unsigned long long* __restrict__ nOut) {
+                             const uint32_t* __restrict__ pids, const uint32_t* __restrict__ iids,
+                             const Cand* __restrict__ cands, Bounds B, bool self,
+                             unsigned long long* __restrict__ keys, unsigned long long* __restrict__ vals,
+                             unsigned long long* __restrict__ counters) {
+  const uint64_t n = counters[kBatchCands];
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     const Cand c = cands[i];
     const uint32_t a = SizeOf(poff, c.x), b = SizeOf(ioff, c.y);
@@ -175,7 +274,36 @@ __global__ void VerifyKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
       p += u <= v;
       q += v <= u;
     }
-    if (o >= need) out[atomicAdd(nOut, 1ull)] = Hit{c.x, c.y, o};
+    double sim;
+    if (o >= need && Accept(B.m, B.t, a, b, o, &sim)) {
+      uint32_t l = pids[c.x], r = iids[c.y];
+      if (self && l > r) {
+        const uint32_t tmp = l;
+        l = r;
+        r = tmp;
+      }
+      const unsigned long long at = atomicAdd(&counters[kPairs], 1ull);
+      keys[at] = (static_cast<unsigned long long>(l) << 32) | r;
+      vals[at] = o | (static_cast<unsigned long long>(__float_as_uint(float(sim))) << 32);
+    }
+  }
+}
+
+// Closes a batch: its candidates join the chunk's count, the cursor rewinds.
+__global__ void TallyKernel(unsigned long long* counters) {
+  counters[kCands] += counters[kBatchCands];
+  counters[kBatchCands] = 0;
+}
+
+// Sorted (key, value) records to the chunk's four arrays, laid end to end.
+__global__ void SplitKernel(const unsigned long long* __restrict__ keys, const unsigned long long* __restrict__ vals,
+                            uint64_t n, uint32_t* __restrict__ out) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const unsigned long long k = keys[i], v = vals[i];
+    out[i] = uint32_t(k >> 32);
+    out[n + i] = uint32_t(k);
+    out[2 * n + i] = uint32_t(v);
+    out[3 * n + i] = uint32_t(v >> 32);
   }
 }
 
@@ -183,6 +311,12 @@ uint64_t NextPow2(uint64_t v) {
   uint64_t p = 1;
   while (p < v) p <<= 1;
   return p;
+}
+
+int BitsFor(uint64_t v) {
+  int b = 1;
+  while (b < 64 && (v >> b)) b++;
+  return b;
 }
 
 class CudaJoiner final : public Joiner {
@@ -194,45 +328,82 @@ class CudaJoiner final : public Joiner {
     block_ = std::min<uint64_t>(blockSize ? blockSize : kDefaultBlock, 1ull << 24);
     sms_ = unsigned(gpu::MultiprocessorCount(device));
     // A single probe's table holds up to 2 * block entries; the budget must fit one.
-    tableBudget_ = std::max<uint64_t>(kTableBudget, NextPow2(2 * std::min<uint64_t>(block_, std::max<uint64_t>(m, 1))));
-    Upload(p_->probe, &dPtok_, &dPoff_, "join probe sets");
-    if (!p_->self) Upload(p_->index, &dItok_, &dIoff_, "join indexed sets");
+    size_t freeB = 0, totalB = 0;
+    CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    tableBudget_ = std::max<uint64_t>(std::min<uint64_t>(kTableBudget, freeB / 8 / sizeof(Slot)), 1ull << 22);
+    tableBudget_ = std::max<uint64_t>(tableBudget_, NextPow2(2 * std::min<uint64_t>(block_, std::max<uint64_t>(m, 1))));
+    Upload(p_->probe, &dPtok_, &dPoff_, &dPids_, "join probe sets");
+    if (!p_->self) Upload(p_->index, &dItok_, &dIoff_, &dIids_, "join indexed sets");
     start_.reset(uint64_t(p_->vocab) + 1, "join inverted index offsets");
     cursor_.reset(uint64_t(p_->vocab) + 1, "join inverted index cursors");
-    counters_.reset(2, "join counters");
+    counters_.reset(kCounters, "join counters");
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, kCounters * 8, stream_));
+    uint64_t maxId = 0;
+    for (uint32_t id : p_->probe.ids) maxId = std::max<uint64_t>(maxId, id);
+    for (uint32_t id : p_->index.ids) maxId = std::max<uint64_t>(maxId, id);
+    keyBits_ = 32 + BitsFor(maxId);
+    // Test hook: a small budget forces many chunks.
+    if (const char* e = std::getenv("CUSIM_JOIN_CHUNK_PAIRS")) chunkPairs_ = std::max<uint64_t>(1, std::strtoull(e, nullptr, 10));
   }
 
   bool Next(Chunk* out, const CancelToken& cancel) override {
     gpu::DeviceGuard guard(device_);
     for (;;) {
       cancel.check();
+      if (pendingCands_) {
+        // The filtered batch's pairs might overflow this chunk: return the
+        // chunk first, verify into an empty buffer on the next call.
+        if (pairs_ > 0 && pairs_ + pendingCands_ > chunkPairs_) {
+          Flush(out);
+          return true;
+        }
+        Verify(out);
+        continue;
+      }
       if (batch_ < batches_.size()) {
-        RunBatch(batch_++, out);
+        Filter(batch_++, out);
+        continue;
+      }
+      if (blockStart_ < p_->indexed().n()) {
+        BuildBlock(out);
+        continue;
+      }
+      // The last chunk; also carries the statistics of batches without pairs.
+      if (pairs_ > 0 || out->candidates > 0 || out->kernelMs > 0) {
+        Flush(out);
         return true;
       }
-      if (blockStart_ >= p_->indexed().n()) return false;
-      BuildBlock(out);
+      return false;
     }
   }
 
  private:
   static constexpr uint64_t kDefaultBlock = 1ull << 20;
-  // Candidate-table entries (16 B each) per probe batch: 1 GiB. Bigger batches
-  // mean fewer host round trips; the cost of clearing scales with use, not size.
-  static constexpr uint64_t kTableBudget = 1ull << 26;
+  // Candidate-table entries (16 B each) per probe batch: up to 4 GiB, an
+  // eighth of free memory. Many probes per batch keep every SM's warps busy
+  // (the filter waits on memory); the cost of clearing scales with use, not size.
+  static constexpr uint64_t kTableBudget = 1ull << 28;
   static constexpr uint64_t kMaxBatchProbes = 1ull << 22;
+  // Result pairs gathered on the GPU before a chunk is sorted and returned
+  // (16 B each, twice for the sort, plus 16 B of output: 3 GiB).
+  static constexpr uint64_t kChunkPairs = 1ull << 26;
 
   const uint32_t* Ptok() const { return dPtok_.data(); }
   const uint64_t* Poff() const { return dPoff_.data(); }
   const uint32_t* Itok() const { return p_->self ? dPtok_.data() : dItok_.data(); }
   const uint64_t* Ioff() const { return p_->self ? dPoff_.data() : dIoff_.data(); }
+  const uint32_t* Iids() const { return p_->self ? dPids_.data() : dIids_.data(); }
 
-  void Upload(const Collection& c, gpu::DeviceBuffer<uint32_t>* tok, gpu::DeviceBuffer<uint64_t>* off, const char* what) {
+  void Upload(const Collection& c, gpu::DeviceBuffer<uint32_t>* tok, gpu::DeviceBuffer<uint64_t>* off,
+              gpu::DeviceBuffer<uint32_t>* ids, const char* what) {
     tok->reset(std::max<size_t>(c.tokens.size(), 1), what);
     off->reset(c.offsets.size(), what);
+    ids->reset(std::max<size_t>(c.ids.size(), 1), what);
     if (!c.tokens.empty())
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(tok->data(), c.tokens.data(), c.tokens.size() * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(off->data(), c.offsets.data(), c.offsets.size() * 8, cudaMemcpyHostToDevice, stream_));
+    if (!c.ids.empty())
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(ids->data(), c.ids.data(), c.ids.size() * 4, cudaMemcpyHostToDevice, stream_));
     stream_.sync();
   }
 
@@ -270,6 +441,28 @@ class CudaJoiner final : public Joiner {
     for (uint64_t i = i0; i < i1; i++) entries += p.IndexPrefix(i);
     if (entries == 0) return;
 
+    // Each probe's window of partner positions in this block: the allowed
+    // sizes, and in a self-join only sets before the probe. Probes come in
+    // size order, so the window's ends are searched once per distinct size.
+    std::vector<uint32_t> lo(pHi - pLo), hi(pHi - pLo);
+    {
+      uint32_t lastA = 0;
+      uint64_t wl = 0, wh = 0;
+      for (uint64_t j = 0; j < lo.size(); j++) {
+        const uint64_t x = pLo + j;
+        const uint32_t a = X.size(x);
+        if (a != lastA || j == 0) {
+          lastA = a;
+          const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
+          wl = FirstWhere(Y, i0, i1, [&](uint32_t b) { return b >= minS; });
+          wh = FirstWhere(Y, wl, i1, [&](uint32_t b) { return b > maxS; });
+        }
+        const uint64_t h = p.self ? std::min(wh, x) : wh;
+        lo[j] = uint32_t(wl);
+        hi[j] = uint32_t(std::max(h, wl));
+      }
+    }
+
     gpu::Event e0, e1;
     e0.record(stream_);
     const uint64_t V = uint64_t(p.vocab) + 1;
@@ -281,12 +474,27 @@ class CudaJoiner final : public Joiner {
     scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join scan scratch");
     CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scanTemp_.data(), tempBytes, cursor_.data(), start_.data(), int64_t(V), stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(cursor_.data(), start_.data(), V * 8, cudaMemcpyDeviceToDevice, stream_));
-    postings_.reserve(entries, "join prefix postings");
+    sortTemp_.reserve(entries, "join prefix postings");
     ScatterPrefixKernel<<<Grid(i1 - i0), kThreads, 0, stream_>>>(Itok(), Ioff(), i0, i1, B, p.self, cursor_.data(),
-                                                                 postings_.data());
+                                                                 sortTemp_.data());
     CUSIM_LAUNCH_CHECK();
+    // Each list sorted by set position, so a probe reads just its window.
+    postings_.reserve(entries, "join prefix postings");
+    tempBytes = 0;
+    CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, tempBytes, sortTemp_.data(), postings_.data(),
+                                                        int64_t(entries), int64_t(V - 1), start_.data(),
+                                                        start_.data() + 1, stream_));
+    scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join sort scratch");
+    CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(scanTemp_.data(), tempBytes, sortTemp_.data(), postings_.data(),
+                                                        int64_t(entries), int64_t(V - 1), start_.data(),
+                                                        start_.data() + 1, stream_));
+    winLo_.reserve(lo.size(), "join probe windows");
+    winHi_.reserve(hi.size(), "join probe windows");
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo.data(), lo.size() * 4, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winHi_.data(), hi.data(), hi.size() * 4, cudaMemcpyHostToDevice, stream_));
     hits_.reserve(pHi - pLo, "join postings per probe");
     PostingsPerProbeKernel<<<Grid(pHi - pLo), kThreads, 0, stream_>>>(Ptok(), Poff(), pLo, pHi, B, start_.data(),
+                                                                      postings_.data(), winLo_.data(), winHi_.data(),
                                                                       hits_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
@@ -294,41 +502,31 @@ class CudaJoiner final : public Joiner {
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(hits.data(), hits_.data(), hits.size() * 8, cudaMemcpyDeviceToHost, stream_));
     stream_.sync();
     out->kernelMs += gpu::ElapsedMs(e0, e1);
+    blockP0_ = pLo;
 
     // Plan batches: per probe a power-of-two table at least twice its distinct
-    // candidates, bounded by its postings and by the block's window of allowed
-    // sizes (in a self-join, only sets before the probe). Probes come in size
-    // order, so the window's ends are searched once per distinct size.
+    // candidates (bounded by its in-window postings and the window's width).
     Batch cur;
-    uint32_t lastA = 0;
-    uint64_t winLo = 0, winHi = 0;
     for (uint64_t j = 0; j < hits.size(); j++) {
       if (hits[j] == 0) continue;
-      const uint64_t x = pLo + j;
-      const uint32_t a = X.size(x);
-      if (a != lastA || j == 0) {
-        lastA = a;
-        const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
-        winLo = FirstWhere(Y, i0, i1, [&](uint32_t b) { return b >= minS; });
-        winHi = FirstWhere(Y, winLo, i1, [&](uint32_t b) { return b > maxS; });
-      }
-      const uint64_t hi = p.self ? std::min(winHi, x) : winHi;
-      if (hi <= winLo) continue;
-      const uint64_t distinct = std::min(hits[j], hi - winLo);
-      const uint64_t cap = NextPow2(std::max<uint64_t>(2 * distinct, 8));
+      const uint64_t distinct = std::min<uint64_t>(hits[j], hi[j] - lo[j]);
+      // Load at most 2/3 of the bound, which itself counts a candidate once
+      // per shared prefix token.
+      const uint64_t cap = NextPow2(std::max<uint64_t>(distinct + distinct / 2 + 1, 8));
       if (!cur.probes.empty() && (cur.tableOff.back() + cap > tableBudget_ || cur.probes.size() >= kMaxBatchProbes)) {
         batches_.push_back(std::move(cur));
         cur = Batch();
       }
       if (cur.tableOff.empty()) cur.tableOff.push_back(0);
-      cur.probes.push_back(uint32_t(x));
+      cur.probes.push_back(uint32_t(pLo + j));
       cur.tableOff.push_back(cur.tableOff.back() + cap);
       cur.maxCands += distinct;
     }
     if (!cur.probes.empty()) batches_.push_back(std::move(cur));
   }
 
-  void RunBatch(size_t bi, Chunk* out) {
+  // Filters one batch into cands_; reads back its candidate count.
+  void Filter(size_t bi, Chunk* out) {
     const Prepared& p = *p_;
     const Batch& b = batches_[bi];
     const uint64_t n = b.probes.size(), slots = b.tableOff.back();
@@ -338,40 +536,87 @@ class CudaJoiner final : public Joiner {
     cands_.reserve(b.maxCands, "join candidates");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
-    gpu::Event e0, e1, e2, e3;
+    gpu::Event e0, e1;
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * sizeof(Slot), stream_));
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 2 * 8, stream_));
     FilterKernel<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), postings_.data(),
-                                                         probes_.data(), tableOff_.data(), n, p.bounds, p.self,
-                                                         table_.data(),
-                                                         cands_.data(), counters_.data());
+                                                         probes_.data(), tableOff_.data(), n, blockP0_, winLo_.data(),
+                                                         winHi_.data(), p.bounds, table_.data(), cands_.data(),
+                                                         counters_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
     unsigned long long nc = 0;
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(&nc, counters_.data(), 8, cudaMemcpyDeviceToHost, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(&nc, counters_.data() + kBatchCands, 8, cudaMemcpyDeviceToHost, stream_));
     stream_.sync();
-    out->candidates += nc;
-    float ms = gpu::ElapsedMs(e0, e1);
-    if (nc == 0) {
-      out->kernelMs += ms;
-      return;
-    }
-    hitsOut_.reserve(nc, "join verified pairs");
-    e2.record(stream_);
-    VerifyKernel<<<Grid(nc), kThreads, 0, stream_>>>(Ptok(), Poff(), Itok(), Ioff(), cands_.data(), nc, p.bounds,
-                                                     hitsOut_.data(), counters_.data() + 1);
+    out->kernelMs += gpu::ElapsedMs(e0, e1);
+    if (nc == 0) return;
+    pendingCands_ = nc;
+  }
+
+  // Verifies the filtered batch into the result buffer (grown if needed).
+  void Verify(Chunk* out) {
+    const Prepared& p = *p_;
+    EnsureCapacity(pairs_ + pendingCands_);
+    gpu::Event e0, e1;
+    e0.record(stream_);
+    VerifyKernel<<<Grid(pendingCands_), kThreads, 0, stream_>>>(Ptok(), Poff(), Itok(), Ioff(), dPids_.data(), Iids(),
+                                                                cands_.data(), p.bounds, p.self, keys_.data(),
+                                                                vals_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
-    e3.record(stream_);
-    unsigned long long no = 0;
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(&no, counters_.data() + 1, 8, cudaMemcpyDeviceToHost, stream_));
+    TallyKernel<<<1, 1, 0, stream_>>>(counters_.data());
+    CUSIM_LAUNCH_CHECK();
+    e1.record(stream_);
+    unsigned long long c[kCounters];
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(c, counters_.data(), sizeof(c), cudaMemcpyDeviceToHost, stream_));
     stream_.sync();
-    ms += gpu::ElapsedMs(e2, e3);
-    out->kernelMs += ms;
-    std::vector<Hit> hits(no);
-    if (no) CUSIM_CUDA_CHECK(cudaMemcpyAsync(hits.data(), hitsOut_.data(), no * sizeof(Hit), cudaMemcpyDeviceToHost, stream_));
-    stream_.sync();
-    Finalize(p, hits, out);
+    pairs_ = c[kPairs];
+    out->candidates = c[kCands];
+    out->kernelMs += gpu::ElapsedMs(e0, e1);
+    pendingCands_ = 0;
+  }
+
+  // Room for `n` result pairs, keeping those already gathered.
+  void EnsureCapacity(uint64_t n) {
+    if (n <= capacity_) return;
+    const uint64_t cap = std::max({n, std::min(2 * capacity_, chunkPairs_), uint64_t(1) << 20});
+    gpu::DeviceBuffer<unsigned long long> k(cap, "join result pairs"), v(cap, "join result pairs");
+    if (pairs_ > 0) {
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(k.data(), keys_.data(), pairs_ * 8, cudaMemcpyDeviceToDevice, stream_));
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(v.data(), vals_.data(), pairs_ * 8, cudaMemcpyDeviceToDevice, stream_));
+      stream_.sync();
+    }
+    keys_ = std::move(k);
+    vals_ = std::move(v);
+    capacity_ = cap;
+  }
+
+  // Sorts the gathered pairs by (left, right) on the GPU and hands them over.
+  void Flush(Chunk* out) {
+    const uint64_t n = pairs_;
+    if (n > 0) {
+      gpu::Event e0, e1;
+      e0.record(stream_);
+      keysAlt_.reserve(n, "join result sort");
+      valsAlt_.reserve(n, "join result sort");
+      size_t tempBytes = 0;
+      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tempBytes, keys_.data(), keysAlt_.data(), vals_.data(),
+                                                       valsAlt_.data(), int64_t(n), 0, keyBits_, stream_));
+      scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join result sort scratch");
+      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scanTemp_.data(), tempBytes, keys_.data(), keysAlt_.data(),
+                                                       vals_.data(), valsAlt_.data(), int64_t(n), 0, keyBits_, stream_));
+      soa_.reserve(4 * n, "join result arrays");
+      SplitKernel<<<Grid(n), kThreads, 0, stream_>>>(keysAlt_.data(), valsAlt_.data(), n, soa_.data());
+      CUSIM_LAUNCH_CHECK();
+      e1.record(stream_);
+      out->block.allocate(n * 16);
+      out->count = n;
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->block.data(), soa_.data(), n * 16, cudaMemcpyDeviceToHost, stream_));
+      stream_.sync();
+      out->kernelMs += gpu::ElapsedMs(e0, e1);
+    }
+    pairs_ = 0;
+    // A pending batch's candidate count (kBatchCands) survives the flush.
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data() + kPairs, 0, 2 * 8, stream_));
   }
 
   struct Batch {
@@ -386,18 +631,23 @@ class CudaJoiner final : public Joiner {
   gpu::Stream stream_;
   uint64_t block_ = 0, tableBudget_ = 0;
   unsigned sms_ = 1;
-  gpu::DeviceBuffer<uint32_t> dPtok_, dItok_;
+  int keyBits_ = 64;
+  gpu::DeviceBuffer<uint32_t> dPtok_, dItok_, dPids_, dIids_;
   gpu::DeviceBuffer<uint64_t> dPoff_, dIoff_;
   gpu::DeviceBuffer<unsigned long long> start_, cursor_, counters_;
   gpu::DeviceBuffer<uint8_t> scanTemp_;
-  gpu::DeviceBuffer<uint2> postings_;
+  gpu::DeviceBuffer<unsigned long long> postings_, sortTemp_;
+  gpu::DeviceBuffer<uint32_t> winLo_, winHi_;
   gpu::DeviceBuffer<uint64_t> hits_;
   gpu::DeviceBuffer<uint32_t> probes_;
   gpu::DeviceBuffer<uint64_t> tableOff_;
   gpu::DeviceBuffer<Slot> table_;
   gpu::DeviceBuffer<Cand> cands_;
-  gpu::DeviceBuffer<Hit> hitsOut_;
-  uint64_t blockStart_ = 0;
+  gpu::DeviceBuffer<unsigned long long> keys_, vals_, keysAlt_, valsAlt_;
+  gpu::DeviceBuffer<uint32_t> soa_;
+  uint64_t pairs_ = 0, capacity_ = 0, chunkPairs_ = kChunkPairs;
+  uint64_t pendingCands_ = 0;  // candidates of a filtered batch awaiting its verify
+  uint64_t blockStart_ = 0, blockP0_ = 0;
   std::vector<Batch> batches_;
   size_t batch_ = 0;
 };

@@ -132,6 +132,13 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
     candidates += c.candidates;
     kernelMs += c.kernelMs;
   }
+  // One chunk (the usual case on the GPU, which gathers up to 2^24 pairs per
+  // chunk) is already sorted: hand its arrays over without a copy.
+  const withPairs = chunks.filter((c) => c.left.length > 0);
+  if (withPairs.length === 1) {
+    const [c] = withPairs;
+    return { left: c.left, right: c.right, overlap: c.overlap, similarity: c.similarity, candidates, kernelMs, backend: backend ?? normalize(sets, options).backend };
+  }
   const out: JoinResult = {
     left: new Uint32Array(total),
     right: new Uint32Array(total),

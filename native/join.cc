@@ -105,10 +105,21 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
           [=](Napi::Env env) -> Napi::Value {
             if (!*more) return env.Null();
             auto r = Napi::Object::New(env);
-            r.Set("left", ToTyped(env, std::move(chunk->left)));
-            r.Set("right", ToTyped(env, std::move(chunk->right)));
-            r.Set("overlap", ToTyped(env, std::move(chunk->overlap)));
-            r.Set("similarity", ToTyped(env, std::move(chunk->similarity)));
+            if (chunk->block.data()) {
+              // Four views of one block; the last view's buffer frees it.
+              const size_t n = chunk->count;
+              auto buf = Napi::ArrayBuffer::New(env, chunk->block.release(), n * 16,
+                                                [](Napi::Env, void* q) { std::free(q); });
+              r.Set("left", Napi::Uint32Array::New(env, n, buf, 0));
+              r.Set("right", Napi::Uint32Array::New(env, n, buf, n * 4));
+              r.Set("overlap", Napi::Uint32Array::New(env, n, buf, n * 8));
+              r.Set("similarity", Napi::Float32Array::New(env, n, buf, n * 12));
+            } else {
+              r.Set("left", ToTyped(env, std::move(chunk->left)));
+              r.Set("right", ToTyped(env, std::move(chunk->right)));
+              r.Set("overlap", ToTyped(env, std::move(chunk->overlap)));
+              r.Set("similarity", ToTyped(env, std::move(chunk->similarity)));
+            }
             r.Set("candidates", double(chunk->candidates));
             r.Set("kernelMs", chunk->kernelMs);
             return r;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common.h"
+#include "host_buffer.h"
 
 namespace cusim {
 namespace join {
@@ -68,12 +69,14 @@ struct Bounds {
 
 // The exact membership test, shared by both backends and mirrored by the
 // tests' brute-force oracle: the similarity in double compared with t.
-inline bool Accept(Measure m, double t, uint32_t a, uint32_t b, uint32_t o, double* sim) {
+// CUSIM_HD: the GPU applies it too (IEEE double division and sqrt, so the
+// same pairs and the same float similarities).
+CUSIM_HD bool Accept(Measure m, double t, uint32_t a, uint32_t b, uint32_t o, double* sim) {
   double s;
   switch (m) {
     case Measure::Jaccard: s = double(o) / double(uint64_t(a) + b - o); break;
     case Measure::Dice: s = 2.0 * double(o) / double(uint64_t(a) + b); break;
-    case Measure::Cosine: s = double(o) / std::sqrt(double(a) * double(b)); break;
+    case Measure::Cosine: s = double(o) / sqrt(double(a) * double(b)); break;
     default: s = double(o); break;
   }
   *sim = s;
@@ -111,6 +114,11 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
 struct Chunk {
   std::vector<uint32_t> left, right, overlap;
   std::vector<float> similarity;
+  // The GPU's chunks instead: `count` lefts, rights, overlaps and similarity
+  // bits end to end in one block, written by the device copy without a
+  // zero-fill first.
+  HostBlock block;
+  uint64_t count = 0;
   uint64_t candidates = 0;  // pairs that survived the filters and were verified
   double kernelMs = 0;
 };

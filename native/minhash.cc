@@ -2,7 +2,6 @@
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
 #include <unistd.h>
 #if defined(__linux__)
-#include <sys/mman.h>
 #endif
 
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <new>
 
 #include "gpu.h"
+#include "host_buffer.h"
 #include "minhash.h"
 #include "napi_util.h"
 
@@ -81,13 +81,9 @@ Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const f
   return o;
 }
 
-// Signature storage handed to JavaScript without a copy. Left uninitialized
-// (unlike std::vector) because a 1M-row result is 1 GB that the kernels or the
-// CPU overwrite entirely; zero-filling it first would cost a serial pass.
-// Output of one hash call, handed to JavaScript without a copy. Large outputs
-// are 2 MB aligned and advised onto transparent huge pages: every page of a
-// fresh buffer faults on first write, and at 4 KB pages the faults of a 1 GB
-// signature array cost as much as the copy into it.
+// Output of one hash call, handed to JavaScript without a copy, in
+// uninitialized host memory (host_buffer.h): a 1M-row result is 1 GB that the
+// kernels or the CPU overwrite entirely.
 struct Signatures {
   uint32_t* data = nullptr;
   uint64_t size = 0;
@@ -97,18 +93,7 @@ struct Signatures {
   void allocate(uint64_t n) {
     size = n;
     if (!n || external) return;
-    constexpr uint64_t kHuge = 2ull << 20;
-    const uint64_t bytes = n * 4;
-    void* p = nullptr;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (bytes >= 32 * kHuge) {
-      p = std::aligned_alloc(kHuge, (bytes + kHuge - 1) / kHuge * kHuge);
-      if (p) madvise(p, bytes, MADV_HUGEPAGE);
-    }
-#endif
-    if (!p) p = std::malloc(bytes);
-    if (!p) throw std::bad_alloc();
-    data = static_cast<uint32_t*>(p);
+    data = static_cast<uint32_t*>(AllocHostResult(n * 4));
   }
   Napi::Value ToJs(Napi::Env env) {
     if (external) return env.Undefined();  // the caller already holds the array

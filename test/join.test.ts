@@ -402,4 +402,31 @@ describeGpu('similarityJoin', () => {
     }
     expect(total).toBe((n * (n - 1)) / 2);
   });
+
+  it('cuda chunks: a small result budget gives several sorted chunks, and the joined result still equals cpu', async () => {
+    const r = rng(77);
+    const rows = Array.from({ length: 3000 }, () => Array.from({ length: 2 + randInt(r, 6) }, () => randInt(r, 16)));
+    const m = csrFromRows(rows, 16);
+    const cpu = await similarityJoin(m, { threshold: 0.5, backend: 'cpu' });
+    expect(cpu.left.length).toBeGreaterThan(20_000);
+    process.env.CUSIM_JOIN_CHUNK_PAIRS = '4000';
+    try {
+      let chunks = 0;
+      let total = 0;
+      for await (const c of similarityJoinStream(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 })) {
+        if (c.left.length === 0) continue;
+        chunks++;
+        total += c.left.length;
+        for (let k = 1; k < c.left.length; k++) {
+          const before = c.left[k - 1] < c.left[k] || (c.left[k - 1] === c.left[k] && c.right[k - 1] < c.right[k]);
+          if (!before) throw new Error(`chunk not sorted at ${k}`);
+        }
+      }
+      expect(chunks).toBeGreaterThan(2);
+      expect(total).toBe(cpu.left.length);
+      expectSame(cpu, await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 }), 'small chunks');
+    } finally {
+      delete process.env.CUSIM_JOIN_CHUNK_PAIRS;
+    }
+  });
 });
