@@ -234,6 +234,60 @@ Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::
   return c;
 }
 
+// The sorted distinct ids of a sparse id space, bucketed by their top bits:
+// buckets are sorted independently (in parallel) and an id's index is a
+// search within its small bucket rather than over the whole vocabulary.
+class Vocabulary {
+ public:
+  Vocabulary(const Source* src, int k) {
+    uint64_t nnz = 0;
+    uint32_t maxId = 0;
+    for (int i = 0; i < k; i++) {
+      nnz += src[i].nnz();
+      for (uint64_t j = 0; j < src[i].nnz(); j++) maxId = std::max(maxId, src[i].tok[j]);
+    }
+    // About 16 tokens a bucket, at most 2^16 buckets.
+    const uint64_t want = std::min<uint64_t>(uint64_t(1) << 16, std::max<uint64_t>(1, nnz / 16));
+    while ((uint64_t(maxId) >> shift_) + 1 > want) shift_++;
+    const uint64_t buckets = (uint64_t(maxId) >> shift_) + 1;
+    std::vector<uint64_t> at(buckets + 1, 0);
+    for (int i = 0; i < k; i++)
+      for (uint64_t j = 0; j < src[i].nnz(); j++) at[(src[i].tok[j] >> shift_) + 1]++;
+    for (uint64_t b = 0; b < buckets; b++) at[b + 1] += at[b];
+    std::vector<uint32_t> all(nnz);
+    {
+      std::vector<uint64_t> fill(at.begin(), at.end() - 1);
+      for (int i = 0; i < k; i++)
+        for (uint64_t j = 0; j < src[i].nnz(); j++) all[fill[src[i].tok[j] >> shift_]++] = src[i].tok[j];
+    }
+    std::vector<uint64_t> distinct(buckets + 1, 0);
+    ParallelFor(buckets, 64, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++) {
+        std::sort(all.begin() + at[v], all.begin() + at[v + 1]);
+        distinct[v + 1] = uint64_t(std::unique(all.begin() + at[v], all.begin() + at[v + 1]) - (all.begin() + at[v]));
+      }
+    });
+    for (uint64_t b = 0; b < buckets; b++) distinct[b + 1] += distinct[b];
+    ids_.resize(distinct[buckets]);
+    ParallelFor(buckets, 64, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++)
+        std::copy_n(all.begin() + at[v], distinct[v + 1] - distinct[v], ids_.begin() + distinct[v]);
+    });
+    start_ = std::move(distinct);
+  }
+  uint64_t size() const { return ids_.size(); }
+  // Index of an id that occurs.
+  uint32_t Index(uint32_t id) const {
+    const uint64_t b = id >> shift_;
+    return uint32_t(std::lower_bound(ids_.begin() + start_[b], ids_.begin() + start_[b + 1], id) - ids_.begin());
+  }
+
+ private:
+  int shift_ = 0;
+  std::vector<uint32_t> ids_;
+  std::vector<uint64_t> start_;  // per bucket, into ids_
+};
+
 }  // namespace
 
 std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t) {
@@ -257,18 +311,13 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
   // `cols` with few tokens stays cheap. Ranks are the same either way.
   uint64_t V = cols;
   if (cols > 4 * nnz + (1u << 20)) {
-    std::vector<uint32_t> vocab;
-    vocab.reserve(nnz);
-    for (int i = 0; i < k; i++) vocab.insert(vocab.end(), src[i].tok, src[i].tok + src[i].nnz());
-    std::sort(vocab.begin(), vocab.end());
-    vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
+    const Vocabulary vocab(src, k);
     V = vocab.size();
     for (int i = 0; i < k; i++) {
       src[i].owned.resize(src[i].nnz());
       const uint32_t* raw = src[i].tok;
       ParallelFor(src[i].owned.size(), 4096, [&](size_t b, size_t e) {
-        for (size_t j = b; j < e; j++)
-          src[i].owned[j] = uint32_t(std::lower_bound(vocab.begin(), vocab.end(), raw[j]) - vocab.begin());
+        for (size_t j = b; j < e; j++) src[i].owned[j] = vocab.Index(raw[j]);
       });
       src[i].tok = src[i].owned.data();
     }
@@ -293,7 +342,16 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
     for (size_t c = b; c < e; c++) chunkMax[c] = *std::max_element(left.begin() + n * c / chunks, left.begin() + n * (c + 1) / chunks);
   });
   const uint32_t maxL = *std::max_element(chunkMax.begin(), chunkMax.end());
-  std::vector<uint32_t> perm(n);
+  // Sorted position -> (right << 32 | source index): sorting these plain
+  // integers beats comparing through an index.
+  std::vector<uint64_t> key(n);
+  auto gather = [&](auto& v) {
+    std::remove_reference_t<decltype(v)> out(n);
+    ParallelFor(n, 65536, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; i++) out[i] = v[uint32_t(key[i])];
+    });
+    v.swap(out);
+  };
   if (uint64_t(maxL) < 4 * uint64_t(n) + 1024) {
     // Counting sort by left, then each left's few rights in parallel: O(n)
     // where a comparison sort of millions of pairs dominated. Blocks of pairs
@@ -336,30 +394,31 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
     ParallelFor(blocks, 1, [&](size_t b, size_t e) {
       for (size_t blk = b; blk < e; blk++) {
         uint32_t* at = hist.data() + blk * K;
-        for (size_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) perm[at[left[i]]++] = uint32_t(i);
+        for (size_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++)
+          key[at[left[i]]++] = uint64_t(right[i]) << 32 | i;
       }
     });
+    // Each bucket sorted by right; left and right then follow from the
+    // buckets and the keys without gathering.
     ParallelFor(K, 1024, [&](size_t b, size_t e) {
-      for (size_t v = b; v < e; v++)
-        std::sort(perm.begin() + start[v], perm.begin() + start[v + 1], [&](uint32_t x, uint32_t y) { return right[x] < right[y]; });
+      for (size_t v = b; v < e; v++) {
+        std::sort(key.begin() + start[v], key.begin() + start[v + 1]);
+        std::fill(left.begin() + start[v], left.begin() + start[v + 1], uint32_t(v));
+        for (uint64_t i = start[v]; i < start[v + 1]; i++) right[i] = uint32_t(key[i] >> 32);
+      }
     });
   } else {
+    std::vector<uint32_t> perm(n);
     std::iota(perm.begin(), perm.end(), 0u);
     std::sort(perm.begin(), perm.end(), [&](uint32_t x, uint32_t y) {
       return left[x] != left[y] ? left[x] < left[y] : right[x] < right[y];
     });
+    for (size_t i = 0; i < n; i++) key[i] = perm[i];
+    gather(left);
+    gather(right);
   }
-  auto apply = [&](auto& v) {
-    std::remove_reference_t<decltype(v)> out(n);
-    ParallelFor(n, 65536, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; i++) out[i] = v[perm[i]];
-    });
-    v.swap(out);
-  };
-  apply(left);
-  apply(right);
-  apply(overlap);
-  apply(sim);
+  gather(overlap);
+  gather(sim);
 }
 
 void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out) {
