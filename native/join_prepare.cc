@@ -18,7 +18,7 @@ struct Source {
   const uint32_t* indptr = nullptr;
   uint32_t base = 0;
   const uint32_t* tok = nullptr;  // row r: tok[indptr[r] - base, indptr[r + 1] - base)
-  std::vector<uint32_t> owned;    // sparse path: the vocabulary indices
+  UninitVector<uint32_t> owned;   // sparse path: the vocabulary indices
   uint64_t nnz() const { return rows ? uint64_t(indptr[rows]) - base : 0; }
   uint32_t len(uint64_t r) const { return indptr[r + 1] - indptr[r]; }
   const uint32_t* row(uint64_t r) const { return tok + (indptr[r] - base); }
@@ -344,13 +344,13 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
   const uint32_t maxL = *std::max_element(chunkMax.begin(), chunkMax.end());
   // Sorted position -> (right << 32 | source index): sorting these plain
   // integers beats comparing through an index.
-  std::vector<uint64_t> key(n);
+  UninitVector<uint64_t> key(n);
   auto gather = [&](auto& v) {
-    std::remove_reference_t<decltype(v)> out(n);
+    UninitVector<typename std::remove_reference_t<decltype(v)>::value_type> out(n);
     ParallelFor(n, 65536, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; i++) out[i] = v[uint32_t(key[i])];
     });
-    v.swap(out);
+    ParallelFor(n, 65536, [&](size_t b, size_t e) { std::copy(out.begin() + b, out.begin() + e, v.begin() + b); });
   };
   if (uint64_t(maxL) < 4 * uint64_t(n) + 1024) {
     // Counting sort by left, then each left's few rights in parallel: O(n)
