@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "host_buffer.h"
+#include "uninit_vector.h"
 
 namespace cusim {
 namespace join {
@@ -88,7 +89,7 @@ CUSIM_HD bool Accept(Measure m, double t, uint32_t a, uint32_t b, uint32_t o, do
 // sorted by rank, rows sorted by (size, input id), empty rows dropped.
 struct Collection {
   std::vector<uint64_t> offsets;  // n + 1
-  std::vector<uint32_t> tokens;
+  UninitVector<uint32_t> tokens;  // filled in parallel by Prepare
   std::vector<uint32_t> ids;  // input row id of each sorted position
   uint64_t n() const { return ids.size(); }
   uint32_t size(uint64_t i) const { return uint32_t(offsets[i + 1] - offsets[i]); }

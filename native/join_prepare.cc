@@ -1,6 +1,7 @@
 // Shared preprocessing and result handling for both join backends: global
 // token order, rank-mapped size-sorted collections, the exact final test.
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "join.h"
@@ -10,68 +11,282 @@ namespace cusim {
 namespace join {
 namespace {
 
-// Deduplicated rows in input order (tokens still raw ids).
-struct Deduped {
-  std::vector<uint64_t> offsets;
-  std::vector<uint32_t> tokens;
+// One input collection with its tokens as column ids: the raw ids (dense
+// path) or indices into the sorted vocabulary (sparse path).
+struct Source {
+  uint64_t rows = 0;
+  const uint32_t* indptr = nullptr;
+  uint32_t base = 0;
+  const uint32_t* tok = nullptr;  // row r: tok[indptr[r] - base, indptr[r + 1] - base)
+  UninitVector<uint32_t> owned;   // sparse path: the vocabulary indices
+  uint64_t nnz() const { return rows ? uint64_t(indptr[rows]) - base : 0; }
+  uint32_t len(uint64_t r) const { return indptr[r + 1] - indptr[r]; }
+  const uint32_t* row(uint64_t r) const { return tok + (indptr[r] - base); }
 };
 
-Deduped Dedupe(const CsrView& m) {
-  Deduped d;
-  d.offsets.assign(m.rows + 1, 0);
-  std::vector<uint32_t> sizes(m.rows);
-  const uint32_t base = m.rows ? m.indptr[0] : 0;
-  d.tokens.resize(m.nnz());
-  ParallelFor(m.rows, 256, [&](size_t b, size_t e) {
-    for (size_t r = b; r < e; r++) {
-      uint32_t* out = d.tokens.data() + (m.indptr[r] - base);
-      const uint32_t len = m.indptr[r + 1] - m.indptr[r];
-      std::copy(m.indices + m.indptr[r], m.indices + m.indptr[r + 1], out);
-      std::sort(out, out + len);
-      sizes[r] = uint32_t(std::unique(out, out + len) - out);
+// Sorts and deduplicates a short row in place; returns its new length.
+uint32_t SortUnique(uint32_t* a, uint32_t n) {
+  if (n > 32) {
+    std::sort(a, a + n);
+  } else {  // below this insertion sort beats std::sort's set-up
+    for (uint32_t i = 1; i < n; i++) {
+      const uint32_t v = a[i];
+      uint32_t j = i;
+      for (; j > 0 && a[j - 1] > v; j--) a[j] = a[j - 1];
+      a[j] = v;
     }
-  });
-  // Compact the rows in place: each row moves left, never past its source.
-  uint64_t w = 0;
-  for (uint64_t r = 0; r < m.rows; r++) {
-    const uint64_t src = m.indptr[r] - base;
-    if (w != src) std::copy(d.tokens.begin() + src, d.tokens.begin() + src + sizes[r], d.tokens.begin() + w);
-    w += sizes[r];
-    d.offsets[r + 1] = w;
   }
-  d.tokens.resize(w);
-  return d;
+  return uint32_t(std::unique(a, a + n) - a);
 }
 
-Collection Build(const Deduped& d, const std::vector<uint32_t>& rankOf, bool dense,
-                 const std::vector<uint32_t>& vocab) {
-  const uint64_t rows = d.offsets.size() - 1;
-  Collection c;
-  std::vector<uint32_t> order;
-  order.reserve(rows);
-  for (uint64_t r = 0; r < rows; r++)
-    if (d.offsets[r + 1] > d.offsets[r]) order.push_back(uint32_t(r));
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return d.offsets[a + 1] - d.offsets[a] < d.offsets[b + 1] - d.offsets[b];
-  });
-  c.ids = order;
-  c.offsets.assign(order.size() + 1, 0);
-  for (size_t i = 0; i < order.size(); i++) c.offsets[i + 1] = c.offsets[i] + (d.offsets[order[i] + 1] - d.offsets[order[i]]);
-  c.tokens.resize(c.offsets.back());
-  ParallelFor(order.size(), 256, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; i++) {
-      const uint32_t* src = d.tokens.data() + d.offsets[order[i]];
-      const uint64_t len = c.offsets[i + 1] - c.offsets[i];
-      uint32_t* out = c.tokens.data() + c.offsets[i];
-      for (uint64_t k = 0; k < len; k++) {
-        out[k] = dense ? rankOf[src[k]]
-                       : rankOf[std::lower_bound(vocab.begin(), vocab.end(), src[k]) - vocab.begin()];
+// Sorts and deduplicates rows of ranks through a two-level bitmap (a bit per
+// rank, a bit per nonempty word), all zero between rows: setting bits needs no
+// comparisons, so rows of a few dozen random ranks avoid the mispredicted
+// branches that dominate a comparison sort. Reading a row back scans the
+// upper level, so rows shorter than that stay with SortUnique.
+class RowBitmap {
+ public:
+  // Largest rank count kept in a bitmap (128 KiB per block of rows).
+  static constexpr uint64_t kMaxRanks = uint64_t(1) << 20;
+
+  explicit RowBitmap(uint64_t ranks) : lo_((ranks + 63) / 64, 0), hi_((lo_.size() + 63) / 64, 0) {}
+
+  static bool Pays(uint64_t ranks, uint32_t len) { return (ranks + 4095) / 4096 <= 4 * uint64_t(len); }
+
+  // Writes the sorted distinct ranks of in[0, len) mapped through rankOf to
+  // out, which has room for kSlack more.
+  static constexpr uint32_t kSlack = 1;
+  uint32_t MapSortUnique(const uint32_t* in, uint32_t len, const uint32_t* rankOf, uint32_t* out) {
+    uint64_t* lo = lo_.data();
+    uint64_t* hi = hi_.data();
+    for (uint32_t j = 0; j < len; j++) {
+      const uint32_t x = rankOf[in[j]];
+      lo[x >> 6] |= uint64_t(1) << (x & 63);
+      hi[x >> 12] |= uint64_t(1) << ((x >> 6) & 63);
+    }
+    // A word's first four ranks are written without branching: a write past
+    // the word's last rank (the top bit stands in for it) lands one past the
+    // output, where the next rank or the slack goes. Only words holding more
+    // than four ranks branch. (No popcount: the baseline x86-64 target lacks it.)
+    constexpr uint64_t kTop = uint64_t(1) << 63;
+    uint32_t* w = out;
+    for (size_t h = 0; h < hi_.size(); h++) {
+      for (uint64_t hb = hi[h]; hb; hb &= hb - 1) {
+        const size_t word = h * 64 + size_t(__builtin_ctzll(hb));
+        const uint32_t base = uint32_t(word * 64);
+        uint64_t b = lo[word];
+        lo[word] = 0;
+        w[0] = base + uint32_t(__builtin_ctzll(b | kTop));
+        w += b != 0;  // always: the upper level marks nonempty words
+        b &= b - 1;
+        w[0] = base + uint32_t(__builtin_ctzll(b | kTop));
+        w += b != 0;
+        b &= b - 1;
+        w[0] = base + uint32_t(__builtin_ctzll(b | kTop));
+        w += b != 0;
+        b &= b - 1;
+        w[0] = base + uint32_t(__builtin_ctzll(b | kTop));
+        w += b != 0;
+        b &= b - 1;
+        for (; b; b &= b - 1) *w++ = base + uint32_t(__builtin_ctzll(b));
       }
-      std::sort(out, out + len);
+      hi[h] = 0;
+    }
+    return uint32_t(w - out);
+  }
+
+ private:
+  std::vector<uint64_t> lo_, hi_;
+};
+
+// Rows containing each of V columns (a token repeated inside a row counts
+// once) and each row's distinct token count, without sorting any row: a "last
+// row seen" tag per column. Blocks of rows count in parallel into private
+// arrays, as many blocks as keeps those arrays within a few times the token
+// count.
+std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, std::vector<uint32_t>* sizes) {
+  uint64_t rows = 0, nnz = 0;
+  for (int i = 0; i < k; i++) {
+    rows += src[i].rows, nnz += src[i].nnz();
+    sizes[i].assign(src[i].rows, 0);
+  }
+  std::vector<uint32_t> df(V, 0);
+  if (nnz == 0) return df;
+  const uint64_t blocks = std::max<uint64_t>(
+      1, std::min<uint64_t>({uint64_t(NumThreads()), rows, 2 * nnz / std::max<uint64_t>(V, 1), nnz / 16384}));
+  std::vector<std::vector<uint32_t>> counts(blocks);
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    std::vector<uint32_t> tag(V, 0);
+    uint32_t now = 0;
+    for (size_t blk = b; blk < e; blk++) {
+      std::vector<uint32_t>& cnt = blk == 0 ? df : counts[blk];
+      if (blk) cnt.assign(V, 0);
+      // Rows [lo, hi) of both collections laid end to end.
+      const uint64_t lo = rows * blk / blocks, hi = rows * (blk + 1) / blocks;
+      uint64_t first = 0;
+      for (int i = 0; i < k; first += src[i].rows, i++) {
+        const uint64_t rb = std::max(lo, first), re = std::min(hi, first + src[i].rows);
+        for (uint64_t g = rb; g < re; g++) {
+          if (++now == 0) {  // tags wrapped: forget them all
+            std::fill(tag.begin(), tag.end(), 0);
+            now = 1;
+          }
+          const uint64_t r = g - first;
+          const uint32_t* t = src[i].row(r);
+          uint32_t distinct = 0;
+          for (uint32_t j = 0, len = src[i].len(r); j < len; j++) {
+            const uint32_t c = t[j];
+            const bool fresh = tag[c] != now;
+            tag[c] = now;
+            cnt[c] += fresh;
+            distinct += fresh;
+          }
+          sizes[i][r] = distinct;
+        }
+      }
+    }
+  });
+  if (blocks > 1) {
+    ParallelFor(V, 8192, [&](size_t b, size_t e) {
+      for (uint64_t blk = 1; blk < blocks; blk++)
+        for (size_t v = b; v < e; v++) df[v] += counts[blk][v];
+    });
+  }
+  return df;
+}
+
+// Indices of the nonzero keys, by ascending key and then index: a stable
+// counting sort, since keys (document frequencies, row sizes) are small.
+std::vector<uint32_t> OrderByKey(const std::vector<uint32_t>& key) {
+  uint32_t maxKey = 0;
+  for (uint32_t k : key) maxKey = std::max(maxKey, k);
+  std::vector<uint64_t> pos(uint64_t(maxKey) + 1, 0);
+  for (uint32_t k : key) pos[k]++;
+  uint64_t run = 0;
+  for (uint64_t k = 1; k <= maxKey; k++) {
+    const uint64_t c = pos[k];
+    pos[k] = run;
+    run += c;
+  }
+  std::vector<uint32_t> order(run);
+  for (size_t i = 0; i < key.size(); i++)
+    if (key[i]) order[pos[key[i]]++] = uint32_t(i);
+  return order;
+}
+
+// Rank of each present column: ascending df, ties by column id. Returns the
+// ranks used.
+uint32_t Rank(const std::vector<uint32_t>& df, std::vector<uint32_t>* rankOf) {
+  const std::vector<uint32_t> order = OrderByKey(df);
+  rankOf->resize(df.size());
+  for (size_t k = 0; k < order.size(); k++) (*rankOf)[order[k]] = uint32_t(k);
+  return uint32_t(order.size());
+}
+
+// Rows in (size, input id) order, empty rows dropped.
+Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::vector<uint32_t>& rankOf,
+                 uint32_t ranks) {
+  Collection c;
+  c.ids = OrderByKey(size);
+  c.offsets.resize(c.ids.size() + 1);
+  c.offsets[0] = 0;
+  for (size_t i = 0; i < c.ids.size(); i++) c.offsets[i + 1] = c.offsets[i] + size[c.ids[i]];
+  c.tokens.resize(c.offsets.back());
+  // Each row is mapped to ranks, sorted and deduplicated once, in its place.
+  const bool bitmap = ranks <= RowBitmap::kMaxRanks;
+  ParallelFor(c.n(), 256, [&](size_t b, size_t e) {
+    std::unique_ptr<RowBitmap> bits;
+    std::vector<uint32_t> tmp;
+    for (size_t i = b; i < e; i++) {
+      // Rows are read in size order, so scattered over the input: fetch
+      // their bounds and then their tokens a few rows ahead.
+      if (i + 16 < e) __builtin_prefetch(s.indptr + c.ids[i + 16]);
+      if (i + 8 < e) {
+        const uint32_t ahead = c.ids[i + 8];
+        const char* p = reinterpret_cast<const char*>(s.row(ahead));
+        const char* q = reinterpret_cast<const char*>(s.row(ahead) + s.len(ahead));
+        for (; p < q; p += 64) __builtin_prefetch(p);
+      }
+      const uint32_t r = c.ids[i];
+      const uint32_t* in = s.row(r);
+      const uint32_t len = s.len(r);
+      uint32_t* out = c.tokens.data() + c.offsets[i];
+      if (bitmap && RowBitmap::Pays(ranks, len)) {
+        if (!bits) bits.reset(new RowBitmap(ranks));
+        // The slack may run into the next row, written after this one when
+        // it is in this block; the block's last row goes through tmp.
+        if (i + 1 < e) {
+          bits->MapSortUnique(in, len, rankOf.data(), out);
+        } else {
+          tmp.resize(size[r] + RowBitmap::kSlack);
+          bits->MapSortUnique(in, len, rankOf.data(), tmp.data());
+          std::copy_n(tmp.data(), size[r], out);
+        }
+      } else {
+        // Repeats need room for the whole row before they are removed.
+        uint32_t* at = len == size[r] ? out : (tmp.resize(len), tmp.data());
+        for (uint32_t j = 0; j < len; j++) at[j] = rankOf[in[j]];
+        SortUnique(at, len);
+        if (at != out) std::copy_n(at, size[r], out);
+      }
     }
   });
   return c;
 }
+
+// The sorted distinct ids of a sparse id space, bucketed by their top bits:
+// buckets are sorted independently (in parallel) and an id's index is a
+// search within its small bucket rather than over the whole vocabulary.
+class Vocabulary {
+ public:
+  Vocabulary(const Source* src, int k) {
+    uint64_t nnz = 0;
+    uint32_t maxId = 0;
+    for (int i = 0; i < k; i++) {
+      nnz += src[i].nnz();
+      for (uint64_t j = 0; j < src[i].nnz(); j++) maxId = std::max(maxId, src[i].tok[j]);
+    }
+    // About 16 tokens a bucket, at most 2^16 buckets.
+    const uint64_t want = std::min<uint64_t>(uint64_t(1) << 16, std::max<uint64_t>(1, nnz / 16));
+    while ((uint64_t(maxId) >> shift_) + 1 > want) shift_++;
+    const uint64_t buckets = (uint64_t(maxId) >> shift_) + 1;
+    std::vector<uint64_t> at(buckets + 1, 0);
+    for (int i = 0; i < k; i++)
+      for (uint64_t j = 0; j < src[i].nnz(); j++) at[(src[i].tok[j] >> shift_) + 1]++;
+    for (uint64_t b = 0; b < buckets; b++) at[b + 1] += at[b];
+    std::vector<uint32_t> all(nnz);
+    {
+      std::vector<uint64_t> fill(at.begin(), at.end() - 1);
+      for (int i = 0; i < k; i++)
+        for (uint64_t j = 0; j < src[i].nnz(); j++) all[fill[src[i].tok[j] >> shift_]++] = src[i].tok[j];
+    }
+    std::vector<uint64_t> distinct(buckets + 1, 0);
+    ParallelFor(buckets, 64, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++) {
+        std::sort(all.begin() + at[v], all.begin() + at[v + 1]);
+        distinct[v + 1] = uint64_t(std::unique(all.begin() + at[v], all.begin() + at[v + 1]) - (all.begin() + at[v]));
+      }
+    });
+    for (uint64_t b = 0; b < buckets; b++) distinct[b + 1] += distinct[b];
+    ids_.resize(distinct[buckets]);
+    ParallelFor(buckets, 64, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++)
+        std::copy_n(all.begin() + at[v], distinct[v + 1] - distinct[v], ids_.begin() + distinct[v]);
+    });
+    start_ = std::move(distinct);
+  }
+  uint64_t size() const { return ids_.size(); }
+  // Index of an id that occurs.
+  uint32_t Index(uint32_t id) const {
+    const uint64_t b = id >> shift_;
+    return uint32_t(std::lower_bound(ids_.begin() + start_[b], ids_.begin() + start_[b + 1], id) - ids_.begin());
+  }
+
+ private:
+  int shift_ = 0;
+  std::vector<uint32_t> ids_;
+  std::vector<uint64_t> start_;  // per bucket, into ids_
+};
 
 }  // namespace
 
@@ -79,45 +294,40 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
   auto p = std::make_shared<Prepared>();
   p->bounds = Bounds{m, t};
   p->self = against == nullptr;
-  Deduped r = Dedupe(sets);
-  Deduped s;
-  if (against) s = Dedupe(*against);
-  const uint64_t cols = std::max<uint64_t>(sets.cols, against ? against->cols : 0);
-  const uint64_t nnz = r.tokens.size() + s.tokens.size();
-  // Dense per-column arrays when the id space is not much larger than the data;
-  // otherwise a sorted vocabulary, so a huge `cols` with few tokens stays cheap.
-  const bool dense = cols <= 4 * nnz + (1u << 20);
-  std::vector<uint32_t> vocab;  // distinct ids (sparse path)
-  std::vector<uint32_t> df;     // per column (dense) or per vocab entry (sparse)
-  if (dense) {
-    df.assign(cols, 0);
-    for (uint32_t x : r.tokens) df[x]++;
-    for (uint32_t x : s.tokens) df[x]++;
-  } else {
-    std::vector<uint32_t> all(r.tokens);
-    all.insert(all.end(), s.tokens.begin(), s.tokens.end());
-    std::sort(all.begin(), all.end());
-    for (size_t i = 0; i < all.size();) {
-      size_t j = i;
-      while (j < all.size() && all[j] == all[i]) j++;
-      vocab.push_back(all[i]);
-      df.push_back(uint32_t(j - i));
-      i = j;
+  const CsrView* in[2] = {&sets, against};
+  const int k = against ? 2 : 1;
+  Source src[2];
+  uint64_t nnz = 0, cols = 0;
+  for (int i = 0; i < k; i++) {
+    src[i].rows = in[i]->rows;
+    src[i].indptr = in[i]->indptr;
+    src[i].base = in[i]->rows ? in[i]->indptr[0] : 0;
+    src[i].tok = in[i]->indices + src[i].base;
+    nnz += src[i].nnz();
+    cols = std::max(cols, in[i]->cols);
+  }
+  // Per-column arrays when the id space is not much larger than the data;
+  // otherwise columns are renumbered through the sorted vocabulary, so a huge
+  // `cols` with few tokens stays cheap. Ranks are the same either way.
+  uint64_t V = cols;
+  if (cols > 4 * nnz + (1u << 20)) {
+    const Vocabulary vocab(src, k);
+    V = vocab.size();
+    for (int i = 0; i < k; i++) {
+      src[i].owned.resize(src[i].nnz());
+      const uint32_t* raw = src[i].tok;
+      ParallelFor(src[i].owned.size(), 4096, [&](size_t b, size_t e) {
+        for (size_t j = b; j < e; j++) src[i].owned[j] = vocab.Index(raw[j]);
+      });
+      src[i].tok = src[i].owned.data();
     }
   }
   // Rare tokens first, so prefixes hold the most selective tokens.
-  std::vector<uint32_t> present;  // index into df
-  for (uint32_t i = 0; i < df.size(); i++)
-    if (df[i]) present.push_back(i);
-  std::sort(present.begin(), present.end(), [&](uint32_t a, uint32_t b) {
-    if (df[a] != df[b]) return df[a] < df[b];
-    return (dense ? a : vocab[a]) < (dense ? b : vocab[b]);
-  });
-  std::vector<uint32_t> rankOf(df.size(), 0);
-  for (uint32_t k = 0; k < present.size(); k++) rankOf[present[k]] = k;
-  p->vocab = uint32_t(present.size());
-  p->probe = Build(r, rankOf, dense, vocab);
-  if (against) p->index = Build(s, rankOf, dense, vocab);
+  std::vector<uint32_t> sizes[2];  // distinct tokens per row
+  std::vector<uint32_t> rankOf;
+  p->vocab = Rank(DocFreq(src, k, V, sizes), &rankOf);
+  p->probe = Build(src[0], sizes[0], rankOf, p->vocab);
+  if (against) p->index = Build(src[1], sizes[1], rankOf, p->vocab);
   return p;
 }
 
@@ -125,50 +335,134 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
                std::vector<float>& sim) {
   const size_t n = left.size();
   if (n < 2) return;
-  const uint32_t maxL = *std::max_element(left.begin(), left.end());
-  std::vector<uint32_t> perm(n);
+  const size_t threads = NumThreads();
+  const size_t chunks = std::max<size_t>(1, std::min<size_t>(threads * 4, n / 65536));
+  std::vector<uint32_t> chunkMax(chunks, 0);
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    for (size_t c = b; c < e; c++) chunkMax[c] = *std::max_element(left.begin() + n * c / chunks, left.begin() + n * (c + 1) / chunks);
+  });
+  const uint32_t maxL = *std::max_element(chunkMax.begin(), chunkMax.end());
+  // Sorted position -> (right << 32 | source index): sorting these plain
+  // integers beats comparing through an index.
+  UninitVector<uint64_t> key(n);
+  auto gather = [&](auto& v) {
+    UninitVector<typename std::remove_reference_t<decltype(v)>::value_type> out(n);
+    ParallelFor(n, 65536, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; i++) out[i] = v[uint32_t(key[i])];
+    });
+    ParallelFor(n, 65536, [&](size_t b, size_t e) { std::copy(out.begin() + b, out.begin() + e, v.begin() + b); });
+  };
   if (uint64_t(maxL) < 4 * uint64_t(n) + 1024) {
-    // Counting sort by left (one pass), then each left's few rights in
-    // parallel: O(n) where a comparison sort of millions of pairs dominated.
-    std::vector<uint64_t> start(uint64_t(maxL) + 2, 0);
-    for (uint32_t l : left) start[uint64_t(l) + 1]++;
-    for (uint64_t v = 0; v <= maxL; v++) start[v + 1] += start[v];
-    std::vector<uint64_t> fill(start.begin(), start.end() - 1);
-    for (size_t i = 0; i < n; i++) perm[fill[left[i]]++] = uint32_t(i);
-    ParallelFor(uint64_t(maxL) + 1, 1024, [&](size_t b, size_t e) {
-      for (size_t v = b; v < e; v++)
-        std::sort(perm.begin() + start[v], perm.begin() + start[v + 1], [&](uint32_t x, uint32_t y) { return right[x] < right[y]; });
+    // Counting sort by left, then each left's few rights in parallel: O(n)
+    // where a comparison sort of millions of pairs dominated. Blocks of pairs
+    // count and scatter in parallel while their histograms stay O(n); block b
+    // of bucket v lands after every block's smaller buckets and the earlier
+    // blocks' bucket v, so the sort stays stable.
+    const uint64_t K = uint64_t(maxL) + 1;
+    const size_t blocks = std::max<size_t>(1, std::min<size_t>(threads, n / std::max<uint64_t>(K, 32768)));
+    std::vector<uint32_t> hist(blocks * K, 0);
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint32_t* h = hist.data() + blk * K;
+        for (size_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) h[left[i]]++;
+      }
+    });
+    std::vector<uint64_t> start(K + 1, 0);
+    if (blocks == 1) {
+      for (uint64_t v = 0; v < K; v++) start[v + 1] = start[v] + hist[v];
+      for (uint64_t v = 0; v < K; v++) hist[v] = uint32_t(start[v]);
+    } else {
+      ParallelFor(K, 4096, [&](size_t b, size_t e) {
+        for (size_t v = b; v < e; v++) {
+          uint64_t total = 0;
+          for (size_t blk = 0; blk < blocks; blk++) total += hist[blk * K + v];
+          start[v + 1] = total;
+        }
+      });
+      for (uint64_t v = 0; v < K; v++) start[v + 1] += start[v];
+      ParallelFor(K, 4096, [&](size_t b, size_t e) {
+        for (size_t v = b; v < e; v++) {
+          uint64_t run = start[v];
+          for (size_t blk = 0; blk < blocks; blk++) {
+            const uint32_t c = hist[blk * K + v];
+            hist[blk * K + v] = uint32_t(run);
+            run += c;
+          }
+        }
+      });
+    }
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint32_t* at = hist.data() + blk * K;
+        for (size_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++)
+          key[at[left[i]]++] = uint64_t(right[i]) << 32 | i;
+      }
+    });
+    // Each bucket sorted by right; left and right then follow from the
+    // buckets and the keys without gathering.
+    ParallelFor(K, 1024, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++) {
+        std::sort(key.begin() + start[v], key.begin() + start[v + 1]);
+        std::fill(left.begin() + start[v], left.begin() + start[v + 1], uint32_t(v));
+        for (uint64_t i = start[v]; i < start[v + 1]; i++) right[i] = uint32_t(key[i] >> 32);
+      }
     });
   } else {
+    std::vector<uint32_t> perm(n);
     std::iota(perm.begin(), perm.end(), 0u);
     std::sort(perm.begin(), perm.end(), [&](uint32_t x, uint32_t y) {
       return left[x] != left[y] ? left[x] < left[y] : right[x] < right[y];
     });
+    for (size_t i = 0; i < n; i++) key[i] = perm[i];
+    gather(left);
+    gather(right);
   }
-  auto apply = [&](auto& v) {
-    std::remove_reference_t<decltype(v)> out(n);
-    for (size_t i = 0; i < n; i++) out[i] = v[perm[i]];
-    v.swap(out);
-  };
-  apply(left);
-  apply(right);
-  apply(overlap);
-  apply(sim);
+  gather(overlap);
+  gather(sim);
 }
 
 void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out) {
   const Collection& X = p.probe;
   const Collection& Y = p.indexed();
-  for (const Hit& h : hits) {
-    double s;
-    if (!Accept(p.bounds.m, p.bounds.t, X.size(h.x), Y.size(h.y), h.o, &s)) continue;
-    uint32_t l = X.ids[h.x], r = Y.ids[h.y];
-    if (p.self && l > r) std::swap(l, r);
-    out->left.push_back(l);
-    out->right.push_back(r);
-    out->overlap.push_back(h.o);
-    out->similarity.push_back(float(s));
-  }
+  // Two parallel passes over blocks of hits: count the accepted ones, then
+  // write each block's at its offset, so the output order is the hits' order.
+  constexpr size_t kBlock = 16384;
+  const size_t blocks = (hits.size() + kBlock - 1) / kBlock;
+  std::vector<uint64_t> at(blocks + 1, 0);
+  auto accept = [&](const Hit& h, double* s) {
+    return Accept(p.bounds.m, p.bounds.t, X.size(h.x), Y.size(h.y), h.o, s);
+  };
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t c = 0;
+      double s;
+      for (size_t i = blk * kBlock, end = std::min(hits.size(), i + kBlock); i < end; i++) c += accept(hits[i], &s);
+      at[blk + 1] = c;
+    }
+  });
+  for (size_t blk = 0; blk < blocks; blk++) at[blk + 1] += at[blk];
+  const size_t base = out->left.size();
+  out->left.resize(base + at[blocks]);
+  out->right.resize(base + at[blocks]);
+  out->overlap.resize(base + at[blocks]);
+  out->similarity.resize(base + at[blocks]);
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      size_t w = base + at[blk];
+      for (size_t i = blk * kBlock, end = std::min(hits.size(), i + kBlock); i < end; i++) {
+        const Hit& h = hits[i];
+        double s;
+        if (!accept(h, &s)) continue;
+        uint32_t l = X.ids[h.x], r = Y.ids[h.y];
+        if (p.self && l > r) std::swap(l, r);
+        out->left[w] = l;
+        out->right[w] = r;
+        out->overlap[w] = h.o;
+        out->similarity[w] = float(s);
+        w++;
+      }
+    }
+  });
   SortPairs(out->left, out->right, out->overlap, out->similarity);
 }
 

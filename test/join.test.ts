@@ -193,6 +193,71 @@ describe('similarityJoin (cpu) equals brute force', () => {
     expect(diag).toBe(sets(L).filter((s) => s.length > 0).length);
   });
 
+  it('ids spread over a 2^32 id space, more than 2^20 distinct tokens and heavy repeats: equal to an inverted-index oracle', async () => {
+    // Few tokens over a huge `cols` take the sorted-vocabulary path; over 2^20
+    // distinct tokens, rows are sorted by comparison instead of by bitmap.
+    // Near copies (some with every token repeated) give the join pairs to find.
+    const r = rng(31);
+    const n = 30_000;
+    const rows: number[][] = [];
+    for (let i = 0; i < n; i++) {
+      if (i > 0 && r() < 0.2) {
+        const src = rows[randInt(r, i)];
+        const copy = src.slice(0, src.length - randInt(r, 3));
+        if (r() < 0.5) copy.push(randInt(r, 0xffffffff));
+        rows.push(r() < 0.3 ? copy.flatMap((t) => Array(1 + randInt(r, 4)).fill(t)).reverse() : copy);
+      } else {
+        rows.push(Array.from({ length: randInt(r, 110) }, () => randInt(r, 0xffffffff)));
+      }
+    }
+    // Oracle: overlaps of the pairs that share a token, through an inverted index.
+    const S = sets(rows);
+    const postings = new Map<number, number[]>();
+    S.forEach((s, i) => s.forEach((t) => postings.set(t, [...(postings.get(t) ?? []), i])));
+    expect(postings.size).toBeGreaterThan(1 << 20);
+    const shared = new Map<number, number>();
+    for (const list of postings.values())
+      for (let a = 0; a < list.length; a++) for (let b = a + 1; b < list.length; b++) shared.set(list[a] * n + list[b], (shared.get(list[a] * n + list[b]) ?? 0) + 1);
+    const keys = [...shared.keys()].sort((x, y) => x - y);
+    const p: Pairs = { l: [], r: [], a: [], b: [], o: [] };
+    for (const k of keys) {
+      const [i, j] = [Math.floor(k / n), k % n];
+      p.l.push(i);
+      p.r.push(j);
+      p.a.push(S[i].length);
+      p.b.push(S[j].length);
+      p.o.push(shared.get(k)!);
+    }
+    const m = csrFromRows(rows, 0xffffffff);
+    for (const threshold of [0.5, 0.9, 1]) {
+      const got = await similarityJoin(m, { threshold, backend: 'cpu' });
+      expectEqual(got, bruteForce(p, 'jaccard', threshold), `sparse jaccard t=${threshold}`);
+      if (threshold === 0.5) expect(got.left.length).toBeGreaterThan(1000);
+    }
+    // R–S over the same sparse ids: the first half against the second.
+    const half = n / 2;
+    const rs = await similarityJoin(csrFromRows(rows.slice(0, half), 0xffffffff), {
+      threshold: 0.7,
+      measure: 'cosine',
+      against: csrFromRows(rows.slice(half), 0xffffffff),
+      backend: 'cpu',
+    });
+    const cross: Pairs = { l: [], r: [], a: [], b: [], o: [] };
+    p.l.forEach((i, k) => {
+      if (i < half && p.r[k] >= half) {
+        cross.l.push(i);
+        cross.r.push(p.r[k] - half);
+        cross.a.push(p.a[k]);
+        cross.b.push(p.b[k]);
+        cross.o.push(p.o[k]);
+      }
+    });
+    const order = cross.l.map((_, k) => k).sort((x, y) => cross.l[x] - cross.l[y] || cross.r[x] - cross.r[y]);
+    const sorted: Pairs = { l: [], r: [], a: [], b: [], o: [] };
+    for (const k of order) for (const f of ['l', 'r', 'a', 'b', 'o'] as const) sorted[f].push(cross[f][k]);
+    expectEqual(rs, bruteForce(sorted, 'cosine', 0.7), 'sparse R–S cosine t=0.7');
+  });
+
   it('empty sets never match, even each other or at overlap threshold 1', async () => {
     const rows = [[], [3], [], [3, 3], [], [1, 2], [2, 1]];
     const m = csrFromRows(rows, 4);
