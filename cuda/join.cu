@@ -41,7 +41,8 @@ struct alignas(16) Slot {
 };
 constexpr unsigned kThreads = 256;
 constexpr unsigned kFull = 0xffffffffu;
-constexpr int kIlp = 4;
+constexpr int kIlp = 2;
+constexpr uint32_t kStage = 64;  // staged candidates per warp in FilterKernel
 
 struct Cand {
   uint32_t x, y, count, lastX, lastY;
@@ -154,6 +155,7 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
                              const uint64_t* __restrict__ tableOff, uint64_t nProbes, uint64_t p0,
                              const uint32_t* __restrict__ winLo, const uint32_t* __restrict__ winHi, Bounds B,
                              Slot* table, Cand* __restrict__ cands, unsigned long long* __restrict__ counters) {
+  __shared__ Cand stage[kThreads / 32][kStage];
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
   for (uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < nProbes; w += warps) {
@@ -221,6 +223,20 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
       __syncwarp();
     }
     __syncwarp();
+    // Survivors gather in this warp's shared-memory stage and go out kStage
+    // at a time: one atomic on the shared cursor per flush, not per 32 slots
+    // (that atomic was the filter's largest stall).
+    Cand* st = stage[threadIdx.x >> 5];
+    uint32_t staged = 0;  // warp-uniform
+    auto flush = [&]() {
+      unsigned long long at = 0;
+      if (lane == 0) at = atomicAdd(&counters[kBatchCands], (unsigned long long)staged);
+      at = __shfl_sync(kFull, at, 0);
+      __syncwarp();
+      for (uint32_t i = lane; i < staged; i += 32) cands[at + i] = st[i];
+      __syncwarp();
+      staged = 0;
+    };
     for (uint64_t s0 = 0; s0 <= mask; s0 += 32) {
       const uint64_t slot = base + s0 + lane;
       bool keep = false;
@@ -237,13 +253,12 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
         }
       }
       const unsigned ballot = __ballot_sync(kFull, keep);
-      if (ballot) {
-        unsigned long long at = 0;
-        if (lane == 0) at = atomicAdd(&counters[kBatchCands], (unsigned long long)__popc(ballot));
-        at = __shfl_sync(kFull, at, 0);
-        if (keep) cands[at + __popc(ballot & ((1u << lane) - 1))] = c;
-      }
+      const uint32_t nk = __popc(ballot);
+      if (staged + nk > kStage) flush();
+      if (keep) st[staged + __popc(ballot & ((1u << lane) - 1))] = c;
+      staged += nk;
     }
+    if (staged) flush();
   }
 }
 
@@ -609,6 +624,7 @@ class CudaJoiner final : public Joiner {
       CUSIM_LAUNCH_CHECK();
       e1.record(stream_);
       out->block.allocate(n * 16);
+      FirstTouch(out->block.data(), n * 16);  // while the GPU sorts
       out->count = n;
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->block.data(), soa_.data(), n * 16, cudaMemcpyDeviceToHost, stream_));
       stream_.sync();

@@ -31,6 +31,11 @@ inline void* AllocHostResult(uint64_t bytes) {
   return p;
 }
 
+// Faults the pages of [p, p + bytes) in on all cores. A device-to-host copy
+// into fresh pageable memory otherwise takes every page fault on the copying
+// thread: 64 MB ran at about 1.2 GB/s.
+void FirstTouch(void* p, uint64_t bytes);
+
 // One such block, owned until release() hands it on.
 class HostBlock {
  public:
