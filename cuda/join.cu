@@ -9,9 +9,10 @@
 //    32-ary search: no posting outside the window is ever loaded;
 //  - probes go in batches sized so their candidate tables fit a fixed budget;
 //    each probe owns a SPARSE open-addressing table (capacity from an exact
-//    upper bound on its in-window postings), filled by one warp: partial
-//    overlap, last matched positions; the same warp applies the positional
-//    filter and compacts survivors in one pass (warp ballot + one atomic per 32);
+//    upper bound on its in-window postings), filled by one warp without
+//    atomics (a set holds a token once): partial overlap, last matched
+//    positions; the same warp applies the positional filter and compacts the
+//    survivors through a shared-memory stage (one atomic per 64);
 //  - a verify kernel merges the suffixes after the last prefix match with
 //    early termination, applies the exact final test (join::Accept, shared with
 //    the CPU), maps positions to input ids and appends (left, right) keys with
@@ -147,8 +148,8 @@ __global__ void PostingsPerProbeKernel(const uint32_t* __restrict__ tok, const u
   }
 }
 
-// One warp per probe. Table reads go through L2 (__ldcg) because the entries
-// are written by atomics, which L1 does not see.
+// One warp per probe. Table traffic goes through L2 (__ldcg/__stcg): slots are
+// claimed by atomicCAS, which L1 does not see.
 __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* __restrict__ poff,
                              const uint64_t* __restrict__ ioff, const unsigned long long* __restrict__ start,
                              const unsigned long long* __restrict__ postings, const uint32_t* __restrict__ probes,
@@ -266,16 +267,14 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
 // the suffixes after it are merged; stop as soon as the bound cannot be met.
 // Survivors of the exact test go to the chunk's result buffer as
 // (left << 32 | right, overlap | float similarity bits << 32) in input ids.
-// The candidate count is read from device memory, so no host round trip
-// separates the filter from the verify.
 __global__ void VerifyKernel(const uint32_t* __restrict__ ptok, const uint64_t* __restrict__ poff,
                              const uint32_t* __restrict__ itok, const uint64_t* __restrict__ ioff,
                              const uint32_t* __restrict__ pids, const uint32_t* __restrict__ iids,
-                             const Cand* __restrict__ cands, Bounds B, bool self,
+                             const Cand* __restrict__ cands, uint64_t begin, uint64_t end, Bounds B, bool self,
                              unsigned long long* __restrict__ keys, unsigned long long* __restrict__ vals,
                              unsigned long long* __restrict__ counters) {
-  const uint64_t n = counters[kBatchCands];
-  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+  for (uint64_t i = begin + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < end;
+       i += uint64_t(gridDim.x) * blockDim.x) {
     const Cand c = cands[i];
     const uint32_t a = SizeOf(poff, c.x), b = SizeOf(ioff, c.y);
     const uint32_t need = B.Alpha(a, b);
@@ -310,15 +309,16 @@ __global__ void TallyKernel(unsigned long long* counters) {
   counters[kBatchCands] = 0;
 }
 
-// Sorted (key, value) records to the chunk's four arrays, laid end to end.
+// Sorted (key, value) records to the chunk's four arrays: lefts then rights
+// in lr, overlaps then similarity bits in os.
 __global__ void SplitKernel(const unsigned long long* __restrict__ keys, const unsigned long long* __restrict__ vals,
-                            uint64_t n, uint32_t* __restrict__ out) {
+                            uint64_t n, uint32_t* __restrict__ lr, uint32_t* __restrict__ os) {
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     const unsigned long long k = keys[i], v = vals[i];
-    out[i] = uint32_t(k >> 32);
-    out[n + i] = uint32_t(k);
-    out[2 * n + i] = uint32_t(v);
-    out[3 * n + i] = uint32_t(v >> 32);
+    lr[i] = uint32_t(k >> 32);
+    lr[n + i] = uint32_t(k);
+    os[i] = uint32_t(v);
+    os[n + i] = uint32_t(v >> 32);
   }
 }
 
@@ -342,17 +342,18 @@ class CudaJoiner final : public Joiner {
     // Capped so a probe's table (up to 2 * block entries) has 32-bit slots.
     block_ = std::min<uint64_t>(blockSize ? blockSize : kDefaultBlock, 1ull << 24);
     sms_ = unsigned(gpu::MultiprocessorCount(device));
-    // A single probe's table holds up to 2 * block entries; the budget must fit one.
-    size_t freeB = 0, totalB = 0;
-    CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
-    tableBudget_ = std::max<uint64_t>(std::min<uint64_t>(kTableBudget, freeB / 8 / sizeof(Slot)), 1ull << 22);
-    tableBudget_ = std::max<uint64_t>(tableBudget_, NextPow2(2 * std::min<uint64_t>(block_, std::max<uint64_t>(m, 1))));
     Upload(p_->probe, &dPtok_, &dPoff_, &dPids_, "join probe sets");
     if (!p_->self) Upload(p_->index, &dItok_, &dIoff_, &dIids_, "join indexed sets");
     start_.reset(uint64_t(p_->vocab) + 1, "join inverted index offsets");
     cursor_.reset(uint64_t(p_->vocab) + 1, "join inverted index cursors");
     counters_.reset(kCounters, "join counters");
     CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, kCounters * 8, stream_));
+    // Measured after the uploads. A single probe's table holds up to 2 * block
+    // entries; the budget must fit one.
+    size_t freeB = 0, totalB = 0;
+    CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    tableBudget_ = std::max<uint64_t>(std::min<uint64_t>(kTableBudget, freeB / 8 / sizeof(Slot)), 1ull << 22);
+    tableBudget_ = std::max<uint64_t>(tableBudget_, NextPow2(2 * std::min<uint64_t>(block_, std::max<uint64_t>(m, 1))));
     uint64_t maxId = 0;
     for (uint32_t id : p_->probe.ids) maxId = std::max<uint64_t>(maxId, id);
     for (uint32_t id : p_->index.ids) maxId = std::max<uint64_t>(maxId, id);
@@ -361,14 +362,19 @@ class CudaJoiner final : public Joiner {
     if (const char* e = std::getenv("CUSIM_JOIN_CHUNK_PAIRS")) chunkPairs_ = std::max<uint64_t>(1, std::strtoull(e, nullptr, 10));
   }
 
+  // The buffers free into the device's pool in stream order: make their
+  // device current wherever the joiner is destroyed.
+  ~CudaJoiner() override { cudaSetDevice(device_); }
+
   bool Next(Chunk* out, const CancelToken& cancel) override {
     gpu::DeviceGuard guard(device_);
     for (;;) {
       cancel.check();
-      if (pendingCands_) {
-        // The filtered batch's pairs might overflow this chunk: return the
-        // chunk first, verify into an empty buffer on the next call.
-        if (pairs_ > 0 && pairs_ + pendingCands_ > chunkPairs_) {
+      if (pendingDone_ < pendingCands_) {
+        // The filtered batch is verified in slices that cannot overflow the
+        // chunk (a candidate yields at most one pair); a full chunk goes out
+        // first.
+        if (pairs_ >= chunkPairs_) {
           Flush(out);
           return true;
         }
@@ -400,7 +406,7 @@ class CudaJoiner final : public Joiner {
   static constexpr uint64_t kTableBudget = 1ull << 28;
   static constexpr uint64_t kMaxBatchProbes = 1ull << 22;
   // Result pairs gathered on the GPU before a chunk is sorted and returned
-  // (16 B each, twice for the sort, plus 16 B of output: 3 GiB).
+  // (16 B each, twice for the sort: 2 GiB).
   static constexpr uint64_t kChunkPairs = 1ull << 26;
 
   const uint32_t* Ptok() const { return dPtok_.data(); }
@@ -409,8 +415,8 @@ class CudaJoiner final : public Joiner {
   const uint64_t* Ioff() const { return p_->self ? dPoff_.data() : dIoff_.data(); }
   const uint32_t* Iids() const { return p_->self ? dPids_.data() : dIids_.data(); }
 
-  void Upload(const Collection& c, gpu::DeviceBuffer<uint32_t>* tok, gpu::DeviceBuffer<uint64_t>* off,
-              gpu::DeviceBuffer<uint32_t>* ids, const char* what) {
+  void Upload(const Collection& c, gpu::PoolBuffer<uint32_t>* tok, gpu::PoolBuffer<uint64_t>* off,
+              gpu::PoolBuffer<uint32_t>* ids, const char* what) {
     tok->reset(std::max<size_t>(c.tokens.size(), 1), what);
     off->reset(c.offsets.size(), what);
     ids->reset(std::max<size_t>(c.ids.size(), 1), what);
@@ -494,22 +500,23 @@ class CudaJoiner final : public Joiner {
                                                                  sortTemp_.data());
     CUSIM_LAUNCH_CHECK();
     // Each list sorted by set position, so a probe reads just its window.
+    // DoubleBuffer: CUB needs no third copy; the sorted lists end up in either.
     postings_.reserve(entries, "join prefix postings");
+    cub::DoubleBuffer<unsigned long long> lists(sortTemp_.data(), postings_.data());
     tempBytes = 0;
-    CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, tempBytes, sortTemp_.data(), postings_.data(),
-                                                        int64_t(entries), int64_t(V - 1), start_.data(),
-                                                        start_.data() + 1, stream_));
+    CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, tempBytes, lists, int64_t(entries), int64_t(V - 1),
+                                                        start_.data(), start_.data() + 1, stream_));
     scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join sort scratch");
-    CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(scanTemp_.data(), tempBytes, sortTemp_.data(), postings_.data(),
-                                                        int64_t(entries), int64_t(V - 1), start_.data(),
-                                                        start_.data() + 1, stream_));
+    CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(scanTemp_.data(), tempBytes, lists, int64_t(entries),
+                                                        int64_t(V - 1), start_.data(), start_.data() + 1, stream_));
+    lists_ = lists.Current();
     winLo_.reserve(lo.size(), "join probe windows");
     winHi_.reserve(hi.size(), "join probe windows");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo.data(), lo.size() * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(winHi_.data(), hi.data(), hi.size() * 4, cudaMemcpyHostToDevice, stream_));
     hits_.reserve(pHi - pLo, "join postings per probe");
     PostingsPerProbeKernel<<<Grid(pHi - pLo), kThreads, 0, stream_>>>(Ptok(), Poff(), pLo, pHi, B, start_.data(),
-                                                                      postings_.data(), winLo_.data(), winHi_.data(),
+                                                                      lists_, winLo_.data(), winHi_.data(),
                                                                       hits_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
@@ -554,7 +561,7 @@ class CudaJoiner final : public Joiner {
     gpu::Event e0, e1;
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * sizeof(Slot), stream_));
-    FilterKernel<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), postings_.data(),
+    FilterKernel<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), lists_,
                                                          probes_.data(), tableOff_.data(), n, blockP0_, winLo_.data(),
                                                          winHi_.data(), p.bounds, table_.data(), cands_.data(),
                                                          counters_.data());
@@ -566,20 +573,27 @@ class CudaJoiner final : public Joiner {
     out->kernelMs += gpu::ElapsedMs(e0, e1);
     if (nc == 0) return;
     pendingCands_ = nc;
+    pendingDone_ = 0;
   }
 
-  // Verifies the filtered batch into the result buffer (grown if needed).
+  // Verifies the next slice of the filtered batch into the result buffer,
+  // at most the chunk's remaining room.
   void Verify(Chunk* out) {
     const Prepared& p = *p_;
-    EnsureCapacity(pairs_ + pendingCands_);
+    const uint64_t begin = pendingDone_;
+    const uint64_t end = begin + std::min(pendingCands_ - begin, chunkPairs_ - pairs_);
+    EnsureCapacity(pairs_ + (end - begin));
     gpu::Event e0, e1;
     e0.record(stream_);
-    VerifyKernel<<<Grid(pendingCands_), kThreads, 0, stream_>>>(Ptok(), Poff(), Itok(), Ioff(), dPids_.data(), Iids(),
-                                                                cands_.data(), p.bounds, p.self, keys_.data(),
-                                                                vals_.data(), counters_.data());
+    VerifyKernel<<<Grid(end - begin), kThreads, 0, stream_>>>(Ptok(), Poff(), Itok(), Ioff(), dPids_.data(), Iids(),
+                                                              cands_.data(), begin, end, p.bounds, p.self,
+                                                              keys_.data(), vals_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
-    TallyKernel<<<1, 1, 0, stream_>>>(counters_.data());
-    CUSIM_LAUNCH_CHECK();
+    pendingDone_ = end;
+    if (end == pendingCands_) {
+      TallyKernel<<<1, 1, 0, stream_>>>(counters_.data());
+      CUSIM_LAUNCH_CHECK();
+    }
     e1.record(stream_);
     unsigned long long c[kCounters];
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(c, counters_.data(), sizeof(c), cudaMemcpyDeviceToHost, stream_));
@@ -587,18 +601,18 @@ class CudaJoiner final : public Joiner {
     pairs_ = c[kPairs];
     out->candidates = c[kCands];
     out->kernelMs += gpu::ElapsedMs(e0, e1);
-    pendingCands_ = 0;
   }
 
   // Room for `n` result pairs, keeping those already gathered.
   void EnsureCapacity(uint64_t n) {
     if (n <= capacity_) return;
-    const uint64_t cap = std::max({n, std::min(2 * capacity_, chunkPairs_), uint64_t(1) << 20});
-    gpu::DeviceBuffer<unsigned long long> k(cap, "join result pairs"), v(cap, "join result pairs");
+    // Doubling, from 2^20, up to the chunk budget (n never exceeds it).
+    const uint64_t cap = std::max(n, std::min(std::max<uint64_t>(2 * capacity_, 1ull << 20), chunkPairs_));
+    gpu::PoolBuffer<unsigned long long> k(cap, stream_, "join result pairs"), v(cap, stream_, "join result pairs");
     if (pairs_ > 0) {
+      // The old buffers are freed in stream order, after these copies.
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(k.data(), keys_.data(), pairs_ * 8, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(v.data(), vals_.data(), pairs_ * 8, cudaMemcpyDeviceToDevice, stream_));
-      stream_.sync();
     }
     keys_ = std::move(k);
     vals_ = std::move(v);
@@ -613,20 +627,24 @@ class CudaJoiner final : public Joiner {
       e0.record(stream_);
       keysAlt_.reserve(n, "join result sort");
       valsAlt_.reserve(n, "join result sort");
+      // DoubleBuffer: no third copy inside CUB; the idle halves then take the
+      // four output arrays (left, right | overlap, similarity).
+      cub::DoubleBuffer<unsigned long long> k(keys_.data(), keysAlt_.data()), v(vals_.data(), valsAlt_.data());
       size_t tempBytes = 0;
-      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tempBytes, keys_.data(), keysAlt_.data(), vals_.data(),
-                                                       valsAlt_.data(), int64_t(n), 0, keyBits_, stream_));
+      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tempBytes, k, v, int64_t(n), 0, keyBits_, stream_));
       scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join result sort scratch");
-      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scanTemp_.data(), tempBytes, keys_.data(), keysAlt_.data(),
-                                                       vals_.data(), valsAlt_.data(), int64_t(n), 0, keyBits_, stream_));
-      soa_.reserve(4 * n, "join result arrays");
-      SplitKernel<<<Grid(n), kThreads, 0, stream_>>>(keysAlt_.data(), valsAlt_.data(), n, soa_.data());
+      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scanTemp_.data(), tempBytes, k, v, int64_t(n), 0, keyBits_, stream_));
+      auto* lr = reinterpret_cast<uint32_t*>(k.Alternate());
+      auto* os = reinterpret_cast<uint32_t*>(v.Alternate());
+      SplitKernel<<<Grid(n), kThreads, 0, stream_>>>(k.Current(), v.Current(), n, lr, os);
       CUSIM_LAUNCH_CHECK();
       e1.record(stream_);
       out->block.allocate(n * 16);
       FirstTouch(out->block.data(), n * 16);  // while the GPU sorts
       out->count = n;
-      CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->block.data(), soa_.data(), n * 16, cudaMemcpyDeviceToHost, stream_));
+      auto* host = static_cast<char*>(out->block.data());
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(host, lr, n * 8, cudaMemcpyDeviceToHost, stream_));
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(host + n * 8, os, n * 8, cudaMemcpyDeviceToHost, stream_));
       stream_.sync();
       out->kernelMs += gpu::ElapsedMs(e0, e1);
     }
@@ -648,21 +666,22 @@ class CudaJoiner final : public Joiner {
   uint64_t block_ = 0, tableBudget_ = 0;
   unsigned sms_ = 1;
   int keyBits_ = 64;
-  gpu::DeviceBuffer<uint32_t> dPtok_, dItok_, dPids_, dIids_;
-  gpu::DeviceBuffer<uint64_t> dPoff_, dIoff_;
-  gpu::DeviceBuffer<unsigned long long> start_, cursor_, counters_;
-  gpu::DeviceBuffer<uint8_t> scanTemp_;
-  gpu::DeviceBuffer<unsigned long long> postings_, sortTemp_;
-  gpu::DeviceBuffer<uint32_t> winLo_, winHi_;
-  gpu::DeviceBuffer<uint64_t> hits_;
-  gpu::DeviceBuffer<uint32_t> probes_;
-  gpu::DeviceBuffer<uint64_t> tableOff_;
-  gpu::DeviceBuffer<Slot> table_;
-  gpu::DeviceBuffer<Cand> cands_;
-  gpu::DeviceBuffer<unsigned long long> keys_, vals_, keysAlt_, valsAlt_;
-  gpu::DeviceBuffer<uint32_t> soa_;
+  gpu::PoolBuffer<uint32_t> dPtok_{stream_}, dItok_{stream_}, dPids_{stream_}, dIids_{stream_};
+  gpu::PoolBuffer<uint64_t> dPoff_{stream_}, dIoff_{stream_};
+  gpu::PoolBuffer<unsigned long long> start_{stream_}, cursor_{stream_}, counters_{stream_};
+  gpu::PoolBuffer<uint8_t> scanTemp_{stream_};
+  gpu::PoolBuffer<unsigned long long> postings_{stream_}, sortTemp_{stream_};
+  gpu::PoolBuffer<uint32_t> winLo_{stream_}, winHi_{stream_};
+  gpu::PoolBuffer<uint64_t> hits_{stream_};
+  gpu::PoolBuffer<uint32_t> probes_{stream_};
+  gpu::PoolBuffer<uint64_t> tableOff_{stream_};
+  gpu::PoolBuffer<Slot> table_{stream_};
+  gpu::PoolBuffer<Cand> cands_{stream_};
+  gpu::PoolBuffer<unsigned long long> keys_{stream_}, vals_{stream_}, keysAlt_{stream_}, valsAlt_{stream_};
   uint64_t pairs_ = 0, capacity_ = 0, chunkPairs_ = kChunkPairs;
-  uint64_t pendingCands_ = 0;  // candidates of a filtered batch awaiting its verify
+  // The filtered batch: its candidates, and how many of them are verified.
+  uint64_t pendingCands_ = 0, pendingDone_ = 0;
+  const unsigned long long* lists_ = nullptr;  // the sorted posting lists (postings_ or sortTemp_)
   uint64_t blockStart_ = 0, blockP0_ = 0;
   std::vector<Batch> batches_;
   size_t batch_ = 0;

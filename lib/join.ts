@@ -39,6 +39,12 @@ export interface JoinOptions {
  * R–S join: left indexes `sets`, right indexes `against`. `similarity` is the
  * measure's value (the overlap itself for 'overlap').
  */
+/**
+ * On the GPU backend the four arrays of a chunk are views of one ArrayBuffer
+ * (left, right, overlap, similarity end to end), filled by a single download:
+ * keeping any one of them keeps the whole block alive, and transferring its
+ * buffer detaches all four. Copy with `slice()` to keep one alone.
+ */
 export interface JoinChunk {
   left: Uint32Array;
   right: Uint32Array;
@@ -132,7 +138,7 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
     candidates += c.candidates;
     kernelMs += c.kernelMs;
   }
-  // One chunk (the usual case on the GPU, which gathers up to 2^24 pairs per
+  // One chunk (the usual case on the GPU, which gathers up to 2^26 pairs per
   // chunk) is already sorted: hand its arrays over without a copy.
   const withPairs = chunks.filter((c) => c.left.length > 0);
   if (withPairs.length === 1) {

@@ -452,6 +452,31 @@ describeGpu('similarityJoin', () => {
     }
   });
 
+  it('cuda equals cpu on ids spread over a 2^32 id space (sparse vocabulary, 64-bit sort keys, mostly empty posting lists)', async () => {
+    const r = rng(47);
+    const rows: number[][] = [];
+    for (let i = 0; i < 20_000; i++) {
+      if (i > 0 && r() < 0.25) {
+        const src = rows[randInt(r, i)];
+        const copy = src.slice(0, src.length - randInt(r, 3));
+        if (r() < 0.5) copy.push(randInt(r, 0xffffffff));
+        rows.push(r() < 0.3 ? copy.flatMap((t) => Array(1 + randInt(r, 3)).fill(t)).reverse() : copy);
+      } else {
+        rows.push(Array.from({ length: randInt(r, 60) }, () => randInt(r, 0xffffffff)));
+      }
+    }
+    const m = csrFromRows(rows, 0xffffffff);
+    for (const threshold of [0.5, 0.9]) {
+      const cpu = await similarityJoin(m, { threshold, backend: 'cpu' });
+      expect(cpu.left.length).toBeGreaterThan(500);
+      expectSame(cpu, await similarityJoin(m, { threshold, backend: 'cuda' }), `sparse t=${threshold}`);
+    }
+    const L = csrFromRows(rows.slice(0, 10_000), 0xffffffff);
+    const R = csrFromRows(rows.slice(10_000), 0xffffffff);
+    const o = { threshold: 0.7, measure: 'cosine' as const, against: R };
+    expectSame(await similarityJoin(L, { ...o, backend: 'cpu' }), await similarityJoin(L, { ...o, backend: 'cuda' }), 'sparse R–S');
+  });
+
   it('cuda streams the quadratic all-identical output, each pair once', async () => {
     const n = 1200;
     const rows = Array.from({ length: n }, () => [4, 9, 1, 7, 2]);
@@ -489,7 +514,13 @@ describeGpu('similarityJoin', () => {
       }
       expect(chunks).toBeGreaterThan(2);
       expect(total).toBe(cpu.left.length);
-      expectSame(cpu, await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 }), 'small chunks');
+      const small = await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 });
+      expectSame(cpu, small, 'small chunks');
+      delete process.env.CUSIM_JOIN_CHUNK_PAIRS;
+      // Slicing a batch's verify across chunks neither loses nor double counts candidates.
+      const whole = await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 });
+      expect(small.candidates).toBe(whole.candidates);
+      expect(whole.candidates).toBeGreaterThanOrEqual(cpu.left.length);
     } finally {
       delete process.env.CUSIM_JOIN_CHUNK_PAIRS;
     }
