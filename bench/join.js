@@ -206,7 +206,7 @@ export async function run({ cusim, quick, backends, dataDir, time, log }) {
       columns: ['backend', 't', 'pairs', 'candidates', 'wall ms', 'kernel ms'],
       rows: zrows,
       notes: [
-        'GPU memory is bounded by the collection itself plus per-block working memory: the prefix index of one block of 2^20 sets, candidate tables of at most 2^28 entries (4 GiB) or 1/8 of free memory per probe batch, and up to 2^26 result pairs (3 GiB with the sort) per chunk',
+        'GPU memory is bounded by the collection itself plus per-block working memory: the prefix index of one block of 2^20 sets, candidate tables of at most 2^28 entries (4 GiB) or 1/8 of free memory per probe batch, and up to 2^26 result pairs (2 GiB with the sort) per chunk',
         'fgssjoin reference: its dense block x block score matrix limits it to blocks of about 15K sets and it does poorly on ~10M small sets (Bellas & Gounaris 2020)',
       ],
     });
