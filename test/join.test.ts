@@ -153,6 +153,27 @@ const DATA: { name: string; rows: number[][]; cols: number }[] = [
 ];
 const oracle = new Map(DATA.map((d) => [d.name, allOverlaps(d.rows)]));
 
+/**
+ * n rows of token ids spread over the whole 2^32 space (up to maxLen each);
+ * a `copyRate` share are near copies of an earlier row (a few tokens dropped,
+ * maybe one added), and 30% of those repeat every token up to maxRepeat times.
+ */
+function sparseNearCopies(seed: number, n: number, copyRate: number, maxLen: number, maxRepeat: number): number[][] {
+  const r = rng(seed);
+  const rows: number[][] = [];
+  for (let i = 0; i < n; i++) {
+    if (i > 0 && r() < copyRate) {
+      const src = rows[randInt(r, i)];
+      const copy = src.slice(0, src.length - randInt(r, 3));
+      if (r() < 0.5) copy.push(randInt(r, 0xffffffff));
+      rows.push(r() < 0.3 ? copy.flatMap((t) => Array(1 + randInt(r, maxRepeat)).fill(t)).reverse() : copy);
+    } else {
+      rows.push(Array.from({ length: randInt(r, maxLen) }, () => randInt(r, 0xffffffff)));
+    }
+  }
+  return rows;
+}
+
 // ---- CPU ------------------------------------------------------------------------------
 
 describe('similarityJoin (cpu) equals brute force', () => {
@@ -197,19 +218,8 @@ describe('similarityJoin (cpu) equals brute force', () => {
     // Few tokens over a huge `cols` take the sorted-vocabulary path; over 2^20
     // distinct tokens, rows are sorted by comparison instead of by bitmap.
     // Near copies (some with every token repeated) give the join pairs to find.
-    const r = rng(31);
     const n = 30_000;
-    const rows: number[][] = [];
-    for (let i = 0; i < n; i++) {
-      if (i > 0 && r() < 0.2) {
-        const src = rows[randInt(r, i)];
-        const copy = src.slice(0, src.length - randInt(r, 3));
-        if (r() < 0.5) copy.push(randInt(r, 0xffffffff));
-        rows.push(r() < 0.3 ? copy.flatMap((t) => Array(1 + randInt(r, 4)).fill(t)).reverse() : copy);
-      } else {
-        rows.push(Array.from({ length: randInt(r, 110) }, () => randInt(r, 0xffffffff)));
-      }
-    }
+    const rows = sparseNearCopies(31, n, 0.2, 110, 4);
     // Oracle: overlaps of the pairs that share a token, through an inverted index.
     const S = sets(rows);
     const postings = new Map<number, number[]>();
@@ -453,18 +463,7 @@ describeGpu('similarityJoin', () => {
   });
 
   it('cuda equals cpu on ids spread over a 2^32 id space (sparse vocabulary, 64-bit sort keys, mostly empty posting lists)', async () => {
-    const r = rng(47);
-    const rows: number[][] = [];
-    for (let i = 0; i < 20_000; i++) {
-      if (i > 0 && r() < 0.25) {
-        const src = rows[randInt(r, i)];
-        const copy = src.slice(0, src.length - randInt(r, 3));
-        if (r() < 0.5) copy.push(randInt(r, 0xffffffff));
-        rows.push(r() < 0.3 ? copy.flatMap((t) => Array(1 + randInt(r, 3)).fill(t)).reverse() : copy);
-      } else {
-        rows.push(Array.from({ length: randInt(r, 60) }, () => randInt(r, 0xffffffff)));
-      }
-    }
+    const rows = sparseNearCopies(47, 20_000, 0.25, 60, 3);
     const m = csrFromRows(rows, 0xffffffff);
     for (const threshold of [0.5, 0.9]) {
       const cpu = await similarityJoin(m, { threshold, backend: 'cpu' });
