@@ -123,60 +123,6 @@ class PinnedBuffer {
   size_t n_ = 0;
 };
 
-// Device memory from the device's stream-ordered pool, allocated and freed in
-// one stream's order. Freed memory stays cached in the pool (up to 1 GiB per
-// device) for the next call, so a short call that allocates a dozen buffers
-// skips cudaMalloc and the device-wide synchronization of cudaFree. Devices
-// without memory pools fall back to DeviceAlloc. Move-only; free it before its
-// stream is destroyed (declare it after the stream).
-void* PoolAlloc(size_t bytes, cudaStream_t s, const char* what, bool* pooled);
-void PoolFree(void* p, cudaStream_t s, bool pooled) noexcept;
-
-template <typename T>
-class PoolBuffer {
- public:
-  explicit PoolBuffer(cudaStream_t s) : s_(s) {}
-  PoolBuffer(size_t n, cudaStream_t s, const char* what) : s_(s) { reset(n, what); }
-  ~PoolBuffer() { release(); }
-  PoolBuffer(PoolBuffer&& o) noexcept
-      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)), s_(o.s_), pooled_(o.pooled_) {}
-  PoolBuffer& operator=(PoolBuffer&& o) noexcept {
-    if (this != &o) {
-      release();
-      p_ = std::exchange(o.p_, nullptr);
-      n_ = std::exchange(o.n_, 0);
-      s_ = o.s_;
-      pooled_ = o.pooled_;
-    }
-    return *this;
-  }
-  PoolBuffer(const PoolBuffer&) = delete;
-  PoolBuffer& operator=(const PoolBuffer&) = delete;
-
-  // Reallocates (contents lost) only when n exceeds the current capacity.
-  void reserve(size_t n, const char* what) {
-    if (n > n_) reset(n, what);
-  }
-  void reset(size_t n, const char* what) {
-    release();
-    if (n) p_ = static_cast<T*>(PoolAlloc(n * sizeof(T), s_, what, &pooled_));
-    n_ = n;
-  }
-  void release() noexcept {
-    if (p_) PoolFree(p_, s_, pooled_);
-    p_ = nullptr;
-    n_ = 0;
-  }
-  T* data() const { return p_; }
-  size_t size() const { return n_; }
-
- private:
-  T* p_ = nullptr;
-  size_t n_ = 0;
-  cudaStream_t s_ = nullptr;
-  bool pooled_ = false;
-};
-
 class Stream {
  public:
   Stream();

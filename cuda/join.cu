@@ -362,10 +362,6 @@ class CudaJoiner final : public Joiner {
     if (const char* e = std::getenv("CUSIM_JOIN_CHUNK_PAIRS")) chunkPairs_ = std::max<uint64_t>(1, std::strtoull(e, nullptr, 10));
   }
 
-  // The buffers free into the device's pool in stream order: make their
-  // device current wherever the joiner is destroyed.
-  ~CudaJoiner() override { cudaSetDevice(device_); }
-
   bool Next(Chunk* out, const CancelToken& cancel) override {
     gpu::DeviceGuard guard(device_);
     for (;;) {
@@ -415,8 +411,8 @@ class CudaJoiner final : public Joiner {
   const uint64_t* Ioff() const { return p_->self ? dPoff_.data() : dIoff_.data(); }
   const uint32_t* Iids() const { return p_->self ? dPids_.data() : dIids_.data(); }
 
-  void Upload(const Collection& c, gpu::PoolBuffer<uint32_t>* tok, gpu::PoolBuffer<uint64_t>* off,
-              gpu::PoolBuffer<uint32_t>* ids, const char* what) {
+  void Upload(const Collection& c, gpu::DeviceBuffer<uint32_t>* tok, gpu::DeviceBuffer<uint64_t>* off,
+              gpu::DeviceBuffer<uint32_t>* ids, const char* what) {
     tok->reset(std::max<size_t>(c.tokens.size(), 1), what);
     off->reset(c.offsets.size(), what);
     ids->reset(std::max<size_t>(c.ids.size(), 1), what);
@@ -608,11 +604,11 @@ class CudaJoiner final : public Joiner {
     if (n <= capacity_) return;
     // Doubling, from 2^20, up to the chunk budget (n never exceeds it).
     const uint64_t cap = std::max(n, std::min(std::max<uint64_t>(2 * capacity_, 1ull << 20), chunkPairs_));
-    gpu::PoolBuffer<unsigned long long> k(cap, stream_, "join result pairs"), v(cap, stream_, "join result pairs");
+    gpu::DeviceBuffer<unsigned long long> k(cap, "join result pairs"), v(cap, "join result pairs");
     if (pairs_ > 0) {
-      // The old buffers are freed in stream order, after these copies.
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(k.data(), keys_.data(), pairs_ * 8, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(v.data(), vals_.data(), pairs_ * 8, cudaMemcpyDeviceToDevice, stream_));
+      stream_.sync();  // before the old buffers are freed
     }
     keys_ = std::move(k);
     vals_ = std::move(v);
@@ -666,18 +662,18 @@ class CudaJoiner final : public Joiner {
   uint64_t block_ = 0, tableBudget_ = 0;
   unsigned sms_ = 1;
   int keyBits_ = 64;
-  gpu::PoolBuffer<uint32_t> dPtok_{stream_}, dItok_{stream_}, dPids_{stream_}, dIids_{stream_};
-  gpu::PoolBuffer<uint64_t> dPoff_{stream_}, dIoff_{stream_};
-  gpu::PoolBuffer<unsigned long long> start_{stream_}, cursor_{stream_}, counters_{stream_};
-  gpu::PoolBuffer<uint8_t> scanTemp_{stream_};
-  gpu::PoolBuffer<unsigned long long> postings_{stream_}, sortTemp_{stream_};
-  gpu::PoolBuffer<uint32_t> winLo_{stream_}, winHi_{stream_};
-  gpu::PoolBuffer<uint64_t> hits_{stream_};
-  gpu::PoolBuffer<uint32_t> probes_{stream_};
-  gpu::PoolBuffer<uint64_t> tableOff_{stream_};
-  gpu::PoolBuffer<Slot> table_{stream_};
-  gpu::PoolBuffer<Cand> cands_{stream_};
-  gpu::PoolBuffer<unsigned long long> keys_{stream_}, vals_{stream_}, keysAlt_{stream_}, valsAlt_{stream_};
+  gpu::DeviceBuffer<uint32_t> dPtok_, dItok_, dPids_, dIids_;
+  gpu::DeviceBuffer<uint64_t> dPoff_, dIoff_;
+  gpu::DeviceBuffer<unsigned long long> start_, cursor_, counters_;
+  gpu::DeviceBuffer<uint8_t> scanTemp_;
+  gpu::DeviceBuffer<unsigned long long> postings_, sortTemp_;
+  gpu::DeviceBuffer<uint32_t> winLo_, winHi_;
+  gpu::DeviceBuffer<uint64_t> hits_;
+  gpu::DeviceBuffer<uint32_t> probes_;
+  gpu::DeviceBuffer<uint64_t> tableOff_;
+  gpu::DeviceBuffer<Slot> table_;
+  gpu::DeviceBuffer<Cand> cands_;
+  gpu::DeviceBuffer<unsigned long long> keys_, vals_, keysAlt_, valsAlt_;
   uint64_t pairs_ = 0, capacity_ = 0, chunkPairs_ = kChunkPairs;
   // The filtered batch: its candidates, and how many of them are verified.
   uint64_t pendingCands_ = 0, pendingDone_ = 0;

@@ -47,58 +47,6 @@ void* DeviceAlloc(size_t bytes, const char* what) {
 
 void DeviceFree(void* p) noexcept { cudaFree(p); }
 
-namespace {
-// Per device: -1 unknown, 0 no memory pools, 1 pools (release threshold set).
-int PoolState(int device) {
-  static std::mutex mu;
-  static int state[256];
-  static bool init = false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!init) {
-    std::fill(std::begin(state), std::end(state), -1);
-    init = true;
-  }
-  if (device < 0 || device >= 256) return 0;
-  if (state[device] < 0) {
-    int supported = 0;
-    state[device] = 0;
-    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess && supported) {
-      cudaMemPool_t pool;
-      uint64_t keep = 1ull << 30;
-      if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
-          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
-        state[device] = 1;
-    }
-    cudaGetLastError();
-  }
-  return state[device];
-}
-}  // namespace
-
-void* PoolAlloc(size_t bytes, cudaStream_t s, const char* what, bool* pooled) {
-  *pooled = false;
-  if (bytes == 0) return nullptr;
-  int device = 0;
-  CUSIM_CUDA_CHECK(cudaGetDevice(&device));
-  if (!PoolState(device)) return DeviceAlloc(bytes, what);
-  void* p = nullptr;
-  cudaError_t e = cudaMallocAsync(&p, bytes, s);
-  if (e == cudaErrorMemoryAllocation) {
-    cudaGetLastError();
-    size_t freeB = 0, totalB = 0;
-    cudaMemGetInfo(&freeB, &totalB);
-    ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
-  }
-  CUSIM_CUDA_CHECK(e);
-  *pooled = true;
-  return p;
-}
-
-void PoolFree(void* p, cudaStream_t s, bool pooled) noexcept {
-  if (pooled) cudaFreeAsync(p, s);
-  else cudaFree(p);
-}
-
 void* PinnedAlloc(size_t bytes, const char* what) {
   if (bytes == 0) return nullptr;
   void* p = nullptr;
