@@ -38,8 +38,7 @@ export interface JoinOptions {
  * Pairs found. Self-join: each pair once with left < right (input row ids).
  * R–S join: left indexes `sets`, right indexes `against`. `similarity` is the
  * measure's value (the overlap itself for 'overlap').
- */
-/**
+ *
  * On the GPU backend the four arrays of a chunk are views of one ArrayBuffer
  * (left, right, overlap, similarity end to end), filled by a single download:
  * keeping any one of them keeps the whole block alive, and transferring its
