@@ -1,8 +1,23 @@
 // FlyHash throughput: the GPU paper's shapes (FashionMNIST, CIFAR10, uniform
 // synthetic with a batch sweep) and 1M x 128, GPU and CPU (all cores) in the
 // same run, against PyTorch fp32 (dense matmul with the binary projection,
-// then torch.topk) on the same GPU.
+// then torch.topk) on the same GPU. Two kinds of data: 8-bit (uniform
+// integers in [0, 255], what FashionMNIST and CIFAR pixels and SIFT features
+// are; the GPU runs them on int8 tensor cores) and float (uniform in [0, 1);
+// the float gather kernels).
 import path from 'node:path';
+
+// The top 8 bits of the same generator (uniform()'s floats can round up to
+// 1.0 in float32, which would make a 256).
+function bytes(n, seed) {
+  const a = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < a.length; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    a[i] = s >>> 24;
+  }
+  return a;
+}
 
 function uniform(n, seed) {
   const a = new Float32Array(n);
@@ -17,7 +32,7 @@ function uniform(n, seed) {
 // CPU runs on large shapes would take minutes; past this many gather-adds
 // (rows * m * s) the CPU is timed on a prefix of the rows and its vectors/s
 // extrapolated (the table says so).
-const CPU_WORK = 4e10;
+const CPU_WORK = 1.5e10;
 
 export async function run({ cusim, quick, backends, time, runPeer, peersDir, log }) {
   const hasGpu = backends.includes('cuda');
@@ -36,7 +51,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
 
   async function measure(sh, X) {
     const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
-    const row = { shape: sh.name, n: sh.n, d: sh.d, m: sh.m, s: sh.s, k: sh.k };
+    const row = { shape: sh.name, data: sh.data, n: sh.n, d: sh.d, m: sh.m, s: sh.s, k: sh.k };
     try {
       if (hasGpu) {
         let kernel = '';
@@ -53,7 +68,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
       }
       const cpuRows = Math.max(1, Math.min(sh.n, Math.floor(CPU_WORK / (sh.m * sh.s))));
       const Xc = cpuRows === sh.n ? X : { data: X.data.subarray(0, cpuRows * sh.d), rows: cpuRows, cols: sh.d };
-      const tc = await time(() => fly.hash(Xc, { backend: 'cpu' }), { warmup: quick ? 0 : 1, repeats: quick ? 1 : 3 });
+      const tc = await time(() => fly.hash(Xc, { backend: 'cpu' }), { warmup: 0, repeats: quick ? 1 : 2 });
       row['CPU rows timed'] = cpuRows;
       row['CPU vectors/s'] = cpuRows / (tc.wallMs.median / 1e3);
       if (hasGpu) row['GPU/CPU (wall)'] = row['GPU vectors/s (wall)'] / row['CPU vectors/s'];
@@ -63,32 +78,39 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     return row;
   }
 
+  const kinds = [
+    { data: '8-bit', make: bytes },
+    { data: 'float', make: uniform },
+  ];
   const paper = [];
   for (const sh of shapes) {
-    log(`flyhash ${sh.name}`);
-    const X = { data: uniform(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
-    const row = await measure(sh, X);
-    if (hasGpu && !quick) {
-      const peer = runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k], { timeoutMs: 600_000 });
-      if (peer.skipped) row['torch fp32 ms'] = `skipped: ${peer.skipped}`;
-      else {
+    // One torch run per shape: a dense fp32 matmul's time does not depend on the values.
+    const peer = hasGpu && !quick
+      ? runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k, 'fp32', 'u8'], { timeoutMs: 600_000 })
+      : null;
+    for (const kind of kinds) {
+      log(`flyhash ${sh.name} ${kind.data}`);
+      const X = { data: kind.make(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
+      const row = await measure({ ...sh, data: kind.data }, X);
+      if (peer?.skipped) row['torch fp32 ms'] = `skipped: ${peer.skipped}`;
+      else if (peer) {
         row['torch fp32 ms'] = peer.ms_median;
         row['GPU kernel vs torch'] = peer.ms_median / row['GPU kernel ms'];
         row['GPU wall vs torch'] = peer.ms_median / row['GPU wall ms'];
       }
+      row['target ms'] = sh.targetMs;
+      row['issue torch ms'] = sh.torchMs;
+      paper.push(row);
     }
-    row['target ms'] = sh.targetMs;
-    row['issue torch ms'] = sh.torchMs;
-    paper.push(row);
   }
 
   // Uniform synthetic, d = 1024, m = 128 d, s = 5% of d, k = 5% of m.
   const d = quick ? 64 : 1024;
   const sweep = [];
   const batches = quick ? [2, 32, 512] : [2, 8, 32, 128, 512, 2048, 8192, 32768];
-  const Xall = { data: uniform(batches[batches.length - 1] * d, 9), rows: batches[batches.length - 1], cols: d };
+  const Xall = { data: bytes(batches[batches.length - 1] * d, 9), rows: batches[batches.length - 1], cols: d };
   for (const n of batches) {
-    const sh = { name: `uniform d=${d}`, n, d, m: 128 * d, s: Math.round(0.05 * d), k: Math.round(0.05 * 128 * d) };
+    const sh = { name: `uniform d=${d}`, data: '8-bit', n, d, m: 128 * d, s: Math.round(0.05 * d), k: Math.round(0.05 * 128 * d) };
     log(`flyhash uniform batch ${n}`);
     const X = { data: Xall.data.subarray(0, n * d), rows: n, cols: d };
     sweep.push(await measure(sh, X));
@@ -99,19 +121,19 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
   // what ran), and the legacy fused kernel's rows per block. Bits and indices.
   const tuning = [];
   if (hasGpu && !quick) {
+    // The float kernels on 8-bit data time the same gathers as on float data.
     const variants = [
-      { knob: 'auto' },
-      { knob: 'tile-small' },
-      { knob: 'tile-large' },
-      { knob: 'legacy', maxR: 1 },
-      { knob: 'legacy', maxR: 2 },
-      { knob: 'legacy', maxR: 4 },
+      { knob: 'auto', data: '8-bit' },
+      { knob: 'tile-large', data: '8-bit' },
+      { knob: 'legacy', maxR: 4, data: '8-bit' },
+      { knob: 'auto', data: 'float' },
     ];
     for (const sh of shapes) {
-      const X = { data: uniform(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
+      const data = { '8-bit': bytes(sh.n * sh.d, 7), float: uniform(sh.n * sh.d, 7) };
       const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
       try {
         for (const v of variants) {
+          const X = { data: data[v.data], rows: sh.n, cols: sh.d };
           if (v.knob === 'auto') delete process.env.CUSIM_FLYHASH_VARIANT;
           else process.env.CUSIM_FLYHASH_VARIANT = v.knob;
           if (v.maxR) process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK = String(v.maxR);
@@ -128,6 +150,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
             }, { warmup: 1, repeats: 3 });
             tuning.push({
               shape: sh.name,
+              data: v.data,
               variant: v.knob + (v.maxR ? ` (R <= ${v.maxR})` : ''),
               output,
               'kernel that ran': kernel,
@@ -146,13 +169,13 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     }
   }
 
-  const cols = ['shape', 'n', 'd', 'm', 's', 'k'];
+  const cols = ['shape', 'data', 'n', 'd', 'm', 's', 'k'];
   const gpuCols = hasGpu ? ['GPU kernel', 'GPU kernel ms', 'GPU wall ms', 'GPU vectors/s (kernel)', 'GPU vectors/s (wall)'] : [];
   const cpuCols = ['CPU rows timed', 'CPU vectors/s'];
   return {
     sections: [
       {
-        title: 'paper shapes and 1M x 128 (uniform data, packed-bit output)',
+        title: 'paper shapes and 1M x 128 (uniform 8-bit and float data, packed-bit output)',
         columns: [
           ...cols,
           ...gpuCols,
@@ -165,7 +188,8 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
         notes: [
           'GPU kernel ms: CUDA events around the FlyHash kernels; wall ms adds host staging and PCIe copies of X and the codes (batches pipelined on 2 streams).',
           `CPU: all cores; above ${CPU_WORK.toExponential(0)} gather-adds the CPU is timed on the first "CPU rows timed" rows and vectors/s extrapolated.`,
-          'torch fp32: dense X @ W (W the same-shape binary projection, s ones per column) + torch.topk, data resident on the GPU, CUDA events; bench/peers/flyhash_torch.py.',
+          'torch fp32: dense X @ W (W the same-shape binary projection, s ones per column) + torch.topk, data resident on the GPU, CUDA events; bench/peers/flyhash_torch.py, one run per shape on 8-bit-valued data (a dense fp32 matmul takes the same time on any values).',
+          '8-bit: uniform integers in [0, 255] as Float32 (the datasets\' pixel and SIFT values): the GPU runs them exactly on int8 tensor cores (kernel mma-u8). float: uniform in [0, 1), the float gather kernels.',
           'Targets (issue 6): >= 5x torch fp32; FashionMNIST <= 10 ms; CIFAR10 <= 100 ms; 1M x 128 >= 1e8 vectors/s; >= 30x CPU.',
         ],
       },
@@ -173,16 +197,16 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
         title: `uniform synthetic, d = ${d}, m = 128 d, batch sweep`,
         columns: [...cols, ...gpuCols, ...cpuCols, ...(hasGpu ? ['GPU/CPU (wall)'] : [])],
         rows: sweep,
-        notes: ['s = 5% of d and k = 5% of m, as in the FashionMNIST configuration.'],
+        notes: ['s = 5% of d and k = 5% of m, as in the FashionMNIST configuration; 8-bit data.'],
       },
       ...(tuning.length
         ? [
             {
               title: 'GPU variants: kernel families and legacy rows per block',
-              columns: ['shape', 'variant', 'output', 'kernel that ran', 'GPU kernel ms', 'GPU wall ms', 'transfer ms (events)', 'GPU vectors/s (kernel)'],
+              columns: ['shape', 'data', 'variant', 'output', 'kernel that ran', 'GPU kernel ms', 'GPU wall ms', 'transfer ms (events)', 'GPU vectors/s (kernel)'],
               rows: tuning,
               notes: [
-                'CUSIM_FLYHASH_VARIANT forces a family (auto, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels.',
+                'CUSIM_FLYHASH_VARIANT forces a family (auto, mma, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
                 'CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
                 'docs/flyhash-perf.md has the predictions these numbers test.',
               ],

@@ -22,13 +22,16 @@
 // there with the same routine. Batches alternate between two streams with
 // pinned staging, so copies of one batch overlap the kernels of the other.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../native/flyhash.h"
+#include "../native/parallel.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -432,6 +435,65 @@ __device__ void WarpWrite(const uint32_t* keys, uint32_t stride, uint32_t n, con
   }
 }
 
+// One warp: the key window [lo, hi] of a row from a sample of its keys
+// (keys[j * stride], j < S): keys above hi are surely among the row's k
+// largest, the k-th largest is at least lo with high probability (ranks from
+// the plan; 0 leaves that side open).
+__device__ void Window(const uint32_t* keys, uint32_t stride, uint32_t S, uint32_t hiRank, uint32_t loRank,
+                       uint32_t* hist, uint32_t& lo, uint32_t& hi) {
+  hi = kFull;
+  lo = 0;
+  if (hiRank) {
+    const Sel s = WarpSelect(keys, stride, S, hiRank, hist);
+    hi = s.prefix | ~s.mask;
+  }
+  if (loRank) lo = WarpSelect(keys, stride, S, loRank, hist).prefix;
+}
+
+// One warp: a row's k winners when ov keys lay above its window (their bits
+// are set) and its n window keys were listed (lk, lj; cap entries kept).
+// Sets the winning listed keys' bits and returns true, or returns false when
+// the window missed the k-th largest, the list overflowed, or more keys tie
+// at the k-th value than the warp ranks (the row then needs the exact path).
+// wh: 256 words owned by this warp.
+__device__ bool SelectListed(const uint32_t* lk, const uint32_t* lj, uint32_t n, uint32_t ov, uint32_t k, uint32_t cap,
+                             bool forceFail, uint32_t* rowBits, uint32_t* wh) {
+  const unsigned lane = threadIdx.x & 31;
+  bool ok = !forceFail && n <= cap && ov < k && k - ov <= n;
+  if (ok) {
+    const Sel s = WarpSelect(lk, 1, n, k - ov, wh);
+    const bool takeAll = s.kk == s.eq;
+    ok = takeAll || s.eq <= kEqCap;
+    if (ok) {
+      if (!takeAll) {
+        // Indices of the keys equal to the k-th largest (mask is full here).
+        uint32_t seen = 0;
+        for (uint32_t base = 0; base < n; base += 32) {
+          const uint32_t i = base + lane;
+          const bool eq = i < n && lk[i] == s.prefix;
+          const unsigned em = __ballot_sync(kFull, eq);
+          if (eq) wh[seen + __popc(em & LanesBelow())] = lj[i];
+          seen += __popc(em);
+        }
+        __syncwarp();
+      }
+      for (uint32_t i = lane; i < n; i += 32) {
+        const uint32_t mk = lk[i] & s.mask;
+        if (mk < s.prefix) continue;
+        const uint32_t j = lj[i];
+        bool win = mk > s.prefix || takeAll;
+        if (!win) {
+          uint32_t rank = 0;  // equal keys with a lower index
+          for (uint32_t q = 0; q < s.eq; ++q) rank += wh[q] < j;
+          win = rank < s.kk;
+        }
+        if (win) atomicOr(&rowBits[j >> 5], 1u << (j & 31));
+      }
+    }
+  }
+  return ok;
+}
+
 // m small enough that 32 rows of keys fit in shared memory: one pass, one
 // warp per row selects. Shared: xs[d][32], keys[m][33], 32 warp histograms.
 __global__ void __launch_bounds__(1024, 1)
@@ -516,12 +578,8 @@ __global__ void __launch_bounds__(1024, 1)
   for (uint32_t j = warp; j < S; j += 32) sk[uint64_t(j) * kKeyStride + lane] = key(j);
   __syncthreads();
   {
-    uint32_t hiKey = kFull, loKey = 0;
-    if (hiRank) {
-      const Sel s = WarpSelect(sk + warp, kKeyStride, S, hiRank, wh);
-      hiKey = s.prefix | ~s.mask;
-    }
-    if (loRank) loKey = WarpSelect(sk + warp, kKeyStride, S, loRank, wh).prefix;
+    uint32_t loKey, hiKey;
+    Window(sk + warp, kKeyStride, S, hiRank, loRank, wh, loKey, hiKey);
     if (lane == 0) {
       rLo[warp] = loKey;
       rHi[warp] = hiKey;
@@ -561,42 +619,8 @@ __global__ void __launch_bounds__(1024, 1)
   __syncthreads();
   const uint64_t row = r0 + warp;
   if (row >= rows) return;
-  const uint32_t n = rCount[warp], ov = rOver[warp];
-  bool ok = !forceFail && n <= cap && ov < k && k - ov <= n;
-  if (ok) {
-    const uint32_t* lk = listKey + row * cap;
-    const uint32_t* lj = listJ + row * cap;
-    const Sel s = WarpSelect(lk, 1, n, k - ov, wh);
-    const bool takeAll = s.kk == s.eq;
-    ok = takeAll || s.eq <= kEqCap;
-    if (ok) {
-      if (!takeAll) {
-        // Indices of the keys equal to the k-th largest (mask is full here).
-        uint32_t seen = 0;
-        for (uint32_t base = 0; base < n; base += 32) {
-          const uint32_t i = base + lane;
-          const bool eq = i < n && lk[i] == s.prefix;
-          const unsigned em = __ballot_sync(kFull, eq);
-          if (eq) wh[seen + __popc(em & LanesBelow())] = lj[i];
-          seen += __popc(em);
-        }
-        __syncwarp();
-      }
-      uint32_t* rowBits = bits + row * words;
-      for (uint32_t i = lane; i < n; i += 32) {
-        const uint32_t mk = lk[i] & s.mask;
-        if (mk < s.prefix) continue;
-        const uint32_t j = lj[i];
-        bool win = mk > s.prefix || takeAll;
-        if (!win) {
-          uint32_t rank = 0;  // equal keys with a lower index
-          for (uint32_t q = 0; q < s.eq; ++q) rank += wh[q] < j;
-          win = rank < s.kk;
-        }
-        if (win) atomicOr(&rowBits[j >> 5], 1u << (j & 31));
-      }
-    }
-  }
+  const bool ok = SelectListed(listKey + row * cap, listJ + row * cap, rCount[warp], rOver[warp], k, cap, forceFail,
+                               bits + row * words, wh);
   if (lane == 0) fail[row] = ok ? 0u : 1u;
 }
 
@@ -626,36 +650,348 @@ __global__ void BitsToIndicesKernel(const uint32_t* __restrict__ bits, uint64_t 
   }
 }
 
-// Exact path for TileLarge's flagged rows: a block per row computes its m
-// keys into scratch (m words per block) and selects with SelectWrite.
+// Exact path for the flagged rows of TileLarge and of the tensor-core path
+// (T = uint8_t: rows of xStride bytes): a block per row computes its m keys
+// into scratch (m words per block) and selects with SelectWrite.
+template <typename T>
 __global__ void __launch_bounds__(1024)
-    FallbackKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint16_t* __restrict__ packed16,
+    FallbackKernel(const T* __restrict__ x, uint64_t rows, uint32_t xStride, const uint16_t* __restrict__ packed16,
                    uint32_t sPad, uint32_t s, uint32_t m, uint32_t k, const uint32_t* __restrict__ fail, bool indices,
                    uint32_t* __restrict__ out, uint64_t outStride, uint32_t* scratch) {
   __shared__ Scratch sc;
+  __shared__ uint32_t failed[1024], nFailed;
   uint32_t* keys = scratch + uint64_t(blockIdx.x) * m;
-  for (uint64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    if (!fail[row]) continue;
-    const float* xr = x + row * d;
-    for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
-      const uint16_t* in = packed16 + uint64_t(j) * sPad;
-      float a = 0.0f;
-      for (uint32_t t = 0; t < s; ++t) a += xr[in[t]];
-      keys[j] = DeviceKey(a);
-    }
+  // Rows are few and far between: the block reads a chunk of flags at once
+  // (one read per row, not one dependent read per block and row), then
+  // redoes that chunk's flagged rows. blockDim.x is 1024.
+  for (uint64_t base = uint64_t(blockIdx.x) * blockDim.x; base < rows; base += uint64_t(gridDim.x) * blockDim.x) {
+    if (threadIdx.x == 0) nFailed = 0;
     __syncthreads();
-    SelectWrite(keys, m, k, indices, out + row * outStride, sc);
-    __syncthreads();  // before the next row overwrites keys
+    if (base + threadIdx.x < rows && fail[base + threadIdx.x]) failed[atomicAdd(&nFailed, 1u)] = threadIdx.x;
+    __syncthreads();
+    const uint32_t nf = nFailed;
+    for (uint32_t f = 0; f < nf; ++f) {
+      const uint64_t row = base + failed[f];
+      const T* xr = x + row * xStride;
+      for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
+        const uint16_t* in = packed16 + uint64_t(j) * sPad;
+        float a = 0.0f;
+        for (uint32_t t = 0; t < s; ++t) a += float(xr[in[t]]);
+        keys[j] = DeviceKey(a);
+      }
+      __syncthreads();
+      SelectWrite(keys, m, k, indices, out + row * outStride, sc);
+      __syncthreads();  // before the next row overwrites keys
+    }
+    __syncthreads();  // everyone has read nFailed before it is reset
   }
 }
 
-enum class Kind { TileSmall, TileLarge, Fused, TwoPass };
+// ---- int8 tensor cores (byte-valued inputs) ------------------------------------
+//
+// When every input is an integer in [0, 255] and s * 255 < 2^24, each
+// activation is an exact integer, equal bit for bit to the float contract's
+// sequential sum. The activations are then X (bytes) times the 0/1 projection
+// matrix, which int8 mma.sync computes exactly with int32 accumulators: ~20x
+// more multiply-adds than the gathers (the matrix is dense), at tensor-core
+// rates, and no float order to respect. docs/flyhash-perf.md has the numbers.
+//
+// A block keeps a 64-row tile of X in shared memory for its whole life; each
+// warp computes 64 rows x 32 outputs at a time (4 x 4 m16n8k32 fragments).
+// The projection is read as bits, [k-step][mPad] words (one per 32 inputs
+// and output), and each lane turns its byte of a word into the 0/1 bytes of
+// its B fragment through a 2 KB shared table: 8x less L2 traffic than int8
+// bytes, three instructions per fragment.
+// Selection is TileLarge's: a sample of outputs (the first S) brackets each
+// row's k-th largest (WindowKernel), one pass writes the bits above the
+// window and lists the keys inside it (MmaKernel<false>), ListKernel selects
+// among the listed keys, FallbackKernel redoes flagged rows.
+
+constexpr uint32_t kMmaRows = 64;
+// 16 warps per multiprocessor either way: two blocks of 8 warps, or one of
+// 16 where the tile leaves room for one block only (wide rows). Both fit
+// the 128 registers a thread needs.
+constexpr uint32_t kMmaWarpsPerSm = 16;
+
+// Byte tile row stride: a multiple of 16 with an odd quotient, so the eight
+// 16-byte rows one ldmatrix phase reads fall in distinct bank groups.
+__host__ __device__ inline uint32_t MmaStride(uint32_t kp) { return kp + 16; }
+inline size_t MmaSmem(uint32_t kp) { return size_t(kMmaRows) * MmaStride(kp); }
+
+// 4 bits -> 4 bytes of 0/1 (the shifted copies do not overlap, so no carries).
+__host__ __device__ inline uint32_t ExpandNibble(uint32_t v) { return (v * 0x00204081u) & 0x01010101u; }
+
+// Bit b of a k-step's 32 inputs, as stored: byte t of a word holds the bits
+// lane t4 = t needs for its B fragment (inputs 4t..4t+3 in the low nibble,
+// 16+4t..16+4t+3 in the high one), so a lane extracts its byte with one PRMT
+// and expands each nibble with a multiply and a mask. (A 2 KB shared table
+// instead measured no faster: its random lookups conflict in the banks.)
+inline uint32_t StoredBit(uint32_t b) { return b < 16 ? (b / 4) * 8 + b % 4 : ((b - 16) / 4) * 8 + 4 + (b - 16) % 4; }
+
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&a)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(addr));
+}
+
+// volatile, like the fragment loads: the compiler otherwise sinks each
+// ldmatrix to just before its four MMAs and reuses one register set, so
+// every four MMAs wait out an ldmatrix latency (seen in the SASS).
+__device__ __forceinline__ void MmaU8(int (&c)[4], const uint32_t (&a)[4], uint2 b) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+}
+
+
+// The keys of this path are the sums themselves (non-negative integers order
+// as their floats do, and exact): the selects below then see the few bits in
+// which a row's sums differ, not a float's spread-out mantissa, and finish in
+// fewer radix passes.
+
+// A warp's fragments for one k-step of its 64 x 32 block: A from the tile,
+// B from the words (one per n8 fragment) through the table.
+__device__ __forceinline__ void LoadA(uint32_t (&a)[4][4], uint32_t aAddr, uint32_t aStep16) {
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt) LdMatrixX4(a[mt], aAddr + mt * aStep16);
+}
+
+__device__ __forceinline__ void ExpandB(uint2 (&b)[4], const uint32_t (&w)[4], uint32_t sel) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    const uint32_t v = __byte_perm(w[nt], 0, sel);
+    b[nt].x = ExpandNibble(v & 15u);
+    b[nt].y = ExpandNibble(v >> 4);
+  }
+}
+
+__device__ __forceinline__ void MmaTile(int (&acc)[4][4][4], const uint32_t (&a)[4][4], const uint2 (&b)[4]) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) MmaU8(acc[mt][nt], a[mt], b[nt]);
+}
+
+__device__ __forceinline__ void LoadWords(uint32_t (&w)[4], const uint32_t* wp) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) w[nt] = __ldg(wp + nt * 8);
+}
+
+// The u-th (nt * 2 + i) of a fragment row's 8 sums, u not known at compile time.
+__device__ __forceinline__ int Pick(const int (&acc)[4][4][4], int mt, int h, uint32_t u) {
+  int v = acc[mt][0][2 * h];
+#pragma unroll
+  for (int w = 1; w < 8; ++w) v = u == uint32_t(w) ? acc[mt][w >> 1][2 * h + (w & 1)] : v;
+  return v;
+}
+
+// Sample = true: keys of outputs [0, m) to sample[row * m + j] (m = S).
+// Sample = false: all m outputs; keys above hi[row] set their bit and count
+// in over[row], keys in [lo[row], hi[row]] are appended to the row's list
+// (count[row] entries, cap kept). blockIdx.y splits the 32-output groups
+// (few rows). x: rows of kp bytes (kp a multiple of 32, zero-padded).
+template <bool Sample, uint32_t Warps>
+__global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
+    MmaKernel(const uint8_t* __restrict__ x, uint64_t rows, uint32_t kp, const uint32_t* __restrict__ wb,
+              uint32_t mPad, uint32_t m, uint32_t* __restrict__ sample, const uint32_t* __restrict__ lo,
+              const uint32_t* __restrict__ hi, uint32_t cap, uint32_t* __restrict__ bits, uint64_t words,
+              uint32_t* __restrict__ listKey, uint32_t* __restrict__ listJ, uint32_t* __restrict__ count,
+              uint32_t* __restrict__ over) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const uint32_t stride = MmaStride(kp);
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, t4 = lane & 3;
+  const uint64_t r0 = uint64_t(blockIdx.x) * kMmaRows;
+  const uint32_t vecs = kp / 16;
+  for (uint32_t e = threadIdx.x; e < kMmaRows * vecs; e += blockDim.x) {
+    const uint32_t r = e / vecs, v = e - r * vecs;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (r0 + r < rows) val = *reinterpret_cast<const uint4*>(x + (r0 + r) * kp + v * 16);
+    *reinterpret_cast<uint4*>(smem + r * stride + v * 16) = val;
+  }
+  // This thread's 8 accumulator rows: 16 mt + 8 h + gid, q = 2 mt + h.
+  uint32_t rlo[8], rhi[8], ov[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const uint64_t row = r0 + 16 * (q >> 1) + 8 * (q & 1) + gid;
+    const bool have = !Sample && row < rows;
+    rlo[q] = have ? lo[row] : 0u;
+    rhi[q] = have ? hi[row] : kFull;
+    ov[q] = 0;
+  }
+  __syncthreads();
+  const uint32_t ksteps = kp / 32, groups = (m + 31) / 32;
+  // ldmatrix.x4: lanes 0-7 address rows 0-7 of bytes 0-15 (a0), 8-15 rows 8-15
+  // (a1), 16-23 rows 0-7 of bytes 16-31 (a2), 24-31 rows 8-15 (a3).
+  const uint32_t aBase = uint32_t(__cvta_generic_to_shared(smem)) + ((lane & 7) + ((lane >> 3) & 1) * 8) * stride +
+                         (lane >> 4) * 16;
+  const uint32_t aStep16 = 16 * stride;
+  const uint32_t sel = 0x4440u | t4;  // PRMT: byte t4 of the word, zeros above
+  for (uint32_t g = blockIdx.y * Warps + warp; g < groups; g += gridDim.y * Warps) {
+    int acc[4][4][4];
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0;
+    // Column gid of each n8 fragment. The words come from L2 (hundreds of
+    // cycles away): each k-step's words load two steps ahead. (Loading the
+    // next step's A fragments during this step's MMAs, with the windows
+    // moved to shared memory to free the registers, measured slower: 2.39
+    // vs 2.23 ms on a FashionMNIST batch.)
+    const uint32_t* wp = wb + g * 32 + gid;
+    uint32_t w[2][4], a[4][4];
+    uint2 b[4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (uint32_t(i) < ksteps) LoadWords(w[i], wp + i * mPad);
+    for (uint32_t ks = 0; ks < ksteps; ks += 2) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t k = ks + i;
+        if (k >= ksteps) break;
+        LoadA(a, aBase + k * 32, aStep16);
+        ExpandB(b, w[i], sel);
+        if (k + 2 < ksteps) LoadWords(w[i], wp + uint64_t(k + 2) * mPad);
+        MmaTile(acc, a, b);
+      }
+    }
+    // Fragment c of (mt, nt): row 16 mt + 8 (c >> 1) + gid, output 32 g + 8 nt + 2 t4 + (c & 1).
+    const int mRem = int(m - g * 32);  // outputs of this group that exist (>= 32: all)
+    // Which of this lane's outputs exist: as bits of the row's word, and as
+    // bits u = 2 nt + i of its 8 values. Masks, so the loops below stay free
+    // of branches.
+    const uint32_t validWord = mRem >= 32 ? kFull : (1u << mRem) - 1u;
+    uint32_t validIn = 0;
+#pragma unroll
+    for (int u = 0; u < 8; ++u) validIn |= uint32_t(int((u >> 1) * 8 + 2 * t4 + (u & 1)) < mRem) << u;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const int mt = q >> 1, h = q & 1;
+      const uint64_t row = r0 + 16 * mt + 8 * h + gid;
+      const bool live = row < rows;
+      if constexpr (Sample) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int bit = nt * 8 + 2 * t4 + i;
+            if (live && bit < mRem) sample[row * m + g * 32 + bit] = uint32_t(acc[mt][nt][2 * h + i]);
+          }
+      } else {
+        // Bits at 8 nt + i first (constant shifts), moved to 2 t4 once.
+        uint32_t word = 0, inMask = 0;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const uint32_t v = uint32_t(acc[mt][nt][2 * h + i]);
+            word |= uint32_t(v > rhi[q]) << (nt * 8 + i);
+            inMask |= uint32_t(v >= rlo[q] && v <= rhi[q]) << (nt * 2 + i);
+          }
+        word = (word << (2 * t4)) & validWord;
+        inMask &= validIn;
+        ov[q] += __popc(word);
+        word |= __shfl_xor_sync(kFull, word, 1);
+        word |= __shfl_xor_sync(kFull, word, 2);
+        if (t4 == 0 && live) bits[row * words + g] = word;
+        if (!live) inMask = 0;
+        // The four lanes of a row reserve list space with one atomic.
+        if (__any_sync(kFull, inMask != 0)) {
+          const uint32_t c = __popc(inMask);
+          uint32_t incl = c;
+          uint32_t t = __shfl_up_sync(kFull, incl, 1, 4);
+          if (t4 >= 1) incl += t;
+          t = __shfl_up_sync(kFull, incl, 2, 4);
+          if (t4 >= 2) incl += t;
+          uint32_t base = 0;
+          if (t4 == 3 && incl != 0) base = atomicAdd(&count[row], incl);
+          base = __shfl_sync(kFull, base, 3, 4);
+          uint32_t pos = base + incl - c;
+          uint32_t* lk = listKey + row * cap;
+          uint32_t* lj = listJ + row * cap;
+          while (inMask) {
+            const uint32_t u = __ffs(inMask) - 1;
+            inMask &= inMask - 1;
+            if (pos < cap) {
+              lk[pos] = uint32_t(Pick(acc, mt, h, u));
+              lj[pos] = g * 32 + (u >> 1) * 8 + 2 * t4 + (u & 1);
+            }
+            ++pos;
+          }
+        }
+      }
+    }
+  }
+  if constexpr (!Sample) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      uint32_t v = ov[q];
+      v += __shfl_xor_sync(kFull, v, 1);
+      v += __shfl_xor_sync(kFull, v, 2);
+      const uint64_t row = r0 + 16 * (q >> 1) + 8 * (q & 1) + gid;
+      if (t4 == 0 && v != 0 && row < rows) atomicAdd(&over[row], v);
+    }
+  }
+}
+
+// The row kernels below select among a row's keys several times (min/max,
+// then radix passes); each warp first copies up to `stage` of them to shared
+// memory (dynamic, stage words per warp), so the passes read shared memory
+// instead of waiting on device memory.
+__device__ __forceinline__ const uint32_t* StageKeys(const uint32_t* keys, uint32_t n, uint32_t stage, uint32_t* buf) {
+  if (n > stage) return keys;
+  for (uint32_t i = threadIdx.x & 31; i < n; i += 32) buf[i] = keys[i];
+  __syncwarp();
+  return buf;
+}
+
+constexpr uint32_t kRowWarps = 8;
+
+// A warp per row: the window [lo, hi] from the row's S sample keys.
+__global__ void __launch_bounds__(256) WindowKernel(const uint32_t* __restrict__ sample, uint64_t rows, uint32_t S,
+                                                    uint32_t hiRank, uint32_t loRank, uint32_t stage,
+                                                    uint32_t* __restrict__ lo, uint32_t* __restrict__ hi) {
+  extern __shared__ __align__(16) uint32_t rowSmem[];
+  __shared__ uint32_t hist[kRowWarps][256];
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint64_t row = uint64_t(blockIdx.x) * kRowWarps + warp;
+  if (row >= rows) return;
+  const uint32_t* keys = StageKeys(sample + row * S, S, stage, rowSmem + warp * stage);
+  uint32_t l, h;
+  Window(keys, 1, S, hiRank, loRank, hist[warp], l, h);
+  if (lane == 0) {
+    lo[row] = l;
+    hi[row] = h;
+  }
+}
+
+// A warp per row: the winners among the listed keys (SelectListed).
+__global__ void __launch_bounds__(256) ListKernel(uint64_t rows, uint32_t k, uint32_t cap, bool forceFail,
+                                                  uint32_t stage, const uint32_t* __restrict__ count,
+                                                  const uint32_t* __restrict__ over, const uint32_t* listKey,
+                                                  const uint32_t* listJ, uint32_t* bits, uint64_t words,
+                                                  uint32_t* __restrict__ fail) {
+  extern __shared__ __align__(16) uint32_t rowSmem[];
+  __shared__ uint32_t wh[kRowWarps][256];
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint64_t row = uint64_t(blockIdx.x) * kRowWarps + warp;
+  if (row >= rows) return;
+  const uint32_t n = count[row];
+  const uint32_t* lk = StageKeys(listKey + row * cap, min(n, cap), stage, rowSmem + warp * stage);
+  const bool ok = SelectListed(lk, listJ + row * cap, n, over[row], k, cap, forceFail, bits + row * words, wh[warp]);
+  if (lane == 0) fail[row] = ok ? 0u : 1u;
+}
+
+enum class Kind { TileSmall, TileLarge, Fused, TwoPass, Mma };
 
 const char* KindName(Kind k) {
   switch (k) {
     case Kind::TileSmall: return "tile-small";
     case Kind::TileLarge: return "tile-large";
     case Kind::Fused: return "fused";
+    case Kind::Mma: return "mma-u8";
     default: return "two-pass";
   }
 }
@@ -671,7 +1007,18 @@ struct Plan {
   uint32_t S = 0, hiRank = 0, loRank = 0, cap = 0;
   // TileLarge: column chunks (1: the whole row fits) and columns per chunk.
   uint32_t chunks = 1, chunkLen = 0;
+  // Mma: bytes per staged row (d rounded up to a k-step of 32), and how many
+  // MmaKernel blocks run at once on the whole GPU.
+  uint32_t kp = 0, slots = 0;
+  // Mma: list keys ListKernel's warps stage in shared memory (a row with a
+  // longer list reads device memory; sized for a typical row, so that more
+  // blocks fit).
+  uint32_t listStage = 0;
 };
+
+// Keys a row kernel's warp stages in shared memory: up to 4096 (128 KB per
+// block of 8 warps).
+inline uint32_t RowStage(uint32_t n) { return std::min<uint32_t>(n, 4096); }
 
 template <typename Idx>
 void SetSmem(const Plan& pl) {
@@ -685,6 +1032,13 @@ void SetSmem(const Plan& pl) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileSmallKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::TileLarge) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileLargeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+  } else if (pl.kind == Kind::Mma) {
+    for (auto f : {MmaKernel<true, 8>, MmaKernel<false, 8>, MmaKernel<true, 16>, MmaKernel<false, 16>})
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+    const int rowSmem = int(RowStage(pl.S) * kRowWarps * 4);
+    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(WindowKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, rowSmem));
+    const int listSmem = int(pl.listStage * kRowWarps * 4);
+    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ListKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, listSmem));
   }
 }
 
@@ -778,11 +1132,96 @@ Plan LegacyPlan(const Params& p, size_t limit, int sms, Output o) {
   return pl;
 }
 
+// Window ranks within a sample of pl.S outputs and the list capacity.
+void SetWindow(const Params& p, Plan& pl, double sigmas) {
+  // Rank of the k-th largest output within the sample ~ Binomial(S, k/m):
+  // bracket it by `sigmas` standard deviations (+2): a row misses (and goes
+  // to the exact fallback) with probability ~1e-6 at 5, ~6e-5 at 4.
+  const double pr = double(p.k) / p.m, q = pl.S * pr;
+  const double delta = sigmas * std::sqrt(pl.S * pr * (1.0 - pr)) + 2.0;
+  pl.hiRank = q - delta >= 1.0 ? uint32_t(std::floor(q - delta)) : 0;
+  pl.loRank = q + delta <= pl.S ? uint32_t(std::ceil(q + delta)) : 0;
+  const double span = double(pl.loRank ? pl.loRank : pl.S) - double(pl.hiRank);
+  const double expected = double(p.m) * span / pl.S;
+  pl.cap = uint32_t(std::min<double>(p.m, 2.0 * expected + 256.0));
+}
+
+inline uint32_t MmaKp(const Params& p) { return (p.d + 31) / 32 * 32; }
+
+// The tensor-core path (byte-valued X). Samples of m / 24 outputs, between
+// 256 and 2048 (all of m when m <= 256): the sample pass costs S / m of the
+// main pass, and the window, so the lists, shrink as 1 / sqrt(S). (CIFAR:
+// 2048 measured 93 ms against 115 ms at 4096, the window select dominating.)
+Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o) {
+  Plan pl;
+  pl.kind = Kind::Mma;
+  pl.kp = MmaKp(p);
+  pl.smem = MmaSmem(pl.kp);
+  pl.S = p.m <= 256 ? p.m : std::min<uint32_t>(2048, std::max<uint32_t>(256, p.m / 24 / 32 * 32));
+  // A narrower window than TileLarge's: every listed key costs the main
+  // kernel an append and the list select a read per pass, while a missed row
+  // (~6e-5 of them) costs one exact per-row pass.
+  SetWindow(p, pl, 4.0);
+  const double expected = std::max(0.0, (double(pl.cap) - 256.0) / 2.0);  // SetWindow's cap = 2 expected + 256
+  pl.listStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(expected * 1.25 + 64)));
+  pl.grid = unsigned(std::min<uint64_t>(sms, rows));  // FallbackKernel's blocks
+  SetSmem<uint16_t>(pl);
+  pl.threads = 8 * 32;
+  int perSm = 0;
+  CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaKernel<false, 8>, 256, pl.smem));
+  if (perSm < 2) {
+    pl.threads = 16 * 32;
+    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaKernel<false, 16>, 512, pl.smem));
+  }
+  pl.slots = uint32_t(std::max(1, perSm) * sms);
+  // Rows per batch: what 64 MB of staging holds, but at least a tile per
+  // block slot (wide rows: CIFAR's 15 KB rows give 68 tiles for 132 slots;
+  // measured 84-103 ms there against 93-94 ms with a full wave), within the
+  // memory for lists (cap keys and indices per row) and sample keys.
+  size_t freeB = 0, totalB = 0;
+  CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+  const uint64_t rowBytes = pl.kp + OutStride(p, o) * 4;
+  uint64_t batch = std::max<uint64_t>(uint64_t(pl.slots) * kMmaRows, kStagingBytes / rowBytes / kMmaRows * kMmaRows);
+  const uint64_t listBytes = std::min<uint64_t>(kListBytes, freeB / 8);
+  batch = std::min<uint64_t>(batch, std::max<uint64_t>(kMmaRows, listBytes / (uint64_t(pl.cap) * 8 + uint64_t(pl.S) * 4) /
+                                                                     kMmaRows * kMmaRows));
+  // Test hook: small batches, so tests drive both streams with few rows.
+  if (const char* env = std::getenv("CUSIM_FLYHASH_BATCH_ROWS"))
+    batch = std::min<uint64_t>(batch, std::max<uint64_t>(1, std::strtoull(env, nullptr, 10) / kMmaRows) * kMmaRows);
+  pl.batch = std::min<uint64_t>(batch, rows);
+  return pl;
+}
+
+// Blocks per row tile (each takes every slices-th group of 32 outputs per
+// warp). Every block does the same work, so a launch of B blocks takes
+// ceil(B / slots) rounds: a tile count just above the slots would double the
+// time (measured: 266 tiles on 264 slots). Picks the split with the least
+// idle time, counting uneven group shares too; fewer slices on near ties
+// (each slice reloads the tile).
+unsigned MmaSlices(uint64_t tiles, uint32_t cols, uint32_t slots, uint32_t warps) {
+  const uint64_t groups = (uint64_t(cols) + 31) / 32;
+  const uint64_t maxS = std::max<uint64_t>(1, std::min<uint64_t>(64, (groups + warps - 1) / warps));
+  unsigned best = 1;
+  double bestEff = 0;
+  for (uint64_t sl = 1; sl <= maxS; ++sl) {
+    const uint64_t blocks = tiles * sl, rounds = (blocks + slots - 1) / slots;
+    const double share = double(groups) / double(warps * sl);
+    const double eff = double(blocks) / double(rounds * slots) * share / std::ceil(share);
+    if (eff > bestEff + 0.02) {
+      best = unsigned(sl);
+      bestEff = eff;
+    }
+  }
+  return best;
+}
+
 template <typename Idx>
-Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
+Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteValued) {
   const size_t limit = gpu::MaxSharedPerBlockOptin(device) - sizeof(Scratch) - 64;
   const int sms = gpu::MultiprocessorCount(device);
   const std::string knob = VariantKnob();
+  if (byteValued && ExactForBytes(p) && (knob == "auto" || knob == "mma") && MmaSmem(MmaKp(p)) <= limit)
+    return MmaPlan(p, rows, sms, o);
   Plan pl;
   // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
   // tiles; few rows go to the legacy kernels, which split m across blocks.
@@ -807,16 +1246,7 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o) {
     const uint64_t room = (limit - TileLargeSmem(pl.chunkLen, 0)) / (kKeyStride * 4);
     pl.S = uint32_t(std::min<uint64_t>({uint64_t(p.m), room, 1024}));
     pl.smem = TileLargeSmem(pl.chunkLen, pl.S);
-    // Rank of the k-th largest output within the sample ~ Binomial(S, k/m):
-    // bracket it by 5 standard deviations (+2), so a row misses (and goes to
-    // the exact fallback) with probability ~1e-6.
-    const double pr = double(p.k) / p.m, q = pl.S * pr;
-    const double delta = 5.0 * std::sqrt(pl.S * pr * (1.0 - pr)) + 2.0;
-    pl.hiRank = q - delta >= 1.0 ? uint32_t(std::floor(q - delta)) : 0;
-    pl.loRank = q + delta <= pl.S ? uint32_t(std::ceil(q + delta)) : 0;
-    const double span = double(pl.loRank ? pl.loRank : pl.S) - double(pl.hiRank);
-    const double expected = double(p.m) * span / pl.S;
-    pl.cap = uint32_t(std::min<double>(p.m, 2.0 * expected + 256.0));
+    SetWindow(p, pl, 5.0);
     // Two slots of lists: at most a quarter of what is free (smaller GPUs).
     size_t freeB = 0, totalB = 0;
     CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
@@ -851,9 +1281,11 @@ struct FlyState : GpuState {
   gpu::DeviceBuffer<uint32_t> proj32;
   gpu::DeviceBuffer<uint16_t> packed;  // [m][sPad], tile kernels
   gpu::DeviceBuffer<uint16_t> chunkTab, chunkCnt;  // chunked TileLarge (see Chunks)
+  gpu::DeviceBuffer<uint32_t> projBits;  // [k-step][mPad] words, tensor-core path
   Chunks chunkInfo;
   gpu::DeviceBuffer<float> dX[2], dPart[2];
   gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2], dBits[2], dListK[2], dListJ[2], dFail[2], dScratch[2];
+  gpu::DeviceBuffer<uint32_t> dRowInfo[2];  // tensor-core path: lo, hi, count, over per row
   gpu::PinnedBuffer<float> hX[2];
   gpu::PinnedBuffer<uint32_t> hOut[2];
 
@@ -863,6 +1295,7 @@ struct FlyState : GpuState {
     packed.release();
     chunkTab.release();
     chunkCnt.release();
+    projBits.release();
     for (int i = 0; i < 2; ++i) {
       dX[i].release();
       dPart[i].release();
@@ -873,6 +1306,7 @@ struct FlyState : GpuState {
       dListJ[i].release();
       dFail[i].release();
       dScratch[i].release();
+      dRowInfo[i].release();
       hX[i].release();
       hOut[i].release();
     }
@@ -960,6 +1394,35 @@ Chunks UploadChunks(const Params& p, const uint32_t* proj, uint32_t count, uint3
   return ch;
 }
 
+// The projection as bits for the tensor-core path: word (ks, j) of
+// [kp / 32][mPad] has bit StoredBit(b) set when input 32 ks + b feeds output
+// j; columns past m stay zero.
+const uint32_t* UploadBits(const Params& p, const uint32_t* proj, uint32_t kp, FlyState& st) {
+  if (st.projBits.data()) return st.projBits.data();
+  const uint64_t mPad = (uint64_t(p.m) + 31) / 32 * 32;
+  std::vector<uint32_t> wb(uint64_t(kp / 32) * mPad, 0);
+  for (uint64_t j = 0; j < p.m; ++j)
+    for (uint64_t t = 0; t < p.s; ++t) {
+      const uint32_t i = proj[j * p.s + t];
+      wb[uint64_t(i / 32) * mPad + j] |= 1u << StoredBit(i % 32);
+    }
+  st.projBits.reset(wb.size(), "FlyHash projection bits");
+  CUSIM_CUDA_CHECK(cudaMemcpy(st.projBits.data(), wb.data(), wb.size() * 4, cudaMemcpyHostToDevice));
+  return st.projBits.data();
+}
+
+// Rows of n x d floats (byte-valued) to rows of kp bytes, zero-padded, on all cores.
+void StageBytes(uint8_t* dst, const float* src, uint64_t n, uint32_t d, uint32_t kp) {
+  ParallelFor(n, 256, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) {
+      const float* in = src + r * d;
+      uint8_t* outRow = dst + r * kp;
+      for (uint32_t i = 0; i < d; ++i) outRow[i] = uint8_t(in[i]);
+      std::memset(outRow + d, 0, kp - d);
+    }
+  });
+}
+
 template <typename Idx>
 gpu::DeviceBuffer<Idx>& LegacyBuffer(FlyState& st);
 template <>
@@ -973,15 +1436,21 @@ bool ForceFallback() {
 }
 
 template <typename Idx>
-void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out, int device,
-         const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+void Run(const Params& p, const uint32_t* proj, const DenseView& x, bool byteValued, Output o, uint32_t* out,
+         int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
   const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
-  const Plan pl = MakePlan<Idx>(p, rows, device, o);
-  const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge;
+  const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued);
+  const bool mma = pl.kind == Kind::Mma;
+  const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge || mma;
   FlyState& st = *StateFor(device, state);
   const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, LegacyBuffer<Idx>(st));
-  const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;
+  const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;  // also the fallback's
+  const uint32_t* dWb = mma ? UploadBits(p, proj, pl.kp, st) : nullptr;
+  const uint64_t mPad = (uint64_t(p.m) + 31) / 32 * 32;
+  // Bytes of one staged row (the tensor-core path stages bytes).
+  const uint64_t xRowBytes = mma ? pl.kp : uint64_t(p.d) * 4;
+  const uint64_t xFloats = (pl.batch * xRowBytes + 3) / 4;
   const uint32_t sPad = PackedStride(p), packs = sPad / 8, full = p.s / 8, rem = p.s % 8;
   const bool forceFail = ForceFallback();
   Chunks chunks;  // TileLarge's tables: the flat one, or per column chunk
@@ -995,18 +1464,22 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
   }
   gpu::Stream streams[2];
   for (int i = 0; i < 2; ++i) {
-    st.dX[i].reserve(pl.batch * p.d, "FlyHash input batch");
+    st.dX[i].reserve(xFloats, "FlyHash input batch");
     st.dOut[i].reserve(pl.batch * stride, "FlyHash output batch");
     if (pl.kind == Kind::TwoPass) st.dKeys[i].reserve(pl.batch * p.m, "FlyHash activation keys");
-    if (pl.kind == Kind::TileLarge) {
+    if (mma) {
+      st.dKeys[i].reserve(pl.batch * pl.S, "FlyHash sample keys");
+      st.dRowInfo[i].reserve(pl.batch * 4, "FlyHash row windows");
+    }
+    if (pl.kind == Kind::TileLarge || mma) {
       if (indices) st.dBits[i].reserve(pl.batch * words, "FlyHash bits batch");
       st.dListK[i].reserve(pl.batch * pl.cap, "FlyHash window keys");
       st.dListJ[i].reserve(pl.batch * pl.cap, "FlyHash window indices");
       st.dFail[i].reserve(pl.batch, "FlyHash row flags");
       st.dScratch[i].reserve(uint64_t(pl.grid) * p.m, "FlyHash fallback keys");
-      if (pl.chunks > 1) st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
+      if (pl.kind == Kind::TileLarge && pl.chunks > 1) st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
     }
-    st.hX[i].reserve(pl.batch * p.d, "FlyHash pinned input");
+    st.hX[i].reserve(xFloats, "FlyHash pinned input");
     st.hOut[i].reserve(pl.batch * stride, "FlyHash pinned output");
   }
 
@@ -1028,6 +1501,21 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     pd.live = false;
   };
 
+  // After TileLarge or the tensor-core path: the indices of the rows that
+  // selected (their bits are complete), then the exact redo of flagged rows.
+  auto finishFlagged = [&](const auto* xIn, uint32_t xStride, uint32_t* bits, uint32_t* fail, uint64_t n,
+                           cudaStream_t sm, uint32_t* dOut, uint32_t* scratch) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(xIn)>>;
+    if (indices) {
+      BitsToIndicesKernel<<<gpu::GridFor(n * 32, 256, 65535), 256, 0, sm>>>(bits, words, fail, n, p.k, dOut);
+      CUSIM_LAUNCH_CHECK();
+    }
+    const unsigned g = unsigned(std::min<uint64_t>(pl.grid, n));
+    FallbackKernel<T><<<g, 1024, 0, sm>>>(xIn, n, xStride, dPacked, sPad, p.s, p.m, p.k, fail, indices, dOut, stride,
+                                          scratch);
+    CUSIM_LAUNCH_CHECK();
+  };
+
   uint64_t batchNo = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += pl.batch, ++batchNo) {
     if (cancel.requested()) {
@@ -1044,9 +1532,12 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
     float* dX = st.dX[slot].data();
     uint32_t* dOut = st.dOut[slot].data();
     // Staging on the host (all cores) overlaps the other slot's copies and kernels.
-    gpu::ParallelCopy(st.hX[slot].data(), x.data + r0 * p.d, n * p.d * 4);
+    if (mma)
+      StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), x.data + r0 * p.d, n, p.d, pl.kp);
+    else
+      gpu::ParallelCopy(st.hX[slot].data(), x.data + r0 * p.d, n * p.d * 4);
     e[0].record(sm);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dX, st.hX[slot].data(), n * p.d * 4, cudaMemcpyHostToDevice, sm));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dX, st.hX[slot].data(), n * xRowBytes, cudaMemcpyHostToDevice, sm));
     e[1].record(sm);
     const unsigned tiles = unsigned((n + kTile - 1) / kTile);
     const uint4* packed4 = reinterpret_cast<const uint4*>(dPacked);
@@ -1063,14 +1554,36 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
                                                      pl.loRank, pl.cap, forceFail, bits, st.dListK[slot].data(),
                                                      st.dListJ[slot].data(), fail, ch);
       CUSIM_LAUNCH_CHECK();
-      if (indices) {
-        BitsToIndicesKernel<<<gpu::GridFor(n * 32, 256, 65535), 256, 0, sm>>>(bits, words, fail, n, p.k, dOut);
-        CUSIM_LAUNCH_CHECK();
-      }
-      const unsigned g = unsigned(std::min<uint64_t>(pl.grid, n));
-      FallbackKernel<<<g, 1024, 0, sm>>>(dX, n, p.d, dPacked, sPad, p.s, p.m, p.k, fail, indices, dOut, stride,
-                                         st.dScratch[slot].data());
+      finishFlagged(dX, p.d, bits, fail, n, sm, dOut, st.dScratch[slot].data());
+    } else if (mma) {
+      const uint8_t* xb = reinterpret_cast<const uint8_t*>(dX);
+      uint32_t* bits = indices ? st.dBits[slot].data() : dOut;
+      uint32_t* fail = st.dFail[slot].data();
+      uint32_t* lo = st.dRowInfo[slot].data();
+      uint32_t *hi = lo + n, *cnt = hi + n, *over = cnt + n;
+      CUSIM_CUDA_CHECK(cudaMemsetAsync(cnt, 0, n * 8, sm));  // count and over
+      const unsigned tilesM = unsigned((n + kMmaRows - 1) / kMmaRows);
+      auto slicesFor = [&](uint32_t cols) { return MmaSlices(tilesM, cols, pl.slots, pl.threads / 32); };
+      const bool wide = pl.threads == 512;
+      auto sampleFn = wide ? MmaKernel<true, 16> : MmaKernel<true, 8>;
+      auto mainFn = wide ? MmaKernel<false, 16> : MmaKernel<false, 8>;
+      sampleFn<<<dim3(tilesM, slicesFor(pl.S)), pl.threads, pl.smem, sm>>>(
+          xb, n, pl.kp, dWb, uint32_t(mPad), pl.S, st.dKeys[slot].data(), nullptr, nullptr, 0, nullptr, 0, nullptr,
+          nullptr, nullptr, nullptr);
       CUSIM_LAUNCH_CHECK();
+      const unsigned warpBlocks = unsigned((n + kRowWarps - 1) / kRowWarps);
+      WindowKernel<<<warpBlocks, 256, RowStage(pl.S) * kRowWarps * 4, sm>>>(st.dKeys[slot].data(), n, pl.S,
+                                                                           pl.hiRank, pl.loRank, RowStage(pl.S), lo, hi);
+      CUSIM_LAUNCH_CHECK();
+      mainFn<<<dim3(tilesM, slicesFor(p.m)), pl.threads, pl.smem, sm>>>(
+          xb, n, pl.kp, dWb, uint32_t(mPad), p.m, nullptr, lo, hi, pl.cap, bits, words, st.dListK[slot].data(),
+          st.dListJ[slot].data(), cnt, over);
+      CUSIM_LAUNCH_CHECK();
+      ListKernel<<<warpBlocks, 256, pl.listStage * kRowWarps * 4, sm>>>(
+          n, p.k, pl.cap, forceFail, pl.listStage, cnt, over, st.dListK[slot].data(), st.dListJ[slot].data(), bits,
+          words, fail);
+      CUSIM_LAUNCH_CHECK();
+      finishFlagged(xb, pl.kp, bits, fail, n, sm, dOut, st.dScratch[slot].data());
     } else if (pl.kind == Kind::Fused) {
       const unsigned grid = unsigned(std::min<uint64_t>(pl.grid, (n + pl.R - 1) / pl.R));
       auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
@@ -1104,14 +1617,14 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, Output o, ui
 
 }  // namespace
 
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out, int device,
-              const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, bool byteValued, Output o, uint32_t* out,
+              int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
   if (x.rows == 0) return;
   gpu::DeviceGuard guard(device);
   if (p.d <= 65536)
-    Run<uint16_t>(p, proj, x, o, out, device, cancel, timing, state);
+    Run<uint16_t>(p, proj, x, byteValued, o, out, device, cancel, timing, state);
   else
-    Run<uint32_t>(p, proj, x, o, out, device, cancel, timing, state);
+    Run<uint32_t>(p, proj, x, byteValued, o, out, device, cancel, timing, state);
 }
 
 }  // namespace flyhash

@@ -12,6 +12,13 @@
 // input order. Exactly k winners: all a_j above the k-th largest value v, then
 // the lowest-index a_j equal to v. CPU and GPU are bit-identical.
 //
+// Speed: when every value of X is an integer in [0, 255] (raw pixels, SIFT
+// features) and connections * 255 < 2^24, every activation is an exact
+// integer, so the GPU computes them on int8 tensor cores (kernel 'mma-u8'),
+// 3-4x faster than the float gathers any other input takes, with the same
+// result bit for bit. 'mean100' makes the values fractional, so hash raw
+// 8-bit data without it where speed matters (docs/flyhash-perf.md).
+//
 // Similarity: codes have exactly k ones, so Hamming distance = 2(k - overlap)
 // and ranking by Hamming distance (e.g. with HammingIndex) is the same as
 // ranking by overlap.
@@ -53,7 +60,7 @@ export interface FlyHashResult {
   backend: Backend;
   kernelMs: number;
   transferMs: number;
-  /** GPU kernel family that ran ('tile-small', 'tile-large', 'fused', 'two-pass'); '' on the CPU. */
+  /** GPU kernel family that ran ('mma-u8', 'tile-small', 'tile-large', 'fused', 'two-pass'); '' on the CPU. */
   kernel: string;
 }
 

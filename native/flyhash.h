@@ -53,7 +53,14 @@ inline uint32_t OrderKeyBits(uint32_t u) {
 std::vector<uint32_t> MakeProjection(const Params& p);
 
 // Throws a RangeError naming the first non-finite element of x (by position).
-void CheckFinite(const DenseView& x, const char* name);
+// Returns whether every element is an integer in [0, 255] (pixels, SIFT):
+// then every activation is an exact integer below 2^24 when s * 255 < 2^24,
+// so integer arithmetic reproduces the float contract bit for bit and the GPU
+// can run it on int8 tensor cores.
+bool CheckFinite(const DenseView& x, const char* name);
+
+// s * 255 < 2^24: sums of s bytes are exact in float.
+inline bool ExactForBytes(const Params& p) { return uint64_t(p.s) * 255 < (uint64_t(1) << 24); }
 
 // Words (Bits) or indices (Indices) per output row.
 inline uint64_t OutStride(const Params& p, Output o) {
@@ -71,7 +78,8 @@ struct GpuState {
 };
 
 #ifdef CUSIM_WITH_CUDA
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
+// byteValued: what CheckFinite returned for x.
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, bool byteValued, Output o, uint32_t* out,
               int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state);
 #endif
 

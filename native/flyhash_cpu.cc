@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -59,20 +60,26 @@ std::vector<uint32_t> MakeProjection(const Params& p) {
   return proj;
 }
 
-void CheckFinite(const DenseView& x, const char* name) {
+bool CheckFinite(const DenseView& x, const char* name) {
   const uint64_t total = x.rows * x.cols;
   std::mutex mu;
   uint64_t first = std::numeric_limits<uint64_t>::max();
+  std::atomic<bool> bytes{true};
   ParallelFor(total, 1 << 16, [&](size_t b, size_t e) {
+    bool chunkBytes = true;
     for (size_t i = b; i < e; ++i) {
-      if (!std::isfinite(x.data[i])) {
+      const float v = x.data[i];
+      if (!std::isfinite(v)) {
         std::lock_guard<std::mutex> lock(mu);
         first = std::min<uint64_t>(first, i);
         return;
       }
+      // In range first, so the conversion to int is defined.
+      chunkBytes &= v >= 0.0f && v <= 255.0f && float(int(v)) == v;
     }
+    if (!chunkBytes) bytes.store(false, std::memory_order_relaxed);
   });
-  if (first == std::numeric_limits<uint64_t>::max()) return;
+  if (first == std::numeric_limits<uint64_t>::max()) return bytes.load();
   const float v = x.data[first];
   const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
   ThrowInvalid(std::string(name) + ".data[" + std::to_string(first) + "] (row " + std::to_string(first / x.cols) +

@@ -548,3 +548,75 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
     }
   }, 120_000);
 });
+
+// ---- int8 tensor cores (byte-valued inputs) ---------------------------------------
+// Every value an integer in [0, max]: the GPU computes the activations with
+// int8 mma.sync (exact integers) instead of float gathers.
+
+function byteDense(r: () => number, rows: number, cols: number, max = 255): DenseMatrix {
+  const data = new Float32Array(rows * cols);
+  for (let i = 0; i < data.length; i++) data[i] = Math.floor(r() * (max + 1));
+  return { data, rows, cols };
+}
+
+describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for bit', () => {
+  it('picked for byte-valued input: random, ties, constant rows, k = 1, k = m, m not a multiple of 32, single row', async () => {
+    for (const sh of shapes) {
+      const X = byteDense(rng(70), sh.rows, sh.d, sh.ties ? 2 : 255);
+      if (sh.constant) X.data.fill(7);
+      await expectSame(sh, X, 'mma-u8');
+    }
+    // Tiles of 64 rows: several, the last one partial; d not a multiple of 32.
+    await expectSame({ d: 40, m: 300, s: 9, k: 20 }, byteDense(rng(71), 200, 40), 'mma-u8');
+    await expectSame({ d: 50, m: 333, s: 9, k: 20 }, byteDense(rng(72), 65, 50, 3), 'mma-u8');
+    await expectSame({ d: 17, m: 31, s: 17, k: 30 }, byteDense(rng(73), 64, 17), 'mma-u8');
+  }, 120_000);
+
+  it('paper configurations: FashionMNIST (few rows and a full wave), CIFAR-like width, 1M x 128 shape', async () => {
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, byteDense(rng(74), 70, 784), 'mma-u8');
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, byteDense(rng(75), 4300, 784), 'mma-u8');
+    await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, byteDense(rng(76), 300, 3072), 'mma-u8');
+    await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, byteDense(rng(77), 5000, 128), 'mma-u8');
+    // Largest sums: s = d = 1500 inputs of 255.
+    const full = byteDense(rng(78), 66, 1500);
+    for (let i = 0; i < full.cols; i++) full.data[i] = 255;
+    await expectSame({ d: 1500, m: 3001, s: 1500, k: 3001 }, full, 'mma-u8');
+    await expectSame({ d: 1500, m: 3001, s: 1499, k: 1 }, full, 'mma-u8');
+  }, 300_000);
+
+  it('ties at the k-th value beyond what a warp ranks, and every row forced through the exact fallback', async () => {
+    // Inputs in {0, 1}: thousands of activations tie at the k-th value.
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, byteDense(rng(79), 90, 784, 1), 'mma-u8');
+    await withEnv({ CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+      await expectSame({ d: 784, m: 5000, s: 39, k: 250 }, byteDense(rng(80), 70, 784), 'mma-u8');
+      await expectSame({ d: 40, m: 77, s: 5, k: 10 }, byteDense(rng(81), 130, 40, 2), 'mma-u8');
+    });
+  }, 120_000);
+
+  it('many batches through both streams (64-row batches)', async () => {
+    await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
+      await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, byteDense(rng(82), 1000, 128), 'mma-u8');
+      await expectSame({ d: 100, m: 4000, s: 7, k: 200 }, byteDense(rng(83), 333, 100, 4), 'mma-u8');
+    });
+  }, 120_000);
+
+  it('not taken where a value is not a byte (256, -1, 0.5) or when a float variant is forced', async () => {
+    const kernelFor = async (X: DenseMatrix) => {
+      using fly = new FlyHash({ inputDim: X.cols, hashLength: 500, connections: 6, winners: 25, seed: 4 });
+      const cpu = await fly.hash(X, { backend: 'cpu' });
+      const gpu = await fly.hash(X, { backend: 'cuda' });
+      expect(Buffer.from(gpu.data.buffer).equals(Buffer.from(cpu.data.buffer))).toBe(true);
+      return gpu.kernel;
+    };
+    const X = byteDense(rng(84), 200, 60);
+    expect(await kernelFor(X)).toBe('mma-u8');
+    for (const odd of [256, -1, 0.5]) {
+      const Y = { ...X, data: X.data.slice() };
+      Y.data[Y.data.length - 1] = odd;
+      expect(await kernelFor(Y)).not.toBe('mma-u8');
+    }
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'legacy' }, async () => {
+      expect(await kernelFor(X)).toBe('fused');
+    });
+  }, 120_000);
+});

@@ -1,6 +1,8 @@
 """FlyHash the way a PyTorch user would: dense X @ W with the binary projection
 W (d x m, s ones per column) in fp32, then torch.topk(k). Data lives on the GPU.
-Usage: flyhash_torch.py n d m s k [dtype]. Prints one JSON line last."""
+Usage: flyhash_torch.py n d m s k [dtype] [data]. data: "float" (uniform in
+[0, 1), the default) or "u8" (uniform integers in [0, 255] stored as floats).
+Prints one JSON line last."""
 import json
 import sys
 
@@ -12,7 +14,11 @@ def main():
     dtype = {"fp32": torch.float32, "fp16": torch.float16}[sys.argv[6] if len(sys.argv) > 6 else "fp32"]
     dev = torch.device("cuda")
     g = torch.Generator(device=dev).manual_seed(1)
-    x = torch.rand(n, d, device=dev, generator=g, dtype=torch.float32).to(dtype)
+    data = sys.argv[7] if len(sys.argv) > 7 else "float"
+    if data == "u8":
+        x = torch.randint(0, 256, (n, d), device=dev, generator=g).to(dtype)
+    else:
+        x = torch.rand(n, d, device=dev, generator=g, dtype=torch.float32).to(dtype)
     # s distinct inputs per output: the s smallest of m x d uniform keys.
     cols = torch.rand(m, d, device=dev, generator=g).argsort(dim=1)[:, :s]
     w = torch.zeros(d, m, device=dev, dtype=dtype)
@@ -44,7 +50,7 @@ def main():
         "ms_median": times[len(times) // 2],
         "ms_min": times[0],
         "n": n, "d": d, "m": m, "s": s, "k": k,
-        "dtype": str(dtype), "chunk": chunk,
+        "dtype": str(dtype), "data": data, "chunk": chunk,
         "device": torch.cuda.get_device_name(0),
     }))
 
