@@ -78,8 +78,10 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     return row;
   }
 
+  // 'Uint8Array': the same 8-bit values handed over as bytes (no Float32 copy, a quarter of the host reads).
   const kinds = [
     { data: '8-bit', make: bytes },
+    { data: 'Uint8Array', make: (n, seed) => Uint8Array.from(bytes(n, seed)) },
     { data: 'float', make: uniform },
   ];
   const paper = [];
@@ -189,7 +191,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
           'GPU kernel ms: CUDA events around the FlyHash kernels; wall ms adds host staging and PCIe copies of X and the codes (batches pipelined on 2 streams).',
           `CPU: all cores; above ${CPU_WORK.toExponential(0)} gather-adds the CPU is timed on the first "CPU rows timed" rows and vectors/s extrapolated.`,
           'torch fp32: dense X @ W (W the same-shape binary projection, s ones per column) + torch.topk, data resident on the GPU, CUDA events; bench/peers/flyhash_torch.py, one run per shape on 8-bit-valued data (a dense fp32 matmul takes the same time on any values).',
-          '8-bit: uniform integers in [0, 255] as Float32 (the datasets\' pixel and SIFT values): the GPU runs them exactly on int8 tensor cores (kernel mma-u8). float: uniform in [0, 1), the float gather kernels.',
+          '8-bit: uniform integers in [0, 255] as Float32 (the datasets\' pixel and SIFT values): the GPU runs them exactly on int8 tensor cores (kernel mma-u8). Uint8Array: the same values passed as bytes. float: uniform in [0, 1), the float gather kernels.',
           'Targets (issue 6): >= 5x torch fp32; FashionMNIST <= 10 ms; CIFAR10 <= 100 ms; 1M x 128 >= 1e8 vectors/s; >= 30x CPU.',
         ],
       },

@@ -1411,15 +1411,24 @@ const uint32_t* UploadBits(const Params& p, const uint32_t* proj, uint32_t kp, F
   return st.projBits.data();
 }
 
-// Rows of n x d floats (byte-valued) to rows of kp bytes, zero-padded, on all cores.
-void StageBytes(uint8_t* dst, const float* src, uint64_t n, uint32_t d, uint32_t kp) {
+// Rows of n x d byte values (floats that CheckFinite found to be bytes, or
+// bytes) to rows of kp bytes, zero-padded, on all cores.
+template <typename S>
+void StageBytes(uint8_t* dst, const S* src, uint64_t n, uint32_t d, uint32_t kp) {
   ParallelFor(n, 256, [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) {
-      const float* in = src + r * d;
+      const S* in = src + r * d;
       uint8_t* outRow = dst + r * kp;
       for (uint32_t i = 0; i < d; ++i) outRow[i] = uint8_t(in[i]);
       std::memset(outRow + d, 0, kp - d);
     }
+  });
+}
+
+// Bytes to floats on all cores (byte input on a path that gathers floats).
+void StageFloats(float* dst, const uint8_t* src, uint64_t count) {
+  ParallelFor(count, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) dst[i] = float(src[i]);
   });
 }
 
@@ -1436,8 +1445,8 @@ bool ForceFallback() {
 }
 
 template <typename Idx>
-void Run(const Params& p, const uint32_t* proj, const DenseView& x, bool byteValued, Output o, uint32_t* out,
-         int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued, Output o,
+         uint32_t* out, int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
   const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
   const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued);
@@ -1532,8 +1541,12 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, bool byteVal
     float* dX = st.dX[slot].data();
     uint32_t* dOut = st.dOut[slot].data();
     // Staging on the host (all cores) overlaps the other slot's copies and kernels.
-    if (mma)
+    if (mma && xBytes)
+      StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), xBytes + r0 * p.d, n, p.d, pl.kp);
+    else if (mma)
       StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), x.data + r0 * p.d, n, p.d, pl.kp);
+    else if (xBytes)
+      StageFloats(st.hX[slot].data(), xBytes + r0 * p.d, n * p.d);  // bytes for the float kernels
     else
       gpu::ParallelCopy(st.hX[slot].data(), x.data + r0 * p.d, n * p.d * 4);
     e[0].record(sm);
@@ -1617,14 +1630,15 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, bool byteVal
 
 }  // namespace
 
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, bool byteValued, Output o, uint32_t* out,
-              int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
+              Output o, uint32_t* out, int device, const CancelToken& cancel, Timing* timing,
+              std::unique_ptr<GpuState>* state) {
   if (x.rows == 0) return;
   gpu::DeviceGuard guard(device);
   if (p.d <= 65536)
-    Run<uint16_t>(p, proj, x, byteValued, o, out, device, cancel, timing, state);
+    Run<uint16_t>(p, proj, x, xBytes, byteValued, o, out, device, cancel, timing, state);
   else
-    Run<uint32_t>(p, proj, x, byteValued, o, out, device, cancel, timing, state);
+    Run<uint32_t>(p, proj, x, xBytes, byteValued, o, out, device, cancel, timing, state);
 }
 
 }  // namespace flyhash

@@ -17,7 +17,9 @@
 // integer, so the GPU computes them on int8 tensor cores (kernel 'mma-u8'),
 // 3-4x faster than the float gathers any other input takes, with the same
 // result bit for bit. 'mean100' makes the values fractional, so hash raw
-// 8-bit data without it where speed matters (docs/flyhash-perf.md).
+// 8-bit data without it where speed matters (docs/flyhash-perf.md). Such data
+// may also come as a Uint8Array (ByteMatrix): it reaches the addon as is, a
+// quarter of the bytes of Float32, and hashes the same as its float values.
 //
 // Similarity: codes have exactly k ones, so Hamming distance = 2(k - overlap)
 // and ranking by Hamming distance (e.g. with HammingIndex) is the same as
@@ -30,6 +32,13 @@ import { NativeResource } from './resource.js';
 import { checkEnum, checkInt, isObject, toDense, describe, type DenseMatrix } from './validate.js';
 
 export type FlyHashNormalize = 'none' | 'mean100';
+
+/** Row-major 8-bit matrix (pixels, SIFT features): hashed as its values. */
+export interface ByteMatrix {
+  data: Uint8Array | Uint8ClampedArray;
+  rows: number;
+  cols: number;
+}
 
 export interface FlyHashOptions {
   /** Input dimension d. */
@@ -110,15 +119,25 @@ export class FlyHash extends NativeResource {
   }
 
   async hash(
-    X: DenseMatrix,
+    X: DenseMatrix | ByteMatrix,
     options: { output?: 'bits' | 'indices'; backend?: BackendOption; device?: number; signal?: AbortSignal } = {},
   ): Promise<FlyHashResult> {
     const h = this.handle;
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
     const output = options.output === undefined ? 'bits' : checkEnum(options.output, 'output', ['bits', 'indices'] as const);
-    let x = toDense(X, 'X');
+    let x: DenseMatrix | { data: Uint8Array; rows: number; cols: number };
+    const raw = isObject(X) ? X.data : undefined;
+    if ((raw instanceof Uint8Array || raw instanceof Uint8ClampedArray) && this.normalize === 'none') {
+      // Bytes go to the addon in place (a Uint8ClampedArray as a view of its buffer).
+      const rows = checkInt((X as ByteMatrix).rows, 'X.rows');
+      const cols = checkInt((X as ByteMatrix).cols, 'X.cols');
+      if (raw.length !== rows * cols) throw rangeError(`X.data has length ${raw.length} but rows * cols = ${rows * cols}`);
+      x = { data: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), rows, cols };
+    } else {
+      x = toDense(raw instanceof Uint8Array || raw instanceof Uint8ClampedArray ? { ...(X as ByteMatrix), data: Float32Array.from(raw) } : X, 'X');
+    }
     if (x.cols !== this.inputDim) throw rangeError(`X.cols is ${x.cols} but this FlyHash was built for inputDim ${this.inputDim}`);
-    if (this.normalize === 'mean100') x = mean100(x);
+    if (this.normalize === 'mean100') x = mean100(x as DenseMatrix);
     const backend = resolveBackend(options.backend ?? this.backend);
     if (options.device !== undefined) checkInt(options.device, 'device');
     return withCancel(options.signal, async (cancel) => {

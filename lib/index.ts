@@ -6,7 +6,7 @@ export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
 export { FlyHash } from './flyhash.js';
-export type { FlyHashOptions, FlyHashResult, FlyHashNormalize } from './flyhash.js';
+export type { FlyHashOptions, FlyHashResult, FlyHashNormalize, ByteMatrix } from './flyhash.js';
 export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
 export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
 export { HammingIndex, MISSING_ID } from './hamming.js';

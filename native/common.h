@@ -68,6 +68,13 @@ struct DenseView {
   uint64_t cols = 0;
 };
 
+// The same layout with one byte per value (8-bit data: pixels, SIFT).
+struct DenseBytesView {
+  const uint8_t* data = nullptr;
+  uint64_t rows = 0;
+  uint64_t cols = 0;
+};
+
 // Packed bit codes: row r occupies words [r * wordsPerRow, (r + 1) * wordsPerRow),
 // bit b of a code is bit (b % 32) of word b / 32.
 struct BitsView {

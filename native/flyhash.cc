@@ -9,6 +9,8 @@
 #include "gpu.h"
 #include "host_buffer.h"
 #include "napi_util.h"
+#include "parallel.h"
+#include "uninit_vector.h"
 
 namespace cusim {
 namespace {
@@ -75,7 +77,17 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       auto impl = Get("FlyHash");
       Args args(info);
       Napi::Object opts = args.Obj(1, "options");
-      DenseView x = DenseArg(info[0], "X");
+      // Float32 data, or bytes (Uint8Array: pixels), read in place either way.
+      DenseView x;
+      const uint8_t* xBytes = nullptr;
+      if (HasByteData(info[0])) {
+        const DenseBytesView b = DenseBytesArg(info[0], "X");
+        x.rows = b.rows;
+        x.cols = b.cols;
+        xBytes = b.data;
+      } else {
+        x = DenseArg(info[0], "X");
+      }
       const flyhash::Params p = impl->params;
       if (x.cols != p.d)
         ThrowInvalid("X.cols is " + std::to_string(x.cols) + " but this FlyHash was built for inputDim " +
@@ -97,16 +109,25 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       return RunAsync(
           info.Env(),
           [=] {
-            const bool byteValued = flyhash::CheckFinite(x, "X");
+            const bool byteValued = xBytes ? true : flyhash::CheckFinite(x, "X");
             result->allocate(words * 4);
             FirstTouch(result->data(), words * 4);
             auto* out = static_cast<uint32_t*>(result->data());
             if (backend == Backend::Cpu) {
-              flyhash::HashCpu(p, impl->proj.data(), x, o, out, cancel);
+              if (xBytes) {
+                // The CPU kernel gathers floats; the copy is small beside its work.
+                UninitVector<float> xf(x.rows * x.cols);
+                ParallelFor(xf.size(), 1 << 16, [&](size_t b, size_t e) {
+                  for (size_t i = b; i < e; ++i) xf[i] = float(xBytes[i]);
+                });
+                flyhash::HashCpu(p, impl->proj.data(), DenseView{xf.data(), x.rows, x.cols}, o, out, cancel);
+              } else {
+                flyhash::HashCpu(p, impl->proj.data(), x, o, out, cancel);
+              }
             } else {
 #ifdef CUSIM_WITH_CUDA
               std::lock_guard<std::mutex> lock(impl->gpuMu);
-              flyhash::HashCuda(p, impl->proj.data(), x, byteValued, o, out, device, cancel,
+              flyhash::HashCuda(p, impl->proj.data(), x, xBytes, byteValued, o, out, device, cancel,
                                 timing.get(), &impl->gpu);
 #else
               (void)device;

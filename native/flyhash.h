@@ -78,9 +78,11 @@ struct GpuState {
 };
 
 #ifdef CUSIM_WITH_CUDA
-// byteValued: what CheckFinite returned for x.
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, bool byteValued, Output o, uint32_t* out,
-              int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state);
+// X is x.data (floats), or xBytes when it is not null (x then gives only
+// rows and cols). byteValued: what CheckFinite returned for x, true for bytes.
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
+              Output o, uint32_t* out, int device, const CancelToken& cancel, Timing* timing,
+              std::unique_ptr<GpuState>* state);
 #endif
 
 }  // namespace flyhash

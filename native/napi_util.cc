@@ -161,23 +161,44 @@ CsrView CsrArg(const Napi::Value& v, const char* name, bool wantValues) {
   return m;
 }
 
-DenseView DenseArg(const Napi::Value& v, const char* name) {
+namespace {
+// Rows, cols and data of a dense matrix of T; the element count must match.
+template <typename T>
+void DenseParts(const Napi::Value& v, const char* name, uint64_t* rows, uint64_t* cols, const T** data) {
   if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a dense matrix object", "TypeError");
   auto o = v.As<Napi::Object>();
-  DenseView d;
-  d.rows = Dim(o, "rows", name);
-  d.cols = Dim(o, "cols", name);
-  auto a = TypedArg<float>(o.Get("data"), (std::string(name) + ".data").c_str());
+  *rows = Dim(o, "rows", name);
+  *cols = Dim(o, "cols", name);
+  auto a = TypedArg<T>(o.Get("data"), (std::string(name) + ".data").c_str());
   // rows * cols can wrap 64 bits (2^34 x 2^30 is 0) and would then match an
-  // empty array; the kernels would read rows x cols floats from it.
+  // empty array; the kernels would read rows x cols values from it.
   uint64_t elems = 0;
-  if (__builtin_mul_overflow(d.rows, d.cols, &elems))
-    ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(d.rows) +
-                 ", cols=" + std::to_string(d.cols) + ")");
+  if (__builtin_mul_overflow(*rows, *cols, &elems))
+    ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(*rows) +
+                 ", cols=" + std::to_string(*cols) + ")");
   if (a.length != elems)
-    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " + std::to_string(d.rows * d.cols));
-  d.data = a.data;
+    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " +
+                 std::to_string(*rows * *cols));
+  *data = a.data;
+}
+}  // namespace
+
+DenseView DenseArg(const Napi::Value& v, const char* name) {
+  DenseView d;
+  DenseParts<float>(v, name, &d.rows, &d.cols, &d.data);
   return d;
+}
+
+DenseBytesView DenseBytesArg(const Napi::Value& v, const char* name) {
+  DenseBytesView d;
+  DenseParts<uint8_t>(v, name, &d.rows, &d.cols, &d.data);
+  return d;
+}
+
+bool HasByteData(const Napi::Value& v) {
+  if (!v.IsObject()) return false;
+  const Napi::Value data = v.As<Napi::Object>().Get("data");
+  return data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
 }
 
 BitsView BitsArg(const Napi::Value& v, const char* name) {

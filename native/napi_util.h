@@ -101,6 +101,10 @@ ArrayArg<T> TypedProp(const Napi::Object& o, const char* key) {
 // ever reads out of bounds.
 CsrView CsrArg(const Napi::Value& v, const char* name, bool wantValues = true);
 DenseView DenseArg(const Napi::Value& v, const char* name);
+// { rows, cols, data: Uint8Array }, with DenseArg's checks.
+DenseBytesView DenseBytesArg(const Napi::Value& v, const char* name);
+// Whether v is an object whose data is a Uint8Array.
+bool HasByteData(const Napi::Value& v);
 BitsView BitsArg(const Napi::Value& v, const char* name);
 CancelToken CancelArg(const Napi::Object& options);
 

@@ -155,6 +155,28 @@ describe('FlyHash.hash', () => {
     });
   }
 
+  for (const backend of backends) {
+    it(`${backend}: Uint8Array and Uint8ClampedArray X hash like their Float32 values; bad lengths are rejected`, async () => {
+      using fly = new FlyHash({ inputDim: 50, hashLength: 333, connections: 7, winners: 21, seed: 8, backend });
+      const r = rng(90);
+      const bytes = new Uint8Array(1 + 97 * 50);
+      for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(r() * 256);
+      const view = bytes.subarray(1); // byteOffset 1: not aligned to 4
+      const asFloat = { data: Float32Array.from(view), rows: 97, cols: 50 };
+      for (const output of ['bits', 'indices'] as const) {
+        const want = await fly.hash(asFloat, { output });
+        const got = await fly.hash({ data: view, rows: 97, cols: 50 }, { output });
+        expect(got.data).toEqual(want.data);
+        const clamped = new Uint8ClampedArray(view.buffer, view.byteOffset, view.length);
+        expect((await fly.hash({ data: clamped, rows: 97, cols: 50 }, { output })).data).toEqual(want.data);
+      }
+      await expect(fly.hash({ data: view.subarray(1), rows: 97, cols: 50 })).rejects.toThrow(RangeError);
+      await expect(fly.hash({ data: view.subarray(0, 96 * 48), rows: 96, cols: 48 })).rejects.toThrow(/inputDim/);
+      using norm = new FlyHash({ inputDim: 50, hashLength: 333, connections: 7, winners: 21, seed: 8, backend, normalize: 'mean100' });
+      expect((await norm.hash({ data: view, rows: 97, cols: 50 })).data).toEqual((await norm.hash(asFloat)).data);
+    });
+  }
+
   it("normalize: 'mean100' equals hashing the reference-preprocessed data", async () => {
     const r = rng(5);
     const X = randomDense(r, 20, 24);
@@ -598,6 +620,25 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, byteDense(rng(82), 1000, 128), 'mma-u8');
       await expectSame({ d: 100, m: 4000, s: 7, k: 200 }, byteDense(rng(83), 333, 100, 4), 'mma-u8');
     });
+  }, 120_000);
+
+  it('Uint8Array input: the tensor-core path by default, and the float kernels (staged as floats) when forced', async () => {
+    const X = byteDense(rng(85), 300, 784);
+    const U = { data: Uint8Array.from(X.data), rows: X.rows, cols: X.cols };
+    using fly = new FlyHash({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
+    for (const output of ['bits', 'indices'] as const) {
+      const cpu = await fly.hash(X, { output, backend: 'cpu' });
+      const gpu = await fly.hash(U, { output, backend: 'cuda' });
+      expect(gpu.kernel).toBe('mma-u8');
+      expect(gpu.data).toEqual(cpu.data);
+      for (const knob of ['tile-large', 'legacy']) {
+        await withEnv({ CUSIM_FLYHASH_VARIANT: knob }, async () => {
+          const forced = await fly.hash(U, { output, backend: 'cuda' });
+          expect(forced.kernel).not.toBe('mma-u8');
+          expect(forced.data).toEqual(cpu.data);
+        });
+      }
+    }
   }, 120_000);
 
   it('not taken where a value is not a byte (256, -1, 0.5) or when a float variant is forced', async () => {
