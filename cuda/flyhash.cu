@@ -1043,8 +1043,9 @@ void SetSmem(const Plan& pl) {
 }
 
 // Which kernel family (CUSIM_FLYHASH_VARIANT, for the bench and the tests):
-// auto, legacy, tile-small, tile-large. A forced tile variant that does not
-// fit falls back to auto.
+// auto, mma, legacy, tile-small, tile-large. auto and mma take the tensor-core
+// path for byte-valued input; a forced variant that does not apply falls
+// back to auto's other choices.
 std::string VariantKnob() {
   const char* env = std::getenv("CUSIM_FLYHASH_VARIANT");
   return env ? std::string(env) : std::string("auto");
