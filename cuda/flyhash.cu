@@ -22,7 +22,6 @@
 // there with the same routine. Batches alternate between two streams with
 // pinned staging, so copies of one batch overlap the kernels of the other.
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -700,12 +699,12 @@ __global__ void __launch_bounds__(1024)
 // warp computes 64 rows x 32 outputs at a time (4 x 4 m16n8k32 fragments).
 // The projection is read as bits, [k-step][mPad] words (one per 32 inputs
 // and output), and each lane turns its byte of a word into the 0/1 bytes of
-// its B fragment through a 2 KB shared table: 8x less L2 traffic than int8
-// bytes, three instructions per fragment.
+// its B fragment (ExpandB): 8x less L2 traffic than int8 bytes.
 // Selection is TileLarge's: a sample of outputs (the first S) brackets each
 // row's k-th largest (WindowKernel), one pass writes the bits above the
-// window and lists the keys inside it (MmaKernel<false>), ListKernel selects
-// among the listed keys, FallbackKernel redoes flagged rows.
+// window and lists the keys inside it (MmaKernel, Sample = false),
+// ListKernel selects among the listed keys, FallbackKernel redoes flagged
+// rows.
 
 constexpr uint32_t kMmaRows = 64;
 // 16 warps per multiprocessor either way: two blocks of 8 warps, or one of
@@ -719,7 +718,7 @@ __host__ __device__ inline uint32_t MmaStride(uint32_t kp) { return kp + 16; }
 inline size_t MmaSmem(uint32_t kp) { return size_t(kMmaRows) * MmaStride(kp); }
 
 // 4 bits -> 4 bytes of 0/1 (the shifted copies do not overlap, so no carries).
-__host__ __device__ inline uint32_t ExpandNibble(uint32_t v) { return (v * 0x00204081u) & 0x01010101u; }
+__device__ __forceinline__ uint32_t ExpandNibble(uint32_t v) { return (v * 0x00204081u) & 0x01010101u; }
 
 // Bit b of a k-step's 32 inputs, as stored: byte t of a word holds the bits
 // lane t4 = t needs for its B fragment (inputs 4t..4t+3 in the low nibble,
@@ -727,7 +726,6 @@ __host__ __device__ inline uint32_t ExpandNibble(uint32_t v) { return (v * 0x002
 // and expands each nibble with a multiply and a mask. (A 2 KB shared table
 // instead measured no faster: its random lookups conflict in the banks.)
 inline uint32_t StoredBit(uint32_t b) { return b < 16 ? (b / 4) * 8 + b % 4 : ((b - 16) / 4) * 8 + 4 + (b - 16) % 4; }
-
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&a)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -744,14 +742,13 @@ __device__ __forceinline__ void MmaU8(int (&c)[4], const uint32_t (&a)[4], uint2
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
 }
 
-
 // The keys of this path are the sums themselves (non-negative integers order
 // as their floats do, and exact): the selects below then see the few bits in
 // which a row's sums differ, not a float's spread-out mantissa, and finish in
 // fewer radix passes.
 
-// A warp's fragments for one k-step of its 64 x 32 block: A from the tile,
-// B from the words (one per n8 fragment) through the table.
+// A warp's fragments for one k-step of its 64 x 32 block: A from the tile
+// (LoadA), B from the words, one per n8 fragment (ExpandB).
 __device__ __forceinline__ void LoadA(uint32_t (&a)[4][4], uint32_t aAddr, uint32_t aStep16) {
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt) LdMatrixX4(a[mt], aAddr + mt * aStep16);

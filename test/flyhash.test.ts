@@ -163,6 +163,9 @@ describe('FlyHash.hash', () => {
       for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(r() * 256);
       const view = bytes.subarray(1); // byteOffset 1: not aligned to 4
       const asFloat = { data: Float32Array.from(view), rows: 97, cols: 50 };
+      const oracle = referenceWinners(asFloat, fly.projection(), 333, 7, 21);
+      const fromBytes = await fly.hash({ data: view, rows: 97, cols: 50 });
+      for (let row = 0; row < 97; row++) expect(bitsOf(fromBytes.data, row, 333), `row ${row}`).toEqual(oracle[row]);
       for (const output of ['bits', 'indices'] as const) {
         const want = await fly.hash(asFloat, { output });
         const got = await fly.hash({ data: view, rows: 97, cols: 50 }, { output });
