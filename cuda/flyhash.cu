@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -356,57 +357,82 @@ struct Sel {
   uint32_t prefix, mask, kk, eq;
 };
 
-// One warp: radix select of the kth largest (1 <= kth <= n) of keys[j *
-// stride], j < n. Bits shared by all keys are skipped (min/max first); stops
-// as soon as every key with the current prefix is a winner. hist: 256 words
-// owned by this warp.
-__device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth, uint32_t* hist) {
-  const unsigned lane = threadIdx.x & 31;
-  uint32_t lo = kFull, hi = 0;
-  for (uint32_t j = lane; j < n; j += 32) {
-    const uint32_t key = keys[uint64_t(j) * stride];
-    lo = min(lo, key);
-    hi = max(hi, key);
+// One warp: the least and greatest of v[j * stride], j < n (lo and hi come
+// in as the identities), on every lane.
+template <typename T>
+__device__ __forceinline__ void WarpMinMax(const T* v, uint32_t stride, uint32_t n, T& lo, T& hi) {
+  for (uint32_t j = threadIdx.x & 31; j < n; j += 32) {
+    const T x = v[uint64_t(j) * stride];
+    lo = min(lo, x);
+    hi = max(hi, x);
   }
 #pragma unroll
   for (int o = 16; o; o >>= 1) {
     lo = min(lo, __shfl_xor_sync(kFull, lo, o));
     hi = max(hi, __shfl_xor_sync(kFull, hi, o));
   }
+}
+
+// One warp: the select's start for the kth largest of n keys: bits shared by
+// all of them (from min/max) are already decided.
+__device__ Sel SelStart(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth) {
+  uint32_t lo = kFull, hi = 0;
+  WarpMinMax(keys, stride, n, lo, hi);
   const uint32_t diff = lo ^ hi;
   Sel s;
   s.mask = diff == 0 ? kFull : ~(kFull >> __clz(diff));
   s.prefix = lo & s.mask;
   s.kk = kth;
   s.eq = n;
-  while (s.mask != kFull && s.eq != s.kk) {
-    const uint32_t free = 32 - __popc(s.mask);
-    const uint32_t width = min(free, 8u), shift = free - width, dmask = (1u << width) - 1;
+  return s;
+}
+
+__device__ __forceinline__ bool SelDone(const Sel& s, bool full) { return s.mask == kFull || (!full && s.eq == s.kk); }
+
+// One radix pass (up to 8 more bits) for up to two selects that share their
+// prefix and mask (b may be null): one histogram of the keys with that
+// prefix serves both.
+__device__ void SelPass(const uint32_t* keys, uint32_t stride, uint32_t n, Sel& a, Sel* b, uint32_t* hist) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint32_t free = 32 - __popc(a.mask);
+  const uint32_t width = min(free, 8u), shift = free - width, dmask = (1u << width) - 1;
 #pragma unroll
-    for (int q = 0; q < 8; ++q) hist[lane * 8 + q] = 0;
-    __syncwarp();
-    for (uint32_t base = 0; base < n; base += 32) {
-      const uint32_t j = base + lane;
-      const uint32_t key = j < n ? keys[uint64_t(j) * stride] : 0u;
-      const bool in = j < n && (key & s.mask) == s.prefix;
-      const uint32_t digit = (key >> shift) & dmask;
-      const unsigned peers = __match_any_sync(kFull, in ? digit : 0x100u);
-      if (in && (peers & LanesBelow()) == 0) atomicAdd(&hist[digit], uint32_t(__popc(peers)));
-    }
-    __syncwarp();
-    const TopBin b = FindTopBin(hist, s.kk);
+  for (int q = 0; q < 8; ++q) hist[lane * 8 + q] = 0;
+  __syncwarp();
+  for (uint32_t base = 0; base < n; base += 32) {
+    const uint32_t j = base + lane;
+    const uint32_t key = j < n ? keys[uint64_t(j) * stride] : 0u;
+    const bool in = j < n && (key & a.mask) == a.prefix;
+    const uint32_t digit = (key >> shift) & dmask;
+    const unsigned peers = __match_any_sync(kFull, in ? digit : 0x100u);
+    if (in && (peers & LanesBelow()) == 0) atomicAdd(&hist[digit], uint32_t(__popc(peers)));
+  }
+  __syncwarp();
+  for (int w = 0; w < (b ? 2 : 1); ++w) {
+    Sel& s = w == 0 ? a : *b;
+    const TopBin t = FindTopBin(hist, s.kk);
     // Exactly one lane holds the bin (the counts with this prefix total eq >= kk).
-    const int src = __ffs(__ballot_sync(kFull, b.mine)) - 1;
-    const uint32_t digit = __shfl_sync(kFull, b.digit, src);
-    const uint32_t above = __shfl_sync(kFull, b.above, src);
-    const uint32_t cnt = __shfl_sync(kFull, b.cnt, src);
+    const int src = __ffs(__ballot_sync(kFull, t.mine)) - 1;
+    const uint32_t digit = __shfl_sync(kFull, t.digit, src);
+    const uint32_t above = __shfl_sync(kFull, t.above, src);
+    const uint32_t cnt = __shfl_sync(kFull, t.cnt, src);
     s.prefix |= digit << shift;
     s.mask |= dmask << shift;
     s.kk -= above;
     s.eq = cnt;
-    __syncwarp();
   }
   __syncwarp();
+}
+
+// One warp: radix select of the kth largest (1 <= kth <= n) of keys[j *
+// stride], j < n. Bits shared by all keys are skipped (min/max first); stops
+// as soon as every key with the current prefix is a winner, unless `full`
+// asks for the k-th largest key itself (prefix, mask all ones). hist: 256
+// words owned by this warp.
+__device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth, uint32_t* hist,
+                          bool full = false) {
+  Sel s = SelStart(keys, stride, n, kth);
+  while (!SelDone(s, full)) SelPass(keys, stride, n, s, nullptr, hist);
   return s;
 }
 
@@ -438,15 +464,28 @@ __device__ void WarpWrite(const uint32_t* keys, uint32_t stride, uint32_t n, con
 // (keys[j * stride], j < S): keys above hi are surely among the row's k
 // largest, the k-th largest is at least lo with high probability (ranks from
 // the plan; 0 leaves that side open).
+// Both ranks share the min/max pass and, while their prefixes agree, each
+// histogram pass.
 __device__ void Window(const uint32_t* keys, uint32_t stride, uint32_t S, uint32_t hiRank, uint32_t loRank,
                        uint32_t* hist, uint32_t& lo, uint32_t& hi) {
   hi = kFull;
   lo = 0;
-  if (hiRank) {
-    const Sel s = WarpSelect(keys, stride, S, hiRank, hist);
-    hi = s.prefix | ~s.mask;
+  if (!hiRank && !loRank) return;
+  Sel a = SelStart(keys, stride, S, hiRank ? hiRank : loRank);
+  Sel b = a;
+  b.kk = loRank;
+  if (hiRank && loRank) {
+    while (!SelDone(a, false) && !SelDone(b, false) && a.prefix == b.prefix && a.mask == b.mask)
+      SelPass(keys, stride, S, a, &b, hist);
+    while (!SelDone(b, false)) SelPass(keys, stride, S, b, nullptr, hist);
   }
-  if (loRank) lo = WarpSelect(keys, stride, S, loRank, hist).prefix;
+  while (!SelDone(a, false)) SelPass(keys, stride, S, a, nullptr, hist);
+  if (hiRank) {
+    hi = a.prefix | ~a.mask;
+    if (loRank) lo = b.prefix;
+  } else {
+    lo = a.prefix;
+  }
 }
 
 // One warp: a row's k winners when ov keys lay above its window (their bits
@@ -946,22 +985,272 @@ __device__ __forceinline__ const uint32_t* StageKeys(const uint32_t* keys, uint3
 
 constexpr uint32_t kRowWarps = 8;
 
-// A warp per row: the window [lo, hi] from the row's S sample keys.
-__global__ void __launch_bounds__(256) WindowKernel(const uint32_t* __restrict__ sample, uint64_t rows, uint32_t S,
-                                                    uint32_t hiRank, uint32_t loRank, uint32_t stage,
-                                                    uint32_t* __restrict__ lo, uint32_t* __restrict__ hi) {
+// ---- float rows on the tensor-core path -----------------------------------------
+//
+// Float X is quantized per row to bytes, the byte sums Q come from the same
+// int8 MMA kernels, and the row's exact float keys are computed only where
+// Q cannot decide. Row r: c = min, Δ = 2^e the smallest power of two with
+// max - c < 256 Δ, q_i = floor(fl(x_i - c) / Δ) in [0, 255]. An output's
+// float key a (the contract's sequential sum) then satisfies
+//   a - s c - Δ Q in [-Δ β, Δ α],  α + β <= M,
+// with α = s (1 + 257 u) + R / Δ, β = 257 s u + R / Δ (u = 2^-24; fl(x_i - c)
+// is off by at most 256 Δ u, the floor by less than Δ; R = γ(s-1) s max|x|
+// bounds the float sum's own rounding). So, for Qk the k-th largest Q of the
+// row: Q > Qk + M beats every output with Q <= Qk (at least m - k + 1 of
+// them), so it is a winner; Q < Qk - M loses to at least k outputs; the
+// exact float keys of the outputs within M of Qk decide the rest
+// (RefineKernel, ExactKernel). docs/flyhash-perf.md has the numbers.
+
+// Warp per row: the row's bytes (kp per row, zero-padded) and its margin M
+// in units of Δ, or kFull where no bound is usable (a range that overflows
+// or is below 2^-112, values above 2^100, M >= 2^24): such a row gets an
+// empty window and goes to the exact path.
+__global__ void __launch_bounds__(256) QuantizeKernel(const float* __restrict__ x, uint64_t rows, uint32_t d,
+                                                      uint32_t kp, uint32_t s, uint8_t* __restrict__ xq,
+                                                      uint32_t* __restrict__ margin) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t row = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (row >= rows) return;
+  const float* xr = x + row * d;
+  float mn = INFINITY, mx = -INFINITY;
+  WarpMinMax(xr, 1, d, mn, mx);
+  const float range = __fsub_rn(mx, mn), most = fmaxf(fabsf(mn), fabsf(mx));
+  int E = 0;
+  frexpf(range, &E);  // range < 2^E
+  const int e = range == 0.0f ? 0 : E - 8;
+  bool ok = isfinite(range) && most <= 0x1p100f && e >= -120;
+  const float inv = ok ? ldexpf(1.0f, -e) : 0.0f;
+  uint8_t* qr = xq + row * kp;
+  for (uint32_t i = lane; i < kp; i += 32) {
+    uint32_t q = 0;
+    if (i < d && ok) q = min(255u, uint32_t(floorf(__fmul_rn(__fsub_rn(xr[i], mn), inv))));
+    qr[i] = uint8_t(q);
+  }
+  if (lane == 0) {
+    const double u = 0x1p-24, sm1 = double(s) - 1.0;
+    const double rOverDelta = sm1 * u / (1.0 - sm1 * u) * double(s) * double(most) / ldexp(1.0, e);
+    const double mm = double(s) * (1.0 + 514.0 * u) + 2.0 * rOverDelta;
+    ok = ok && mm < 0x1p24;
+    // +2: slack for the double arithmetic above.
+    margin[row] = ok ? uint32_t(ceil(mm)) + 2u : kFull;
+  }
+}
+
+// The contract's float activation of one output: its s inputs (ascending
+// 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row
+// in shared memory (random reads there cost a few bank conflicts; from L1
+// they cost a wavefront per cache line, measured ~3x slower on CIFAR).
+__device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __restrict__ in, uint32_t s) {
+  const uint4* p = reinterpret_cast<const uint4*>(in);
+  const uint32_t full = s / 8;
+  float a = 0.0f;
+  // Unrolled so several index loads (L2) are in flight at once.
+#pragma unroll 4
+  for (uint32_t t = 0; t < full; ++t) {
+    const uint4 q = __ldg(p + t);
+    a += xs[q.x & 0xffffu];
+    a += xs[q.x >> 16];
+    a += xs[q.y & 0xffffu];
+    a += xs[q.y >> 16];
+    a += xs[q.z & 0xffffu];
+    a += xs[q.z >> 16];
+    a += xs[q.w & 0xffffu];
+    a += xs[q.w >> 16];
+  }
+  for (uint32_t t = full * 8; t < s; ++t) a += xs[in[t]];
+  return a;
+}
+
+// A warp per quantized float row, after MmaKernel: the row's n listed byte
+// sums Q (ov lay above the window: their bits are set) bracket Qk in
+// [tl, th] (radix passes until at most 2 bits are open: the argument above
+// holds for any bracket, with Qk - M and Qk + M widened to tl - M and
+// th + M); the listed sure winners get their bits, and the undecided
+// outputs move (in order) to the front of the row's list. count[row] becomes their number and over[row]
+// k minus the winners still to choose among them, so that ListKernel selects
+// among their exact keys (ExactKernel) as among a byte row's list.
+// count[row] = kFull where the row needs the exact path: no bound, a list
+// overflow, or a window that does not reach M beyond Qk on a bounded side
+// (then the outputs above or below it are not surely decided).
+// With few undecided outputs a row (in.x set: ~10 on 1M x 128), the warp
+// computes their exact keys itself and selects, writing fail[row] as
+// ListKernel does: two launches fewer, which cost more there than the work.
+struct Inline {
+  const float* x = nullptr;  // the batch's float rows, d apart
+  uint32_t d = 0, sPad = 0, s = 0;
+  const uint16_t* packed16 = nullptr;
+  uint32_t* fail = nullptr;
+};
+
+__global__ void __launch_bounds__(256) RefineKernel(uint64_t rows, uint32_t k, uint32_t cap, bool forceFail,
+                                                    uint32_t stage, uint32_t* __restrict__ count,
+                                                    uint32_t* __restrict__ over, uint32_t* listKey, uint32_t* listJ,
+                                                    uint32_t* bits, uint64_t words, const uint32_t* __restrict__ margin,
+                                                    const uint32_t* __restrict__ lo, const uint32_t* __restrict__ hi,
+                                                    Inline in) {
   extern __shared__ __align__(16) uint32_t rowSmem[];
-  __shared__ uint32_t hist[kRowWarps][256];
+  __shared__ uint32_t wh[kRowWarps][256];
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint64_t row = uint64_t(blockIdx.x) * kRowWarps + warp;
   if (row >= rows) return;
-  const uint32_t* keys = StageKeys(sample + row * S, S, stage, rowSmem + warp * stage);
-  uint32_t l, h;
-  Window(keys, 1, S, hiRank, loRank, hist[warp], l, h);
+  const uint32_t n = count[row], ov = over[row], M = margin[row];
+  bool ok = !forceFail && M != kFull && n <= cap && ov < k && k - ov <= n;
+  uint32_t sure = 0, open = 0;
+  if (ok) {
+    const uint32_t kq = k - ov;
+    const uint32_t* lk = StageKeys(listKey + row * cap, n, stage, rowSmem + warp * stage);
+    uint32_t* lj = listJ + row * cap;
+    uint32_t* rowBits = bits + row * words;
+    Sel sq = SelStart(lk, 1, n, kq);
+    while (32 - __popc(sq.mask) > 2) SelPass(lk, 1, n, sq, nullptr, wh[warp]);
+    const uint32_t tl = sq.prefix, th = sq.prefix | ~sq.mask;
+    const uint32_t l = lo[row], h = hi[row];
+    ok = (l == 0 || uint64_t(l) + M <= tl) && (h == kFull || uint64_t(th) + M <= h);
+    if (ok) {
+      const uint64_t top = uint64_t(th) + M;
+      for (uint32_t base = 0; base < n; base += 32) {
+        const uint32_t i = base + lane;
+        const uint32_t q = i < n ? lk[i] : 0u, j = i < n ? lj[i] : 0u;
+        const bool win = i < n && q > top;
+        const bool undecided = i < n && !win && uint64_t(q) + M >= tl;
+        if (win) atomicOr(&rowBits[j >> 5], 1u << (j & 31));
+        const unsigned um = __ballot_sync(kFull, undecided);
+        sure += __popc(__ballot_sync(kFull, win));
+        __syncwarp();  // every lane has read its entry before any is overwritten
+        if (undecided) lj[open + __popc(um & LanesBelow())] = j;
+        open += __popc(um);
+      }
+      ok = sure < kq && kq - sure <= open;  // holds while the bounds do
+      if (ok && in.x) {
+        uint32_t* keys = n <= stage ? rowSmem + warp * stage : listKey + row * cap;  // where lk points
+        const float* xr = in.x + row * in.d;
+        for (uint32_t i = lane; i < open; i += 32)
+          keys[i] = DeviceKey(ExactAct(xr, in.packed16 + uint64_t(lj[i]) * in.sPad, in.s));
+        __syncwarp();
+        ok = SelectListed(keys, lj, open, 0, kq - sure, cap, false, rowBits, wh[warp]);
+      } else if (ok && lane == 0) {
+        over[row] = k - (kq - sure);
+      }
+    }
+  }
+  if (lane != 0) return;
+  if (in.x)
+    in.fail[row] = ok ? 0u : 1u;
+  else
+    count[row] = ok ? open : kFull;
+}
+
+// Exact float keys of the undecided outputs RefineKernel listed: rpb rows per
+// block (blockDim.x / rpb threads each), each row staged in shared memory.
+// Small blocks per row keep many warps resident: the gathers wait on the
+// index loads (L2) and on one another.
+__global__ void __launch_bounds__(256) ExactKernel(uint64_t rows, uint32_t rpb, uint32_t cap,
+                                                   const uint32_t* __restrict__ count, const float* __restrict__ x,
+                                                   uint32_t d, const uint16_t* __restrict__ packed16, uint32_t sPad,
+                                                   uint32_t s, const uint32_t* __restrict__ listJ,
+                                                   uint32_t* __restrict__ listKey) {
+  extern __shared__ __align__(16) float rowsSmem[];
+  const uint32_t group = blockDim.x / rpb, g = threadIdx.x / group, t = threadIdx.x - g * group;
+  const uint64_t row = uint64_t(blockIdx.x) * rpb + g;
+  const uint32_t n = row < rows ? count[row] : kFull;
+  const bool live = n <= cap;
+  float* xs = rowsSmem + g * d;
+  if (live)
+    for (uint32_t i = t; i < d; i += group) xs[i] = x[row * d + i];
+  __syncthreads();
+  if (!live) return;
+  const uint32_t* lj = listJ + row * cap;
+  uint32_t* lk = listKey + row * cap;
+  for (uint32_t i = t; i < n; i += group) lk[i] = DeviceKey(ExactAct(xs, packed16 + uint64_t(lj[i]) * sPad, s));
+}
+
+// One warp: the hiRank-th and loRank-th largest of S keys held in registers
+// (32 KPL slots, zeros past S; rank 0: none), built bit by bit from the top
+// differing bit: t takes a bit when at least rank keys are >= t with it.
+// Each bit costs KPL compares and one warp reduction per rank; the radix
+// select's shared-memory histograms cost ~70 cycles per 32 keys and pass
+// (match.any and atomics), several times more on these small samples.
+template <int KPL>
+__device__ void RankPair(const uint32_t (&v)[KPL], uint32_t S, uint32_t hiRank, uint32_t loRank, uint32_t& tHi,
+                         uint32_t& tLo) {
+  const unsigned lane = threadIdx.x & 31;
+  uint32_t mn = kFull, mx = 0;
+#pragma unroll
+  for (int i = 0; i < KPL; ++i) {
+    const bool valid = uint32_t(i * 32) + lane < S;
+    mn = valid ? min(mn, v[i]) : mn;
+    mx = valid ? max(mx, v[i]) : mx;
+  }
+  mn = __reduce_min_sync(kFull, mn);
+  mx = __reduce_max_sync(kFull, mx);
+  const uint32_t diff = mn ^ mx;
+  tHi = tLo = mn;
+  if (diff == 0) return;
+  const int top = 31 - __clz(diff);
+  tHi = tLo = top == 31 ? 0u : mx & ~((2u << top) - 1u);  // the bits above top, common to all keys
+  for (int b = top; b >= 0; --b) {
+    const uint32_t cHi = tHi | (1u << b), cLo = tLo | (1u << b);
+    uint32_t nHi = 0, nLo = 0;
+#pragma unroll
+    for (int i = 0; i < KPL; ++i) {
+      nHi += v[i] >= cHi;  // padding zeros never count: candidates are nonzero
+      nLo += v[i] >= cLo;
+    }
+    if (__reduce_add_sync(kFull, nHi) >= hiRank) tHi = cHi;
+    if (__reduce_add_sync(kFull, nLo) >= loRank) tLo = cLo;
+  }
+}
+
+// A warp per row: the window [lo, hi] from the row's S sample keys (the
+// hiRank-th and loRank-th largest; rank 0 leaves that side open); for
+// quantized float rows (margin set) widened by the row's M, or empty where
+// the row has no bound.
+template <int KPL>
+__global__ void __launch_bounds__(256) WindowKernel(const uint32_t* __restrict__ sample, uint64_t rows, uint32_t S,
+                                                    uint32_t hiRank, uint32_t loRank,
+                                                    const uint32_t* __restrict__ margin, uint32_t* __restrict__ lo,
+                                                    uint32_t* __restrict__ hi) {
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t row = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (row >= rows) return;
+  const uint32_t* keys = sample + row * S;
+  uint32_t v[KPL];
+#pragma unroll
+  for (int i = 0; i < KPL; ++i) {
+    const uint32_t j = uint32_t(i * 32) + lane;
+    v[i] = j < S ? keys[j] : 0u;
+  }
+  uint32_t tHi, tLo;
+  RankPair<KPL>(v, S, hiRank ? hiRank : 1u, loRank ? loRank : 1u, tHi, tLo);
+  uint32_t l = loRank ? tLo : 0u, h = hiRank ? tHi : kFull;
+  if (margin) {
+    const uint32_t M = margin[row];
+    if (M == kFull) {
+      l = h = kFull;
+    } else {
+      l = l > M ? l - M : 0u;
+      h = uint64_t(h) + M >= kFull ? kFull : h + M;
+    }
+  }
   if (lane == 0) {
     lo[row] = l;
     hi[row] = h;
   }
+}
+
+template <int KPL>
+void LaunchWindow(const uint32_t* sample, uint64_t rows, uint32_t S, uint32_t hiRank, uint32_t loRank,
+                  const uint32_t* margin, uint32_t* lo, uint32_t* hi, cudaStream_t sm) {
+  if (uint32_t(KPL * 32) < S) {
+    if constexpr (KPL < 64)
+      LaunchWindow<KPL * 2>(sample, rows, S, hiRank, loRank, margin, lo, hi, sm);
+    else
+      throw std::logic_error("FlyHash: sample larger than WindowKernel holds");
+    return;
+  }
+  WindowKernel<KPL><<<unsigned((rows + kRowWarps - 1) / kRowWarps), 256, 0, sm>>>(sample, rows, S, hiRank, loRank,
+                                                                                  margin, lo, hi);
+  CUSIM_LAUNCH_CHECK();
 }
 
 // A warp per row: the winners among the listed keys (SelectListed).
@@ -981,7 +1270,7 @@ __global__ void __launch_bounds__(256) ListKernel(uint64_t rows, uint32_t k, uin
   if (lane == 0) fail[row] = ok ? 0u : 1u;
 }
 
-enum class Kind { TileSmall, TileLarge, Fused, TwoPass, Mma };
+enum class Kind { TileSmall, TileLarge, Fused, TwoPass, Mma, MmaQ8 };
 
 const char* KindName(Kind k) {
   switch (k) {
@@ -989,6 +1278,7 @@ const char* KindName(Kind k) {
     case Kind::TileLarge: return "tile-large";
     case Kind::Fused: return "fused";
     case Kind::Mma: return "mma-u8";
+    case Kind::MmaQ8: return "mma-q8";
     default: return "two-pass";
   }
 }
@@ -1007,10 +1297,14 @@ struct Plan {
   // Mma: bytes per staged row (d rounded up to a k-step of 32), and how many
   // MmaKernel blocks run at once on the whole GPU.
   uint32_t kp = 0, slots = 0;
-  // Mma: list keys ListKernel's warps stage in shared memory (a row with a
-  // longer list reads device memory; sized for a typical row, so that more
-  // blocks fit).
+  // Mma: list keys ListKernel's (and RefineKernel's) warps stage in shared
+  // memory (a row with a longer list reads device memory; sized for a
+  // typical row, so that more blocks fit).
   uint32_t listStage = 0;
+  // MmaQ8: keys RefineKernel's warps stage, and rows per ExactKernel block
+  // (0: RefineKernel computes the exact keys and selects itself).
+  uint32_t refineStage = 0, exactRows = 1;
+  size_t ExactSmem(uint32_t d) const { return size_t(std::max<uint32_t>(exactRows, 1)) * d * 4; }
 };
 
 // Keys a row kernel's warp stages in shared memory: up to 4096 (128 KB per
@@ -1029,20 +1323,24 @@ void SetSmem(const Plan& pl) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileSmallKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::TileLarge) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileLargeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-  } else if (pl.kind == Kind::Mma) {
+  } else if (pl.kind == Kind::Mma || pl.kind == Kind::MmaQ8) {
     for (auto f : {MmaKernel<true, 8>, MmaKernel<false, 8>, MmaKernel<true, 16>, MmaKernel<false, 16>})
       CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-    const int rowSmem = int(RowStage(pl.S) * kRowWarps * 4);
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(WindowKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, rowSmem));
     const int listSmem = int(pl.listStage * kRowWarps * 4);
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ListKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, listSmem));
+    if (pl.kind == Kind::MmaQ8) {
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(RefineKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(pl.refineStage * kRowWarps * 4)));
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ExactKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(pl.ExactSmem(pl.kp))));
+    }
   }
 }
 
 // Which kernel family (CUSIM_FLYHASH_VARIANT, for the bench and the tests):
 // auto, mma, legacy, tile-small, tile-large. auto and mma take the tensor-core
-// path for byte-valued input; a forced variant that does not apply falls
-// back to auto's other choices.
+// path (bytes, or quantized floats) where its tile fits; a forced variant
+// that does not apply falls back to auto's other choices.
 std::string VariantKnob() {
   const char* env = std::getenv("CUSIM_FLYHASH_VARIANT");
   return env ? std::string(env) : std::string("auto");
@@ -1146,22 +1444,67 @@ void SetWindow(const Params& p, Plan& pl, double sigmas) {
 
 inline uint32_t MmaKp(const Params& p) { return (p.d + 31) / 32 * 32; }
 
-// The tensor-core path (byte-valued X). Samples of m / 24 outputs, between
-// 256 and 2048 (all of m when m <= 256): the sample pass costs S / m of the
-// main pass, and the window, so the lists, shrink as 1 / sqrt(S). (CIFAR:
-// 2048 measured 93 ms against 115 ms at 4096, the window select dominating.)
-Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o) {
+// Quantized float rows also list the outputs within M of the window's edges
+// (see QuantizeKernel): ~2 M times the density of Q at the k-th largest.
+// Estimated for values spread like uniform ones (Q's standard deviation
+// ~192 sqrt(s / 12) units of Δ, M ~ s + 2) at a normal quantile; rows that
+// list more go to the exact path.
+double QuantExtra(const Params& p) {
+  const double pr = double(p.k) / p.m;
+  double zl = -12.0, zh = 12.0;  // z with upper tail pr
+  for (int it = 0; it < 60; ++it) {
+    const double z = 0.5 * (zl + zh);
+    (0.5 * std::erfc(z / std::sqrt(2.0)) > pr ? zl : zh) = z;
+  }
+  const double z = 0.5 * (zl + zh), density = std::exp(-0.5 * z * z) / std::sqrt(2.0 * 3.141592653589793);
+  return double(p.m) * density * 2.0 * (p.s + 2.0) / (192.0 * std::sqrt(p.s / 12.0));
+}
+
+// The tensor-core path (byte-valued X, or quantized floats when quant).
+// Samples of m / 12 outputs, between 224 and 2048 (all of m when m <= 224):
+// the sample pass costs S / m of the main pass, and the window, so the
+// lists, shrink as 1 / sqrt(S). Measured on an H100 (union kernel ms):
+// FashionMNIST float 10.40 / 9.89 ms at S = 1024 / 2048 (8-bit 8.94 / 8.41);
+// 1M x 128 float 8.39 / 7.98 / 7.82 / 8.01 / 8.90 at S = 128 / 192 / 224 /
+// 256 / 320; CIFAR float 100.8 / 94.4 at 1536 / 2048. 2048 is also what
+// WindowKernel holds in registers.
+Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o, bool quant) {
   Plan pl;
-  pl.kind = Kind::Mma;
+  pl.kind = quant ? Kind::MmaQ8 : Kind::Mma;
   pl.kp = MmaKp(p);
   pl.smem = MmaSmem(pl.kp);
-  pl.S = p.m <= 256 ? p.m : std::min<uint32_t>(2048, std::max<uint32_t>(256, p.m / 24 / 32 * 32));
+  pl.S = p.m <= 224 ? p.m : std::min<uint32_t>(2048, std::max<uint32_t>(224, p.m / 12 / 32 * 32));
+  // Bench knob: the sample size (a multiple of 32, at most the 2048 keys
+  // WindowKernel holds in registers).
+  if (const char* env = std::getenv("CUSIM_FLYHASH_SAMPLE"))
+    pl.S = std::min<uint32_t>({p.m, 2048u, std::max<uint32_t>(32, uint32_t(std::strtoul(env, nullptr, 10)) / 32 * 32)});
   // A narrower window than TileLarge's: every listed key costs the main
   // kernel an append and the list select a read per pass, while a missed row
   // (~6e-5 of them) costs one exact per-row pass.
   SetWindow(p, pl, 4.0);
-  const double expected = std::max(0.0, (double(pl.cap) - 256.0) / 2.0);  // SetWindow's cap = 2 expected + 256
+  double expected = std::max(0.0, (double(pl.cap) - 256.0) / 2.0);  // SetWindow's cap = 2 expected + 256
+  if (quant) {
+    expected += QuantExtra(p);
+    pl.cap = uint32_t(std::min<double>(p.m, 2.0 * expected + 256.0));
+  }
   pl.listStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(expected * 1.25 + 64)));
+  // ExactKernel: about two undecided outputs per thread (CIFAR ~3500 a row:
+  // a block of 256 per row; 1M x 128 ~10: 8 rows a block).
+  if (quant) {
+    const double open = QuantExtra(p);
+    pl.exactRows = open >= 512 ? 1 : open >= 256 ? 2 : open >= 128 ? 4 : open >= 32 ? 8 : 0;
+    // Test hook: either way on any shape.
+    if (const char* env = std::getenv("CUSIM_FLYHASH_EXACT_ROWS")) {
+      const uint32_t v = uint32_t(std::strtoul(env, nullptr, 10));
+      pl.exactRows = v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : v;
+    }
+    // ListKernel selects among the undecided only.
+    pl.listStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(open * 1.25 + 64)));
+    const uint32_t want = uint32_t(expected * 1.25 + 64);
+    pl.refineStage = want <= 2048 ? want : 0;
+    if (const char* env = std::getenv("CUSIM_FLYHASH_REFINE_STAGE"))
+      pl.refineStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(std::strtoul(env, nullptr, 10))));
+  }
   pl.grid = unsigned(std::min<uint64_t>(sms, rows));  // FallbackKernel's blocks
   SetSmem<uint16_t>(pl);
   pl.threads = 8 * 32;
@@ -1178,9 +1521,10 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o) {
   // memory for lists (cap keys and indices per row) and sample keys.
   size_t freeB = 0, totalB = 0;
   CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
-  const uint64_t rowBytes = pl.kp + OutStride(p, o) * 4;
+  // Quantized floats arrive as floats and are kept beside their bytes.
+  const uint64_t rowBytes = (quant ? uint64_t(p.d) * 4 : pl.kp) + OutStride(p, o) * 4;
   uint64_t batch = std::max<uint64_t>(uint64_t(pl.slots) * kMmaRows, kStagingBytes / rowBytes / kMmaRows * kMmaRows);
-  const uint64_t listBytes = std::min<uint64_t>(kListBytes, freeB / 8);
+  const uint64_t listBytes = std::min<uint64_t>(2 * kListBytes, freeB / 8);
   batch = std::min<uint64_t>(batch, std::max<uint64_t>(kMmaRows, listBytes / (uint64_t(pl.cap) * 8 + uint64_t(pl.S) * 4) /
                                                                      kMmaRows * kMmaRows));
   // Test hook: small batches, so tests drive both streams with few rows.
@@ -1218,8 +1562,11 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
   const size_t limit = gpu::MaxSharedPerBlockOptin(device) - sizeof(Scratch) - 64;
   const int sms = gpu::MultiprocessorCount(device);
   const std::string knob = VariantKnob();
-  if (byteValued && ExactForBytes(p) && (knob == "auto" || knob == "mma") && MmaSmem(MmaKp(p)) <= limit)
-    return MmaPlan(p, rows, sms, o);
+  // Quantized floats need sums of s bytes in 31 bits and the fallback's
+  // 16-bit indices (both hold wherever the tile fits).
+  if ((knob == "auto" || knob == "mma") && MmaSmem(MmaKp(p)) <= limit && sizeof(Idx) == 2 &&
+      uint64_t(p.s) * 255 < (uint64_t(1) << 31))
+    return MmaPlan(p, rows, sms, o, !(byteValued && ExactForBytes(p)));
   Plan pl;
   // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
   // tiles; few rows go to the legacy kernels, which split m across blocks.
@@ -1283,7 +1630,8 @@ struct FlyState : GpuState {
   Chunks chunkInfo;
   gpu::DeviceBuffer<float> dX[2], dPart[2];
   gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2], dBits[2], dListK[2], dListJ[2], dFail[2], dScratch[2];
-  gpu::DeviceBuffer<uint32_t> dRowInfo[2];  // tensor-core path: lo, hi, count, over per row
+  gpu::DeviceBuffer<uint32_t> dRowInfo[2];  // tensor-core path: lo, hi, count, over, margin per row
+  gpu::DeviceBuffer<uint8_t> dQ[2];  // tensor-core path on floats: the quantized rows
   gpu::PinnedBuffer<float> hX[2];
   gpu::PinnedBuffer<uint32_t> hOut[2];
 
@@ -1305,6 +1653,7 @@ struct FlyState : GpuState {
       dFail[i].release();
       dScratch[i].release();
       dRowInfo[i].release();
+      dQ[i].release();
       hX[i].release();
       hOut[i].release();
     }
@@ -1448,15 +1797,16 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
   const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
   const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued);
-  const bool mma = pl.kind == Kind::Mma;
+  const bool quant = pl.kind == Kind::MmaQ8, mma = pl.kind == Kind::Mma || quant;
   const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge || mma;
   FlyState& st = *StateFor(device, state);
   const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, LegacyBuffer<Idx>(st));
   const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;  // also the fallback's
   const uint32_t* dWb = mma ? UploadBits(p, proj, pl.kp, st) : nullptr;
   const uint64_t mPad = (uint64_t(p.m) + 31) / 32 * 32;
-  // Bytes of one staged row (the tensor-core path stages bytes).
-  const uint64_t xRowBytes = mma ? pl.kp : uint64_t(p.d) * 4;
+  // Bytes of one staged row (the tensor-core path stages bytes, except for
+  // float rows, which the GPU quantizes).
+  const uint64_t xRowBytes = mma && !quant ? pl.kp : uint64_t(p.d) * 4;
   const uint64_t xFloats = (pl.batch * xRowBytes + 3) / 4;
   const uint32_t sPad = PackedStride(p), packs = sPad / 8, full = p.s / 8, rem = p.s % 8;
   const bool forceFail = ForceFallback();
@@ -1476,7 +1826,8 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     if (pl.kind == Kind::TwoPass) st.dKeys[i].reserve(pl.batch * p.m, "FlyHash activation keys");
     if (mma) {
       st.dKeys[i].reserve(pl.batch * pl.S, "FlyHash sample keys");
-      st.dRowInfo[i].reserve(pl.batch * 4, "FlyHash row windows");
+      st.dRowInfo[i].reserve(pl.batch * 5, "FlyHash row windows");
+      if (quant) st.dQ[i].reserve(pl.batch * pl.kp, "FlyHash quantized rows");
     }
     if (pl.kind == Kind::TileLarge || mma) {
       if (indices) st.dBits[i].reserve(pl.batch * words, "FlyHash bits batch");
@@ -1494,8 +1845,13 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     bool live = false;
     uint64_t r0 = 0, n = 0;
   } pending[2];
-  gpu::Event ev[8];
-  double kernelMs = 0, transferMs = 0;
+  gpu::Event ev[8], origin;
+  origin.record(streams[0]);
+  double transferMs = 0;
+  // Each batch's kernel interval, from origin. The two streams' intervals
+  // overlap (one batch's kernels wait behind or run beside the other's), so
+  // the kernel time is their union, not their sum.
+  std::vector<std::pair<double, double>> spans;
 
   auto finish = [&](int slot) {
     streams[slot].sync();
@@ -1503,7 +1859,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     if (!pd.live) return;
     gpu::Event* e = &ev[slot * 4];
     transferMs += gpu::ElapsedMs(e[0], e[1]) + gpu::ElapsedMs(e[2], e[3]);
-    kernelMs += gpu::ElapsedMs(e[1], e[2]);
+    spans.emplace_back(gpu::ElapsedMs(origin, e[1]), gpu::ElapsedMs(origin, e[2]));
     gpu::ParallelCopy(out + pd.r0 * stride, st.hOut[slot].data(), pd.n * stride * 4);
     pd.live = false;
   };
@@ -1539,9 +1895,9 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     float* dX = st.dX[slot].data();
     uint32_t* dOut = st.dOut[slot].data();
     // Staging on the host (all cores) overlaps the other slot's copies and kernels.
-    if (mma && xBytes)
+    if (mma && !quant && xBytes)
       StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), xBytes + r0 * p.d, n, p.d, pl.kp);
-    else if (mma)
+    else if (mma && !quant)
       StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), x.data + r0 * p.d, n, p.d, pl.kp);
     else if (xBytes)
       StageFloats(st.hX[slot].data(), xBytes + r0 * p.d, n * p.d);  // bytes for the float kernels
@@ -1567,12 +1923,18 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
       CUSIM_LAUNCH_CHECK();
       finishFlagged(dX, p.d, bits, fail, n, sm, dOut, st.dScratch[slot].data());
     } else if (mma) {
-      const uint8_t* xb = reinterpret_cast<const uint8_t*>(dX);
       uint32_t* bits = indices ? st.dBits[slot].data() : dOut;
       uint32_t* fail = st.dFail[slot].data();
       uint32_t* lo = st.dRowInfo[slot].data();
-      uint32_t *hi = lo + n, *cnt = hi + n, *over = cnt + n;
+      uint32_t *hi = lo + n, *cnt = hi + n, *over = cnt + n, *margin = quant ? over + n : nullptr;
       CUSIM_CUDA_CHECK(cudaMemsetAsync(cnt, 0, n * 8, sm));  // count and over
+      const unsigned warpBlocks = unsigned((n + kRowWarps - 1) / kRowWarps);
+      const uint8_t* xb = reinterpret_cast<const uint8_t*>(dX);
+      if (quant) {
+        QuantizeKernel<<<warpBlocks, 256, 0, sm>>>(dX, n, p.d, pl.kp, p.s, st.dQ[slot].data(), margin);
+        CUSIM_LAUNCH_CHECK();
+        xb = st.dQ[slot].data();
+      }
       const unsigned tilesM = unsigned((n + kMmaRows - 1) / kMmaRows);
       auto slicesFor = [&](uint32_t cols) { return MmaSlices(tilesM, cols, pl.slots, pl.threads / 32); };
       const bool wide = pl.threads == 512;
@@ -1582,19 +1944,38 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
           xb, n, pl.kp, dWb, uint32_t(mPad), pl.S, st.dKeys[slot].data(), nullptr, nullptr, 0, nullptr, 0, nullptr,
           nullptr, nullptr, nullptr);
       CUSIM_LAUNCH_CHECK();
-      const unsigned warpBlocks = unsigned((n + kRowWarps - 1) / kRowWarps);
-      WindowKernel<<<warpBlocks, 256, RowStage(pl.S) * kRowWarps * 4, sm>>>(st.dKeys[slot].data(), n, pl.S,
-                                                                           pl.hiRank, pl.loRank, RowStage(pl.S), lo, hi);
-      CUSIM_LAUNCH_CHECK();
+      LaunchWindow<8>(st.dKeys[slot].data(), n, pl.S, pl.hiRank, pl.loRank, margin, lo, hi, sm);
       mainFn<<<dim3(tilesM, slicesFor(p.m)), pl.threads, pl.smem, sm>>>(
           xb, n, pl.kp, dWb, uint32_t(mPad), p.m, nullptr, lo, hi, pl.cap, bits, words, st.dListK[slot].data(),
           st.dListJ[slot].data(), cnt, over);
       CUSIM_LAUNCH_CHECK();
-      ListKernel<<<warpBlocks, 256, pl.listStage * kRowWarps * 4, sm>>>(
-          n, p.k, pl.cap, forceFail, pl.listStage, cnt, over, st.dListK[slot].data(), st.dListJ[slot].data(), bits,
-          words, fail);
-      CUSIM_LAUNCH_CHECK();
-      finishFlagged(xb, pl.kp, bits, fail, n, sm, dOut, st.dScratch[slot].data());
+      const uint32_t listSmem = pl.listStage * kRowWarps * 4;
+      if (quant) {
+        const bool inl = pl.exactRows == 0;
+        Inline in;
+        if (inl) in = Inline{dX, p.d, sPad, p.s, dPacked, fail};
+        RefineKernel<<<warpBlocks, 256, pl.refineStage * kRowWarps * 4, sm>>>(
+            n, p.k, pl.cap, forceFail, pl.refineStage, cnt, over, st.dListK[slot].data(), st.dListJ[slot].data(),
+            bits, words, margin, lo, hi, in);
+        CUSIM_LAUNCH_CHECK();
+        if (!inl) {
+          const unsigned exactBlocks = unsigned((n + pl.exactRows - 1) / pl.exactRows);
+          ExactKernel<<<exactBlocks, 256, pl.ExactSmem(p.d), sm>>>(n, pl.exactRows, pl.cap, cnt, dX, p.d, dPacked,
+                                                                   sPad, p.s, st.dListJ[slot].data(),
+                                                                   st.dListK[slot].data());
+          CUSIM_LAUNCH_CHECK();
+        }
+      }
+      if (!quant || pl.exactRows != 0) {
+        ListKernel<<<warpBlocks, 256, listSmem, sm>>>(n, p.k, pl.cap, forceFail, pl.listStage, cnt, over,
+                                                      st.dListK[slot].data(), st.dListJ[slot].data(), bits, words,
+                                                      fail);
+        CUSIM_LAUNCH_CHECK();
+      }
+      if (quant)
+        finishFlagged(static_cast<const float*>(dX), p.d, bits, fail, n, sm, dOut, st.dScratch[slot].data());
+      else
+        finishFlagged(xb, pl.kp, bits, fail, n, sm, dOut, st.dScratch[slot].data());
     } else if (pl.kind == Kind::Fused) {
       const unsigned grid = unsigned(std::min<uint64_t>(pl.grid, (n + pl.R - 1) / pl.R));
       auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
@@ -1620,6 +2001,12 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
   finish(0);
   finish(1);
   if (timing) {
+    std::sort(spans.begin(), spans.end());
+    double kernelMs = 0, end = -1e300;
+    for (const auto& [a, b] : spans) {
+      kernelMs += std::max(0.0, b - std::max(a, end));
+      end = std::max(end, b);
+    }
     timing->kernelMs = kernelMs;
     timing->transferMs = transferMs;
     timing->kernel = KindName(pl.kind);

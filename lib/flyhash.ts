@@ -14,12 +14,14 @@
 //
 // Speed: when every value of X is an integer in [0, 255] (raw pixels, SIFT
 // features) and connections * 255 < 2^24, every activation is an exact
-// integer, so the GPU computes them on int8 tensor cores (kernel 'mma-u8'),
-// 1.7-5x faster than the float gathers any other input takes (H100), same
-// result bit for bit. 'mean100' makes the values fractional, so hash raw
-// 8-bit data without it where speed matters (docs/flyhash-perf.md). Such data
-// may also come as a Uint8Array (ByteMatrix): it reaches the addon as is, a
-// quarter of the bytes of Float32, and hashes the same as its float values.
+// integer, so the GPU computes them on int8 tensor cores (kernel 'mma-u8').
+// Other values take the same kernels after the GPU quantizes each row to
+// bytes (kernel 'mma-q8'): a proven error bound leaves only the outputs near
+// the k-th largest undecided, and their exact float sums decide them, so the
+// result is still bit for bit the CPU's; 8-bit data is 1.2-1.5x faster
+// (H100, docs/flyhash-perf.md). 'mean100' makes values fractional. 8-bit
+// data may also come as a Uint8Array (ByteMatrix): it reaches the addon as
+// is, a quarter of the bytes of Float32, and hashes the same as its values.
 //
 // Similarity: codes have exactly k ones, so Hamming distance = 2(k - overlap)
 // and ranking by Hamming distance (e.g. with HammingIndex) is the same as
@@ -67,9 +69,10 @@ export interface FlyHashResult {
   /** Bits per code (m) for 'bits', winners per row (k) for 'indices'. */
   width: number;
   backend: Backend;
+  /** GPU time (ms) during which some batch's kernels ran (batches on two streams overlap; counted once); 0 on the CPU. */
   kernelMs: number;
   transferMs: number;
-  /** GPU kernel family that ran ('mma-u8', 'tile-small', 'tile-large', 'fused', 'two-pass'); '' on the CPU. */
+  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-small', 'tile-large', 'fused', 'two-pass'); '' on the CPU. */
   kernel: string;
 }
 

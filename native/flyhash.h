@@ -37,7 +37,7 @@ struct Params {
 enum class Output { Bits, Indices };
 
 struct Timing {
-  double kernelMs = 0;    // CUDA events around the kernels
+  double kernelMs = 0;    // CUDA events around each batch's kernels; overlapping batches counted once
   double transferMs = 0;  // CUDA events around host<->device copies
   const char* kernel = "";  // kernel family that ran (static string)
 };

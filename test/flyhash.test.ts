@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { FlyHash, type DenseMatrix } from '../lib/index.js';
 import { native } from '../lib/addon.js';
@@ -425,7 +425,17 @@ async function expectSame(opts: { d: number; m: number; s: number; k: number }, 
   }
 }
 
-describeGpu('FlyHash CUDA equals the CPU backend bit for bit', () => {
+describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () => {
+  // auto would send these float rows to the tensor-core path (tested below).
+  let old: string | undefined;
+  beforeAll(() => {
+    old = process.env.CUSIM_FLYHASH_VARIANT;
+    process.env.CUSIM_FLYHASH_VARIANT = 'legacy';
+  });
+  afterAll(() => {
+    if (old === undefined) delete process.env.CUSIM_FLYHASH_VARIANT;
+    else process.env.CUSIM_FLYHASH_VARIANT = old;
+  });
   for (const sh of shapes) {
     it(`fused path: ${sh.name}`, async () => {
       await expectSame(sh, inputFor(sh, 23));
@@ -498,10 +508,11 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
     }, 120_000);
   }
 
-  it('tile-small: the 1M x 128 configuration (m = 1280, s = 13, k = 32); auto picks legacy there, forced tile-small agrees', async () => {
+  it('tile-small: the 1M x 128 configuration (m = 1280, s = 13, k = 32); legacy and forced tile-small agree', async () => {
     // 5000 rows = 157 tiles: at least one per multiprocessor on an H100 (132).
-    // auto picks the legacy fused kernel here (faster on an H100); the tile kernel runs when forced.
-    await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused');
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'legacy' }, () =>
+      expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'),
+    );
     await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-small' }, () =>
       expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'tile-small'),
     );
@@ -511,8 +522,10 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
     });
   }, 120_000);
 
-  it('tile-large: FashionMNIST configuration, chosen automatically with enough rows', async () => {
-    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(37), 4300, 784), 'tile-large');
+  it('tile-large: FashionMNIST configuration with a wave of rows', async () => {
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, () =>
+      expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(37), 4300, 784), 'tile-large'),
+    );
   }, 300_000);
 
   it('tile-large: large m with few rows, ties (fallback rows), k = 1, k = m, m not a multiple of 32', async () => {
@@ -533,9 +546,9 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
   }, 300_000);
 
   it('tile-large on rows wider than shared memory (column chunks with partial sums): CIFAR-like, d = 1500, ties, k = 1', async () => {
-    // d = 3072: three chunks of 1024 columns; chosen automatically with a wave of rows.
-    await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, randomDense(rng(51), 4300, 3072), 'tile-large');
     await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, async () => {
+      // d = 3072: three chunks of 1024 columns, a wave of rows.
+      await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, randomDense(rng(51), 4300, 3072), 'tile-large');
       await expectSame({ d: 3072, m: 2000, s: 154, k: 100 }, randomDense(rng(52), 40, 3072), 'tile-large');
       await expectSame({ d: 1500, m: 3001, s: 60, k: 1 }, randomDense(rng(53), 33, 1500, true), 'tile-large');
       await expectSame({ d: 1500, m: 3001, s: 1500, k: 3001 }, randomDense(rng(54), 2, 1500), 'tile-large');
@@ -662,5 +675,96 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
     await withEnv({ CUSIM_FLYHASH_VARIANT: 'legacy' }, async () => {
       expect(await kernelFor(X)).toBe('fused');
     });
+  }, 120_000);
+});
+
+// ---- float rows on the tensor-core path ----------------------------------------
+// Float rows are quantized to bytes per row; the byte sums decide every output
+// farther than the row's error bound from the k-th largest, exact float sums
+// decide the rest. These inputs aim at the bound: large offsets (the float
+// sums' own rounding), mixed scales, fractional ties, ranges too small or
+// values too large to bound (those rows take the exact path).
+
+function floatDense(r: () => number, rows: number, cols: number, value: (r: () => number) => number): DenseMatrix {
+  const data = new Float32Array(rows * cols);
+  for (let i = 0; i < data.length; i++) data[i] = value(r);
+  return { data, rows, cols };
+}
+
+const floatKinds: Record<string, (r: () => number) => number> = {
+  uniform: (r) => r(),
+  'signed, wide': (r) => (r() * 2 - 1) * 1000,
+  'large offset (10000 + [0, 1))': (r) => 10000 + r(),
+  'fractional ties on a huge offset': (r) => Math.fround(1e7 + Math.floor(r() * 4) * 0.25),
+  'mixed scales': (r) => (r() < 0.5 ? 1e-3 * r() : -1e3 * r()),
+  'three fractional values': (r) => [0.1, 0.35, 0.6][Math.floor(r() * 3)],
+  'tiny range (1 + 2^-23 steps)': (r) => 1 + Math.floor(r() * 4) * 2 ** -23,
+  'subnormal range': (r) => r() * 1e-41,
+  'values above 2^100': (r) => 2e30 * (1 + r()),
+};
+
+describeGpu('FlyHash CUDA tensor-core path on float rows (quantized, exact refine) equals the CPU backend bit for bit', () => {
+  it('picked for float input: random, ties, constant rows, k = 1, k = m, m not a multiple of 32, single row', async () => {
+    for (const sh of shapes) {
+      const X = sh.ties ? floatDense(rng(90), sh.rows, sh.d, floatKinds['three fractional values']) : inputFor(sh, 90);
+      await expectSame(sh, X, 'mma-q8');
+    }
+    await expectSame({ d: 40, m: 300, s: 9, k: 20 }, randomDense(rng(91), 200, 40), 'mma-q8');
+    await expectSame({ d: 17, m: 31, s: 17, k: 30 }, randomDense(rng(92), 64, 17), 'mma-q8');
+  }, 120_000);
+
+  for (const [name, value] of Object.entries(floatKinds)) {
+    it(`values: ${name}`, async () => {
+      await expectSame({ d: 200, m: 3000, s: 20, k: 150 }, floatDense(rng(93), 130, 200, value), 'mma-q8');
+      await expectSame({ d: 100, m: 777, s: 60, k: 1 }, floatDense(rng(94), 67, 100, value), 'mma-q8');
+    }, 120_000);
+  }
+
+  it('undecided outputs keyed in the selecting warp and by ExactKernel, on every kind of values', async () => {
+    const kinds = Object.values(floatKinds);
+    for (const rows of ['0', '1', '8']) {
+      await withEnv({ CUSIM_FLYHASH_EXACT_ROWS: rows }, async () => {
+        for (const [i, value] of kinds.entries()) {
+          await expectSame({ d: 300, m: 5000, s: 30, k: 250 }, floatDense(rng(110 + i), 20, 300, value), 'mma-q8');
+        }
+        await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, floatDense(rng(120), 20, 784, floatKinds.uniform), 'mma-q8');
+      });
+    }
+  }, 300_000);
+
+  it('rows of different kinds in one batch', async () => {
+    const kinds = Object.values(floatKinds);
+    const r = rng(95);
+    const X = floatDense(r, 300, 150, () => 0);
+    for (let row = 0; row < X.rows; row++) {
+      const value = kinds[row % kinds.length];
+      for (let i = 0; i < X.cols; i++) X.data[row * X.cols + i] = value(r);
+    }
+    await expectSame({ d: 150, m: 5000, s: 15, k: 250 }, X, 'mma-q8');
+  }, 120_000);
+
+  it('paper configurations: FashionMNIST (few rows and a wave), CIFAR-like width, 1M x 128 shape', async () => {
+    const u = floatKinds.uniform;
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, floatDense(rng(96), 70, 784, u), 'mma-q8');
+    await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, floatDense(rng(97), 4300, 784, u), 'mma-q8');
+    await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, floatDense(rng(98), 300, 3072, u), 'mma-q8');
+    await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, floatDense(rng(99), 5000, 128, u), 'mma-q8');
+  }, 300_000);
+
+  it('every row forced through the exact fallback; many 64-row batches through both streams', async () => {
+    await withEnv({ CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+      await expectSame({ d: 784, m: 5000, s: 39, k: 250 }, randomDense(rng(100), 70, 784), 'mma-q8');
+    });
+    await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
+      await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(101), 1000, 128), 'mma-q8');
+    });
+  }, 120_000);
+
+  it('knobs: mma takes the tensor-core path for floats too, a forced float variant runs its own kernel', async () => {
+    const X = randomDense(rng(102), 100, 64);
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, () =>
+      expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'tile-large'),
+    );
+    await withEnv({ CUSIM_FLYHASH_VARIANT: 'mma' }, () => expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'mma-q8'));
   }, 120_000);
 });
