@@ -387,7 +387,8 @@ __device__ Sel SelStart(const uint32_t* keys, uint32_t stride, uint32_t n, uint3
   return s;
 }
 
-__device__ __forceinline__ bool SelDone(const Sel& s, bool full) { return s.mask == kFull || (!full && s.eq == s.kk); }
+// Every key with the prefix is a winner (or the key is fully known).
+__device__ __forceinline__ bool SelDone(const Sel& s) { return s.mask == kFull || s.eq == s.kk; }
 
 // One radix pass (up to 8 more bits) for up to two selects that share their
 // prefix and mask (b may be null): one histogram of the keys with that
@@ -426,13 +427,11 @@ __device__ void SelPass(const uint32_t* keys, uint32_t stride, uint32_t n, Sel& 
 
 // One warp: radix select of the kth largest (1 <= kth <= n) of keys[j *
 // stride], j < n. Bits shared by all keys are skipped (min/max first); stops
-// as soon as every key with the current prefix is a winner, unless `full`
-// asks for the k-th largest key itself (prefix, mask all ones). hist: 256
-// words owned by this warp.
-__device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth, uint32_t* hist,
-                          bool full = false) {
+// as soon as every key with the current prefix is a winner. hist: 256 words
+// owned by this warp.
+__device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth, uint32_t* hist) {
   Sel s = SelStart(keys, stride, n, kth);
-  while (!SelDone(s, full)) SelPass(keys, stride, n, s, nullptr, hist);
+  while (!SelDone(s)) SelPass(keys, stride, n, s, nullptr, hist);
   return s;
 }
 
@@ -475,11 +474,11 @@ __device__ void Window(const uint32_t* keys, uint32_t stride, uint32_t S, uint32
   Sel b = a;
   b.kk = loRank;
   if (hiRank && loRank) {
-    while (!SelDone(a, false) && !SelDone(b, false) && a.prefix == b.prefix && a.mask == b.mask)
+    while (!SelDone(a) && !SelDone(b) && a.prefix == b.prefix && a.mask == b.mask)
       SelPass(keys, stride, S, a, &b, hist);
-    while (!SelDone(b, false)) SelPass(keys, stride, S, b, nullptr, hist);
+    while (!SelDone(b)) SelPass(keys, stride, S, b, nullptr, hist);
   }
-  while (!SelDone(a, false)) SelPass(keys, stride, S, a, nullptr, hist);
+  while (!SelDone(a)) SelPass(keys, stride, S, a, nullptr, hist);
   if (hiRank) {
     hi = a.prefix | ~a.mask;
     if (loRank) lo = b.prefix;
@@ -1037,9 +1036,11 @@ __global__ void __launch_bounds__(256) QuantizeKernel(const float* __restrict__ 
 }
 
 // The contract's float activation of one output: its s inputs (ascending
-// 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row
-// in shared memory (random reads there cost a few bank conflicts; from L1
-// they cost a wavefront per cache line, measured ~3x slower on CIFAR).
+// 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row,
+// in shared memory where many outputs read it (ExactKernel: random reads
+// there cost a few bank conflicts, from L1 a wavefront per cache line; CIFAR
+// float took 236 ms, summed batch intervals, gathering from L1 and 145 ms
+// from shared memory), in device memory for RefineKernel's few.
 __device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __restrict__ in, uint32_t s) {
   const uint4* p = reinterpret_cast<const uint4*>(in);
   const uint32_t full = s / 8;
@@ -1500,6 +1501,9 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o, bool quant) {
     }
     // ListKernel selects among the undecided only.
     pl.listStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(open * 1.25 + 64)));
+    // Staged keys only where the list is short: staging 4096 (one block per
+    // SM) measured 0.81 / 3.5 ms per FashionMNIST / CIFAR batch against 0.38 /
+    // 1.5 reading device memory with 8 blocks per SM.
     const uint32_t want = uint32_t(expected * 1.25 + 64);
     pl.refineStage = want <= 2048 ? want : 0;
     if (const char* env = std::getenv("CUSIM_FLYHASH_REFINE_STAGE"))
