@@ -6,7 +6,8 @@
 //   CUSIM_BENCH_FULL=1          also run the Zipf workload on CPU-only hosts;
 //   CUSIM_BENCH_JOIN_SIZES=a,b  record counts of the text workloads (default 100000,300000);
 //   CUSIM_BENCH_JOIN_ZIPF=0     skip the 10M-set Zipf workload;
-//   CUSIM_BENCH_JOIN_PEER_S=N   seconds budget for the single-thread peers (default 180).
+//   CUSIM_BENCH_JOIN_PEER_S=N   seconds budget for the single-thread peers (default 180);
+//   CUSIM_BENCH_JOIN_PEER_CAP_S=N  longest single-thread peer run attempted, estimated (default 30).
 import { readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,7 +95,7 @@ export async function run({ cusim, quick, backends, dataDir, time, log }) {
   // Single-thread peers run where their estimated time (all-core time x
   // threads) is at most 30 s, within a total budget, so the whole bench fits
   // one 10-minute session on the GPU host.
-  const singleThreadCapMs = 30_000;
+  const singleThreadCapMs = 1000 * Number(process.env.CUSIM_BENCH_JOIN_PEER_CAP_S ?? 30);
   let peerBudgetMs = quick ? Infinity : 1000 * Number(process.env.CUSIM_BENCH_JOIN_PEER_S ?? 180);
 
   for (const n of [...new Set(sizes)]) {

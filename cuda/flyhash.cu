@@ -22,6 +22,7 @@
 // there with the same routine. Batches alternate between two streams with
 // pinned staging, so copies of one batch overlap the kernels of the other.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,7 @@
 
 #include "../native/flyhash.h"
 #include "../native/parallel.h"
+#include "../native/phase_log.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -1762,18 +1764,76 @@ const uint32_t* UploadBits(const Params& p, const uint32_t* proj, uint32_t kp, F
   return st.projBits.data();
 }
 
-// Rows of n x d byte values (floats that CheckFinite found to be bytes, or
-// bytes) to rows of kp bytes, zero-padded, on all cores.
-template <typename S>
-void StageBytes(uint8_t* dst, const S* src, uint64_t n, uint32_t d, uint32_t kp) {
+// Rows of n x d bytes, or of floats expected to hold bytes, to rows of kp
+// bytes, zero-padded, on all cores. Floats are checked as they convert: false
+// (the staging abandoned) as soon as one is not an integer in [0, 255] or is
+// not finite.
+bool StageBytes(uint8_t* dst, const uint8_t* src, uint64_t n, uint32_t d, uint32_t kp) {
   ParallelFor(n, 256, [&](size_t b, size_t e) {
     for (size_t r = b; r < e; ++r) {
-      const S* in = src + r * d;
-      uint8_t* outRow = dst + r * kp;
-      for (uint32_t i = 0; i < d; ++i) outRow[i] = uint8_t(in[i]);
-      std::memset(outRow + d, 0, kp - d);
+      std::memcpy(dst + r * kp, src + r * d, d);
+      std::memset(dst + r * kp + d, 0, kp - d);
     }
   });
+  return true;
+}
+bool StageBytes(uint8_t* dst, const float* src, uint64_t n, uint32_t d, uint32_t kp) {
+  std::atomic<bool> bad{false};
+  ParallelFor(n, 256, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e && !bad.load(std::memory_order_relaxed); ++r) {
+      const float* in = src + r * d;
+      uint8_t* outRow = dst + r * kp;
+      uint32_t notByte = 0;
+      for (uint32_t i = 0; i < d; ++i) {
+        // Selects, not branches or fmin/fmax calls (which cost 5x here); the
+        // conversion sees only in-range values (NaN fails both compares).
+        const float v = in[i];
+        const bool inRange = (v >= 0.0f) & (v <= 255.0f);
+        const int u = int(inRange ? v : 0.0f);
+        notByte |= uint32_t(!inRange) | uint32_t(float(u) != v);
+        outRow[i] = uint8_t(u);
+      }
+      std::memset(outRow + d, 0, kp - d);
+      if (notByte) bad.store(true, std::memory_order_relaxed);
+    }
+  });
+  return !bad.load();
+}
+
+// Whether X's first values are bytes: worth staging it as bytes on the hope
+// that all of it is.
+bool LooksByteValued(const DenseView& x) {
+  const uint64_t n = std::min<uint64_t>(x.rows * x.cols, 4096);
+  for (uint64_t i = 0; i < n; ++i) {
+    const float v = x.data[i];
+    if (!(v >= 0.0f && v <= 255.0f && float(int(v)) == v)) return false;
+  }
+  return true;
+}
+
+// Float rows to the pinned stage, checked for finiteness in the same pass:
+// the first non-finite element's index, or UINT64_MAX.
+uint64_t CopyFinite(float* dst, const float* src, uint64_t count) {
+  constexpr uint64_t kChunk = uint64_t(1) << 19;  // 2 MB of floats
+  const uint64_t chunks = (count + kChunk - 1) / kChunk;
+  std::atomic<bool> bad{false};
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    for (size_t c = b; c < e; ++c) {
+      const uint64_t lo = c * kChunk, hi = std::min(count, lo + kChunk);
+      uint32_t any = 0;
+      for (uint64_t i = lo; i < hi; ++i) {
+        const float v = src[i];
+        dst[i] = v;
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        any |= uint32_t((u & 0x7f800000u) == 0x7f800000u);  // exponent all ones: Inf or NaN
+      }
+      if (any) bad.store(true, std::memory_order_relaxed);
+    }
+  });
+  if (!bad.load()) return UINT64_MAX;
+  for (uint64_t i = 0;; ++i)
+    if (!std::isfinite(src[i])) return i;
 }
 
 // Bytes to floats on all cores (byte input on a path that gathers floats).
@@ -1795,9 +1855,15 @@ bool ForceFallback() {
   return env && env[0] == '1';
 }
 
+// Hashes x (rows rowBase.. of the caller's X) into out. byteValued: plan for
+// byte data (true for xBytes; for floats a hope that staging checks). Returns
+// the rows hashed: all of them, or, where float rows staged as bytes turn out
+// not to be, the rows before that batch.
 template <typename Idx>
-void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued, Output o,
-         uint32_t* out, int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
+             uint64_t rowBase, Output o, uint32_t* out, int device, const CancelToken& cancel, Timing* timing,
+             std::unique_ptr<GpuState>* state) {
+  PhaseLog log("flyhash cuda");
   const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
   const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued);
@@ -1851,6 +1917,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
   } pending[2];
   gpu::Event ev[8], origin;
   origin.record(streams[0]);
+  log.Mark("setup");
   double transferMs = 0;
   // Each batch's kernel interval, from origin. The two streams' intervals
   // overlap (one batch's kernels wait behind or run beside the other's), so
@@ -1859,12 +1926,14 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
 
   auto finish = [&](int slot) {
     streams[slot].sync();
+    log.Mark("wait gpu");
     Pending& pd = pending[slot];
     if (!pd.live) return;
     gpu::Event* e = &ev[slot * 4];
     transferMs += gpu::ElapsedMs(e[0], e[1]) + gpu::ElapsedMs(e[2], e[3]);
     spans.emplace_back(gpu::ElapsedMs(origin, e[1]), gpu::ElapsedMs(origin, e[2]));
     gpu::ParallelCopy(out + pd.r0 * stride, st.hOut[slot].data(), pd.n * stride * 4);
+    log.Mark("copy out");
     pd.live = false;
   };
 
@@ -1883,7 +1952,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     CUSIM_LAUNCH_CHECK();
   };
 
-  uint64_t batchNo = 0;
+  uint64_t batchNo = 0, rowsDone = rows;
   for (uint64_t r0 = 0; r0 < rows; r0 += pl.batch, ++batchNo) {
     if (cancel.requested()) {
       // Let in-flight copies finish before their buffers are reused.
@@ -1898,15 +1967,30 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     gpu::Event* e = &ev[slot * 4];
     float* dX = st.dX[slot].data();
     uint32_t* dOut = st.dOut[slot].data();
-    // Staging on the host (all cores) overlaps the other slot's copies and kernels.
-    if (mma && !quant && xBytes)
-      StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), xBytes + r0 * p.d, n, p.d, pl.kp);
-    else if (mma && !quant)
-      StageBytes(reinterpret_cast<uint8_t*>(st.hX[slot].data()), x.data + r0 * p.d, n, p.d, pl.kp);
-    else if (xBytes)
+    // Staging on the host (all cores) overlaps the other slot's copies and
+    // kernels, and is where float X is checked.
+    if (mma && !quant) {
+      auto* dst = reinterpret_cast<uint8_t*>(st.hX[slot].data());
+      if (!(xBytes ? StageBytes(dst, xBytes + r0 * p.d, n, p.d, pl.kp)
+                   : StageBytes(dst, x.data + r0 * p.d, n, p.d, pl.kp))) {
+        // Not bytes after all: the rows from here go to a float plan.
+        finish(slot ^ 1);
+        finish(slot);
+        rowsDone = r0;
+        break;
+      }
+    } else if (xBytes) {
       StageFloats(st.hX[slot].data(), xBytes + r0 * p.d, n * p.d);  // bytes for the float kernels
-    else
-      gpu::ParallelCopy(st.hX[slot].data(), x.data + r0 * p.d, n * p.d * 4);
+    } else {
+      const uint64_t bad = CopyFinite(st.hX[slot].data(), x.data + r0 * p.d, n * p.d);
+      if (bad != UINT64_MAX) {
+        // Copies in flight read the stage; let them land first.
+        streams[0].sync();
+        streams[1].sync();
+        ThrowNonFinite(x.data[r0 * p.d + bad], (rowBase + r0) * p.d + bad, p.d, "X");
+      }
+    }
+    log.Mark("stage in");
     e[0].record(sm);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dX, st.hX[slot].data(), n * xRowBytes, cudaMemcpyHostToDevice, sm));
     e[1].record(sm);
@@ -2001,6 +2085,7 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(st.hOut[slot].data(), dOut, n * stride * 4, cudaMemcpyDeviceToHost, sm));
     e[3].record(sm);
     pending[slot] = {true, r0, n};
+    log.Mark("launch");
   }
   finish(0);
   finish(1);
@@ -2011,23 +2096,30 @@ void Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_
       kernelMs += std::max(0.0, b - std::max(a, end));
       end = std::max(end, b);
     }
-    timing->kernelMs = kernelMs;
-    timing->transferMs = transferMs;
-    timing->kernel = KindName(pl.kind);
+    timing->kernelMs += kernelMs;
+    timing->transferMs += transferMs;
+    if (rowsDone > 0) timing->kernel += (timing->kernel.empty() ? "" : "+") + std::string(KindName(pl.kind));
   }
+  return rowsDone;
 }
 
 }  // namespace
 
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
-              Output o, uint32_t* out, int device, const CancelToken& cancel, Timing* timing,
-              std::unique_ptr<GpuState>* state) {
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o,
+              uint32_t* out, int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
   if (x.rows == 0) return;
   gpu::DeviceGuard guard(device);
-  if (p.d <= 65536)
-    Run<uint16_t>(p, proj, x, xBytes, byteValued, o, out, device, cancel, timing, state);
-  else
-    Run<uint32_t>(p, proj, x, xBytes, byteValued, o, out, device, cancel, timing, state);
+  auto run = p.d <= 65536 ? Run<uint16_t> : Run<uint32_t>;
+  // Float X that starts with bytes (pixels, SIFT) is planned as bytes, which
+  // halves the tensor-core work and quarters the copy; the staging confirms
+  // it batch by batch, and from the first batch that is not, the remaining
+  // rows run on the float plan.
+  const bool hope = xBytes || LooksByteValued(x);
+  uint64_t done = run(p, proj, x, xBytes, hope, 0, o, out, device, cancel, timing, state);
+  if (done < x.rows) {
+    const DenseView rest{x.data + done * x.cols, x.rows - done, x.cols};
+    run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, cancel, timing, state);
+  }
 }
 
 }  // namespace flyhash

@@ -22,10 +22,13 @@
 #include <cub/cub.cuh>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <vector>
 
 #include "../native/join.h"
+#include "../native/parallel.h"
+#include "../native/phase_log.h"
 #include "gpu.cuh"
 
 namespace cusim {
@@ -322,10 +325,19 @@ __global__ void SplitKernel(const unsigned long long* __restrict__ keys, const u
   }
 }
 
-uint64_t NextPow2(uint64_t v) {
-  uint64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
+int Log2Ceil(uint64_t v) { return v <= 1 ? 0 : 64 - __builtin_clzll(v - 1); }
+uint64_t NextPow2(uint64_t v) { return uint64_t(1) << Log2Ceil(v); }
+
+// sum of f(i) over [0, n), on all cores.
+template <typename F>
+uint64_t SumParallel(uint64_t n, F f) {
+  std::atomic<uint64_t> total{0};
+  ParallelFor(n, 16384, [&](size_t b, size_t e) {
+    uint64_t s = 0;
+    for (size_t i = b; i < e; i++) s += f(i);
+    total += s;
+  });
+  return total;
 }
 
 int BitsFor(uint64_t v) {
@@ -360,10 +372,12 @@ class CudaJoiner final : public Joiner {
     keyBits_ = 32 + BitsFor(maxId);
     // Test hook: a small budget forces many chunks.
     if (const char* e = std::getenv("CUSIM_JOIN_CHUNK_PAIRS")) chunkPairs_ = std::max<uint64_t>(1, std::strtoull(e, nullptr, 10));
+    log_.Mark("setup");
   }
 
   bool Next(Chunk* out, const CancelToken& cancel) override {
     gpu::DeviceGuard guard(device_);
+    log_.Skip();
     for (;;) {
       cancel.check();
       if (pendingDone_ < pendingCands_) {
@@ -454,32 +468,10 @@ class CudaJoiner final : public Joiner {
     const uint64_t pLo = p.self ? i0 : FirstWhere(X, 0, X.n(), [&](uint32_t a) { return B.MaxSize(a) >= smin; });
     const uint64_t pHi = FirstWhere(X, pLo, X.n(), [&](uint32_t a) { return B.MinSize(a) > smax; });
     if (pLo >= pHi) return;
-    uint64_t entries = 0;
-    for (uint64_t i = i0; i < i1; i++) entries += p.IndexPrefix(i);
+    const uint64_t entries = SumParallel(i1 - i0, [&](uint64_t i) { return p.IndexPrefix(i0 + i); });
     if (entries == 0) return;
 
-    // Each probe's window of partner positions in this block: the allowed
-    // sizes, and in a self-join only sets before the probe. Probes come in
-    // size order, so the window's ends are searched once per distinct size.
-    std::vector<uint32_t> lo(pHi - pLo), hi(pHi - pLo);
-    {
-      uint32_t lastA = 0;
-      uint64_t wl = 0, wh = 0;
-      for (uint64_t j = 0; j < lo.size(); j++) {
-        const uint64_t x = pLo + j;
-        const uint32_t a = X.size(x);
-        if (a != lastA || j == 0) {
-          lastA = a;
-          const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
-          wl = FirstWhere(Y, i0, i1, [&](uint32_t b) { return b >= minS; });
-          wh = FirstWhere(Y, wl, i1, [&](uint32_t b) { return b > maxS; });
-        }
-        const uint64_t h = p.self ? std::min(wh, x) : wh;
-        lo[j] = uint32_t(wl);
-        hi[j] = uint32_t(std::max(h, wl));
-      }
-    }
-
+    // The index first: its kernels run while the host computes the windows.
     gpu::Event e0, e1;
     e0.record(stream_);
     const uint64_t V = uint64_t(p.vocab) + 1;
@@ -506,41 +498,81 @@ class CudaJoiner final : public Joiner {
     CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(scanTemp_.data(), tempBytes, lists, int64_t(entries),
                                                         int64_t(V - 1), start_.data(), start_.data() + 1, stream_));
     lists_ = lists.Current();
-    winLo_.reserve(lo.size(), "join probe windows");
-    winHi_.reserve(hi.size(), "join probe windows");
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo.data(), lo.size() * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winHi_.data(), hi.data(), hi.size() * 4, cudaMemcpyHostToDevice, stream_));
-    hits_.reserve(pHi - pLo, "join postings per probe");
-    PostingsPerProbeKernel<<<Grid(pHi - pLo), kThreads, 0, stream_>>>(Ptok(), Poff(), pLo, pHi, B, start_.data(),
-                                                                      lists_, winLo_.data(), winHi_.data(),
-                                                                      hits_.data());
-    CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
-    std::vector<uint64_t> hits(pHi - pLo);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(hits.data(), hits_.data(), hits.size() * 8, cudaMemcpyDeviceToHost, stream_));
-    stream_.sync();
-    out->kernelMs += gpu::ElapsedMs(e0, e1);
-    blockP0_ = pLo;
 
-    // Plan batches: per probe a power-of-two table at least twice its distinct
-    // candidates (bounded by its in-window postings and the window's width).
+    // Each probe's window of partner positions in this block: the allowed
+    // sizes, and in a self-join only sets before the probe. Probes come in
+    // size order, so the window's ends are searched once per distinct size
+    // (per slice of probes, on all cores).
+    const uint64_t np = pHi - pLo;
+    UninitVector<uint32_t> lo(np), hi(np);
+    ParallelFor(np, 8192, [&](size_t b, size_t e) {
+      uint32_t lastA = 0;
+      uint64_t wl = 0, wh = 0;
+      for (size_t j = b; j < e; j++) {
+        const uint64_t x = pLo + j;
+        const uint32_t a = X.size(x);
+        if (a != lastA || j == b) {
+          lastA = a;
+          const uint32_t minS = B.MinSize(a), maxS = B.MaxSize(a);
+          wl = FirstWhere(Y, i0, i1, [&](uint32_t v) { return v >= minS; });
+          wh = FirstWhere(Y, wl, i1, [&](uint32_t v) { return v > maxS; });
+        }
+        const uint64_t h = p.self ? std::min(wh, x) : wh;
+        lo[j] = uint32_t(wl);
+        hi[j] = uint32_t(std::max(h, wl));
+      }
+    });
+    log_.Mark("block windows");
+    winLo_.reserve(np, "join probe windows");
+    winHi_.reserve(np, "join probe windows");
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo.data(), np * 4, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winHi_.data(), hi.data(), np * 4, cudaMemcpyHostToDevice, stream_));
+    hits_.reserve(np, "join postings per probe");
+    // Kernel time excludes the gap where the GPU may wait for the windows.
+    gpu::Event e2, e3;
+    e2.record(stream_);
+    PostingsPerProbeKernel<<<Grid(np), kThreads, 0, stream_>>>(Ptok(), Poff(), pLo, pHi, B, start_.data(), lists_,
+                                                               winLo_.data(), winHi_.data(), hits_.data());
+    CUSIM_LAUNCH_CHECK();
+    e3.record(stream_);
+    UninitVector<uint64_t> hits(np);
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(hits.data(), hits_.data(), np * 8, cudaMemcpyDeviceToHost, stream_));
+    stream_.sync();
+    out->kernelMs += gpu::ElapsedMs(e0, e1) + gpu::ElapsedMs(e2, e3);
+    blockP0_ = pLo;
+    log_.Mark("block index");
+
+    // Plan batches: per probe a power-of-two table at least 1.5x its distinct
+    // candidates, bounded by its in-window postings (which count a candidate
+    // once per shared prefix token) and the window's width: loaded at most 2/3.
+    std::vector<uint8_t> lg(np);  // log2 of the capacity; 0: no candidates
+    ParallelFor(np, 8192, [&](size_t b, size_t e) {
+      for (size_t j = b; j < e; j++) {
+        const uint64_t distinct = std::min<uint64_t>(hits[j], hi[j] - lo[j]);
+        lg[j] = distinct == 0 ? 0 : uint8_t(Log2Ceil(std::max<uint64_t>(distinct + distinct / 2 + 1, 8)));
+      }
+    });
     Batch cur;
-    for (uint64_t j = 0; j < hits.size(); j++) {
-      if (hits[j] == 0) continue;
-      const uint64_t distinct = std::min<uint64_t>(hits[j], hi[j] - lo[j]);
-      // Load at most 2/3 of the bound, which itself counts a candidate once
-      // per shared prefix token.
-      const uint64_t cap = NextPow2(std::max<uint64_t>(distinct + distinct / 2 + 1, 8));
+    for (uint64_t j = 0; j < np; j++) {
+      if (lg[j] == 0) continue;
+      const uint64_t cap = uint64_t(1) << lg[j];
       if (!cur.probes.empty() && (cur.tableOff.back() + cap > tableBudget_ || cur.probes.size() >= kMaxBatchProbes)) {
         batches_.push_back(std::move(cur));
         cur = Batch();
       }
-      if (cur.tableOff.empty()) cur.tableOff.push_back(0);
+      if (cur.probes.empty()) {
+        // Reserved: growing these vectors cost more than the loop (page faults).
+        cur.probes.reserve(std::min<uint64_t>(np - j, kMaxBatchProbes));
+        cur.tableOff.reserve(std::min<uint64_t>(np - j, kMaxBatchProbes) + 1);
+        cur.tableOff.push_back(0);
+      }
       cur.probes.push_back(uint32_t(pLo + j));
       cur.tableOff.push_back(cur.tableOff.back() + cap);
-      cur.maxCands += distinct;
+      cur.maxCands += std::min<uint64_t>(hits[j], hi[j] - lo[j]);
     }
     if (!cur.probes.empty()) batches_.push_back(std::move(cur));
+    log_.Mark("block plan");
   }
 
   // Filters one batch into cands_; reads back its candidate count.
@@ -567,6 +599,7 @@ class CudaJoiner final : public Joiner {
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(&nc, counters_.data() + kBatchCands, 8, cudaMemcpyDeviceToHost, stream_));
     stream_.sync();
     out->kernelMs += gpu::ElapsedMs(e0, e1);
+    log_.Mark("filter");
     if (nc == 0) return;
     pendingCands_ = nc;
     pendingDone_ = 0;
@@ -597,6 +630,7 @@ class CudaJoiner final : public Joiner {
     pairs_ = c[kPairs];
     out->candidates = c[kCands];
     out->kernelMs += gpu::ElapsedMs(e0, e1);
+    log_.Mark("verify");
   }
 
   // Room for `n` result pairs, keeping those already gathered.
@@ -635,14 +669,17 @@ class CudaJoiner final : public Joiner {
       SplitKernel<<<Grid(n), kThreads, 0, stream_>>>(k.Current(), v.Current(), n, lr, os);
       CUSIM_LAUNCH_CHECK();
       e1.record(stream_);
+      log_.Mark("flush sort launch");
       out->block.allocate(n * 16);
       FirstTouch(out->block.data(), n * 16);  // while the GPU sorts
+      log_.Mark("flush host alloc");
       out->count = n;
       auto* host = static_cast<char*>(out->block.data());
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(host, lr, n * 8, cudaMemcpyDeviceToHost, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(host + n * 8, os, n * 8, cudaMemcpyDeviceToHost, stream_));
       stream_.sync();
       out->kernelMs += gpu::ElapsedMs(e0, e1);
+      log_.Mark("flush sort+copy");
     }
     pairs_ = 0;
     // A pending batch's candidate count (kBatchCands) survives the flush.
@@ -655,6 +692,7 @@ class CudaJoiner final : public Joiner {
     uint64_t maxCands = 0;
   };
 
+  PhaseLog log_{"join cuda"};  // first member: its clock starts before setup
   std::shared_ptr<const Prepared> p_;
   int device_;
   gpu::DeviceGuard guard_;

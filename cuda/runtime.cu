@@ -34,12 +34,22 @@ void* DeviceAlloc(size_t bytes, const char* what) {
   if (bytes == 0) return nullptr;
   size_t freeB = 0, totalB = 0;
   CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
-  if (bytes > freeB) ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
+  if (bytes > freeB) {
+    // Memory a background release is about to return counts as free.
+    WaitForReleases();
+    CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    if (bytes > freeB) ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
+  }
   void* p = nullptr;
   cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
-    ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
+    WaitForReleases();
+    e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      ThrowOutOfMemory(std::string("GPU allocation for ") + what, bytes, freeB);
+    }
   }
   CUSIM_CUDA_CHECK(e);
   return p;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common.h"
@@ -39,7 +40,7 @@ enum class Output { Bits, Indices };
 struct Timing {
   double kernelMs = 0;    // CUDA events around each batch's kernels; overlapping batches counted once
   double transferMs = 0;  // CUDA events around host<->device copies
-  const char* kernel = "";  // kernel family that ran (static string)
+  std::string kernel;     // kernel family that ran ("a+b" when a call switched family part way)
 };
 
 // Order-preserving map from float to uint32 (larger float, larger key); -0
@@ -58,6 +59,9 @@ std::vector<uint32_t> MakeProjection(const Params& p);
 // so integer arithmetic reproduces the float contract bit for bit and the GPU
 // can run it on int8 tensor cores.
 bool CheckFinite(const DenseView& x, const char* name);
+// The RangeError CheckFinite throws, for element `index` (of a matrix with
+// `cols` columns) whose value is v; also raised by the GPU path's staging.
+[[noreturn]] void ThrowNonFinite(float v, uint64_t index, uint64_t cols, const char* name);
 
 // s * 255 < 2^24: sums of s bytes are exact in float.
 inline bool ExactForBytes(const Params& p) { return uint64_t(p.s) * 255 < (uint64_t(1) << 24); }
@@ -79,10 +83,10 @@ struct GpuState {
 
 #ifdef CUSIM_WITH_CUDA
 // X is x.data (floats), or xBytes when it is not null (x then gives only
-// rows and cols). byteValued: what CheckFinite returned for x, true for bytes.
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
-              Output o, uint32_t* out, int device, const CancelToken& cancel, Timing* timing,
-              std::unique_ptr<GpuState>* state);
+// rows and cols). Float X is checked here, as CheckFinite would, while it is
+// staged for the GPU (one pass over it, not two).
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o,
+              uint32_t* out, int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state);
 #endif
 
 }  // namespace flyhash

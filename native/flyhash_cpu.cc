@@ -80,10 +80,13 @@ bool CheckFinite(const DenseView& x, const char* name) {
     if (!chunkBytes) bytes.store(false, std::memory_order_relaxed);
   });
   if (first == std::numeric_limits<uint64_t>::max()) return bytes.load();
-  const float v = x.data[first];
+  ThrowNonFinite(x.data[first], first, x.cols, name);
+}
+
+void ThrowNonFinite(float v, uint64_t index, uint64_t cols, const char* name) {
   const std::string what = std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
-  ThrowInvalid(std::string(name) + ".data[" + std::to_string(first) + "] (row " + std::to_string(first / x.cols) +
-               ", column " + std::to_string(first % x.cols) + ") is " + what + "; the input must be finite");
+  ThrowInvalid(std::string(name) + ".data[" + std::to_string(index) + "] (row " + std::to_string(index / cols) +
+               ", column " + std::to_string(index % cols) + ") is " + what + "; the input must be finite");
 }
 
 void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,14 @@ void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes);
 // inputs or outputs in such memory skip the staging copies.
 void* HostPinnedAlloc(uint64_t bytes);
 void HostPinnedFree(void* p) noexcept;
+
+// Runs `release` (which drops state holding GPU or large host memory) on a
+// background thread, in queue order: a call whose results are ready need not
+// wait for cudaFree's implicit device synchronizations (3-4 ms per join).
+// A GPU allocation that finds too little free memory first waits for the
+// releases queued before it (WaitForReleases), so deferring never causes an
+// out-of-memory error that freeing at once would have avoided.
+void ReleaseInBackground(std::function<void()> release);
+void WaitForReleases();
 
 }  // namespace cusim

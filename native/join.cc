@@ -8,6 +8,7 @@
 #include "gpu.h"
 #include "join.h"
 #include "napi_util.h"
+#include "phase_log.h"
 
 namespace cusim {
 namespace {
@@ -33,11 +34,22 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "JoinHandle",
                        {InstanceMethod("open", &JoinHandle::Open), InstanceMethod("next", &JoinHandle::Next),
-                        InstanceMethod("dispose", &JoinHandle::Dispose)});
+                        InstanceMethod("dispose", &JoinHandle::Release)});
   }
   explicit JoinHandle(const Napi::CallbackInfo& info) : ResourceWrap(info) { impl_ = std::make_shared<JoinState>(); }
+  ~JoinHandle() override { ReleaseLater(); }
 
  private:
+  // A finished join's GPU buffers go in the background (gpu.h): similarityJoin
+  // disposes its handle before it returns, and the frees took 3-4 ms of it.
+  void ReleaseLater() {
+    if (impl_) ReleaseInBackground([s = std::move(impl_)]() mutable { s.reset(); });
+  }
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    ReleaseLater();
+    return info.Env().Undefined();
+  }
+
   // open(sets, against | undefined, { measure, threshold, backend, algorithm, blockSize, devices, cancel })
   Napi::Value Open(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
@@ -65,10 +77,13 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
           info.Env(),
           [=] {
             JoinState::Release release{state.get()};
+            PhaseLog log("join open");
             ValidateCsr(sets, "sets");
             if (rs) ValidateCsr(against, "against");
+            log.Mark("validate");
             cancel.check();
             auto p = join::Prepare(sets, rs ? &against : nullptr, join::Measure(m), t);
+            log.Mark("prepare");
             cancel.check();
             if (backend == Backend::Cpu) {
               state->joiner = join::MakeCpuJoiner(p, algo);
@@ -80,6 +95,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
               throw Error(kCudaError, "this addon was built without CUDA");
 #endif
             }
+            log.Mark("joiner");
           },
           [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info[0], info[1], opts.Get("cancel")});
     });

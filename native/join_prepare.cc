@@ -6,6 +6,7 @@
 
 #include "join.h"
 #include "parallel.h"
+#include "phase_log.h"
 
 namespace cusim {
 namespace join {
@@ -291,6 +292,7 @@ class Vocabulary {
 }  // namespace
 
 std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t) {
+  PhaseLog log("join prepare");
   auto p = std::make_shared<Prepared>();
   p->bounds = Bounds{m, t};
   p->self = against == nullptr;
@@ -321,13 +323,18 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
       });
       src[i].tok = src[i].owned.data();
     }
+    log.Mark("vocabulary");
   }
   // Rare tokens first, so prefixes hold the most selective tokens.
   std::vector<uint32_t> sizes[2];  // distinct tokens per row
   std::vector<uint32_t> rankOf;
-  p->vocab = Rank(DocFreq(src, k, V, sizes), &rankOf);
+  const std::vector<uint32_t> df = DocFreq(src, k, V, sizes);
+  log.Mark("docfreq");
+  p->vocab = Rank(df, &rankOf);
+  log.Mark("rank");
   p->probe = Build(src[0], sizes[0], rankOf, p->vocab);
   if (against) p->index = Build(src[1], sizes[1], rankOf, p->vocab);
+  log.Mark("build");
   return p;
 }
 

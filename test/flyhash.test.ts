@@ -638,6 +638,40 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
     });
   }, 120_000);
 
+  it('float X that starts with bytes: from the first batch holding another value the rows switch to the float path; NaN and Infinity are named as on the CPU', async () => {
+    await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
+      const sh = { d: 128, m: 1280, s: 13, k: 32 };
+      // Row 200 lies in the fourth 64-row batch: three batches run as bytes.
+      const X = byteDense(rng(86), 300, 128);
+      X.data[200 * 128 + 5] = 3.5;
+      await expectSame(sh, X, 'mma-u8+mma-q8');
+      // Only the very last value is not a byte (256).
+      const Y = byteDense(rng(87), 130, 40);
+      Y.data[Y.data.length - 1] = 256;
+      await expectSame({ d: 40, m: 300, s: 9, k: 20 }, Y, 'mma-u8+mma-q8');
+      // Bytes through the first 4096 values, then -1 still in the first batch:
+      // every row goes to the float path.
+      const Z = byteDense(rng(88), 100, 128);
+      Z.data[40 * 128] = -1;
+      await expectSame(sh, Z, 'mma-q8');
+      using fly = new FlyHash({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 3 });
+      const cases: [DenseMatrix, RegExp][] = [];
+      const nan = byteDense(rng(89), 300, 128);
+      nan.data[250 * 128 + 7] = NaN;  // among byte rows, in the fourth batch
+      cases.push([nan, /X\.data\[32007\] \(row 250, column 7\) is NaN/]);
+      const inf = floatDense(rng(90), 300, 128, floatKinds.uniform);
+      inf.data[130 * 128 + 1] = Infinity;  // float rows, third batch
+      inf.data[260 * 128] = NaN;
+      cases.push([inf, /X\.data\[16641\] \(row 130, column 1\) is Infinity/]);
+      for (const [bad, message] of cases) {
+        for (const backend of ['cpu', 'cuda'] as const) {
+          await expect(fly.hash(bad, { backend })).rejects.toThrow(RangeError);
+          await expect(fly.hash(bad, { backend })).rejects.toThrow(message);
+        }
+      }
+    });
+  }, 120_000);
+
   it('Uint8Array input: the tensor-core path by default, and the float kernels (staged as floats) when forced', async () => {
     const X = byteDense(rng(85), 300, 784);
     const U = { data: Uint8Array.from(X.data), rows: X.rows, cols: X.cols };
