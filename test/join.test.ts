@@ -417,6 +417,23 @@ describeGpu('similarityJoin', () => {
     }
   });
 
+  it('cuda equals cpu on rows without repeated tokens and on the same rows with their repeats', async () => {
+    const t3 = qgramRows(summaries, 3);
+    const distinct = t3.rows.map((row) => [...new Set(row)]);
+    expect(distinct.some((row, i) => row.length < t3.rows[i].length)).toBe(true);
+    for (const rows of [distinct, t3.rows]) {
+      const m = csrFromRows(rows, t3.cols);
+      for (const measure of MEASURES) {
+        const threshold = measure === 'overlap' ? 12 : 0.6;
+        const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
+        expect(cpu.left.length).toBeGreaterThan(100);
+        for (const blockSize of [undefined, 250]) {
+          expectSame(cpu, await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize }), `${measure} block=${blockSize}`);
+        }
+      }
+    }
+  });
+
   it('cuda R–S joins, empty rows, a single row and disjoint vocabularies equal cpu', async () => {
     const L = randomRows(5, 300, 50, 10, true);
     const R = randomRows(6, 257, 50, 10, true);
