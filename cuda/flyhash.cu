@@ -1832,8 +1832,9 @@ uint64_t CopyFinite(float* dst, const float* src, uint64_t count) {
     }
   });
   if (!bad.load()) return UINT64_MAX;
-  for (uint64_t i = 0;; ++i)
+  for (uint64_t i = 0; i < count; ++i)
     if (!std::isfinite(src[i])) return i;
+  return UINT64_MAX;  // X changed under the copy (the caller's array, read in place)
 }
 
 // Bytes to floats on all cores (byte input on a path that gathers floats).
@@ -2118,7 +2119,10 @@ void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const u
   uint64_t done = run(p, proj, x, xBytes, hope, 0, o, out, device, cancel, timing, state);
   if (done < x.rows) {
     const DenseView rest{x.data + done * x.cols, x.rows - done, x.cols};
-    run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, cancel, timing, state);
+    // The float plan never stops early (only a byte plan does).
+    if (run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, cancel, timing, state) !=
+        rest.rows)
+      throw std::logic_error("FlyHash: the float plan stopped before the last row");
   }
 }
 

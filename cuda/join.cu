@@ -553,25 +553,36 @@ class CudaJoiner final : public Joiner {
         lg[j] = distinct == 0 ? 0 : uint8_t(Log2Ceil(std::max<uint64_t>(distinct + distinct / 2 + 1, 8)));
       }
     });
-    Batch cur;
-    for (uint64_t j = 0; j < np; j++) {
-      if (lg[j] == 0) continue;
-      const uint64_t cap = uint64_t(1) << lg[j];
-      if (!cur.probes.empty() && (cur.tableOff.back() + cap > tableBudget_ || cur.probes.size() >= kMaxBatchProbes)) {
-        batches_.push_back(std::move(cur));
-        cur = Batch();
+    // Cut the batches first, then fill each at its exact size: growing the
+    // vectors cost more than the loop (page faults).
+    std::vector<uint64_t> count;  // probes per batch
+    {
+      uint64_t slots = 0, probes = 0;
+      for (uint64_t j = 0; j < np; j++) {
+        if (lg[j] == 0) continue;
+        const uint64_t cap = uint64_t(1) << lg[j];
+        if (probes > 0 && (slots + cap > tableBudget_ || probes >= kMaxBatchProbes)) {
+          count.push_back(probes);
+          slots = probes = 0;
+        }
+        slots += cap;
+        probes++;
       }
-      if (cur.probes.empty()) {
-        // Reserved: growing these vectors cost more than the loop (page faults).
-        cur.probes.reserve(std::min<uint64_t>(np - j, kMaxBatchProbes));
-        cur.tableOff.reserve(std::min<uint64_t>(np - j, kMaxBatchProbes) + 1);
-        cur.tableOff.push_back(0);
-      }
-      cur.probes.push_back(uint32_t(pLo + j));
-      cur.tableOff.push_back(cur.tableOff.back() + cap);
-      cur.maxCands += std::min<uint64_t>(hits[j], hi[j] - lo[j]);
+      if (probes > 0) count.push_back(probes);
     }
-    if (!cur.probes.empty()) batches_.push_back(std::move(cur));
+    batches_.resize(count.size());
+    for (uint64_t j = 0, b = 0; b < count.size(); b++) {
+      Batch& cur = batches_[b];
+      cur.probes.reserve(count[b]);
+      cur.tableOff.reserve(count[b] + 1);
+      cur.tableOff.push_back(0);
+      for (; cur.probes.size() < count[b]; j++) {
+        if (lg[j] == 0) continue;
+        cur.probes.push_back(uint32_t(pLo + j));
+        cur.tableOff.push_back(cur.tableOff.back() + (uint64_t(1) << lg[j]));
+        cur.maxCands += std::min<uint64_t>(hits[j], hi[j] - lo[j]);
+      }
+    }
     log_.Mark("block plan");
   }
 

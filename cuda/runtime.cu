@@ -185,6 +185,7 @@ const DeviceReport& QueryDevices() {
 }
 
 void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  WaitForReleases();  // callers compare it with what they need
   gpu::DeviceGuard g(device);
   size_t f = 0, t = 0;
   CUSIM_CUDA_CHECK(cudaMemGetInfo(&f, &t));

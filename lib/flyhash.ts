@@ -22,6 +22,9 @@
 // (H100, docs/flyhash-perf.md). 'mean100' makes values fractional. 8-bit
 // data may also come as a Uint8Array (ByteMatrix): it reaches the addon as
 // is, a quarter of the bytes of Float32, and hashes the same as its values.
+// Float32 X is checked (finite, bytes or not) while it is staged for the GPU,
+// batch by batch: X that starts with bytes and later holds other values runs
+// its first batches as bytes and the rest as floats (kernel 'mma-u8+mma-q8').
 //
 // Similarity: codes have exactly k ones, so Hamming distance = 2(k - overlap)
 // and ranking by Hamming distance (e.g. with HammingIndex) is the same as
@@ -72,7 +75,7 @@ export interface FlyHashResult {
   /** GPU time (ms) during which some batch's kernels ran (batches on two streams overlap; counted once); 0 on the CPU. */
   kernelMs: number;
   transferMs: number;
-  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-small', 'tile-large', 'fused', 'two-pass'); '' on the CPU. */
+  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-small', 'tile-large', 'fused', 'two-pass'; 'a+b' when a call switched from a to b part way); '' on the CPU. */
   kernel: string;
 }
 

@@ -45,10 +45,14 @@ void HostPinnedFree(void* p) noexcept;
 // Runs `release` (which drops state holding GPU or large host memory) on a
 // background thread, in queue order: a call whose results are ready need not
 // wait for cudaFree's implicit device synchronizations (3-4 ms per join).
-// A GPU allocation that finds too little free memory first waits for the
-// releases queued before it (WaitForReleases), so deferring never causes an
-// out-of-memory error that freeing at once would have avoided.
-void ReleaseInBackground(std::function<void()> release);
+// Where memory decides success, the wait happens: a GPU allocation that finds
+// too little free memory, and DeviceMemory, first wait for pending releases,
+// so deferring causes no out-of-memory error that freeing at once would have
+// avoided. (Batch planners that read cudaMemGetInfo directly may size one
+// batch smaller while a release is pending.) Releases must not allocate.
+// If the thread cannot be started, `release` runs at once.
+void ReleaseInBackground(std::function<void()> release) noexcept;
+// Returns at once on the releasing thread itself.
 void WaitForReleases();
 
 }  // namespace cusim

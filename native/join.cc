@@ -42,8 +42,15 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
  private:
   // A finished join's GPU buffers go in the background (gpu.h): similarityJoin
   // disposes its handle before it returns, and the frees took 3-4 ms of it.
-  void ReleaseLater() {
-    if (impl_) ReleaseInBackground([s = std::move(impl_)]() mutable { s.reset(); });
+  // Never throws (it runs in a GC finalizer): if the task cannot be made,
+  // the state is freed here.
+  void ReleaseLater() noexcept {
+    if (!impl_) return;
+    try {
+      ReleaseInBackground([s = std::move(impl_)]() mutable { s.reset(); });
+    } catch (...) {
+      impl_.reset();
+    }
   }
   Napi::Value Release(const Napi::CallbackInfo& info) {
     ReleaseLater();
