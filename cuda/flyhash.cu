@@ -28,6 +28,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -689,41 +690,106 @@ __global__ void BitsToIndicesKernel(const uint32_t* __restrict__ bits, uint64_t 
   }
 }
 
+// The contract's float activation of one output: its s inputs (ascending
+// 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row,
+// in shared memory where many outputs read it (ExactKernel: random reads
+// there cost a few bank conflicts, from L1 a wavefront per cache line; CIFAR
+// float took 236 ms, summed batch intervals, gathering from L1 and 145 ms
+// from shared memory), in device memory for RefineKernel's few.
+__device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __restrict__ in, uint32_t s) {
+  const uint4* p = reinterpret_cast<const uint4*>(in);
+  const uint32_t full = s / 8;
+  float a = 0.0f;
+  // Unrolled so several index loads (L2) are in flight at once.
+#pragma unroll 4
+  for (uint32_t t = 0; t < full; ++t) {
+    const uint4 q = __ldg(p + t);
+    a += xs[q.x & 0xffffu];
+    a += xs[q.x >> 16];
+    a += xs[q.y & 0xffffu];
+    a += xs[q.y >> 16];
+    a += xs[q.z & 0xffffu];
+    a += xs[q.z >> 16];
+    a += xs[q.w & 0xffffu];
+    a += xs[q.w >> 16];
+  }
+  for (uint32_t t = full * 8; t < s; ++t) a += xs[in[t]];
+  return a;
+}
+
 // Exact path for the flagged rows of TileLarge and of the tensor-core path
-// (T = uint8_t: rows of xStride bytes): a block per row computes its m keys
-// into scratch (m words per block) and selects with SelectWrite.
+// (T = uint8_t: rows of xStride bytes), listed by FailListKernel. The keys of
+// the first kFallbackSpread listed rows come from FallbackActKernel, spread
+// over many blocks; FallbackKernel then selects with SelectWrite, a block per
+// row. Rows past those (many misses: ties, forced fallback) have their keys
+// computed by their selecting block. A batch's one or two misses had cost
+// 0.15-0.22 ms per FashionMNIST batch with one block computing each row's
+// 25,088 keys. Rows of up to kFallbackStage values are copied to shared
+// memory as floats and the keys summed by ExactAct (8 indices per load).
+constexpr uint32_t kFallbackStage = 8192;
+constexpr uint32_t kFallbackSpread = 16;
+constexpr uint32_t kFallbackActKeys = 1024;  // keys per FallbackActKernel block
+
+template <typename T>
+__device__ __forceinline__ void FallbackKeys(const T* xr, uint32_t d, const uint16_t* __restrict__ packed16,
+                                             uint32_t sPad, uint32_t s, uint32_t j0, uint32_t j1, float* xs,
+                                             uint32_t* keys) {
+  const bool staged = d <= kFallbackStage;
+  if (staged) {
+    for (uint32_t i = threadIdx.x; i < d; i += blockDim.x) xs[i] = float(xr[i]);
+    __syncthreads();
+  }
+  for (uint32_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    const uint16_t* in = packed16 + uint64_t(j) * sPad;
+    float a = 0.0f;
+    if (staged) {
+      a = ExactAct(xs, in, s);
+    } else {
+      for (uint32_t t = 0; t < s; ++t) a += float(xr[in[t]]);
+    }
+    keys[j] = DeviceKey(a);
+  }
+}
+
+// blockIdx.y: the listed row (< kFallbackSpread), blockIdx.x: its outputs
+// [kFallbackActKeys x, kFallbackActKeys (x + 1)), keys to scratch[y * m + j].
+template <typename T>
+__global__ void __launch_bounds__(256)
+    FallbackActKernel(const T* __restrict__ x, uint32_t d, uint32_t xStride, const uint16_t* __restrict__ packed16,
+                      uint32_t sPad, uint32_t s, uint32_t m, const uint32_t* __restrict__ failCount,
+                      const uint32_t* __restrict__ failList, uint32_t* scratch) {
+  __shared__ float xs[kFallbackStage];
+  if (blockIdx.y >= *failCount) return;
+  const uint32_t j0 = blockIdx.x * kFallbackActKeys, j1 = min(m, j0 + kFallbackActKeys);
+  FallbackKeys(x + uint64_t(failList[blockIdx.y]) * xStride, d, packed16, sPad, s, j0, j1, xs,
+               scratch + uint64_t(blockIdx.y) * m);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(1024)
-    FallbackKernel(const T* __restrict__ x, uint64_t rows, uint32_t xStride, const uint16_t* __restrict__ packed16,
-                   uint32_t sPad, uint32_t s, uint32_t m, uint32_t k, const uint32_t* __restrict__ fail, bool indices,
-                   uint32_t* __restrict__ out, uint64_t outStride, uint32_t* scratch) {
+    FallbackKernel(const T* __restrict__ x, uint32_t d, uint32_t xStride, const uint16_t* __restrict__ packed16,
+                   uint32_t sPad, uint32_t s, uint32_t m, uint32_t k, const uint32_t* __restrict__ failCount,
+                   const uint32_t* __restrict__ failList, bool indices, uint32_t* __restrict__ out, uint64_t outStride,
+                   uint32_t* scratch) {
   __shared__ Scratch sc;
-  __shared__ uint32_t failed[1024], nFailed;
-  uint32_t* keys = scratch + uint64_t(blockIdx.x) * m;
-  // Rows are few and far between: the block reads a chunk of flags at once
-  // (one read per row, not one dependent read per block and row), then
-  // redoes that chunk's flagged rows. blockDim.x is 1024.
-  for (uint64_t base = uint64_t(blockIdx.x) * blockDim.x; base < rows; base += uint64_t(gridDim.x) * blockDim.x) {
-    if (threadIdx.x == 0) nFailed = 0;
+  __shared__ float xs[kFallbackStage];
+  // scratch: kFallbackSpread rows of FallbackActKernel's keys, then a row per block.
+  uint32_t* own = scratch + uint64_t(kFallbackSpread + blockIdx.x) * m;
+  for (uint32_t f = blockIdx.x, nf = *failCount; f < nf; f += gridDim.x) {
+    const uint64_t row = failList[f];
+    uint32_t* keys = f < kFallbackSpread ? scratch + uint64_t(f) * m : own;
+    if (f >= kFallbackSpread) FallbackKeys(x + row * xStride, d, packed16, sPad, s, 0, m, xs, keys);
     __syncthreads();
-    if (base + threadIdx.x < rows && fail[base + threadIdx.x]) failed[atomicAdd(&nFailed, 1u)] = threadIdx.x;
-    __syncthreads();
-    const uint32_t nf = nFailed;
-    for (uint32_t f = 0; f < nf; ++f) {
-      const uint64_t row = base + failed[f];
-      const T* xr = x + row * xStride;
-      for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
-        const uint16_t* in = packed16 + uint64_t(j) * sPad;
-        float a = 0.0f;
-        for (uint32_t t = 0; t < s; ++t) a += float(xr[in[t]]);
-        keys[j] = DeviceKey(a);
-      }
-      __syncthreads();
-      SelectWrite(keys, m, k, indices, out + row * outStride, sc);
-      __syncthreads();  // before the next row overwrites keys
-    }
-    __syncthreads();  // everyone has read nFailed before it is reset
+    SelectWrite(keys, m, k, indices, out + row * outStride, sc);
+    __syncthreads();  // before the next row overwrites keys and xs
   }
+}
+
+// The rows flagged in fail[0, rows) to list[0, *count) (count zeroed before).
+__global__ void FailListKernel(const uint32_t* __restrict__ fail, uint64_t rows, uint32_t* __restrict__ count,
+                               uint32_t* __restrict__ list) {
+  for (uint64_t r = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += uint64_t(gridDim.x) * blockDim.x)
+    if (fail[r]) list[atomicAdd(count, 1u)] = uint32_t(r);
 }
 
 // ---- int8 tensor cores (byte-valued inputs) ------------------------------------
@@ -755,7 +821,12 @@ constexpr uint32_t kMmaWarpsPerSm = 16;
 // Byte tile row stride: a multiple of 16 with an odd quotient, so the eight
 // 16-byte rows one ldmatrix phase reads fall in distinct bank groups.
 __host__ __device__ inline uint32_t MmaStride(uint32_t kp) { return kp + 16; }
-inline size_t MmaSmem(uint32_t kp) { return size_t(kMmaRows) * MmaStride(kp); }
+// The byte tile, the rows' windows (lo, hi), 8 words a lane and, where the
+// words are staged, two groups' words per warp (MmaKernel).
+inline size_t MmaSmem(uint32_t kp, uint32_t warps, bool stageB) {
+  return size_t(kMmaRows) * MmaStride(kp) + 2 * kMmaRows * 4 + size_t(warps) * 32 * 8 * 4 +
+         (stageB ? size_t(warps) * (kp / 32) * 256 : 0);
+}
 
 // 4 bits -> 4 bytes of 0/1 (the shifted copies do not overlap, so no carries).
 __device__ __forceinline__ uint32_t ExpandNibble(uint32_t v) { return (v * 0x00204081u) & 0x01010101u; }
@@ -794,10 +865,11 @@ __device__ __forceinline__ void LoadA(uint32_t (&a)[4][4], uint32_t aAddr, uint3
   for (int mt = 0; mt < 4; ++mt) LdMatrixX4(a[mt], aAddr + mt * aStep16);
 }
 
-__device__ __forceinline__ void ExpandB(uint2 (&b)[4], const uint32_t (&w)[4], uint32_t sel) {
+__device__ __forceinline__ void ExpandB(uint2 (&b)[4], uint4 w, uint32_t sel) {
+  const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt) {
-    const uint32_t v = __byte_perm(w[nt], 0, sel);
+    const uint32_t v = __byte_perm(ws[nt], 0, sel);
     b[nt].x = ExpandNibble(v & 15u);
     b[nt].y = ExpandNibble(v >> 4);
   }
@@ -810,25 +882,22 @@ __device__ __forceinline__ void MmaTile(int (&acc)[4][4][4], const uint32_t (&a)
     for (int mt = 0; mt < 4; ++mt) MmaU8(acc[mt][nt], a[mt], b[nt]);
 }
 
-__device__ __forceinline__ void LoadWords(uint32_t (&w)[4], const uint32_t* wp) {
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt) w[nt] = __ldg(wp + nt * 8);
-}
+// The words of a k-step are stored so that a lane's four (outputs gid,
+// gid + 8, gid + 16, gid + 24 of its group) are adjacent: one 16-byte load.
+inline uint64_t WordSlot(uint64_t j) { return j / 32 * 32 + (j % 8) * 4 + (j % 32) / 8; }
 
-// The u-th (nt * 2 + i) of a fragment row's 8 sums, u not known at compile time.
-__device__ __forceinline__ int Pick(const int (&acc)[4][4][4], int mt, int h, uint32_t u) {
-  int v = acc[mt][0][2 * h];
-#pragma unroll
-  for (int w = 1; w < 8; ++w) v = u == uint32_t(w) ? acc[mt][w >> 1][2 * h + (w & 1)] : v;
-  return v;
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void CpAsyncWaitOne() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 // Sample = true: keys of outputs [0, m) to sample[row * m + j] (m = S).
 // Sample = false: all m outputs; keys above hi[row] set their bit and count
 // in over[row], keys in [lo[row], hi[row]] are appended to the row's list
 // (count[row] entries, cap kept). blockIdx.y splits the 32-output groups
 // (few rows). x: rows of kp bytes (kp a multiple of 32, zero-padded).
-template <bool Sample, uint32_t Warps>
+template <bool Sample, uint32_t Warps, bool StageB>
 __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
     MmaKernel(const uint8_t* __restrict__ x, uint64_t rows, uint32_t kp, const uint32_t* __restrict__ wb,
               uint32_t mPad, uint32_t m, uint32_t* __restrict__ sample, const uint32_t* __restrict__ lo,
@@ -846,25 +915,48 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
     if (r0 + r < rows) val = *reinterpret_cast<const uint4*>(x + (r0 + r) * kp + v * 16);
     *reinterpret_cast<uint4*>(smem + r * stride + v * 16) = val;
   }
-  // This thread's 8 accumulator rows: 16 mt + 8 h + gid, q = 2 mt + h.
-  uint32_t rlo[8], rhi[8], ov[8];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    const uint64_t row = r0 + 16 * (q >> 1) + 8 * (q & 1) + gid;
-    const bool have = !Sample && row < rows;
-    rlo[q] = have ? lo[row] : 0u;
-    rhi[q] = have ? hi[row] : kFull;
-    ov[q] = 0;
-  }
-  __syncthreads();
+  // The rows' windows wait in shared memory: the accumulators and the
+  // k-loop's fragments need the registers (128 a thread). Behind them, 8
+  // words a lane for the append loop below (MmaSmem).
+  uint32_t* win = reinterpret_cast<uint32_t*>(smem + kMmaRows * stride);
+  uint32_t* pick = win + 2 * kMmaRows + (warp * 32 + lane) * 8;
   const uint32_t ksteps = kp / 32, groups = (m + 31) / 32;
+  // StageB: this warp's two buffers of a group's words (ksteps x 32), the
+  // next group's copied in (cp.async) while this one computes.
+  const uint32_t sB = uint32_t(__cvta_generic_to_shared(win + 2 * kMmaRows + Warps * 256)) + warp * ksteps * 256;
+  if constexpr (!Sample)
+    for (uint32_t r = threadIdx.x; r < kMmaRows; r += blockDim.x) {
+      const uint64_t row = r0 + r;
+      win[r] = row < rows ? lo[row] : 0u;
+      win[kMmaRows + r] = row < rows ? hi[row] : kFull;
+    }
+  // This thread's 8 accumulator rows: 16 mt + 8 h + gid, q = 2 mt + h.
+  uint32_t ov[8];
+#pragma unroll
+  for (int q = 0; q < 8; ++q) ov[q] = 0;
+  __syncthreads();
   // ldmatrix.x4: lanes 0-7 address rows 0-7 of bytes 0-15 (a0), 8-15 rows 8-15
   // (a1), 16-23 rows 0-7 of bytes 16-31 (a2), 24-31 rows 8-15 (a3).
   const uint32_t aBase = uint32_t(__cvta_generic_to_shared(smem)) + ((lane & 7) + ((lane >> 3) & 1) * 8) * stride +
                          (lane >> 4) * 16;
   const uint32_t aStep16 = 16 * stride;
   const uint32_t sel = 0x4440u | t4;  // PRMT: byte t4 of the word, zeros above
-  for (uint32_t g = blockIdx.y * Warps + warp; g < groups; g += gridDim.y * Warps) {
+  const uint32_t gStep = gridDim.y * Warps;
+  auto stage = [&](uint32_t g, uint32_t buf) {
+    if (g < groups)
+      for (uint32_t c = lane; c < ksteps * 8; c += 32)
+        CpAsync16(sB + buf * ksteps * 128 + c * 16, wb + uint64_t(c >> 3) * mPad + g * 32 + (c & 7) * 4);
+    CpAsyncCommit();  // empty past the last group, so the waits below stay uniform
+  };
+  if constexpr (StageB) stage(blockIdx.y * Warps + warp, 0);
+  uint32_t buf = 0;
+  for (uint32_t g = blockIdx.y * Warps + warp; g < groups; g += gStep, buf ^= 1) {
+    if constexpr (StageB) {
+      __syncwarp();  // the warp is done with the other buffer (previous group)
+      stage(g + gStep, buf ^ 1);
+      CpAsyncWaitOne();
+      __syncwarp();  // every lane's copies of this group have landed
+    }
     int acc[4][4][4];
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt)
@@ -872,17 +964,30 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0;
-    // Column gid of each n8 fragment. The words come from L2 (hundreds of
-    // cycles away): each k-step's words load two steps ahead. (Loading the
-    // next step's A fragments during this step's MMAs, with the windows
-    // moved to shared memory to free the registers, measured slower: 2.39
-    // vs 2.23 ms on a FashionMNIST batch.)
-    const uint32_t* wp = wb + g * 32 + gid;
-    uint32_t w[2][4], a[4][4];
+    // Column gid of each n8 fragment. Each k-step's words load two steps
+    // ahead: from this warp's stage (StageB), else from L2, hundreds of
+    // cycles away. (Loading the next step's A fragments during this step's
+    // MMAs, with the windows moved to shared memory to free the registers,
+    // measured slower: 2.39 vs 2.23 ms on a FashionMNIST batch.)
+    const uint4* wp = reinterpret_cast<const uint4*>(wb + g * 32) + gid;
+    const uint32_t sw = sB + buf * ksteps * 128 + gid * 16;
+    auto loadWords = [&](uint32_t k) {
+      if constexpr (StageB) {
+        uint4 v;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(sw + k * 128));
+        return v;
+      } else {
+        return __ldg(wp + uint64_t(k) * (mPad / 4));
+      }
+    };
+    uint4 w[2];
+    uint32_t a[4][4];
     uint2 b[4];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
-      if (uint32_t(i) < ksteps) LoadWords(w[i], wp + i * mPad);
+      if (uint32_t(i) < ksteps) w[i] = loadWords(i);
     for (uint32_t ks = 0; ks < ksteps; ks += 2) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -890,33 +995,48 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
         if (k >= ksteps) break;
         LoadA(a, aBase + k * 32, aStep16);
         ExpandB(b, w[i], sel);
-        if (k + 2 < ksteps) LoadWords(w[i], wp + uint64_t(k + 2) * mPad);
+        if (k + 2 < ksteps) w[i] = loadWords(k + 2);
         MmaTile(acc, a, b);
       }
     }
     // Fragment c of (mt, nt): row 16 mt + 8 (c >> 1) + gid, output 32 g + 8 nt + 2 t4 + (c & 1).
     const int mRem = int(m - g * 32);  // outputs of this group that exist (>= 32: all)
-    // Which of this lane's outputs exist: as bits of the row's word, and as
-    // bits u = 2 nt + i of its 8 values. Masks, so the loops below stay free
-    // of branches.
-    const uint32_t validWord = mRem >= 32 ? kFull : (1u << mRem) - 1u;
-    uint32_t validIn = 0;
+    if constexpr (Sample) {
 #pragma unroll
-    for (int u = 0; u < 8; ++u) validIn |= uint32_t(int((u >> 1) * 8 + 2 * t4 + (u & 1)) < mRem) << u;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const int mt = q >> 1, h = q & 1;
-      const uint64_t row = r0 + 16 * mt + 8 * h + gid;
-      const bool live = row < rows;
-      if constexpr (Sample) {
+      for (int q = 0; q < 8; ++q) {
+        const int mt = q >> 1, h = q & 1;
+        const uint64_t row = r0 + 16 * mt + 8 * h + gid;
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             const int bit = nt * 8 + 2 * t4 + i;
-            if (live && bit < mRem) sample[row * m + g * 32 + bit] = uint32_t(acc[mt][nt][2 * h + i]);
+            if (row < rows && bit < mRem) sample[row * m + g * 32 + bit] = uint32_t(acc[mt][nt][2 * h + i]);
           }
-      } else {
+      }
+    } else {
+      // Which of this lane's outputs exist: as bits of the row's word, and as
+      // bits u = 2 nt + i of its 8 values (all, but in the last group).
+      const uint32_t validWord = mRem >= 32 ? kFull : (1u << mRem) - 1u;
+      uint32_t validIn = 0xffu;
+      if (mRem < 32) {
+        validIn = 0;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) validIn |= uint32_t(int((u >> 1) * 8 + 2 * t4 + (u & 1)) < mRem) << u;
+      }
+      // Three passes over the 8 rows, so that the 8 list reservations
+      // (atomics, an L2 round trip each) are in flight together: waiting on
+      // each in turn took 9% of this kernel's stall samples (Nsight Compute,
+      // FashionMNIST float batch).
+      // inM[q]: the lane's listed values of row q as bits (8), then from bit 8
+      // how many the quad's lower lanes list before it (at most 24).
+      uint32_t inM[8], base[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int mt = q >> 1, h = q & 1;
+        const uint32_t r = 16 * mt + 8 * h + gid;
+        const uint64_t row = r0 + r;
+        const uint32_t rl = win[r], rh = win[kMmaRows + r];
         // Bits at 8 nt + i first (constant shifts), moved to 2 t4 once.
         uint32_t word = 0, inMask = 0;
 #pragma unroll
@@ -924,40 +1044,58 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
             const uint32_t v = uint32_t(acc[mt][nt][2 * h + i]);
-            word |= uint32_t(v > rhi[q]) << (nt * 8 + i);
-            inMask |= uint32_t(v >= rlo[q] && v <= rhi[q]) << (nt * 2 + i);
+            word |= uint32_t(v > rh) << (nt * 8 + i);
+            inMask |= uint32_t(v >= rl && v <= rh) << (nt * 2 + i);
           }
         word = (word << (2 * t4)) & validWord;
-        inMask &= validIn;
         ov[q] += __popc(word);
         word |= __shfl_xor_sync(kFull, word, 1);
         word |= __shfl_xor_sync(kFull, word, 2);
+        const bool live = row < rows;
         if (t4 == 0 && live) bits[row * words + g] = word;
-        if (!live) inMask = 0;
-        // The four lanes of a row reserve list space with one atomic.
-        if (__any_sync(kFull, inMask != 0)) {
-          const uint32_t c = __popc(inMask);
-          uint32_t incl = c;
-          uint32_t t = __shfl_up_sync(kFull, incl, 1, 4);
-          if (t4 >= 1) incl += t;
-          t = __shfl_up_sync(kFull, incl, 2, 4);
-          if (t4 >= 2) incl += t;
-          uint32_t base = 0;
-          if (t4 == 3 && incl != 0) base = atomicAdd(&count[row], incl);
-          base = __shfl_sync(kFull, base, 3, 4);
-          uint32_t pos = base + incl - c;
-          uint32_t* lk = listKey + row * cap;
-          uint32_t* lj = listJ + row * cap;
-          while (inMask) {
-            const uint32_t u = __ffs(inMask) - 1;
-            inMask &= inMask - 1;
-            if (pos < cap) {
-              lk[pos] = uint32_t(Pick(acc, mt, h, u));
-              lj[pos] = g * 32 + (u >> 1) * 8 + 2 * t4 + (u & 1);
-            }
-            ++pos;
+        inM[q] = live ? inMask & validIn : 0u;
+      }
+      // The four lanes of a row reserve list space with one atomic.
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const uint32_t c = __popc(inM[q]);
+        uint32_t incl = c;
+        uint32_t t = __shfl_up_sync(kFull, incl, 1, 4);
+        if (t4 >= 1) incl += t;
+        t = __shfl_up_sync(kFull, incl, 2, 4);
+        if (t4 >= 2) incl += t;
+        inM[q] |= (incl - c) << 8;
+        base[q] = 0;
+        const uint64_t row = r0 + 16 * (q >> 1) + 8 * (q & 1) + gid;
+        if (t4 == 3 && incl != 0) base[q] = atomicAdd(&count[row], incl);
+      }
+      // Each lane appends its listed values. The values go through this
+      // lane's 8 words of shared memory, so the loop reads value u with one
+      // load instead of selecting among 8 registers. (Unrolling over the 8
+      // with predicated stores instead measured 9% more instructions.)
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int mt = q >> 1, h = q & 1;
+        uint32_t pos = __shfl_sync(kFull, base[q], 3, 4) + (inM[q] >> 8);
+        uint32_t mask = inM[q] & 0xffu;
+        if (mask == 0) continue;
+        reinterpret_cast<uint4*>(pick)[0] = make_uint4(acc[mt][0][2 * h], acc[mt][0][2 * h + 1], acc[mt][1][2 * h],
+                                                       acc[mt][1][2 * h + 1]);
+        reinterpret_cast<uint4*>(pick)[1] = make_uint4(acc[mt][2][2 * h], acc[mt][2][2 * h + 1], acc[mt][3][2 * h],
+                                                       acc[mt][3][2 * h + 1]);
+        const uint64_t row = r0 + 16 * mt + 8 * h + gid;
+        uint32_t* lk = listKey + row * cap;
+        uint32_t* lj = listJ + row * cap;
+        const uint32_t jb = g * 32 + 2 * t4;
+        do {
+          const uint32_t u = __ffs(mask) - 1;
+          mask &= mask - 1;
+          if (pos < cap) {
+            lk[pos] = pick[u];
+            lj[pos] = jb + (u >> 1) * 8 + (u & 1);
           }
-        }
+          ++pos;
+        } while (mask);
       }
     }
   }
@@ -971,6 +1109,12 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
       if (t4 == 0 && v != 0 && row < rows) atomicAdd(&over[row], v);
     }
   }
+}
+
+template <bool Sample>
+auto MmaFor(uint32_t warps, bool stageB) {
+  return warps == 16 ? (stageB ? MmaKernel<Sample, 16, true> : MmaKernel<Sample, 16, false>)
+                     : (stageB ? MmaKernel<Sample, 8, true> : MmaKernel<Sample, 8, false>);
 }
 
 // The row kernels below select among a row's keys several times (min/max,
@@ -1035,33 +1179,6 @@ __global__ void __launch_bounds__(256) QuantizeKernel(const float* __restrict__ 
     // +2: slack for the double arithmetic above.
     margin[row] = ok ? uint32_t(ceil(mm)) + 2u : kFull;
   }
-}
-
-// The contract's float activation of one output: its s inputs (ascending
-// 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row,
-// in shared memory where many outputs read it (ExactKernel: random reads
-// there cost a few bank conflicts, from L1 a wavefront per cache line; CIFAR
-// float took 236 ms, summed batch intervals, gathering from L1 and 145 ms
-// from shared memory), in device memory for RefineKernel's few.
-__device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __restrict__ in, uint32_t s) {
-  const uint4* p = reinterpret_cast<const uint4*>(in);
-  const uint32_t full = s / 8;
-  float a = 0.0f;
-  // Unrolled so several index loads (L2) are in flight at once.
-#pragma unroll 4
-  for (uint32_t t = 0; t < full; ++t) {
-    const uint4 q = __ldg(p + t);
-    a += xs[q.x & 0xffffu];
-    a += xs[q.x >> 16];
-    a += xs[q.y & 0xffffu];
-    a += xs[q.y >> 16];
-    a += xs[q.z & 0xffffu];
-    a += xs[q.z >> 16];
-    a += xs[q.w & 0xffffu];
-    a += xs[q.w >> 16];
-  }
-  for (uint32_t t = full * 8; t < s; ++t) a += xs[in[t]];
-  return a;
 }
 
 // A warp per quantized float row, after MmaKernel: the row's n listed byte
@@ -1307,6 +1424,7 @@ struct Plan {
   // MmaQ8: keys RefineKernel's warps stage, and rows per ExactKernel block
   // (0: RefineKernel computes the exact keys and selects itself).
   uint32_t refineStage = 0, exactRows = 1;
+  bool stageB = false;  // Mma: MmaKernel stages each group's words in shared memory
   size_t ExactSmem(uint32_t d) const { return size_t(std::max<uint32_t>(exactRows, 1)) * d * 4; }
 };
 
@@ -1327,7 +1445,9 @@ void SetSmem(const Plan& pl) {
   } else if (pl.kind == Kind::TileLarge) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileLargeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::Mma || pl.kind == Kind::MmaQ8) {
-    for (auto f : {MmaKernel<true, 8>, MmaKernel<false, 8>, MmaKernel<true, 16>, MmaKernel<false, 16>})
+    for (auto f : {MmaKernel<true, 8, false>, MmaKernel<false, 8, false>, MmaKernel<true, 16, false>,
+                   MmaKernel<false, 16, false>, MmaKernel<true, 8, true>, MmaKernel<false, 8, true>,
+                   MmaKernel<true, 16, true>, MmaKernel<false, 16, true>})
       CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
     const int listSmem = int(pl.listStage * kRowWarps * 4);
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ListKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, listSmem));
@@ -1471,11 +1591,10 @@ double QuantExtra(const Params& p) {
 // 1M x 128 float 8.39 / 7.98 / 7.82 / 8.01 / 8.90 at S = 128 / 192 / 224 /
 // 256 / 320; CIFAR float 100.8 / 94.4 at 1536 / 2048. 2048 is also what
 // WindowKernel holds in registers.
-Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o, bool quant) {
+Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bool quant) {
   Plan pl;
   pl.kind = quant ? Kind::MmaQ8 : Kind::Mma;
   pl.kp = MmaKp(p);
-  pl.smem = MmaSmem(pl.kp);
   pl.S = p.m <= 224 ? p.m : std::min<uint32_t>(2048, std::max<uint32_t>(224, p.m / 12 / 32 * 32));
   // Bench knob: the sample size (a multiple of 32, at most the 2048 keys
   // WindowKernel holds in registers).
@@ -1512,13 +1631,25 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, Output o, bool quant) {
       pl.refineStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(std::strtoul(env, nullptr, 10))));
   }
   pl.grid = unsigned(std::min<uint64_t>(sms, rows));  // FallbackKernel's blocks
-  SetSmem<uint16_t>(pl);
-  pl.threads = 8 * 32;
+  // Launch shape, the first that keeps 16 warps on a multiprocessor: two
+  // blocks of 8 with the words staged in shared memory, two without, one
+  // block of 16 staged, one without (wide rows leave no room to stage).
+  // Bench knob CUSIM_FLYHASH_STAGE_B = 0 / 1: never / only staged shapes.
+  const char* knob = std::getenv("CUSIM_FLYHASH_STAGE_B");
+  const int stageKnob = knob ? int(std::strtol(knob, nullptr, 10)) : -1;
   int perSm = 0;
-  CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaKernel<false, 8>, 256, pl.smem));
-  if (perSm < 2) {
-    pl.threads = 16 * 32;
-    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaKernel<false, 16>, 512, pl.smem));
+  for (const auto& [warps, stage, blocks] :
+       {std::tuple{8u, true, 2}, std::tuple{8u, false, 2}, std::tuple{16u, true, 1}, std::tuple{16u, false, 1}}) {
+    const bool last = warps == 16 && !stage;
+    if (!last && stageKnob >= 0 && stage != (stageKnob == 1)) continue;
+    pl.threads = warps * 32;
+    pl.stageB = stage;
+    pl.smem = MmaSmem(pl.kp, warps, stage);
+    if (pl.smem > limit && !last) continue;
+    SetSmem<uint16_t>(pl);
+    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaFor<false>(warps, stage),
+                                                                   int(pl.threads), pl.smem));
+    if (perSm >= blocks) break;
   }
   pl.slots = uint32_t(std::max(1, perSm) * sms);
   // Rows per batch: what 64 MB of staging holds, but at least a tile per
@@ -1570,9 +1701,9 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
   const std::string knob = VariantKnob();
   // Quantized floats need sums of s bytes in 31 bits and the fallback's
   // 16-bit indices (both hold wherever the tile fits).
-  if ((knob == "auto" || knob == "mma") && MmaSmem(MmaKp(p)) <= limit && sizeof(Idx) == 2 &&
+  if ((knob == "auto" || knob == "mma") && MmaSmem(MmaKp(p), 16, false) <= limit && sizeof(Idx) == 2 &&
       uint64_t(p.s) * 255 < (uint64_t(1) << 31))
-    return MmaPlan(p, rows, sms, o, !(byteValued && ExactForBytes(p)));
+    return MmaPlan(p, rows, sms, limit, o, !(byteValued && ExactForBytes(p)));
   Plan pl;
   // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
   // tiles; few rows go to the legacy kernels, which split m across blocks.
@@ -1757,7 +1888,7 @@ const uint32_t* UploadBits(const Params& p, const uint32_t* proj, uint32_t kp, F
   for (uint64_t j = 0; j < p.m; ++j)
     for (uint64_t t = 0; t < p.s; ++t) {
       const uint32_t i = proj[j * p.s + t];
-      wb[uint64_t(i / 32) * mPad + j] |= 1u << StoredBit(i % 32);
+      wb[uint64_t(i / 32) * mPad + WordSlot(j)] |= 1u << StoredBit(i % 32);
     }
   st.projBits.reset(wb.size(), "FlyHash projection bits");
   CUSIM_CUDA_CHECK(cudaMemcpy(st.projBits.data(), wb.data(), wb.size() * 4, cudaMemcpyHostToDevice));
@@ -1904,8 +2035,8 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
       if (indices) st.dBits[i].reserve(pl.batch * words, "FlyHash bits batch");
       st.dListK[i].reserve(pl.batch * pl.cap, "FlyHash window keys");
       st.dListJ[i].reserve(pl.batch * pl.cap, "FlyHash window indices");
-      st.dFail[i].reserve(pl.batch, "FlyHash row flags");
-      st.dScratch[i].reserve(uint64_t(pl.grid) * p.m, "FlyHash fallback keys");
+      st.dFail[i].reserve(2 * pl.batch + 1, "FlyHash row flags");  // flags, count, list
+      st.dScratch[i].reserve(uint64_t(kFallbackSpread + pl.grid) * p.m, "FlyHash fallback keys");
       if (pl.kind == Kind::TileLarge && pl.chunks > 1) st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
     }
     st.hX[i].reserve(xFloats, "FlyHash pinned input");
@@ -1947,8 +2078,17 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
       BitsToIndicesKernel<<<gpu::GridFor(n * 32, 256, 65535), 256, 0, sm>>>(bits, words, fail, n, p.k, dOut);
       CUSIM_LAUNCH_CHECK();
     }
+    // fail holds n flags, then the flagged rows' count and list.
+    uint32_t* count = fail + n;
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(count, 0, 4, sm));
+    FailListKernel<<<gpu::GridFor(n, 256, 1024), 256, 0, sm>>>(fail, n, count, count + 1);
+    CUSIM_LAUNCH_CHECK();
+    const dim3 spread(unsigned((p.m + kFallbackActKeys - 1) / kFallbackActKeys),
+                      unsigned(std::min<uint64_t>(kFallbackSpread, n)));
+    FallbackActKernel<T><<<spread, 256, 0, sm>>>(xIn, p.d, xStride, dPacked, sPad, p.s, p.m, count, count + 1, scratch);
+    CUSIM_LAUNCH_CHECK();
     const unsigned g = unsigned(std::min<uint64_t>(pl.grid, n));
-    FallbackKernel<T><<<g, 1024, 0, sm>>>(xIn, n, xStride, dPacked, sPad, p.s, p.m, p.k, fail, indices, dOut, stride,
+    FallbackKernel<T><<<g, 1024, 0, sm>>>(xIn, p.d, xStride, dPacked, sPad, p.s, p.m, p.k, count, count + 1, indices, dOut, stride,
                                           scratch);
     CUSIM_LAUNCH_CHECK();
   };
@@ -2027,8 +2167,8 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
       const unsigned tilesM = unsigned((n + kMmaRows - 1) / kMmaRows);
       auto slicesFor = [&](uint32_t cols) { return MmaSlices(tilesM, cols, pl.slots, pl.threads / 32); };
       const bool wide = pl.threads == 512;
-      auto sampleFn = wide ? MmaKernel<true, 16> : MmaKernel<true, 8>;
-      auto mainFn = wide ? MmaKernel<false, 16> : MmaKernel<false, 8>;
+      auto sampleFn = MmaFor<true>(wide ? 16 : 8, pl.stageB);
+      auto mainFn = MmaFor<false>(wide ? 16 : 8, pl.stageB);
       sampleFn<<<dim3(tilesM, slicesFor(pl.S)), pl.threads, pl.smem, sm>>>(
           xb, n, pl.kp, dWb, uint32_t(mPad), pl.S, st.dKeys[slot].data(), nullptr, nullptr, 0, nullptr, 0, nullptr,
           nullptr, nullptr, nullptr);

@@ -57,9 +57,12 @@ struct Cand {
 enum Counter { kBatchCands = 0, kPairs = 1, kCands = 2, kCounters = 3 };
 
 // A posting: indexed set position << 32 | the token's position in that set.
-// Sorting a list sorts it by set position.
-__device__ __forceinline__ unsigned long long Posting(uint64_t set, uint32_t pos) {
-  return (static_cast<unsigned long long>(set) << 32) | pos;
+// Sorting a list sorts it by set position. Where every indexed set has fewer
+// than 2^16 tokens ("packed"), the low word also carries the set's size
+// (size << 16 | position), so the filter's final pass needs no load of the
+// set's offsets per candidate.
+__device__ __forceinline__ unsigned long long Posting(uint64_t set, uint32_t pos, uint32_t size, bool packed) {
+  return (static_cast<unsigned long long>(set) << 32) | (packed ? size << 16 | pos : pos);
 }
 
 __device__ __forceinline__ uint32_t SizeOf(const uint64_t* off, uint64_t i) { return uint32_t(off[i + 1] - off[i]); }
@@ -118,13 +121,13 @@ __global__ void CountPrefixKernel(const uint32_t* __restrict__ tok, const uint64
 
 // Unordered within each list; the lists are sorted afterwards.
 __global__ void ScatterPrefixKernel(const uint32_t* __restrict__ tok, const uint64_t* __restrict__ off, uint64_t i0,
-                                    uint64_t i1, Bounds B, bool mid, unsigned long long* __restrict__ cursor,
+                                    uint64_t i1, Bounds B, bool mid, bool packed, unsigned long long* __restrict__ cursor,
                                     unsigned long long* __restrict__ postings) {
   for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t L = PrefixLen(B, mid, SizeOf(off, i));
+    const uint32_t size = SizeOf(off, i), L = PrefixLen(B, mid, size);
     for (uint32_t k = 0; k < L; k++) {
       const unsigned long long at = atomicAdd(&cursor[tok[off[i] + k]], 1ull);
-      postings[at] = Posting(i, k);
+      postings[at] = Posting(i, k, size, packed);
     }
   }
 }
@@ -151,14 +154,29 @@ __global__ void PostingsPerProbeKernel(const uint32_t* __restrict__ tok, const u
   }
 }
 
+// Compact slots (8 bytes, one word: CAS claims and fills a slot at once,
+// and the tables, their clearing and the final pass move half the bytes),
+// where every field fits: the key relative to the probe's window start (the
+// window is at most a block, 2^20 sets), the count and last probe position
+// (probes of at most 1023 tokens), the last indexed position and the indexed
+// set's size (at most 2047 tokens).
+namespace compact {
+constexpr unsigned long long kKey = (1ull << 21) - 1;
+constexpr int kCount = 21, kLastX = 31, kLastY = 42, kSize = 53;
+constexpr unsigned long long kField10 = 1023, kField11 = 2047;
+}  // namespace compact
+
 // One warp per probe. Table traffic goes through L2 (__ldcg/__stcg): slots are
 // claimed by atomicCAS, which L1 does not see.
+template <bool Compact>
 __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* __restrict__ poff,
                              const uint64_t* __restrict__ ioff, const unsigned long long* __restrict__ start,
                              const unsigned long long* __restrict__ postings, const uint32_t* __restrict__ probes,
                              const uint64_t* __restrict__ tableOff, uint64_t nProbes, uint64_t p0,
                              const uint32_t* __restrict__ winLo, const uint32_t* __restrict__ winHi, Bounds B,
-                             Slot* table, Cand* __restrict__ cands, unsigned long long* __restrict__ counters) {
+                             bool packed, Slot* table, Cand* __restrict__ cands,
+                             unsigned long long* __restrict__ counters) {
+  unsigned long long* const table64 = reinterpret_cast<unsigned long long*>(table);
   __shared__ Cand stage[kThreads / 32][kStage];
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
@@ -179,6 +197,7 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
         bool live[kIlp];
         uint32_t slot[kIlp];
         uint4 cur[kIlp];
+        unsigned long long cur64[kIlp];
 #pragma unroll
         for (int u = 0; u < kIlp; u++) {
           const uint64_t q = qb + 32 * u;
@@ -188,21 +207,60 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
 #pragma unroll
         for (int u = 0; u < kIlp; u++) {
           slot[u] = Mix(uint32_t(pe[u] >> 32)) & mask;
-          if (live[u]) cur[u] = __ldcg(reinterpret_cast<const uint4*>(&table[base + slot[u]]));
+          if constexpr (Compact) {
+            if (live[u]) cur64[u] = __ldcg(&table64[base + slot[u]]);
+          } else {
+            if (live[u]) cur[u] = __ldcg(reinterpret_cast<const uint4*>(&table[base + slot[u]]));
+          }
         }
 #pragma unroll
         for (int u = 0; u < kIlp; u++) {
           if (!live[u]) continue;
+          if constexpr (Compact) {
+            // The same protocol in one word: an empty slot is claimed and
+            // filled by one CAS; a slot holding the key gets a plain store
+            // (no other lane holds that key).
+            using namespace compact;
+            const unsigned long long key = uint32_t(pe[u] >> 32) - lo + 1;
+            const unsigned long long posY = uint32_t(pe[u]) & 0xffffu, size = uint32_t(pe[u]) >> 16;
+            const unsigned long long last = (static_cast<unsigned long long>(k) << kLastX) | (posY << kLastY);
+            uint32_t sl = slot[u];
+            unsigned long long c = cur64[u];
+            for (;;) {
+              if (c == 0) {
+                c = atomicCAS(&table64[base + sl], 0ull, key | (1ull << kCount) | last | (size << kSize));
+                if (c == 0) break;
+              }
+              if ((c & kKey) == key) {
+                const unsigned long long count = ((c >> kCount) & kField10) + 1;
+                __stcg(&table64[base + sl], (c & (kKey | (kField11 << kSize))) | (count << kCount) | last);
+                break;
+              }
+              sl = (sl + 1) & mask;
+              c = __ldcg(&table64[base + sl]);
+            }
+            continue;
+          }
           const uint32_t key = uint32_t(pe[u] >> 32) + 1;
-          // No atomics: a set holds a token once, so within one token's list
-          // no two postings share a slot, and the __syncwarp below orders the
-          // lists. A slot already holding the key was not touched since the
-          // load above; otherwise probe afresh (an earlier posting of this
-          // lane may have just claimed the slot).
+          // A set holds a token once, so within one token's list no two
+          // postings share a key, and the __syncwarp below orders the lists:
+          // a slot already holding the key was not touched since the load
+          // above. Only empty slots are raced for (by the lanes, and by this
+          // lane's earlier posting), so they are claimed by CAS. An empty
+          // first slot is claimed at once, without loading it again: one L2
+          // round trip fewer per new candidate. A slot never changes key once
+          // claimed, so a probe that misses goes on from the next slot.
           uint4* at = reinterpret_cast<uint4*>(&table[base + slot[u]]);
           uint4 c = cur[u];
-          if (c.x != key) {
-            uint32_t sl = slot[u];
+          bool claimed = false;
+          if (c.x == 0) {
+            const uint32_t old = atomicCAS(&table[base + slot[u]].key, 0u, key);
+            claimed = old == 0;
+            c = make_uint4(claimed ? key : old, 0, 0, 0);
+            if (!claimed && old == key) c = __ldcg(at);
+          }
+          if (!claimed && c.x != key) {
+            uint32_t sl = (slot[u] + 1) & mask;
             for (;;) {
               at = reinterpret_cast<uint4*>(&table[base + sl]);
               c = __ldcg(at);
@@ -245,13 +303,23 @@ __global__ void FilterKernel(const uint32_t* __restrict__ ptok, const uint64_t* 
       const uint64_t slot = base + s0 + lane;
       bool keep = false;
       Cand c{};
-      if (s0 + lane <= mask) {
-        const uint32_t key = __ldcg(&table[slot].key);
-        if (key != 0) {
-          const uint32_t y = key - 1;
-          const unsigned long long l = __ldcg(&table[slot].last);
-          c = Cand{x, y, __ldcg(&table[slot].count), uint32_t(l >> 32), uint32_t(l)};
-          const uint32_t b = SizeOf(ioff, y);
+      if (Compact && s0 + lane <= mask) {
+        using namespace compact;
+        const unsigned long long v = __ldcg(&table64[slot]);
+        if (v != 0) {
+          c = Cand{x, lo + uint32_t(v & kKey) - 1, uint32_t(v >> kCount) & uint32_t(kField10),
+                   uint32_t(v >> kLastX) & uint32_t(kField11), uint32_t(v >> kLastY) & uint32_t(kField11)};
+          const uint32_t b = uint32_t(v >> kSize);
+          keep = c.count + min(a - 1 - c.lastX, b - 1 - c.lastY) >= B.Alpha(a, b);
+        }
+      } else if (s0 + lane <= mask) {
+        // The whole slot in one load (key, count, last match).
+        const uint4 sv = __ldcg(reinterpret_cast<const uint4*>(&table[slot]));
+        if (sv.x != 0) {
+          const uint32_t y = sv.x - 1;
+          const uint32_t lastY = packed ? sv.z & 0xffffu : sv.z;
+          c = Cand{x, y, sv.y, sv.w, lastY};
+          const uint32_t b = packed ? sv.z >> 16 : SizeOf(ioff, y);
           // PPJoin's positional bound at the last prefix match.
           keep = c.count + min(a - 1 - c.lastX, b - 1 - c.lastY) >= B.Alpha(a, b);
         }
@@ -356,6 +424,7 @@ class CudaJoiner final : public Joiner {
     sms_ = unsigned(gpu::MultiprocessorCount(device));
     Upload(p_->probe, &dPtok_, &dPoff_, &dPids_, "join probe sets");
     if (!p_->self) Upload(p_->index, &dItok_, &dIoff_, &dIids_, "join indexed sets");
+    log_.Mark("setup upload");
     start_.reset(uint64_t(p_->vocab) + 1, "join inverted index offsets");
     cursor_.reset(uint64_t(p_->vocab) + 1, "join inverted index cursors");
     counters_.reset(kCounters, "join counters");
@@ -370,6 +439,11 @@ class CudaJoiner final : public Joiner {
     for (uint32_t id : p_->probe.ids) maxId = std::max<uint64_t>(maxId, id);
     for (uint32_t id : p_->index.ids) maxId = std::max<uint64_t>(maxId, id);
     keyBits_ = 32 + BitsFor(maxId);
+    packed_ = m > 0 && p_->indexed().size(m - 1) < (1u << 16);  // sizes ascend
+    const uint64_t np = p_->probe.n();
+    compact_ = packed_ && p_->indexed().size(m - 1) <= compact::kField11 && np > 0 &&
+               p_->probe.size(np - 1) <= compact::kField10 && block_ <= (1ull << 20) &&
+               std::getenv("CUSIM_JOIN_WIDE_SLOTS") == nullptr;  // test hook: the 16-byte slots
     // Test hook: a small budget forces many chunks.
     if (const char* e = std::getenv("CUSIM_JOIN_CHUNK_PAIRS")) chunkPairs_ = std::max<uint64_t>(1, std::strtoull(e, nullptr, 10));
     log_.Mark("setup");
@@ -430,6 +504,7 @@ class CudaJoiner final : public Joiner {
     tok->reset(std::max<size_t>(c.tokens.size(), 1), what);
     off->reset(c.offsets.size(), what);
     ids->reset(std::max<size_t>(c.ids.size(), 1), what);
+    log_.Mark("setup alloc");
     if (!c.tokens.empty())
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(tok->data(), c.tokens.data(), c.tokens.size() * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(off->data(), c.offsets.data(), c.offsets.size() * 8, cudaMemcpyHostToDevice, stream_));
@@ -484,7 +559,7 @@ class CudaJoiner final : public Joiner {
     CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scanTemp_.data(), tempBytes, cursor_.data(), start_.data(), int64_t(V), stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(cursor_.data(), start_.data(), V * 8, cudaMemcpyDeviceToDevice, stream_));
     sortTemp_.reserve(entries, "join prefix postings");
-    ScatterPrefixKernel<<<Grid(i1 - i0), kThreads, 0, stream_>>>(Itok(), Ioff(), i0, i1, B, p.self, cursor_.data(),
+    ScatterPrefixKernel<<<Grid(i1 - i0), kThreads, 0, stream_>>>(Itok(), Ioff(), i0, i1, B, p.self, packed_, cursor_.data(),
                                                                  sortTemp_.data());
     CUSIM_LAUNCH_CHECK();
     // Each list sorted by set position, so a probe reads just its window.
@@ -593,16 +668,17 @@ class CudaJoiner final : public Joiner {
     const uint64_t n = b.probes.size(), slots = b.tableOff.back();
     probes_.reserve(n, "join batch probes");
     tableOff_.reserve(n + 1, "join batch table offsets");
-    table_.reserve(slots, "join candidate tables");
+    const uint64_t slotBytes = compact_ ? 8 : sizeof(Slot);
+    table_.reserve((slots * slotBytes + sizeof(Slot) - 1) / sizeof(Slot), "join candidate tables");
     cands_.reserve(b.maxCands, "join candidates");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes.data(), n * 4, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
     gpu::Event e0, e1;
     e0.record(stream_);
-    CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * sizeof(Slot), stream_));
-    FilterKernel<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), lists_,
+    CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * slotBytes, stream_));
+    (compact_ ? FilterKernel<true> : FilterKernel<false>)<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), lists_,
                                                          probes_.data(), tableOff_.data(), n, blockP0_, winLo_.data(),
-                                                         winHi_.data(), p.bounds, table_.data(), cands_.data(),
+                                                         winHi_.data(), p.bounds, packed_, table_.data(), cands_.data(),
                                                          counters_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
@@ -711,6 +787,8 @@ class CudaJoiner final : public Joiner {
   uint64_t block_ = 0, tableBudget_ = 0;
   unsigned sms_ = 1;
   int keyBits_ = 64;
+  bool packed_ = false;  // postings carry their set's size (see Posting)
+  bool compact_ = false;  // 8-byte candidate slots (see compact::)
   gpu::DeviceBuffer<uint32_t> dPtok_, dItok_, dPids_, dIids_;
   gpu::DeviceBuffer<uint64_t> dPoff_, dIoff_;
   gpu::DeviceBuffer<unsigned long long> start_, cursor_, counters_;

@@ -631,6 +631,19 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
     });
   }, 120_000);
 
+  it('projection words staged in shared memory or read from L2 (CUSIM_FLYHASH_STAGE_B = 1 / 0): the same bits', async () => {
+    for (const stage of ['1', '0']) {
+      await withEnv({ CUSIM_FLYHASH_STAGE_B: stage }, async () => {
+        // Few rows (many blocks split each tile's groups), a full wave, the
+        // last group partial, d not a multiple of 32, bytes and floats.
+        await expectSame({ d: 100, m: 4013, s: 7, k: 200 }, byteDense(rng(140), 70, 100, 4), 'mma-u8');
+        await expectSame({ d: 50, m: 333, s: 9, k: 20 }, byteDense(rng(141), 9000, 50), 'mma-u8');
+        await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(142), 300, 784), 'mma-q8');
+        await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(143), 3000, 128), 'mma-q8');
+      });
+    }
+  }, 120_000);
+
   it('many batches through both streams (64-row batches)', async () => {
     await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
       await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, byteDense(rng(82), 1000, 128), 'mma-u8');

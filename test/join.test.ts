@@ -479,6 +479,54 @@ describeGpu('similarityJoin', () => {
     }
   });
 
+  it('cuda with 16-byte candidate slots (forced, and where sets exceed the 8-byte slots fields) equals cpu', async () => {
+    const t3 = qgramRows(summaries, 3);
+    // A 1,500-token set: too large for the 8-byte slots, small enough for
+    // sizes in the postings.
+    const cols = Math.max(t3.cols, 1500);
+    const wide = [...t3.rows, Array.from({ length: 1500 }, (_, i) => i), Array.from({ length: 1400 }, (_, i) => i)];
+    const old = process.env.CUSIM_JOIN_WIDE_SLOTS;
+    try {
+      for (const [rows, force] of [[t3.rows, true], [wide, false]] as const) {
+        if (force) process.env.CUSIM_JOIN_WIDE_SLOTS = '1';
+        else delete process.env.CUSIM_JOIN_WIDE_SLOTS;
+        const m = csrFromRows(rows as number[][], cols);
+        for (const measure of MEASURES) {
+          const threshold = measure === 'overlap' ? 12 : 0.6;
+          const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
+          for (const blockSize of [undefined, 300]) {
+            expectSame(cpu, await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize }), `${measure} force=${force} block=${blockSize}`);
+          }
+        }
+      }
+    } finally {
+      if (old === undefined) delete process.env.CUSIM_JOIN_WIDE_SLOTS;
+      else process.env.CUSIM_JOIN_WIDE_SLOTS = old;
+    }
+  });
+
+  it('cuda equals cpu where an indexed set has 2^16 tokens or more (postings then carry no set sizes)', async () => {
+    const r = rng(47);
+    const cols = 200_000;
+    const big = Array.from({ length: 70_000 }, (_, i) => i * 2);
+    // Near copies of the big set (Jaccard 0.8 to 0.95 with it) and small rows.
+    const near = [0.05, 0.1, 0.2].map((drop) => big.filter(() => r() >= drop).concat([cols - 1]));
+    const small = randomRows(48, 400, 300, 12, true);
+    const rows = [...small.slice(0, 200), big, ...near, ...small.slice(200)];
+    for (const measure of MEASURES) {
+      const threshold = measure === 'overlap' ? 3 : 0.8;
+      const cpu = await similarityJoin(csrFromRows(rows, cols), { threshold, measure, backend: 'cpu' });
+      expect(cpu.left.length).toBeGreaterThan(3);
+      expectSame(cpu, await similarityJoin(csrFromRows(rows, cols), { threshold, measure, backend: 'cuda' }), `self ${measure}`);
+      // R–S: only the indexed side decides; big sets on either side.
+      for (const [L, R] of [[small, rows], [rows, small]] as const) {
+        const o = { threshold, measure, against: csrFromRows(R as number[][], cols) };
+        const want = await similarityJoin(csrFromRows(L as number[][], cols), { ...o, backend: 'cpu' });
+        expectSame(want, await similarityJoin(csrFromRows(L as number[][], cols), { ...o, backend: 'cuda', blockSize: 64 }), `R–S ${measure}`);
+      }
+    }
+  });
+
   it('cuda equals cpu on ids spread over a 2^32 id space (sparse vocabulary, 64-bit sort keys, mostly empty posting lists)', async () => {
     const rows = sparseNearCopies(47, 20_000, 0.25, 60, 3);
     const m = csrFromRows(rows, 0xffffffff);
