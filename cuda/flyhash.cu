@@ -804,8 +804,9 @@ __global__ void FailListKernel(const uint32_t* __restrict__ fail, uint64_t rows,
 // A block keeps a 64-row tile of X in shared memory for its whole life; each
 // warp computes 64 rows x 32 outputs at a time (4 x 4 m16n8k32 fragments).
 // The projection is read as bits, [k-step][mPad] words (one per 32 inputs
-// and output), and each lane turns its byte of a word into the 0/1 bytes of
-// its B fragment (ExpandB): 8x less L2 traffic than int8 bytes.
+// and output, in WordSlot order within each group of 32 outputs), and each
+// lane turns its byte of a word into the 0/1 bytes of its B fragment
+// (ExpandB): 8x less L2 traffic than int8 bytes.
 // Selection is TileLarge's: a sample of outputs (the first S) brackets each
 // row's k-th largest (WindowKernel), one pass writes the bits above the
 // window and lists the keys inside it (MmaKernel, Sample = false),

@@ -676,10 +676,10 @@ class CudaJoiner final : public Joiner {
     gpu::Event e0, e1;
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * slotBytes, stream_));
-    (compact_ ? FilterKernel<true> : FilterKernel<false>)<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), lists_,
-                                                         probes_.data(), tableOff_.data(), n, blockP0_, winLo_.data(),
-                                                         winHi_.data(), p.bounds, packed_, table_.data(), cands_.data(),
-                                                         counters_.data());
+    auto filter = compact_ ? FilterKernel<true> : FilterKernel<false>;
+    filter<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), lists_, probes_.data(),
+                                                   tableOff_.data(), n, blockP0_, winLo_.data(), winHi_.data(),
+                                                   p.bounds, packed_, table_.data(), cands_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
     unsigned long long nc = 0;
