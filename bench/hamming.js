@@ -1,6 +1,9 @@
 // Hamming k-NN: exact scan (popc and two 1-bit MMA kernels) and EWH, against our
 // CPU backend and usearch (CPU) in the same run.
 import { createRequire } from 'node:module';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 const require = createRequire(import.meta.url);
 
@@ -78,6 +81,30 @@ async function exactIds(HammingIndex, bits, backend, db, qs, k) {
   }
 }
 
+/**
+ * The CuPy XOR + popcount scan + torch.topk peer on the same codes and
+ * queries; `ours` is our exact GPU result on them, whose sorted distances the
+ * peer's must equal (ids may differ only in tie order at the k-th distance).
+ */
+function cupyPeer(runPeer, peersDir, db, qs, bits, k, ours) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cusim-hamming-peer-'));
+  try {
+    const codes = path.join(dir, 'codes.u32');
+    const queries = path.join(dir, 'queries.u32');
+    const out = path.join(dir, 'dist.u16');
+    writeFileSync(codes, new Uint8Array(db.buffer, db.byteOffset, db.byteLength));
+    writeFileSync(queries, new Uint8Array(qs.buffer, qs.byteOffset, qs.byteLength));
+    const r = runPeer(path.join(peersDir, 'hamming_cupy.py'), [codes, queries, bits, k, out], { timeoutMs: 900_000 });
+    if (r.skipped) return r;
+    const d = new Uint16Array(new Uint8Array(readFileSync(out)).buffer);
+    let same = d.length === ours.distances.length;
+    for (let i = 0; same && i < d.length; i++) same = d[i] === ours.distances[i];
+    return { ...r, sameDistances: same };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 function loadUsearch() {
   try {
     return { mod: require('usearch') };
@@ -86,7 +113,7 @@ function loadUsearch() {
   }
 }
 
-export async function run({ cusim, quick, backends, time, log }) {
+export async function run({ cusim, quick, backends, time, log, runPeer, peersDir }) {
   const { HammingIndex } = cusim;
   const hasCuda = backends.includes('cuda');
   const repeats = quick ? 2 : 3;
@@ -161,6 +188,15 @@ export async function run({ cusim, quick, backends, time, log }) {
         const same = a && b && a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
         notes.push(`${data}: exact mma2 ids and distances ${same ? 'identical to' : 'DIFFER FROM'} exact popc (all ${nq} queries)`);
         await runOne('ewh', 'cuda', { method: 'ewh' }, {}, nq);
+        if (!quick) {
+          log(`hamming: CuPy peer ${data} ${n} x ${bits}`);
+          const p = cupyPeer(runPeer, peersDir, db, qs, bits, k, outs.get('exact popc'));
+          if (p.skipped) notes.push(`${data}: CuPy peer skipped: ${p.skipped}`);
+          else {
+            rows.push({ data, method: 'peer: CuPy XOR+popc + torch.topk', backend: 'cuda', n, bits, queries: p.nq, 'wall ms': p.ms_median, 'q/s (wall)': p.qps });
+            notes.push(`${data}: CuPy peer distances ${p.sameDistances ? 'identical to' : 'DIFFER FROM'} ours (all ${p.nq} queries, sorted)`);
+          }
+        }
       }
       await runOne('exact', 'cpu', {}, {}, cpuQ);
       await runOne('ewh', 'cpu', { method: 'ewh' }, {}, Math.min(cpuQ, quick ? 200 : 500));
@@ -210,6 +246,7 @@ export async function run({ cusim, quick, backends, time, log }) {
     }
     notes.push('usearch exactSearch has no b1 path from JavaScript (metric hamming gives NaN on f32/i8), so it scans 0/1 bytes with l2sq, which equals Hamming; its recall < 1 comes from tie order at the k-th distance');
     notes.push('recall@10 is against the exact scan; CPU rows use a prefix of the queries; q/s (kernel) counts CUDA-event time of the kernels only');
+    notes.push('peer (bench/peers/hamming_cupy.py): codes and queries resident on the GPU, CUDA events around the distance kernel and torch.topk of every query block; its "wall ms" has no host transfers, ours does');
     sections.push({
       title: `${n} x ${bits}-bit codes, k = ${k}`,
       columns: ['data', 'method', 'backend', 'n', 'bits', 'queries', 'wall ms', 'kernel ms', 'q/s (wall)', 'q/s (kernel)', 'recall@10', 'scored/query', 'shortlist/query'],
@@ -283,6 +320,15 @@ export async function run({ cusim, quick, backends, time, log }) {
             if (q === nq) outs.set(label, last);
           }
         }
+        if (backend === 'cuda' && !quick) {
+          log(`hamming: CuPy peer ${data} ${n} x ${bits}`);
+          const p = cupyPeer(runPeer, peersDir, db, qs, bits, k, outs.get('exact popc'));
+          if (p.skipped) notes.push(`${data}: CuPy peer skipped: ${p.skipped}`);
+          else {
+            rows.push({ data, method: 'peer: CuPy XOR+popc + torch.topk', backend: 'cuda', n, queries: p.nq, 'wall ms': p.ms_median, 'q/s (wall)': p.qps });
+            notes.push(`${data}: CuPy peer distances ${p.sameDistances ? 'identical to' : 'DIFFER FROM'} ours (all ${p.nq} queries, sorted)`);
+          }
+        }
         const a = outs.get('exact popc'), b = outs.get('exact mma2');
         if (a && b) {
           const same = a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
@@ -303,6 +349,7 @@ export async function run({ cusim, quick, backends, time, log }) {
     }
     notes.push('paper (K20m): build 0.7 s, retrieval 0.8 s per query; targets: build <= 10 ms, exact >= 1.2e5 q/s at 4M x 512');
     notes.push('recall@10 of the top-50 against the exact scan; ewh build = count (atomics) + CUB exclusive scan + scatter');
+    notes.push('peer (bench/peers/hamming_cupy.py): CuPy XOR + popcount into an int16 distance block, torch.topk; data resident on the GPU, CUDA events, no host transfers');
     sections.push({
       title: `paper setup: ${n} x ${bits}-bit, 4 tables x 5 bits, e = 2, alpha = 10/5/2, s0 = 20, top-${k}`,
       columns: ['data', 'method', 'backend', 'n', 'queries', 'wall ms', 'kernel ms', 'q/s (wall)', 'q/s (kernel)', 'recall@10', 'scored/query', 'shortlist/query'],
