@@ -196,7 +196,7 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
       title: 'kernel variants (CUSIM_CLUSTER_SEQ, CUSIM_CLUSTER_BATCH, CUSIM_CLUSTER_WALK), each from the same saved state',
       columns: ['clusters', 'variant', 'docs', 'ms/doc', 'kernel ms/doc', 'docs/s', 'same clusters'],
       rows: variantRows,
-      notes: ['v1 = the first H100 run\'s sequential kernel; its batch kernel (per-lane postings, binary search) is gone: see bench/results/*cluster-v1.md', '"same clusters": identical cluster ids to the default variant on the same documents'],
+      notes: ['per-term postings walk (v2) = the micro-batch kernel before the flat walk; docs/perf/cluster.md says why the flat walk and the plain scan are the defaults', '"same clusters": identical cluster ids to the default variant on the same documents'],
     });
   }
   if (gpu) {

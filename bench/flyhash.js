@@ -225,7 +225,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
               notes: [
                 'CUSIM_FLYHASH_VARIANT forces a family (auto, mma, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
                 'CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
-                'docs/flyhash-perf.md has the predictions these numbers test.',
+                'docs/perf/flyhash.md explains the families.',
               ],
             },
           ]

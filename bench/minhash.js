@@ -215,7 +215,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       rows: variantRows,
       notes: [
         'segment = one warp per ≤1024-nnz segment, every element·sample computed exactly from its 16-byte (r, ln c, beta) record; prune = a 2-byte lower bound (ln c - r, a half rounded down) minus ln w rejects most element·samples, survivors computed exactly 32 at a time from a per-warp queue (auto = prune)',
-        'kernel = CUDA events, one batch in flight (CUSIM_MINHASH_STREAMS=1); target ≥ 8e11 elem·samples/s; predictions in docs/minhash-perf.md',
+        'kernel = CUDA events, one batch in flight (CUSIM_MINHASH_STREAMS=1); target ≥ 8e11 elem·samples/s; design in docs/perf/minhash.md',
       ],
     });
     wmh.dispose();

@@ -3,8 +3,16 @@
 // Each engine's module (bench/<engine>.js) exports run(ctx) and returns
 // { sections: [{ title, rows, columns, notes? }] }. Every backend and peer of
 // an engine runs in the same invocation, so ratios compare like with like.
+//
+// Results: one pair of files per engine, <out>/<host>/<engine>.md and .json,
+// replaced by every run of that engine (git keeps their history). <host> is
+// the GPU's slug with -xN for N GPUs (h100-80gb-hbm3, h200-x2), or cpu-only
+// where the addon has no usable GPU. <out> is bench/results for full runs and
+// bench/results/quick (git-ignored) for --quick runs, so a quick run never
+// replaces committed numbers; --out overrides either.
 import { parseArgs } from 'node:util';
 import { mkdirSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { hostInfo, slug, table, time, runPeer } from './harness.js';
@@ -15,10 +23,10 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
     quick: { type: 'boolean', default: false },
-    out: { type: 'string', default: path.join(here, 'results') },
-    tag: { type: 'string' },
+    out: { type: 'string' },
   },
 });
+const outRoot = path.resolve(values.out ?? path.join(here, 'results', ...(values.quick ? ['quick'] : [])));
 
 if (!existsSync(path.join(root, 'dist', 'index.js'))) {
   console.error('bench: dist/ is missing; run `npm run build:ts` first');
@@ -55,37 +63,75 @@ const ctx = {
   log: (...a) => console.error('[bench]', ...a),
 };
 
+// The GPUs the addon uses (CUDA_VISIBLE_DEVICES applies), not every GPU nvidia-smi lists.
+const gpus = dev.cuda ? dev.gpus.map((g) => g.name) : [];
+const gpuLabel = gpus.length ? `${gpus[0]}${gpus.length > 1 ? ` ×${gpus.length}` : ''}` : 'CPU only';
+const hostDir = gpus.length ? `${slug(gpus[0])}${gpus.length > 1 ? `-x${gpus.length}` : ''}` : 'cpu-only';
 const date = new Date().toISOString().slice(0, 10);
-const gpuName = host.gpus[0]?.name ?? 'cpu-only';
-const base = `${slug(gpuName)}${host.gpus.length > 1 ? `-x${host.gpus.length}` : ''}-${date}${values.tag ? '-' + values.tag : ''}`;
-const results = { host, devices: dev, date, quick: values.quick, engines: {} };
-let md = `# cusim bench: ${gpuName}${host.gpus.length > 1 ? ` ×${host.gpus.length}` : ''}, ${date}\n\n`;
-md += `- GPU: ${host.gpus.map((g) => g.name).join(', ') || 'none'}; driver ${host.driver ?? 'n/a'}\n`;
-md += `- CPU: ${host.cpu}, ${host.cores} cores; Node ${host.node}\n`;
-md += `- Command: \`node bench/run.js ${process.argv.slice(2).join(' ')}\`${values.quick ? ' (quick sizes)' : ''}\n\n`;
+const command = commandLine();
+const code = codeVersion();
 
+function shellQuote(s) {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", "'\\''")}'`;
+}
+
+// The exact command, with the environment variables that steer cusim or the benches.
+function commandLine() {
+  const env = Object.keys(process.env)
+    .filter((k) => k.startsWith('CUSIM_') || k === 'CUDA_VISIBLE_DEVICES')
+    .sort()
+    .map((k) => `${k}=${shellQuote(process.env[k])}`);
+  return [...env, 'node', 'bench/run.js', ...process.argv.slice(2).map(shellQuote)].join(' ');
+}
+
+// The commit measured, where the checkout has git metadata; "modified" when
+// tracked files outside bench/results differ from it.
+function codeVersion() {
+  try {
+    const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const commit = git('rev-parse', '--short=12', 'HEAD');
+    const dirty = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)bench/results') !== '';
+    return dirty ? `${commit} with uncommitted changes` : commit;
+  } catch {
+    return null;
+  }
+}
+
+function header(engine) {
+  let md = `# cusim bench: ${engine}, ${gpuLabel}\n\n`;
+  md += `- GPU: ${gpus.join(', ') || 'none (CPU backend only)'}${gpus.length ? `; driver ${host.driver ?? 'n/a'}` : ''}\n`;
+  md += `- CPU: ${host.cpu}, ${host.cores} cores; Node ${host.node}\n`;
+  md += `- Date: ${date}\n`;
+  md += `- Command: \`${command}\`${values.quick ? ' (quick sizes)' : ''}\n`;
+  if (code) md += `- Code: commit ${code}\n`;
+  return md + '\n';
+}
+
+const dir = path.join(outRoot, hostDir);
+mkdirSync(dir, { recursive: true });
 let failed = false;
 for (const e of engines) {
   ctx.log(`engine ${e}`);
   const mod = await import(path.join(here, `${e}.js`));
+  let md = header(e);
+  let result;
   try {
-    const r = await mod.run(ctx);
-    results.engines[e] = r;
-    for (const s of r.sections) {
-      md += `## ${e}: ${s.title}\n\n${table(s.rows, s.columns)}\n`;
+    result = await mod.run(ctx);
+    for (const s of result.sections) {
+      md += `## ${s.title}\n\n${table(s.rows, s.columns)}\n`;
       if (s.notes) md += `${s.notes.map((n) => `- ${n}`).join('\n')}\n\n`;
     }
   } catch (err) {
     failed = true;
     console.error(`bench ${e} failed:`, err);
-    results.engines[e] = { error: String(err?.stack ?? err) };
-    md += `## ${e}\n\nFAILED: ${String(err?.message ?? err)}\n\n`;
+    result = { error: String(err?.stack ?? err) };
+    md += `FAILED: ${String(err?.message ?? err)}\n`;
   }
+  const json = { engine: e, date, quick: values.quick, command, code, host, devices: dev, result };
+  const base = path.join(dir, e);
+  writeFileSync(`${base}.json`, JSON.stringify(json, null, 2) + '\n');
+  writeFileSync(`${base}.md`, md.trimEnd() + '\n');
+  console.log(md);
+  console.error(`bench: wrote ${base}.{md,json}`);
 }
-
-mkdirSync(values.out, { recursive: true });
-writeFileSync(path.join(values.out, `${base}.json`), JSON.stringify(results, null, 2));
-writeFileSync(path.join(values.out, `${base}.md`), md);
-console.log(md);
-console.error(`bench: wrote ${path.join(values.out, base)}.{json,md}`);
 process.exitCode = failed ? 1 : 0;
