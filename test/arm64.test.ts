@@ -37,7 +37,7 @@ describe.skipIf(!!why)(`linux-arm64 under qemu${why ? ` (skipped: ${why})` : ''}
     // this host is x64); no install script runs (it would build for x64).
     const i = await sh('npm', ['install', '--prefer-offline', '--force', '--ignore-scripts', '--os=linux', '--cpu=arm64', '--libc=glibc', main, platformTgz!], proj);
     if (i.status !== 0 && !(noRegistry = offline(i))) throw new Error(`npm install failed:\n${i.out.slice(-3000)}`);
-    copyFileSync(path.join(root, 'test', 'engine-checks.mjs'), path.join(proj, 'engine-checks.mjs'));
+    for (const f of ['engine-checks.mjs', 'rng.mjs']) copyFileSync(path.join(root, 'test', f), path.join(proj, f));
   }, 600_000);
 
   it('every engine runs and equals the x64 CPU backend', async (ctx) => {

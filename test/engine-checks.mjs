@@ -11,17 +11,7 @@
 //
 // As a script: node engine-checks.mjs [cpu|gpu] prints { arch, glibc, results }
 // (gpu: CUDA where the host has a usable GPU, else CPU).
-
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './rng.mjs';
 
 function fail(what, detail) {
   throw new Error(`engine check failed: ${what}: ${detail}`);

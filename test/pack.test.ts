@@ -73,7 +73,7 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     project(withBinary);
     const i = await sh('npm', ['install', '--prefer-offline', mainTgz, platformTgz], withBinary);
     if (i.status !== 0 && !(noRegistry = offline(i))) throw new Error(`npm install of the tarballs failed:\n${i.out.slice(-3000)}`);
-    copyFileSync(path.join(root, 'test', 'engine-checks.mjs'), path.join(withBinary, 'engine-checks.mjs'));
+    for (const f of ['engine-checks.mjs', 'rng.mjs']) copyFileSync(path.join(root, 'test', f), path.join(withBinary, f));
   }, 600_000);
 
   it('the main tarball holds the CLI, the compiled library, its CommonJS types and the install script, no binary, and lists the platform packages', async () => {
