@@ -4,7 +4,8 @@
 # Usage: bash .gpu/remote.sh bash scripts/gpu-run.sh [--packaged] [--no-tests] [bench args…]
 #   --packaged: no build; the suite runs on the shipped binary, the
 #   cusim-linux-x64-gnu tarball in build-packages/ (npm run build:binaries),
-#   installed into node_modules as npm installs it (build/ is removed).
+#   unpacked into node_modules/ where npm would install it (build/ is removed,
+#   so the loader takes the platform package).
 set -uo pipefail
 out=${OUT:-/tmp/cusim-out}
 mkdir -p "$out"
@@ -16,11 +17,12 @@ if [ "${1:-}" = "--no-tests" ]; then tests=0; shift; fi
 if [ $packaged = 1 ]; then
   tgz=$(ls build-packages/cusim-linux-x64-gnu-*.tgz 2> /dev/null | tail -1)
   [ -n "$tgz" ] || { echo "no build-packages/cusim-linux-x64-gnu-*.tgz: run npm run build:binaries"; exit 1; }
-  rm -rf build build-packages/cusim-linux-x64-gnu && mkdir -p build-packages/cusim-linux-x64-gnu
-  tar -xzf "$tgz" -C build-packages/cusim-linux-x64-gnu --strip-components=1
-  npm install --no-save --ignore-scripts "./$tgz" > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-  sha256sum "$tgz" build-packages/cusim-linux-x64-gnu/cusim.node | tee -a "$out/host.txt"
-  echo "installed $tgz (no build/)"
+  rm -rf build build-packages/cusim-linux-x64-gnu node_modules/cusim-linux-x64-gnu
+  for d in build-packages/cusim-linux-x64-gnu node_modules/cusim-linux-x64-gnu; do
+    mkdir -p "$d" && tar -xzf "$tgz" -C "$d" --strip-components=1 || exit 1
+  done
+  sha256sum "$tgz" node_modules/cusim-linux-x64-gnu/cusim.node | tee -a "$out/host.txt"
+  echo "installed $tgz into node_modules/ (no build/)"
 else
   CUSIM_CUDA=on npx cmake-js compile > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
   echo "build ok"; ldd build/Release/cusim.node | grep -Ei 'cuda|curand' && echo "WARNING: CUDA libraries linked dynamically"
