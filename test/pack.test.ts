@@ -40,15 +40,20 @@ function project(dir: string): void {
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: path.basename(dir), version: '1.0.0', private: true }));
 }
 
-/** What a source build here gets, decided as CMakeLists.txt decides: nvcc, and cuRAND's headers beside it or in $CUSIM_CURAND_INCLUDE. */
-function toolkitHere(): boolean {
+/**
+ * Whether a source build here must have CUDA kernels: false without nvcc;
+ * true with nvcc and cuRAND's headers in $CUSIM_CURAND_INCLUDE or in nvcc's
+ * toolkit; undefined where only CMake's wider search decides.
+ */
+function cudaExpected(): boolean | undefined {
   const nvcc = process.env.CUDACXX || 'nvcc';
   if (spawnSync(nvcc, ['--version']).status !== 0) return false;
   const has = (d: string | undefined): boolean => !!d && existsSync(path.join(d, 'curand_kernel.h'));
   if (has(process.env.CUSIM_CURAND_INCLUDE)) return true;
   const dry = spawnSync(nvcc, ['--dryrun', '-x', 'cu', '-c', '/dev/null', '-o', '/dev/null'], { encoding: 'utf8' });
   const here = /#\$ _HERE_=(\S+)/.exec(`${dry.stdout}${dry.stderr}`)?.[1];
-  return !!here && ['include', 'targets/x86_64-linux/include', 'targets/sbsa-linux/include'].some((d) => has(path.resolve(here, '..', d)));
+  const inToolkit = !!here && ['include', 'targets/x86_64-linux/include', 'targets/sbsa-linux/include'].some((d) => has(path.resolve(here, '..', d)));
+  return inToolkit ? true : undefined;
 }
 
 describe.skipIf(!!why)(`published packages: npm pack → install → every engine${why ? ` (skipped: ${why})` : ''}`, () => {
@@ -144,7 +149,10 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const addon = path.join(fromSource, 'node_modules', 'cusim', 'build', 'Release', 'cusim.node');
     expect(existsSync(addon)).toBe(true);
     const d = JSON.parse((await sh(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(addon)}).devices()))`], fromSource)).stdout);
-    expect(d.compiledWithCuda).toBe(toolkitHere());
+    const reported = /cusim: CUDA kernels (ON|OFF)/.exec(rebuild.out)?.[1];
+    expect(reported, rebuild.out.slice(-3000)).toBeDefined();
+    expect(d.compiledWithCuda).toBe(reported === 'ON');
+    expect(d.compiledWithCuda).toBe(cudaExpected() ?? d.compiledWithCuda);
     const ok = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], fromSource, 120_000);
     expect(ok.status, ok.out).toBe(0);
     expect(JSON.parse(ok.stdout).groups).toHaveLength(PLANTED.length);
