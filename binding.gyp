@@ -31,7 +31,7 @@
       "ldflags": [
         "-pthread",
         "-static-libstdc++",
-        "-static-libgcc"
+        "-Wl,--version-script=<(module_root_dir)/native/exports.map"
       ]
     }
   ]

@@ -7,21 +7,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { rng as mulberry } from '../test/rng.mjs';
 
 const V = 140_000;
 const K = 35;
 const T = 0.6;
 
-function mulberry(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // n documents: lengths log-normal around 55, Zipf(1.07) terms, weight =
 // tf * idf with idf falling with the term's popularity (as TF-IDF does).

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../native/flyhash.h"
+#include "../native/gpu.h"
 #include "../native/parallel.h"
 #include "../native/phase_log.h"
 #include "gpu.cuh"
@@ -814,6 +815,15 @@ __global__ void FailListKernel(const uint32_t* __restrict__ fail, uint64_t rows,
 // rows.
 
 constexpr uint32_t kMmaRows = 64;
+
+// mma.sync on u8 fragments of m16n8k32, cp.async and the warp reductions below
+// need sm_80: for older targets (Turing) their bodies trap, and MakePlan never
+// picks this path on a GPU without tensor-core kernels (TensorCoreKernels).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define CUSIM_FLY_SM80 0
+#else
+#define CUSIM_FLY_SM80 1
+#endif
 // 16 warps per multiprocessor either way: two blocks of 8 warps, or one of
 // 16 where the tile leaves room for one block only (wide rows). Both fit
 // the 128 registers a thread needs.
@@ -849,9 +859,13 @@ __device__ __forceinline__ void LdMatrixX4(uint32_t (&a)[4], uint32_t addr) {
 // ldmatrix to just before its four MMAs and reuses one register set, so
 // every four MMAs wait out an ldmatrix latency (seen in the SASS).
 __device__ __forceinline__ void MmaU8(int (&c)[4], const uint32_t (&a)[4], uint2 b) {
+#if CUSIM_FLY_SM80
   asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+#else
+  __trap();
+#endif
 }
 
 // The keys of this path are the sums themselves (non-negative integers order
@@ -887,11 +901,17 @@ __device__ __forceinline__ void MmaTile(int (&acc)[4][4][4], const uint32_t (&a)
 // gid + 8, gid + 16, gid + 24 of its group) are adjacent: one 16-byte load.
 inline uint64_t WordSlot(uint64_t j) { return j / 32 * 32 + (j % 8) * 4 + (j % 32) / 8; }
 
+#if CUSIM_FLY_SM80
 __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void CpAsyncWaitOne() { asm volatile("cp.async.wait_group 1;\n" ::); }
+#else
+__device__ __forceinline__ void CpAsync16(uint32_t, const void*) { __trap(); }
+__device__ __forceinline__ void CpAsyncCommit() { __trap(); }
+__device__ __forceinline__ void CpAsyncWaitOne() { __trap(); }
+#endif
 
 // Sample = true: keys of outputs [0, m) to sample[row * m + j] (m = S).
 // Sample = false: all m outputs; keys above hi[row] set their bit and count
@@ -1302,8 +1322,12 @@ __device__ void RankPair(const uint32_t (&v)[KPL], uint32_t S, uint32_t hiRank, 
     mn = valid ? min(mn, v[i]) : mn;
     mx = valid ? max(mx, v[i]) : mx;
   }
+#if CUSIM_FLY_SM80
   mn = __reduce_min_sync(kFull, mn);
   mx = __reduce_max_sync(kFull, mx);
+#else
+  __trap();
+#endif
   const uint32_t diff = mn ^ mx;
   tHi = tLo = mn;
   if (diff == 0) return;
@@ -1317,8 +1341,10 @@ __device__ void RankPair(const uint32_t (&v)[KPL], uint32_t S, uint32_t hiRank, 
       nHi += v[i] >= cHi;  // padding zeros never count: candidates are nonzero
       nLo += v[i] >= cLo;
     }
+#if CUSIM_FLY_SM80
     if (__reduce_add_sync(kFull, nHi) >= hiRank) tHi = cHi;
     if (__reduce_add_sync(kFull, nLo) >= loRank) tLo = cLo;
+#endif
   }
 }
 
@@ -1631,6 +1657,11 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
     if (const char* env = std::getenv("CUSIM_FLYHASH_REFINE_STAGE"))
       pl.refineStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(std::strtoul(env, nullptr, 10))));
   }
+  // Staged keys share a block's opt-in shared memory with the row kernels'
+  // static histograms: 99 KB on sm_86/89/120 holds fewer than RowStage's 4096.
+  const uint32_t stageCap = uint32_t((limit - sizeof(uint32_t) * kRowWarps * 256) / (sizeof(uint32_t) * kRowWarps));
+  pl.listStage = std::min(pl.listStage, stageCap);
+  pl.refineStage = std::min(pl.refineStage, stageCap);
   pl.grid = unsigned(std::min<uint64_t>(sms, rows));  // FallbackKernel's blocks
   // Launch shape, the first that keeps 16 warps on a multiprocessor: two
   // blocks of 8 with the words staged in shared memory, two without, one
@@ -1696,13 +1727,15 @@ unsigned MmaSlices(uint64_t tiles, uint32_t cols, uint32_t slots, uint32_t warps
 }
 
 template <typename Idx>
-Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteValued) {
+Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteValued, const Tuning& tuning) {
   const size_t limit = gpu::MaxSharedPerBlockOptin(device) - sizeof(Scratch) - 64;
   const int sms = gpu::MultiprocessorCount(device);
   const std::string knob = VariantKnob();
+  // Tensor cores where the GPU has the kernels (sm_80+) and tuning allows.
   // Quantized floats need sums of s bytes in 31 bits and the fallback's
   // 16-bit indices (both hold wherever the tile fits).
-  if ((knob == "auto" || knob == "mma") && MmaSmem(MmaKp(p), 16, false) <= limit && sizeof(Idx) == 2 &&
+  const bool tensorCores = tuning.tensorCores && DeviceTensorCores(device);
+  if ((knob == "auto" || knob == "mma") && tensorCores && MmaSmem(MmaKp(p), 16, false) <= limit && sizeof(Idx) == 2 &&
       uint64_t(p.s) * 255 < (uint64_t(1) << 31))
     return MmaPlan(p, rows, sms, limit, o, !(byteValued && ExactForBytes(p)));
   Plan pl;
@@ -1994,12 +2027,12 @@ bool ForceFallback() {
 // not to be, the rows before that batch.
 template <typename Idx>
 uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
-             uint64_t rowBase, Output o, uint32_t* out, int device, const CancelToken& cancel, Timing* timing,
-             std::unique_ptr<GpuState>* state) {
+             uint64_t rowBase, Output o, uint32_t* out, int device, const Tuning& tuning, const CancelToken& cancel,
+             Timing* timing, std::unique_ptr<GpuState>* state) {
   PhaseLog log("flyhash cuda");
   const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
-  const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued);
+  const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued, tuning);
   const bool quant = pl.kind == Kind::MmaQ8, mma = pl.kind == Kind::Mma || quant;
   const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge || mma;
   FlyState& st = *StateFor(device, state);
@@ -2248,7 +2281,8 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
 }  // namespace
 
 void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o,
-              uint32_t* out, int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state) {
+              uint32_t* out, int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
+              std::unique_ptr<GpuState>* state) {
   if (x.rows == 0) return;
   gpu::DeviceGuard guard(device);
   auto run = p.d <= 65536 ? Run<uint16_t> : Run<uint32_t>;
@@ -2257,14 +2291,21 @@ void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const u
   // it batch by batch, and from the first batch that is not, the remaining
   // rows run on the float plan.
   const bool hope = xBytes || LooksByteValued(x);
-  uint64_t done = run(p, proj, x, xBytes, hope, 0, o, out, device, cancel, timing, state);
+  uint64_t done = run(p, proj, x, xBytes, hope, 0, o, out, device, tuning, cancel, timing, state);
   if (done < x.rows) {
     const DenseView rest{x.data + done * x.cols, x.rows - done, x.cols};
     // The float plan never stops early (only a byte plan does).
-    if (run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, cancel, timing, state) !=
-        rest.rows)
+    if (run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, tuning, cancel, timing,
+            state) != rest.rows)
       throw std::logic_error("FlyHash: the float plan stopped before the last row");
   }
+}
+
+std::vector<std::string> GpuKernelFamilies(bool tensorCores) {
+  std::vector<std::string> f;
+  if (tensorCores) f = {KindName(Kind::Mma), KindName(Kind::MmaQ8)};
+  for (Kind k : {Kind::TileLarge, Kind::Fused, Kind::TwoPass}) f.push_back(KindName(k));
+  return f;
 }
 
 }  // namespace flyhash

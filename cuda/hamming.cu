@@ -807,10 +807,10 @@ void LaunchTile(Tile tile, const DeviceIndex& d, uint64_t nrows, uint64_t stride
 
 Tile ChooseTile(ExactKernel kernel, uint32_t bits, int device) {
   if (kernel == ExactKernel::Popc) return Tile::Popc;
-  int major = 0;
-  CUSIM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  // The 1-bit MMA (m16n8k256 AND + popc) is sm_80's: older GPUs scan with popcount.
+  const bool tensorCores = DeviceTensorCores(device);
   if (kernel == ExactKernel::Mma || kernel == ExactKernel::Mma2) {
-    if (major < 8)
+    if (!tensorCores)
       throw Error(kInvalidArgument,
                   std::string("exactKernel '") + (kernel == ExactKernel::Mma ? "mma" : "mma2") +
                       "' needs a GPU of compute capability 8.0 or newer",
@@ -818,7 +818,7 @@ Tile ChooseTile(ExactKernel kernel, uint32_t bits, int device) {
     return kernel == ExactKernel::Mma ? Tile::Mma : Tile::Mma2;
   }
   // Codes under 128 bits would be padded to 256 for the MMA: scalar popcount wins there.
-  return major >= 8 && bits >= 128 ? Tile::Mma2 : Tile::Popc;
+  return tensorCores && bits >= 128 ? Tile::Mma2 : Tile::Popc;
 }
 
 }  // namespace
@@ -1062,6 +1062,11 @@ void SearchEwhCuda(HostIndex& ix, const BitsView& queries, uint32_t k, uint32_t*
   unsigned long long total = 0;
   CUSIM_CUDA_CHECK(cudaMemcpy(&total, scored.data(), 8, cudaMemcpyDeviceToHost));
   if (timing) timing->scored = total;
+}
+
+std::vector<std::string> GpuKernelFamilies(bool tensorCores) {
+  if (tensorCores) return {"mma2", "popc"};
+  return {"popc"};
 }
 
 }  // namespace hamming

@@ -1,12 +1,20 @@
 // Device discovery and the shared CUDA plumbing from gpu.cuh.
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 
+#include "../native/cuda_support.h"
 #include "../native/gpu.h"
 #include "../native/parallel.h"
 #include "gpu.cuh"
+
+// CMake passes the architectures compiled in (CMAKE_CUDA_ARCHITECTURES).
+#ifndef CUSIM_CUDA_ARCHITECTURES
+#error "CUSIM_CUDA_ARCHITECTURES must name the architectures this build compiles (\"75-real,...,120\")"
+#endif
 
 namespace cusim {
 namespace gpu {
@@ -142,10 +150,36 @@ size_t MaxSharedPerBlockOptin(int device) {
 
 }  // namespace gpu
 
+namespace {
+
+// The driver's own version from its kernel module ("NVRM version: NVIDIA UNIX
+// x86_64 Kernel Module  580.159.04  ..."), for messages; "" where unknown.
+std::string DriverRelease() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(f, line)) return "";
+  const size_t at = line.find("Kernel Module");
+  if (at == std::string::npos) return "";
+  std::istringstream words(line.substr(at + 13));
+  std::string release;
+  words >> release;
+  return release;
+}
+
+}  // namespace
+
 const DeviceReport& QueryDevices() {
   static DeviceReport report;
   static std::once_flag once;
   std::call_once(once, [] {
+    // Both work without a driver (the driver version is then 0), so an old or
+    // missing driver is named before any call that would fail on it.
+    if (cudaDriverGetVersion(&report.driverVersion) != cudaSuccess) report.driverVersion = 0;
+    if (cudaRuntimeGetVersion(&report.runtimeVersion) != cudaSuccess) report.runtimeVersion = CUDART_VERSION;
+    cudaGetLastError();
+    report.driverRelease = report.driverVersion > 0 ? DriverRelease() : "";
+    report.reason = DriverTooOld(report.driverVersion, report.runtimeVersion, report.driverRelease);
+    if (!report.reason.empty()) return;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -163,10 +197,16 @@ const DeviceReport& QueryDevices() {
       report.reason = "no device: the CUDA driver found no GPU";
       return;
     }
+    std::string unsupported;  // GPUs no kernel image in this binary runs on
     for (int i = 0; i < n; ++i) {
       cudaDeviceProp p{};
       if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
         cudaGetLastError();
+        continue;
+      }
+      if (!ArchSupported(p.major, p.minor, CUSIM_CUDA_ARCHITECTURES)) {
+        unsupported += (unsupported.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(i) + " (" + p.name +
+                       ") has compute capability " + std::to_string(p.major) + "." + std::to_string(p.minor);
         continue;
       }
       GpuInfo g;
@@ -176,10 +216,15 @@ const DeviceReport& QueryDevices() {
       g.ccMajor = p.major;
       g.ccMinor = p.minor;
       g.multiprocessors = p.multiProcessorCount;
+      g.tensorCores = TensorCoreKernels(p.major);
       report.gpus.push_back(g);
     }
     report.cuda = !report.gpus.empty();
-    if (!report.cuda) report.reason = "no device: no GPU could be queried";
+    if (report.cuda) return;
+    report.reason = unsupported.empty()
+                        ? "no device: no GPU could be queried"
+                        : "no supported GPU: " + unsupported + ", but this addon's kernels were built for " +
+                              CUSIM_CUDA_ARCHITECTURES + "; every engine runs on the CPU";
   });
   return report;
 }

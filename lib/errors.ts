@@ -5,6 +5,8 @@ export type CusimErrorCode =
   | 'CUSIM_OUT_OF_MEMORY'
   | 'CUSIM_DISPOSED'
   | 'CUSIM_INTERNAL'
+  | 'CUSIM_ADDON_NOT_FOUND'
+  | 'CUSIM_ADDON_LOAD_FAILED'
   | 'ABORT_ERR';
 
 export type CodedError = Error & { code: CusimErrorCode };

@@ -34,7 +34,7 @@ import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, isObject, toDense, describe, type DenseMatrix } from './validate.js';
+import { checkEnum, checkInt, checkTuning, isObject, toDense, describe, type DenseMatrix, type Tuning } from './validate.js';
 
 export type FlyHashNormalize = 'none' | 'mean100';
 
@@ -62,6 +62,8 @@ export interface FlyHashOptions {
    * minimum is 0 (when negative), then scale each row to mean 100.
    */
   normalize?: FlyHashNormalize;
+  /** GPU kernel choices; `{ tensorCores: false }` keeps to the CUDA-core families (same codes). */
+  tuning?: Tuning;
 }
 
 export interface FlyHashResult {
@@ -87,6 +89,7 @@ export class FlyHash extends NativeResource {
   readonly seed: number;
   readonly normalize: FlyHashNormalize;
   readonly backend: BackendOption;
+  readonly tuning: Required<Tuning>;
 
   constructor(options: FlyHashOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -102,6 +105,7 @@ export class FlyHash extends NativeResource {
     const seed = options.seed === undefined ? 1 : checkInt(options.seed, 'seed');
     const normalize = options.normalize === undefined ? 'none' : checkEnum(options.normalize, 'normalize', ['none', 'mean100'] as const);
     const backend = options.backend ?? 'auto';
+    const tuning = checkTuning(options.tuning);
     resolveBackend(backend);
     const Ctor = native().FlyHash as new (o: object) => Native;
     super(new Ctor({ inputDim, hashLength, connections, winners, seed }), 'FlyHash');
@@ -112,6 +116,7 @@ export class FlyHash extends NativeResource {
     this.seed = seed;
     this.normalize = normalize;
     this.backend = backend;
+    this.tuning = tuning;
   }
 
   /** Words per packed code: ceil(hashLength / 32). */
@@ -151,6 +156,7 @@ export class FlyHash extends NativeResource {
         backend,
         devices: options.device === undefined ? undefined : [options.device],
         output,
+        tensorCores: this.tuning.tensorCores,
         cancel,
       });
       return {

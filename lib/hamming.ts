@@ -5,7 +5,7 @@ import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, describe, isObject, toBits, type BitWords } from './validate.js';
+import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, type BitWords, type Tuning } from './validate.js';
 
 export type HammingMethod = 'exact' | 'ewh';
 export type ExactKernel = 'auto' | 'popc' | 'mma' | 'mma2';
@@ -31,6 +31,8 @@ export interface HammingIndexOptions {
   shortlist?: number;
   /** EWH: seed of the random key bit positions (Philox subsequence = table). */
   seed?: number;
+  /** GPU kernel choices; `{ tensorCores: false }` scans with popcount instead of the 1-bit MMA (same results). */
+  tuning?: Tuning;
 }
 
 export interface HammingSearchOptions {
@@ -80,6 +82,7 @@ export class HammingIndex extends NativeResource {
   readonly bits: number;
   readonly method: HammingMethod;
   readonly backend: Backend;
+  readonly tuning: Required<Tuning>;
   readonly #device: number | undefined;
 
   constructor(options: HammingIndexOptions) {
@@ -104,12 +107,14 @@ export class HammingIndex extends NativeResource {
     const shortlist = options.shortlist === undefined ? 0 : checkInt(options.shortlist, 'shortlist', 1, 0xfffffffe);
     const seed = checkInt(options.seed ?? 1, 'seed', 0);
     const device = options.device === undefined ? undefined : checkInt(options.device, 'device', 0, 1023);
+    const tuning = checkTuning(options.tuning);
     const backend = resolveBackend(options.backend);
     const Ctor = native().HammingIndex;
     super(new Ctor({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
     this.bits = bits;
     this.method = method;
     this.backend = backend;
+    this.tuning = tuning;
     this.#device = device;
   }
 
@@ -133,7 +138,13 @@ export class HammingIndex extends NativeResource {
     const q = toCodes(queries, 'queries', this.bits);
     if (!isObject(options)) throw typeError(`options must be an object with k, got ${describe(options)}`);
     const k = checkInt(options.k, 'k', 1, MAX_K);
-    const exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma', 'mma2'] as const);
+    let exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma', 'mma2'] as const);
+    if (!this.tuning.tensorCores) {
+      if (exactKernel !== 'auto' && exactKernel !== 'popc') {
+        throw rangeError(`exactKernel '${exactKernel}' runs on tensor cores, which this index's tuning.tensorCores = false rules out`);
+      }
+      exactKernel = 'popc';
+    }
     const h = this.handle;
     if (this.size === 0) throw rangeError('search on an empty index: add codes first');
     return withCancel(options.signal, async (cancel) => {

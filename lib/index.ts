@@ -1,7 +1,7 @@
 // cusim: GPU similarity search and near-duplicate detection for Node.js.
 export { devices, threads, resolveBackend } from './backend.js';
 export type { Backend, BackendOption, DeviceInfo, GpuInfo } from './backend.js';
-export type { CsrMatrix, DenseMatrix, BitCodes } from './validate.js';
+export type { CsrMatrix, DenseMatrix, BitCodes, Tuning } from './validate.js';
 export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';

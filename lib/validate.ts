@@ -75,6 +75,30 @@ export function checkEnum<T extends string>(v: unknown, name: string, allowed: r
   return v as T;
 }
 
+/**
+ * Kernel choices an engine takes on the GPU. Every choice computes the same
+ * result; these exist to compare kernels and to work around a GPU's quirks.
+ */
+export interface Tuning {
+  /**
+   * false: never the tensor-core kernel families (sm_80+), only the
+   * CUDA-core ones that also run on older GPUs. Default true: tensor cores
+   * wherever the GPU has them (`devices().gpus[i].tensorCores`).
+   */
+  tensorCores?: boolean;
+}
+
+export function checkTuning(v: unknown, name = 'tuning'): Required<Tuning> {
+  if (v === undefined) return { tensorCores: true };
+  if (!isObject(v) || Array.isArray(v)) throw typeError(`${name} must be an object, got ${describe(v)}`);
+  for (const key of Object.keys(v)) {
+    if (key !== 'tensorCores') throw typeError(`${name}.${key} is not a tuning option (known: tensorCores)`);
+  }
+  const tensorCores = v.tensorCores ?? true;
+  if (typeof tensorCores !== 'boolean') throw typeError(`${name}.tensorCores must be a boolean, got ${describe(tensorCores)}`);
+  return { tensorCores };
+}
+
 export function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return `an array of length ${v.length}`;

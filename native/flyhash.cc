@@ -71,7 +71,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
     });
   }
 
-  // hash(x, { backend, devices, output: 'bits'|'indices', cancel }) ->
+  // hash(x, { backend, devices, output: 'bits'|'indices', tensorCores, cancel }) ->
   //   Promise<{ data, kernelMs, transferMs }>
   Napi::Value Hash(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
@@ -99,6 +99,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       Backend backend = BackendProp(opts);
       const int device = DeviceFor(backend, opts);
       CancelToken cancel = CancelArg(opts);
+      flyhash::Tuning tuning;
+      tuning.tensorCores = BoolPropOr(opts, "tensorCores", true);
       // Uninitialized and first touched on all cores in the worker: a
       // zero-filled vector cost a serial pass on the event loop (~40 ms for
       // 1M rows of 1280 bits). Both backends write every word.
@@ -132,9 +134,11 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             } else {
 #ifdef CUSIM_WITH_CUDA
               std::lock_guard<std::mutex> lock(impl->gpuMu);
-              flyhash::HashCuda(p, impl->proj.data(), x, xBytes, o, out, device, cancel, timing.get(), &impl->gpu);
+              flyhash::HashCuda(p, impl->proj.data(), x, xBytes, o, out, device, tuning, cancel, timing.get(),
+                                &impl->gpu);
 #else
               (void)device;
+              (void)tuning;
 #endif
             }
             log.Mark("hash");

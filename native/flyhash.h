@@ -81,12 +81,23 @@ struct GpuState {
   virtual ~GpuState() = default;
 };
 
+// The engine's `tuning` option. tensorCores = false keeps the GPU on the
+// CUDA-core kernel families even where it has tensor cores (every family
+// computes the same codes).
+struct Tuning {
+  bool tensorCores = true;
+};
+
 #ifdef CUSIM_WITH_CUDA
 // X is x.data (floats), or xBytes when it is not null (x then gives only
 // rows and cols). Float X is checked here, as CheckFinite would, while it is
 // staged for the GPU (one pass over it, not two).
 void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o,
-              uint32_t* out, int device, const CancelToken& cancel, Timing* timing, std::unique_ptr<GpuState>* state);
+              uint32_t* out, int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
+              std::unique_ptr<GpuState>* state);
+// The kernel families a GPU with (or without) tensor-core kernels may run, in
+// the order `auto` prefers them; shapes decide among them.
+std::vector<std::string> GpuKernelFamilies(bool tensorCores);
 #endif
 
 }  // namespace flyhash

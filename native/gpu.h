@@ -16,12 +16,17 @@ struct GpuInfo {
   int ccMajor = 0;
   int ccMinor = 0;
   int multiprocessors = 0;
+  bool tensorCores = false;  // runs the tensor-core kernel families (TensorCoreKernels)
 };
 
 struct DeviceReport {
   bool cuda = false;
-  std::string reason;  // why cuda is false: not compiled, no driver, no device
-  std::vector<GpuInfo> gpus;
+  // Why cuda is false: not compiled, no driver, driver too old, no device, no supported GPU.
+  std::string reason;
+  std::vector<GpuInfo> gpus;  // the usable GPUs; gpus[i].index is the CUDA ordinal
+  int driverVersion = 0;      // CUDA version the driver supports (0: none), as cudaDriverGetVersion
+  int runtimeVersion = 0;     // CUDA version of the runtime linked in (0: not compiled)
+  std::string driverRelease;  // the driver's own version ("580.159.04") where known
 };
 
 // Cached after the first call: probing the driver is slow and its answer does
@@ -31,6 +36,10 @@ const DeviceReport& QueryDevices();
 // Checks `requested` (empty means every GPU) against the report and returns the
 // device indices to use; throws cusim::Error when CUDA is unavailable.
 std::vector<int> ResolveDevices(const std::vector<int>& requested);
+
+// Whether the tensor-core kernel families run on CUDA device `device` (an
+// ordinal from ResolveDevices): compute capability 8.0 or newer.
+bool DeviceTensorCores(int device);
 
 // Free and total bytes on one device (CUDA builds only).
 void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes);

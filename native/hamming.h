@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common.h"
@@ -80,6 +81,9 @@ void SearchExactCuda(HostIndex& index, const BitsView& queries, uint32_t k, Exac
 void SearchEwhCuda(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, int device,
                    Timing* timing, const CancelToken& cancel);
 void ScoresCuda(HostIndex& index, const BitsView& queries, uint32_t* scores, int device);
+// The exact-scan kernels `auto` picks from on a GPU with (or without)
+// tensor-core kernels; the code length decides among them.
+std::vector<std::string> GpuKernelFamilies(bool tensorCores);
 #endif
 
 }  // namespace hamming

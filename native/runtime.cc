@@ -1,7 +1,10 @@
 // devices(), thread control, and the answers a CPU-only build gives.
 #include <thread>
 
+#include "cuda_support.h"
+#include "flyhash.h"
 #include "gpu.h"
+#include "hamming.h"
 #include "napi_util.h"
 #include "parallel.h"
 
@@ -35,12 +38,26 @@ std::vector<int> ResolveDevices(const std::vector<int>& requested) {
                    std::to_string(r.gpus.size()) + " GPU(s)");
     for (size_t j = 0; j < i; ++j)
       if (requested[j] == d) ThrowInvalid("devices[" + std::to_string(i) + "]=" + std::to_string(d) + " is listed twice");
-    out.push_back(d);
+    out.push_back(r.gpus[size_t(d)].index);
   }
   return out;
 }
 
+bool DeviceTensorCores(int device) {
+  for (const GpuInfo& g : QueryDevices().gpus)
+    if (g.index == device) return g.tensorCores;
+  return false;
+}
+
 namespace {
+
+#ifdef CUSIM_WITH_CUDA
+Napi::Array Strings(Napi::Env env, const std::vector<std::string>& v) {
+  auto a = Napi::Array::New(env, v.size());
+  for (size_t i = 0; i < v.size(); ++i) a.Set(uint32_t(i), v[i]);
+  return a;
+}
+#endif
 
 Napi::Value Devices(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -58,16 +75,47 @@ Napi::Value Devices(const Napi::CallbackInfo& info) {
       o.Set("memoryBytes", Napi::Number::New(env, double(g.memoryBytes)));
       o.Set("computeCapability", Napi::String::New(env, std::to_string(g.ccMajor) + "." + std::to_string(g.ccMinor)));
       o.Set("multiprocessors", g.multiprocessors);
+      o.Set("tensorCores", g.tensorCores);
+#ifdef CUSIM_WITH_CUDA
+      // The kernel families this GPU runs where an engine has a choice,
+      // in the order `auto` prefers them (shapes decide among them).
+      auto kernels = Napi::Object::New(env);
+      kernels.Set("flyhash", Strings(env, flyhash::GpuKernelFamilies(g.tensorCores)));
+      kernels.Set("hamming", Strings(env, hamming::GpuKernelFamilies(g.tensorCores)));
+      o.Set("kernels", kernels);
+#endif
       gpus.Set(uint32_t(i), o);
     }
     out.Set("gpus", gpus);
-    out.Set("compiledWithCuda",
 #ifdef CUSIM_WITH_CUDA
-            Napi::Boolean::New(env, true)
+    out.Set("compiledWithCuda", true);
+    out.Set("cudaArchitectures", CUSIM_CUDA_ARCHITECTURES);
+    out.Set("runtimeVersion", CudaVersion(r.runtimeVersion));
+    if (r.driverVersion > 0) out.Set("driverVersion", CudaVersion(r.driverVersion));
+    if (!r.driverRelease.empty()) out.Set("driverRelease", r.driverRelease);
 #else
-            Napi::Boolean::New(env, false)
+    out.Set("compiledWithCuda", false);
 #endif
-    );
+    return out;
+  });
+}
+
+// cudaSupport(driverVersion, runtimeVersion, release, ccMajor, ccMinor, archs)
+// -> { reason?, archSupported, tensorCores }: the decisions devices() makes,
+// on injected versions (tests).
+Napi::Value CudaSupport(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    Args args(info);
+    const int driver = int(args.Num(0, "driverVersion")), runtime = int(args.Num(1, "runtimeVersion"));
+    const std::string release = info.Length() > 2 && info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+    const int major = int(args.Num(3, "ccMajor")), minor = int(args.Num(4, "ccMinor"));
+    const std::string archs = info.Length() > 5 && info[5].IsString() ? info[5].As<Napi::String>().Utf8Value() : "";
+    auto out = Napi::Object::New(env);
+    const std::string reason = DriverTooOld(driver, runtime, release);
+    if (!reason.empty()) out.Set("reason", reason);
+    out.Set("archSupported", ArchSupported(major, minor, archs));
+    out.Set("tensorCores", TensorCoreKernels(major));
     return out;
   });
 }
@@ -110,6 +158,7 @@ Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));
+  exports.Set("cudaSupport", Napi::Function::New(env, CudaSupport, "cudaSupport"));
   exports.Set("threads", Napi::Function::New(env, Threads, "threads"));
   exports.Set("hardwareConcurrency", Napi::Number::New(env, std::thread::hardware_concurrency()));
 }

@@ -14,17 +14,7 @@ export function describeGpu(name: string, fn: () => void): void {
 /** Backends available here: always 'cpu', plus 'cuda' where a GPU is usable. */
 export const backends: Backend[] = hasGpu ? ['cpu', 'cuda'] : ['cpu'];
 
-/** mulberry32: small, fast, deterministic. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng } from './rng.mjs';
 
 export function randInt(r: () => number, n: number): number {
   return Math.floor(r() * n);

@@ -1,124 +1,160 @@
-// The published artifact: `npm pack` → install the tarball into a fresh
-// project offline with --ignore-scripts (npm 11's default for dependencies:
-// no compile step runs) → `npx cusim dedup` works there from the prebuild.
-//
-// The tarball must carry prebuilds/linux-x64/*.node. When the checkout has no
-// prebuilds/ (the lead commits a CUDA-enabled one built on the GPU host), this
-// test packs the locally built addon (build/Release) as the prebuild.
-// All of it happens in a staging copy under the OS temp dir, so the
-// checkout's build/ and prebuilds/ are never touched while other test files
-// load the addon.
+// The published packages as a user gets them. The main package is packed from
+// a staging copy of this checkout (scripts/packages.mjs: dist/ compiled
+// afresh, the platform packages as optional dependencies); the platform
+// package is the one `npm run build:binaries` made (build-packages/), or,
+// where none was made (CI: no CUDA toolkit), one packed from this checkout's
+// own build. Both tarballs are installed into scratch projects, tarballs
+// offline and their dependencies from npm's cache or registry:
+//   - with the platform package: nothing compiles, every engine runs and
+//     equals this checkout's CPU backend, `npx cusim dedup` works;
+//   - without it: the CLI prints the whole diagnosis, and the fix it offers,
+//     approving the install script and rebuilding, builds the addon from
+//     source (with CUDA kernels exactly where nvcc and cuRAND's headers are).
+// Nothing here touches the checkout's build/ while other test files load it.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import * as cusim from '../lib/index.js';
+import { packMain, PACKAGES_DIR, PLATFORMS, tarballs, writePlatformPackage } from '../scripts/packages.mjs';
 import { fixture, root } from './cli-helpers.js';
+import { runWorkloads } from './engine-checks.mjs';
+import { npmWorks, offline, sh } from './npm.js';
 
 const PLANTED = [
   ['app/server.py', 'backup/server_old.py'],
   ['lib/util.js', 'vendor/lib/util.js', 'vendor/util-fork.js'],
 ];
-const platformDir = `${process.platform}-${process.arch}`;
+const platform = PLATFORMS[process.arch as 'x64' | 'arm64'];
+const version = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version as string;
+const localBuild = path.join(root, 'build', 'Release', 'cusim.node');
+const why = !npmWorks
+  ? 'npm is not on PATH'
+  : !platform || process.platform !== 'linux'
+    ? `cusim publishes no platform package for ${process.platform}-${process.arch}`
+    : undefined;
 
-interface Ran {
-  status: number | null;
-  out: string;
-  stdout: string;
-  stderr: string;
+function project(dir: string): void {
+  mkdirSync(dir);
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: path.basename(dir), version: '1.0.0', private: true }));
 }
 
-// Asynchronous on purpose: a minute-long spawnSync would block the test
-// worker's event loop and time out vitest's own RPC.
-function sh(cmd: string, args: string[], cwd: string, timeout = 540_000): Promise<Ran> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd, timeout, env: { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', (e) => resolve({ status: null, out: String(e), stdout, stderr: String(e) }));
-    child.on('close', (status) => resolve({ status, out: stdout + stderr, stdout, stderr }));
-  });
+/**
+ * Whether a source build here must have CUDA kernels: false without nvcc;
+ * true with nvcc and cuRAND's headers in $CUSIM_CURAND_INCLUDE or in nvcc's
+ * toolkit; undefined where only CMake's wider search decides.
+ */
+function cudaExpected(): boolean | undefined {
+  const nvcc = process.env.CUDACXX || 'nvcc';
+  if (spawnSync(nvcc, ['--version']).status !== 0) return false;
+  const has = (d: string | undefined): boolean => !!d && existsSync(path.join(d, 'curand_kernel.h'));
+  if (has(process.env.CUSIM_CURAND_INCLUDE)) return true;
+  const dry = spawnSync(nvcc, ['--dryrun', '-x', 'cu', '-c', '/dev/null', '-o', '/dev/null'], { encoding: 'utf8' });
+  const here = /#\$ _HERE_=(\S+)/.exec(`${dry.stdout}${dry.stderr}`)?.[1];
+  const inToolkit = !!here && ['include', 'targets/x86_64-linux/include', 'targets/sbsa-linux/include'].some((d) => has(path.resolve(here, '..', d)));
+  return inToolkit ? true : undefined;
 }
 
-const npmWorks = spawnSync('npm', ['--version'], { cwd: root, timeout: 30_000 }).status === 0;
-// Packing needs npm and a compiled dist/ (or tsc to make it).
-const whyNoPack = !npmWorks ? 'npm is not on PATH' : undefined;
-
-describe.skipIf(!!whyNoPack)(`npm pack → offline install → npx cusim${whyNoPack ? ` (skipped: ${whyNoPack})` : ''}`, () => {
+describe.skipIf(!!why)(`published packages: npm pack → install → every engine${why ? ` (skipped: ${why})` : ''}`, () => {
   const work = mkdtempSync(path.join(tmpdir(), 'cusim-pack-'));
-  const stage = path.join(work, 'stage');
-  const proj = path.join(work, 'project');
-  let tarball = '';
-  let madePrebuild = false;
-  let installSkip: string | undefined;
+  const withBinary = path.join(work, 'with-binary');
+  const fromSource = path.join(work, 'from-source');
+  let mainTgz = '';
+  let platformTgz = '';
+  let shipped = false;
+  let noRegistry: string | undefined;
 
   beforeAll(async () => {
-    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
-    mkdirSync(stage);
-    // dist/ is compiled fresh in the stage (the checkout's may hold stale files).
-    for (const f of ['package.json', 'tsconfig.json', 'scripts', ...pkg.files]) {
-      const rel = f.replace(/\/$/, '');
-      const src = path.join(root, rel);
-      if (rel !== 'dist' && existsSync(src)) cpSync(src, path.join(stage, rel), { recursive: true });
+    mainTgz = packMain({ outDir: work, stageDir: path.join(work, 'stage') });
+    const made = tarballs(PACKAGES_DIR)[platform.name];
+    shipped = !!made;
+    if (made) {
+      platformTgz = made;
+    } else {
+      if (!existsSync(localBuild)) throw new Error(`no ${platform.name} in build-packages/ and no local build at ${localBuild}; run npm run build`);
+      platformTgz = writePlatformPackage({ arch: process.arch, binary: localBuild, outDir: path.join(work, 'platform') }).tarball;
     }
-    // tsc and node-gyp (node-addon-api's headers) come from the checkout's node_modules.
-    symlinkSync(path.join(root, 'node_modules'), path.join(stage, 'node_modules'), 'dir');
-    const ts = await sh('npm', ['run', 'build:ts'], stage);
-    if (ts.status !== 0) throw new Error(`npm run build:ts failed in the stage:\n${ts.out.slice(-3000)}`);
-    const prebuilt = path.join(stage, 'prebuilds', platformDir);
-    if (!existsSync(prebuilt) || !readdirSync(prebuilt).some((f) => f.endsWith('.node'))) {
-      // The addon this suite already runs stands in for the prebuild: building
-      // the real one (npm run prebuild) needs nvcc and cuRAND's headers.
-      const built = path.join(root, 'build', 'Release', 'cusim.node');
-      if (!existsSync(built)) throw new Error(`no prebuild and no local build at ${built}; run npm run build first`);
-      mkdirSync(prebuilt, { recursive: true });
-      cpSync(built, path.join(prebuilt, 'cusim.node'));
-      madePrebuild = true;
-    }
-    // dist/ is built; --ignore-scripts skips `prepare` rebuilding it.
-    const p = await sh('npm', ['pack', '--ignore-scripts', '--pack-destination', work], stage);
-    if (p.status !== 0) throw new Error(`npm pack failed:\n${p.out.slice(-3000)}`);
-    tarball = path.join(work, readdirSync(work).find((f) => f.endsWith('.tgz'))!);
-
-    mkdirSync(proj);
-    writeFileSync(path.join(proj, 'package.json'), JSON.stringify({ name: 'fresh', version: '1.0.0', private: true }));
-    const i = await sh('npm', ['install', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', tarball], proj);
-    if (i.status !== 0) {
-      // Offline install resolves the dependencies from npm's cache only.
-      if (/ENOTCACHED/.test(i.out)) installSkip = `npm's cache lacks a dependency and the test runs offline: ${i.out.match(/.*ENOTCACHED.*/)?.[0]}`;
-      else throw new Error(`npm install of the tarball failed:\n${i.out.slice(-3000)}`);
-    }
+    project(withBinary);
+    const i = await sh('npm', ['install', '--prefer-offline', mainTgz, platformTgz], withBinary);
+    if (i.status !== 0 && !(noRegistry = offline(i))) throw new Error(`npm install of the tarballs failed:\n${i.out.slice(-3000)}`);
+    for (const f of ['engine-checks.mjs', 'rng.mjs']) copyFileSync(path.join(root, 'test', f), path.join(withBinary, f));
   }, 600_000);
 
-  it('the tarball holds the CLI, the compiled library and a linux-x64 prebuild', async () => {
-    const list = (await sh('tar', ['-tzf', tarball], work)).out.split('\n');
-    expect(list).toContain('package/bin/cusim');
-    expect(list).toContain('package/dist/index.js');
-    expect(list).toContain('package/dist/cli/main.js');
+  it('the main tarball holds the CLI, the compiled library, its CommonJS types and the install script, no binary, and lists the platform packages', async () => {
+    const list = (await sh('tar', ['-tzf', mainTgz], work)).out.split('\n');
+    for (const f of ['bin/cusim', 'dist/index.js', 'dist/cli/main.js', 'dist/cjs/index.cjs', 'dist/cjs/index.d.ts', 'scripts/install.mjs', 'LICENSE', 'CMakeLists.txt', 'native/exports.map']) {
+      expect(list).toContain(`package/${f}`);
+    }
     // Only compiled sources: every dist/*.js has its lib/*.ts.
-    for (const f of list.filter((x) => /^package\/dist\/.*\.js$/.test(x) && !x.includes('/cjs/'))) {
+    for (const f of list.filter((x) => /^package\/dist\/.*\.js$/.test(x))) {
       expect(list, f).toContain(f.replace('package/dist/', 'package/lib/').replace(/\.js$/, '.ts'));
     }
-    expect(list.some((f) => f.startsWith(`package/prebuilds/${platformDir}/`) && f.endsWith('.node'))).toBe(true);
-    expect(list.some((f) => f.startsWith('package/build/'))).toBe(false);
-    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
-    expect(pkg.bin).toEqual({ cusim: 'bin/cusim' });
-    expect(pkg.files).toEqual(expect.arrayContaining(['bin/', 'prebuilds/', 'dist/']));
-    if (madePrebuild) console.log('pack test: packed the local build as the prebuild (the checkout has none)');
+    expect(list.filter((f) => f.endsWith('.node') || f.startsWith('package/build') || f.startsWith('package/prebuilds'))).toEqual([]);
+    const manifest = JSON.parse((await sh('tar', ['-xzOf', mainTgz, 'package/package.json'], work)).stdout);
+    expect(manifest.optionalDependencies).toEqual({ 'cusim-linux-x64-gnu': version, 'cusim-linux-arm64-gnu': version });
+    expect(manifest.scripts.install).toBe('node scripts/install.mjs');
+    // The checkout's own manifest lists none: `npm ci` here must not look for unpublished packages.
+    expect(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).optionalDependencies).toBeUndefined();
+    const plat = (await sh('tar', ['-tzf', platformTgz], work)).out.split('\n').filter(Boolean).sort();
+    expect(plat).toEqual(['package/LICENSE', 'package/README.md', 'package/cusim.node', 'package/package.json']);
   });
 
-  it('npx cusim dedup --json finds the planted groups from the installed tarball, without compiling', async (ctx) => {
-    if (installSkip) ctx.skip(installSkip);
-    const installed = path.join(proj, 'node_modules', 'cusim');
-    expect(existsSync(path.join(installed, 'build'))).toBe(false); // --ignore-scripts: nothing was compiled
-    const r = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], proj, 120_000);
+  it(`every engine runs from the installed packages (${platform.name}) and equals this checkout's CPU backend`, async (ctx) => {
+    if (noRegistry) return ctx.skip(noRegistry);
+    // The install script found the platform binary loading and compiled nothing.
+    expect(existsSync(path.join(withBinary, 'node_modules', 'cusim', 'build'))).toBe(false);
+    expect(existsSync(path.join(withBinary, 'node_modules', platform.name, 'cusim.node'))).toBe(true);
+    // On a GPU host the shipped binary runs the engines on CUDA; the oracle is the CPU backend here.
+    const r = await sh(process.execPath, ['engine-checks.mjs', 'gpu'], withBinary, 300_000);
+    expect(r.status, r.out.slice(-3000)).toBe(0);
+    const installed = JSON.parse(r.stdout);
+    expect(installed.arch).toBe(process.arch);
+    const { backend, ...got } = installed.results;
+    const { backend: _, ...want } = await runWorkloads(cusim, 'cpu');
+    expect(got).toEqual(want);
+    console.log(`pack test: engines ran on ${backend} from ${shipped ? `build-packages/ (${path.basename(platformTgz)})` : 'a package of this checkout\'s build'}`);
+  }, 300_000);
+
+  it('npx cusim dedup --json finds the planted groups from the installed packages', async (ctx) => {
+    if (noRegistry) return ctx.skip(noRegistry);
+    const r = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], withBinary, 120_000);
     expect(r.status, r.out).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.schema).toBe('cusim.dedup/1');
     const rel = (id: string): string => path.relative(fixture, id).split(path.sep).join('/');
     expect(rep.groups.map((g: { members: { id: string }[] }) => g.members.map((m) => rel(m.id)))).toEqual(PLANTED);
     expect(r.stderr).toMatch(/cusim: backend (cpu|cuda)/);
-  });
+  }, 120_000);
+
+  it('without the platform package the CLI prints the whole diagnosis, and its build-from-source fix works', async (ctx) => {
+    if (noRegistry) return ctx.skip(noRegistry);
+    project(fromSource);
+    // Install scripts skipped, as npm does for dependencies it was not told to trust.
+    const i = await sh('npm', ['install', '--prefer-offline', '--ignore-scripts', mainTgz], fromSource);
+    expect(i.status, i.out.slice(-3000)).toBe(0);
+    const fail = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture], fromSource, 120_000);
+    expect(fail.status).toBe(1);
+    // (npm's own warnings may come first)
+    expect(fail.stderr).toMatch(new RegExp(`^cusim: No native addon for linux-${process.arch} \\(glibc [\\d.]+\\): the platform package ${platform.name} is not installed`, 'm'));
+    expect(fail.stderr).not.toMatch(/cusim: cusim:/);
+    expect(fail.stderr).toContain('Possible solutions:');
+    expect(fail.stderr).toContain(`- Install the prebuilt binary: npm install ${platform.name}@${version}`);
+    expect(fail.stderr).toContain('npm install-scripts approve cusim && npm rebuild cusim');
+
+    const approve = await sh('npm', ['install-scripts', 'approve', 'cusim'], fromSource);
+    expect(approve.status, approve.out).toBe(0);
+    const rebuild = await sh('npm', ['rebuild', 'cusim', '--foreground-scripts'], fromSource, 1_500_000);
+    expect(rebuild.status, rebuild.out.slice(-3000)).toBe(0);
+    const addon = path.join(fromSource, 'node_modules', 'cusim', 'build', 'Release', 'cusim.node');
+    expect(existsSync(addon)).toBe(true);
+    const d = JSON.parse((await sh(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(addon)}).devices()))`], fromSource)).stdout);
+    const reported = /cusim: CUDA kernels (ON|OFF)/.exec(rebuild.out)?.[1];
+    expect(reported, rebuild.out.slice(-3000)).toBeDefined();
+    expect(d.compiledWithCuda).toBe(reported === 'ON');
+    expect(d.compiledWithCuda).toBe(cudaExpected() ?? d.compiledWithCuda);
+    const ok = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], fromSource, 120_000);
+    expect(ok.status, ok.out).toBe(0);
+    expect(JSON.parse(ok.stdout).groups).toHaveLength(PLANTED.length);
+  }, 1_800_000);
 });

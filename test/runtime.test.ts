@@ -2,20 +2,22 @@ import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { devices, resolveBackend, threads } from '../lib/index.js';
+import { ensureDist } from './cli-helpers.js';
 import { describeGpu, hasGpu } from './helpers.js';
 
 describe('runtime', () => {
-  it('loads the addon in a fresh child process and reports devices', () => {
+  it('loads the addon through the package entry in a fresh child process and reports devices', () => {
     const root = fileURLToPath(new URL('..', import.meta.url));
+    ensureDist();
     const out = execFileSync(
       process.execPath,
-      ['-e', "const a=require('node-gyp-build')(process.argv[1]); console.log(JSON.stringify(a.devices()))", root],
+      ['--input-type=module', '-e', "const m = await import('cusim'); console.log(JSON.stringify(m.devices()))"],
       { cwd: root, encoding: 'utf8' },
     );
     const d = JSON.parse(out);
     expect(typeof d.cuda).toBe('boolean');
     expect(Array.isArray(d.gpus)).toBe(true);
-    if (!d.cuda) expect(d.reason).toMatch(/not compiled|no driver|no device/);
+    if (!d.cuda) expect(d.reason).toMatch(/^(not compiled|no driver|driver too old|no device|no supported GPU): /);
     expect(d.cuda).toBe(devices().cuda);
   });
 

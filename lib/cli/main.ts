@@ -61,8 +61,9 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       io.stderr.write(`cusim: ${err.message} (see cusim dedup --help)\n`);
     } else if (err.code === 'CUSIM_CUDA_ERROR' || err.code === 'CUSIM_OUT_OF_MEMORY') {
       io.stderr.write(`cusim: ${err.message.split('\n')[0]} (retry with --backend cpu)\n`);
-    } else if (err.code === 'CUSIM_ADDON_NOT_FOUND') {
-      io.stderr.write(`cusim: ${err.message.split('\n')[0]}\n`);
+    } else if (err.code === 'CUSIM_ADDON_NOT_FOUND' || err.code === 'CUSIM_ADDON_LOAD_FAILED') {
+      // The whole diagnosis: what was tried, why it failed, the fixes.
+      io.stderr.write(`cusim: ${err.message}\n`);
     } else {
       io.stderr.write(`cusim: ${String(err.message ?? e).split('\n')[0]} (rerun with --verbose for details)\n`);
     }

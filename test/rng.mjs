@@ -1,0 +1,12 @@
+// mulberry32: small, fast, deterministic. Plain JavaScript, so that the tests,
+// the benches and the engine checks copied into scratch projects share it.
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
