@@ -59,6 +59,10 @@ struct CsrView {
   const uint32_t* indptr = nullptr;
   const uint32_t* indices = nullptr;
   const float* values = nullptr;
+  // Position of indices[0] in the caller's arrays when this is an owned copy
+  // of a slice (native/owned.h); error messages add it so they name the
+  // caller's positions.
+  uint64_t base = 0;
   uint64_t nnz() const { return rows == 0 ? 0 : uint64_t(indptr[rows]) - indptr[0]; }
 };
 

@@ -1,0 +1,515 @@
+#include "owned.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "gpu.h"
+#include "host_buffer.h"
+#include "parallel.h"
+
+namespace cusim {
+namespace {
+
+uint64_t PhysicalBytes() {
+  static const uint64_t b = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  return b;
+}
+
+// ---- lent blocks ------------------------------------------------------------------
+struct LentBlock {
+  void* p;
+  uint64_t bytes;
+  ~LentBlock() { HostPinnedFree(p); }
+};
+
+// Live lent blocks by address. An entry leaves when its ArrayBuffer's
+// finalizer runs; calls holding the block keep its memory until they end, and
+// no other allocation can take its addresses meanwhile.
+class LentRegistry {
+ public:
+  void Add(const std::shared_ptr<LentBlock>& b) {
+    std::lock_guard<std::mutex> lock(m_);
+    blocks_[uintptr_t(b->p)] = b;
+  }
+  void Remove(const LentBlock* b) {
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = blocks_.find(uintptr_t(b->p));
+    if (it != blocks_.end()) blocks_.erase(it);
+  }
+  std::shared_ptr<LentBlock> Find(const void* p, uint64_t bytes) {
+    if (!p || bytes == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = blocks_.upper_bound(uintptr_t(p));
+    if (it == blocks_.begin()) return nullptr;
+    --it;
+    auto b = it->second.lock();
+    const uintptr_t a = uintptr_t(p), start = it->first;
+    if (!b || a - start > b->bytes || bytes > b->bytes - (a - start)) return nullptr;
+    return b;
+  }
+
+ private:
+  std::mutex m_;
+  std::map<uintptr_t, std::weak_ptr<LentBlock>> blocks_;
+};
+
+LentRegistry& Lent() {
+  static LentRegistry* r = new LentRegistry;  // never destroyed: finalizers may run at exit
+  return *r;
+}
+
+// ---- page-locked staging -------------------------------------------------------------
+// Copies of a GPU call's bulk inputs go to page-locked blocks, which the
+// engines DMA in place (the copy into them replaces the engine's own staging
+// copy). Page-locking costs more than copying (cudaHostAlloc of 2.7 GB takes
+// longer than the copy), so blocks are kept for reuse: idle ones up to
+// min(8 GiB, RAM / 16), least recently used freed first. Requests that would
+// take more than RAM / 4 page-locked, or that cudaHostAlloc refuses, get
+// ordinary memory; the engines then stage from it as they would from the
+// caller's arrays.
+class PinnedPool {
+ public:
+  std::shared_ptr<void> Acquire(uint64_t bytes) {
+    if (!QueryDevices().cuda || bytes == 0) return nullptr;
+    const uint64_t want = Round(bytes);
+    void* p = nullptr;
+    uint64_t cap = 0;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      size_t best = idle_.size();
+      for (size_t i = 0; i < idle_.size(); ++i) {
+        const uint64_t c = idle_[i].bytes;
+        if (c >= want && c <= 2 * want && (best == idle_.size() || c < idle_[best].bytes)) best = i;
+      }
+      if (best != idle_.size()) {
+        p = idle_[best].p, cap = idle_[best].bytes;
+        idle_.erase(idle_.begin() + long(best));
+        idleBytes_ -= cap;
+      } else {
+        if (usedBytes_ + want > PhysicalBytes() / 4) return nullptr;
+        cap = want;
+      }
+      usedBytes_ += cap;
+    }
+    if (!p) {
+      p = HostPinnedAlloc(cap, false);
+      if (!p) {
+        // Idle blocks may be what stands in the way; give them back and retry once.
+        Trim(0);
+        p = HostPinnedAlloc(cap, false);
+      }
+      if (!p) {
+        std::lock_guard<std::mutex> lock(m_);
+        usedBytes_ -= cap;
+        return nullptr;
+      }
+    }
+    return std::shared_ptr<void>(p, [this, cap](void* q) { Return(q, cap); });
+  }
+
+ private:
+  struct Block {
+    void* p;
+    uint64_t bytes, stamp;
+  };
+  // 2 MB granules; above 64 MB a 1/16 step of the next power of two, so a
+  // stream of slightly different sizes reuses blocks.
+  static uint64_t Round(uint64_t b) {
+    uint64_t g = uint64_t(2) << 20;
+    if (b > (uint64_t(64) << 20)) {
+      uint64_t p2 = uint64_t(1) << (64 - __builtin_clzll(b - 1));
+      g = std::max(g, p2 / 16);
+    }
+    return (b + g - 1) / g * g;
+  }
+  static uint64_t IdleCap() { return std::min<uint64_t>(uint64_t(8) << 30, PhysicalBytes() / 16); }
+  void Return(void* p, uint64_t cap) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      usedBytes_ -= cap;
+      idle_.push_back({p, cap, ++clock_});
+      idleBytes_ += cap;
+    }
+    Trim(IdleCap());
+  }
+  // Frees idle blocks, oldest first, until at most `keep` bytes stay idle.
+  // cudaFreeHost synchronizes the device: it runs in the background.
+  void Trim(uint64_t keep) {
+    std::vector<void*> drop;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      std::sort(idle_.begin(), idle_.end(), [](const Block& a, const Block& b) { return a.stamp < b.stamp; });
+      size_t i = 0;
+      while (idleBytes_ > keep && i < idle_.size()) idleBytes_ -= idle_[i].bytes, drop.push_back(idle_[i++].p);
+      idle_.erase(idle_.begin(), idle_.begin() + long(i));
+    }
+    for (void* q : drop) ReleaseInBackground([q] { HostPinnedFree(q); });
+  }
+
+  std::mutex m_;
+  std::vector<Block> idle_;
+  uint64_t idleBytes_ = 0, usedBytes_ = 0, clock_ = 0;
+};
+
+PinnedPool& Pool() {
+  static PinnedPool* p = new PinnedPool;  // never destroyed (see LentRegistry)
+  return *p;
+}
+
+// Never read (zero bytes), never null.
+alignas(64) const uint8_t kEmpty[64] = {};
+
+const char* TypeName(napi_typedarray_type t) {
+  switch (t) {
+    case napi_float32_array: return "Float32Array";
+    case napi_float64_array: return "Float64Array";
+    case napi_uint32_array: return "Uint32Array";
+    case napi_int32_array: return "Int32Array";
+    case napi_uint16_array: return "Uint16Array";
+    case napi_uint8_array: return "Uint8Array";
+    default: return "typed array";
+  }
+}
+
+size_t ElementBytes(napi_typedarray_type t) {
+  switch (t) {
+    case napi_int8_array:
+    case napi_uint8_array:
+    case napi_uint8_clamped_array: return 1;
+    case napi_int16_array:
+    case napi_uint16_array: return 2;
+    case napi_float64_array:
+    case napi_bigint64_array:
+    case napi_biguint64_array: return 8;
+    default: return 4;
+  }
+}
+
+uint64_t Dim(const Napi::Object& o, const char* key, const char* name) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) ThrowInvalid(std::string(name) + "." + key + " must be a non-negative integer", "TypeError");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d != std::floor(d) || d > 9007199254740991.0)
+    ThrowInvalid(std::string(name) + "." + key + " must be a non-negative integer");
+  return uint64_t(d);
+}
+
+// ---- cancellation flags --------------------------------------------------------------
+// An AbortSignal's flag (lib/cancel.ts): JavaScript sets it, workers poll it.
+// Native memory shared by reference with every call given it, so neither GC
+// nor a transfer can pull it from under a running call.
+const napi_type_tag kCancelTag = {0x6375736963616e63ull, 0x656c666c61673031ull};
+
+class CancelFlag : public Napi::ObjectWrap<CancelFlag> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "CancelFlag",
+                       {InstanceMethod("abort", &CancelFlag::Abort), InstanceAccessor("aborted", &CancelFlag::Aborted, nullptr)});
+  }
+  explicit CancelFlag(const Napi::CallbackInfo& info)
+      : Napi::ObjectWrap<CancelFlag>(info), flag_(std::make_shared<std::atomic<int32_t>>(0)) {
+    napi_type_tag_object(info.Env(), info.This(), &kCancelTag);
+  }
+  const std::shared_ptr<std::atomic<int32_t>>& flag() const { return flag_; }
+
+ private:
+  Napi::Value Abort(const Napi::CallbackInfo& info) {
+    flag_->store(1);
+    return info.Env().Undefined();
+  }
+  Napi::Value Aborted(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), flag_->load() != 0); }
+  std::shared_ptr<std::atomic<int32_t>> flag_;
+};
+
+void Init(Napi::Env env, Napi::Object exports) { exports.Set("CancelFlag", CancelFlag::Define(env)); }
+
+}  // namespace
+
+CUSIM_REGISTER(owned, Init);
+
+Napi::Object NewLentBuffer(Napi::Env env, uint64_t bytes) {
+  auto out = Napi::Object::New(env);
+  void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
+  out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
+  if (p) {
+    auto block = std::make_shared<LentBlock>();
+    block->p = p, block->bytes = bytes;
+    Lent().Add(block);
+    // The buffer's own reference; its finalizer runs once no ArrayBuffer
+    // (here or in a worker it was transferred to) uses the memory.
+    auto* ref = new std::shared_ptr<LentBlock>(block);
+    out.Set("buffer", Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void*, std::shared_ptr<LentBlock>* r) {
+      Lent().Remove(r->get());
+      delete r;
+    }, ref));
+  } else {
+    // Not napi_create_arraybuffer: V8 aborts the process when that
+    // allocation fails. `new ArrayBuffer(bytes)` throws a RangeError instead.
+    Napi::Value buf;
+    try {
+      buf = env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))});
+    } catch (const Napi::Error&) {
+      throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes of host memory");
+    }
+    out.Set("buffer", buf);
+  }
+  return out;
+}
+
+std::shared_ptr<void> FindLent(const void* p, uint64_t bytes) { return Lent().Find(p, bytes); }
+
+ArrayRef ResolveArray(const Napi::Value& v, napi_typedarray_type type, const std::string& name, bool alsoInt32) {
+  napi_env env = v.Env();
+  bool isTyped = false;
+  if (napi_is_typedarray(env, v, &isTyped) != napi_ok || !isTyped)
+    ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+  napi_typedarray_type t;
+  size_t length = 0, offset = 0;
+  void* data = nullptr;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &t, &length, &data, &ab, &offset) != napi_ok)
+    ThrowInvalid(name + " could not be read as a " + TypeName(type), "TypeError");
+  if (t != type && !(alsoInt32 && t == napi_int32_array)) ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+  ArrayRef a;
+  bool isAb = false;
+  napi_is_arraybuffer(env, ab, &isAb);
+  a.shared = !isAb;
+  if (isAb) {
+    bool detached = false;
+    if (napi_is_detached_arraybuffer(env, ab, &detached) == napi_ok && detached)
+      ThrowInvalid(name + " is detached (its ArrayBuffer was transferred or detached)", "TypeError");
+  }
+  a.data = length ? data : const_cast<uint8_t*>(kEmpty);
+  a.length = length;
+  a.elementBytes = ElementBytes(t);
+  return a;
+}
+
+CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues) {
+  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a CsrMatrix object", "TypeError");
+  auto o = v.As<Napi::Object>();
+  CsrSource s;
+  s.name = name;
+  s.rows = Dim(o, "rows", name);
+  s.cols = Dim(o, "cols", name);
+  s.indptr = o.Get("indptr");
+  s.indices = o.Get("indices");
+  s.values = wantValues ? o.Get("values") : o.Env().Undefined();
+  if (s.values.IsNull()) s.values = o.Env().Undefined();
+  return s;
+}
+
+void* Inputs::Allocate(uint64_t bytes, bool bulk) {
+  if (bytes == 0) return const_cast<uint8_t*>(kEmpty);
+  // Small copies gain nothing from page-locking; they go by the engines' own staging.
+  if (gpu_ && bulk && bytes >= (uint64_t(1) << 20)) {
+    if (auto p = Pool().Acquire(bytes)) {
+      void* q = p.get();
+      held_.push_back(std::move(p));
+      return q;
+    }
+  }
+  void* p = AllocHostResult(bytes);
+  held_.push_back(std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
+  return p;
+}
+
+const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool bulk) {
+  const uint64_t bytes = count * a.elementBytes;
+  const void* src = static_cast<const uint8_t*>(a.data) + offset * a.elementBytes;
+  if (bytes == 0) return kEmpty;
+  if (use_ == Use::Sync && !a.shared) return src;
+  if (gpu_ && bulk && !a.shared) {
+    if (auto lent = FindLent(src, bytes)) {
+      held_.push_back(std::move(lent));
+      return src;
+    }
+  }
+  void* dst = Allocate(bytes, bulk);
+  ParallelCopy(dst, src, bytes);
+  return dst;
+}
+
+CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
+  const std::string& n = src.name;
+  const ArrayRef ip = ResolveArray(src.indptr, napi_uint32_array, n + ".indptr", true);
+  const ArrayRef ix = ResolveArray(src.indices, napi_uint32_array, n + ".indices");
+  ArrayRef va;
+  const bool hasValues = !src.values.IsUndefined();
+  if (hasValues) va = ResolveArray(src.values, napi_float32_array, n + ".values");
+  if (ip.length != src.rows + 1)
+    ThrowInvalid(n + ".indptr has length " + std::to_string(ip.length) + " but rows + 1 = " + std::to_string(src.rows + 1));
+  if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
+  const uint64_t rows = rowEnd - rowStart;
+  const bool copy = use_ == Use::Async || ip.shared || ix.shared || va.shared;
+  const uint32_t* p = static_cast<const uint32_t*>(ip.data) + rowStart;
+  if (copy) {
+    auto* own = static_cast<uint32_t*>(Allocate((rows + 1) * 4, false));
+    ParallelCopy(own, p, (rows + 1) * 4);
+    p = own;
+  }
+  // Non-decreasing, checked on the copy (a shared array may change under us).
+  std::atomic<uint64_t> firstBad{UINT64_MAX};
+  ParallelFor(rows, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r)
+      if (p[r + 1] < p[r]) {
+        uint64_t cur = firstBad.load();
+        while (r < cur && !firstBad.compare_exchange_weak(cur, r)) {
+        }
+        return;
+      }
+  });
+  if (firstBad.load() != UINT64_MAX) {
+    const uint64_t r = rowStart + firstBad.load();
+    ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" + std::to_string(r) + "])");
+  }
+  const uint64_t nz0 = p[0], nz1 = p[rows];
+  if (nz1 > ix.length)
+    ThrowInvalid(n + ".indptr[" + std::to_string(rowEnd) + "]=" + std::to_string(nz1) + " exceeds indices.length=" +
+                 std::to_string(ix.length));
+  if (hasValues && va.length < nz1)
+    ThrowInvalid(n + ".values has length " + std::to_string(va.length) + " but indptr[" + std::to_string(rowEnd) +
+                 "]=" + std::to_string(nz1));
+  CsrView m;
+  m.rows = rows;
+  m.cols = src.cols;
+  if (!copy) {
+    m.indptr = p;
+    m.indices = static_cast<const uint32_t*>(ix.data);
+    m.values = hasValues ? static_cast<const float*>(va.data) : nullptr;
+    return m;
+  }
+  // The owned slice starts at nz0: indptr is rebased, positions in messages are not.
+  auto* own = const_cast<uint32_t*>(p);
+  ParallelFor(rows + 1, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) own[r] -= uint32_t(nz0);
+  });
+  m.indptr = own;
+  m.base = nz0;
+  m.indices = static_cast<const uint32_t*>(Own(ix, nz0, nz1 - nz0, true));
+  m.values = hasValues ? static_cast<const float*>(Own(va, nz0, nz1 - nz0, true)) : nullptr;
+  return m;
+}
+
+CsrView Inputs::Csr(const Napi::Value& v, const char* name, bool wantValues) {
+  const CsrSource s = ReadCsr(v, name, wantValues);
+  return Csr(s, 0, s.rows);
+}
+
+namespace {
+// rows x cols elements of `type` in o.data, the element count checked.
+template <typename View>
+ArrayRef DenseData(const Napi::Value& v, const char* name, napi_typedarray_type type, View* d) {
+  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a dense matrix object", "TypeError");
+  auto o = v.As<Napi::Object>();
+  d->rows = Dim(o, "rows", name);
+  d->cols = Dim(o, "cols", name);
+  const Napi::Value data = o.Get("data");
+  const ArrayRef a = ResolveArray(data, type, std::string(name) + ".data");
+  // rows * cols can wrap 64 bits (2^34 x 2^30 is 0) and would then match an
+  // empty array; the kernels would read rows x cols values from it.
+  uint64_t elems = 0;
+  if (__builtin_mul_overflow(d->rows, d->cols, &elems))
+    ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(d->rows) +
+                 ", cols=" + std::to_string(d->cols) + ")");
+  if (a.length != elems)
+    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " +
+                 std::to_string(elems));
+  return a;
+}
+}  // namespace
+
+DenseView Inputs::Dense(const Napi::Value& v, const char* name) {
+  DenseView d;
+  const ArrayRef a = DenseData(v, name, napi_float32_array, &d);
+  d.data = static_cast<const float*>(Own(a, 0, a.length, true));
+  return d;
+}
+
+DenseBytesView Inputs::DenseBytes(const Napi::Value& v, const char* name) {
+  DenseBytesView d;
+  const ArrayRef a = DenseData(v, name, napi_uint8_array, &d);
+  d.data = static_cast<const uint8_t*>(Own(a, 0, a.length, true));
+  return d;
+}
+
+BitsView Inputs::Bits(const Napi::Value& v, const char* name) {
+  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a bit-code matrix object", "TypeError");
+  auto o = v.As<Napi::Object>();
+  BitsView b;
+  b.rows = Dim(o, "rows", name);
+  const uint64_t bits = Dim(o, "bits", name);
+  if (bits == 0 || bits % 32 != 0 || bits > 65536) ThrowInvalid(std::string(name) + ".bits must be a positive multiple of 32");
+  b.bits = uint32_t(bits);
+  const Napi::Value data = o.Get("data");
+  const ArrayRef a = ResolveArray(data, napi_uint32_array, std::string(name) + ".data");
+  uint64_t words = 0;
+  if (__builtin_mul_overflow(b.rows, uint64_t(b.wordsPerRow()), &words) || a.length != words)
+    ThrowInvalid(std::string(name) + ".data has " + std::to_string(a.length) + " words but rows * bits / 32 = " +
+                 (words || !b.rows ? std::to_string(words) : std::string("more than 2^64")));
+  b.words = static_cast<const uint32_t*>(Own(a, 0, a.length, true));
+  return b;
+}
+
+CancelToken Inputs::Cancel(const Napi::Object& options) {
+  CancelToken t;
+  Napi::Value f = options.Get("cancel");
+  if (f.IsUndefined() || f.IsNull()) return t;
+  bool tagged = false;
+  if (!f.IsObject() || napi_check_object_type_tag(f.Env(), f, &kCancelTag, &tagged) != napi_ok || !tagged)
+    ThrowInvalid("cancel must be a CancelFlag", "TypeError");
+  auto flag = CancelFlag::Unwrap(f.As<Napi::Object>())->flag();
+  t.flag = reinterpret_cast<const int32_t*>(flag.get());
+  held_.push_back(flag);
+  return t;
+}
+
+OutputArray::OutputArray(const Napi::Value& v, napi_typedarray_type type, uint64_t count, const std::string& name,
+                         Inputs& in)
+    : type_(type), count_(count), name_(name) {
+  const ArrayRef a = ResolveArray(v, type, name);
+  if (a.length < count)
+    ThrowInvalid(name + " has length " + std::to_string(a.length) + " but the call writes " + std::to_string(count));
+  bytes_ = count * a.elementBytes;
+  if (bytes_ == 0) return;
+  if (!a.shared) {
+    if (auto lent = FindLent(a.data, bytes_)) {
+      in.Hold(std::move(lent));
+      target_ = a.data;
+      inPlace_ = true;
+      return;
+    }
+  }
+  target_ = in.Allocate(bytes_, true);
+  ref_ = std::make_shared<Napi::Reference<Napi::Value>>(Napi::Persistent(v));
+}
+
+namespace {
+ArrayRef ResolveOutput(const Napi::Reference<Napi::Value>& ref, napi_typedarray_type type, uint64_t count,
+                       const std::string& name) {
+  const ArrayRef a = ResolveArray(ref.Value(), type, name + " (written when the call ends)");
+  if (a.length < count)
+    ThrowInvalid(name + " was shrunk while the call ran (length " + std::to_string(a.length) + ", the call writes " +
+                 std::to_string(count) + "); nothing was written");
+  return a;
+}
+}  // namespace
+
+void OutputArray::Check() const {
+  if (!inPlace_ && bytes_) ResolveOutput(*ref_, type_, count_, name_);
+}
+
+void OutputArray::Deliver(Napi::Env) const {
+  if (inPlace_ || bytes_ == 0) return;
+  const ArrayRef a = ResolveOutput(*ref_, type_, count_, name_);
+  ParallelCopy(a.data, target_, bytes_);
+}
+
+}  // namespace cusim
