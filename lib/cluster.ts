@@ -18,7 +18,7 @@
 //   t - lastSeen(c) <= maxAge, lastSeen being the position of its latest member.
 import { native } from './addon.js';
 import { resolveBackend, type Backend, type BackendOption } from './backend.js';
-import { withCancel } from './cancel.js';
+import { checkSignal, withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkColumns, checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
@@ -165,9 +165,13 @@ export class StreamClusterer extends NativeResource {
     const handle = this.handle;
     const m = checkDocs(docs);
     const mode = checkEnum(options.mode ?? 'auto', 'mode', ['auto', 'sequential', 'batch'] as const);
+    checkSignal(options.signal);
+    // Copied now: the add may wait behind earlier ones, and the caller may
+    // reuse or transfer its arrays as soon as this returns.
+    const staged = native().stageCsr(m);
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
-        const r = await handle.add(m, { mode, cancel });
+        const r = await handle.add(staged, { mode, cancel });
         return {
           cluster: r.cluster,
           similarity: r.similarity,

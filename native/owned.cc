@@ -166,6 +166,8 @@ PinnedPool& Pool() {
 // Never read (zero bytes), never null.
 alignas(64) const uint8_t kEmpty[64] = {};
 
+std::shared_ptr<const StagedData> StagedOf(const Napi::Value& v);
+
 const char* TypeName(napi_typedarray_type t) {
   switch (t) {
     case napi_float32_array: return "Float32Array";
@@ -201,6 +203,18 @@ uint64_t Dim(const Napi::Object& o, const char* key, const char* name) {
   return uint64_t(d);
 }
 
+}  // namespace
+
+struct StagedData {
+  std::shared_ptr<Inputs> in;  // owns the memory
+  bool csr = false;
+  CsrView view;                       // csr
+  ArrayRef array;                     // !csr
+  napi_typedarray_type type = napi_uint32_array;
+};
+
+namespace {
+
 // ---- cancellation flags --------------------------------------------------------------
 // An AbortSignal's flag (lib/cancel.ts): JavaScript sets it, workers poll it.
 // Native memory shared by reference with every call given it, so neither GC
@@ -228,7 +242,111 @@ class CancelFlag : public Napi::ObjectWrap<CancelFlag> {
   std::shared_ptr<std::atomic<int32_t>> flag_;
 };
 
-void Init(Napi::Env env, Napi::Object exports) { exports.Set("CancelFlag", CancelFlag::Define(env)); }
+const napi_type_tag kStagedTag = {0x6375736973746167ull, 0x6564696e70757431ull};
+
+class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Staged", {InstanceAccessor("length", &StagedWrap::Length, nullptr)});
+  }
+  // Made only by stageCsr / stageArray, which pass the data as an External.
+  explicit StagedWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<StagedWrap>(info) {
+    if (info.Length() != 1 || !info[0].IsExternal()) {
+      MakeJsError(info.Env(), kInvalidArgument, "Staged objects are made by stageCsr and stageArray", "TypeError")
+          .ThrowAsJavaScriptException();
+      return;
+    }
+    data_ = *info[0].As<Napi::External<std::shared_ptr<const StagedData>>>().Data();
+    napi_type_tag_object(info.Env(), info.This(), &kStagedTag);
+  }
+  const std::shared_ptr<const StagedData>& data() const { return data_; }
+
+ private:
+  Napi::Value Length(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), double(!data_ ? 0 : data_->csr ? data_->view.rows : data_->array.length));
+  }
+  std::shared_ptr<const StagedData> data_;
+};
+
+std::shared_ptr<const StagedData> StagedOf(const Napi::Value& v) {
+  bool tagged = false;
+  if (!v.IsObject() || napi_check_object_type_tag(v.Env(), v, &kStagedTag, &tagged) != napi_ok || !tagged) return nullptr;
+  return StagedWrap::Unwrap(v.As<Napi::Object>())->data();
+}
+
+// One constructor per environment (each worker loads the addon anew).
+struct StagedCtor {
+  Napi::FunctionReference ctor;
+};
+
+Napi::Value NewStaged(Napi::Env env, std::shared_ptr<const StagedData> d) {
+  auto* c = env.GetInstanceData<StagedCtor>();
+  if (!c) throw Error(kInternal, "the Staged class is not registered in this environment");
+  return c->ctor.New({Napi::External<std::shared_ptr<const StagedData>>::New(env, &d)});
+}
+
+// stageCsr(matrix, wantValues = true) -> Staged
+Napi::Value StageCsr(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    const bool values = info.Length() < 2 || info[1].ToBoolean().Value();
+    auto d = std::make_shared<StagedData>();
+    d->in = std::make_shared<Inputs>(Inputs::Use::Async);
+    d->csr = true;
+    d->view = d->in->Csr(info[0], "matrix", values);
+    return NewStaged(info.Env(), d);
+  });
+}
+
+// stageArray(parts: (TypedArray | Staged)[]) -> Staged: the parts end to end,
+// all of one element type.
+Napi::Value StageArray(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    if (!info[0].IsArray()) ThrowInvalid("parts must be an array of typed arrays", "TypeError");
+    auto list = info[0].As<Napi::Array>();
+    std::vector<Napi::Value> parts;
+    for (uint32_t i = 0; i < list.Length(); ++i) parts.push_back(list.Get(i));  // getters run here, not below
+    napi_typedarray_type type = napi_uint32_array;
+    std::vector<ArrayRef> refs;
+    uint64_t total = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      napi_typedarray_type t;
+      if (auto st = StagedOf(parts[i])) {
+        if (st->csr) ThrowInvalid("parts[" + std::to_string(i) + "] is a staged matrix", "TypeError");
+        t = st->type;
+      } else {
+        bool typed = false;
+        if (napi_is_typedarray(info.Env(), parts[i], &typed) != napi_ok || !typed)
+          ThrowInvalid("parts[" + std::to_string(i) + "] must be a typed array", "TypeError");
+        napi_get_typedarray_info(info.Env(), parts[i], &t, nullptr, nullptr, nullptr, nullptr);
+      }
+      if (i == 0) type = t;
+      else if (t != type) ThrowInvalid("parts must all have one element type", "TypeError");
+      refs.push_back(ResolveArray(parts[i], t, "parts[" + std::to_string(i) + "]"));
+      total += refs.back().length;
+    }
+    auto d = std::make_shared<StagedData>();
+    d->in = std::make_shared<Inputs>(Inputs::Use::Async);
+    d->type = type;
+    d->array.elementBytes = ElementBytes(type);
+    d->array.length = total;
+    auto* dst = static_cast<uint8_t*>(d->in->Allocate(total * d->array.elementBytes, false));
+    d->array.data = dst;
+    for (const ArrayRef& a : refs) {
+      ParallelCopy(dst, a.data, a.bytes());
+      dst += a.bytes();
+    }
+    return NewStaged(info.Env(), d);
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("CancelFlag", CancelFlag::Define(env));
+  auto staged = StagedWrap::Define(env);
+  auto* c = new StagedCtor{Napi::Persistent(staged)};
+  env.SetInstanceData<StagedCtor>(c);
+  exports.Set("stageCsr", Napi::Function::New(env, StageCsr, "stageCsr"));
+  exports.Set("stageArray", Napi::Function::New(env, StageArray, "stageArray"));
+}
 
 }  // namespace
 
@@ -267,6 +385,13 @@ std::shared_ptr<void> FindLent(const void* p, uint64_t bytes) { return Lent().Fi
 
 ArrayRef ResolveArray(const Napi::Value& v, napi_typedarray_type type, const std::string& name, bool alsoInt32) {
   napi_env env = v.Env();
+  if (auto st = StagedOf(v)) {
+    if (st->csr || (st->type != type && !(alsoInt32 && st->type == napi_int32_array)))
+      ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+    ArrayRef a = st->array;
+    a.owner = std::const_pointer_cast<StagedData>(st);
+    return a;
+  }
   bool isTyped = false;
   if (napi_is_typedarray(env, v, &isTyped) != napi_ok || !isTyped)
     ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
@@ -297,6 +422,14 @@ CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues) {
   auto o = v.As<Napi::Object>();
   CsrSource s;
   s.name = name;
+  s.wantValues = wantValues;
+  if (auto st = StagedOf(v)) {
+    if (!st->csr) ThrowInvalid(std::string(name) + " must be a CsrMatrix object", "TypeError");
+    s.staged = st;
+    s.rows = st->view.rows;
+    s.cols = st->view.cols;
+    return s;
+  }
   s.rows = Dim(o, "rows", name);
   s.cols = Dim(o, "cols", name);
   s.indptr = o.Get("indptr");
@@ -325,6 +458,10 @@ const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool
   const uint64_t bytes = count * a.elementBytes;
   const void* src = static_cast<const uint8_t*>(a.data) + offset * a.elementBytes;
   if (bytes == 0) return kEmpty;
+  if (a.owner) {
+    held_.push_back(a.owner);
+    return src;
+  }
   if (use_ == Use::Sync && !a.shared) return src;
   if (gpu_ && bulk && !a.shared) {
     if (auto lent = FindLent(src, bytes)) {
@@ -339,6 +476,15 @@ const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool
 
 CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
   const std::string& n = src.name;
+  if (src.staged) {
+    if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
+    held_.push_back(std::const_pointer_cast<StagedData>(src.staged));
+    CsrView m = src.staged->view;  // checked when staged
+    m.indptr += rowStart;
+    m.rows = rowEnd - rowStart;
+    if (!src.wantValues) m.values = nullptr;
+    return m;
+  }
   const ArrayRef ip = ResolveArray(src.indptr, napi_uint32_array, n + ".indptr", true);
   const ArrayRef ix = ResolveArray(src.indices, napi_uint32_array, n + ".indices");
   ArrayRef va;

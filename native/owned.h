@@ -44,6 +44,8 @@ struct ArrayRef {
   size_t length = 0;  // elements
   size_t elementBytes = 0;
   bool shared = false;  // backed by a SharedArrayBuffer
+  // Set for a Staged array (see stageArray below): owned already; held, not copied.
+  std::shared_ptr<void> owner;
   uint64_t bytes() const { return uint64_t(length) * elementBytes; }
 };
 // Resolves v as a typed array of `type` (Int32Array also where `alsoInt32`):
@@ -52,12 +54,24 @@ struct ArrayRef {
 ArrayRef ResolveArray(const Napi::Value& v, napi_typedarray_type type, const std::string& name, bool alsoInt32 = false);
 
 // A CSR matrix's parts as read from its object: numbers checked, arrays not
-// yet resolved (getters may run while the properties are read).
+// yet resolved (getters may run while the properties are read). Or a Staged
+// matrix (stageCsr), already owned.
+struct StagedData;
 struct CsrSource {
   std::string name;
   uint64_t rows = 0, cols = 0;
   Napi::Value indptr, indices, values;  // values: undefined when absent or unwanted
+  std::shared_ptr<const StagedData> staged;
+  bool wantValues = true;
 };
+
+// ---- inputs staged ahead of a call --------------------------------------------------
+// native.stageCsr(matrix, wantValues) and native.stageArray([arrays...]) copy
+// now, into an opaque object, for a call that starts later (a queued
+// StreamClusterer.add) or for data an object keeps across calls (a
+// MinHashLSH's signatures): nothing in JavaScript can write or detach it, so
+// calls given one read it in place, wherever a CSR matrix or an array of the
+// same type is expected.
 CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues = true);
 
 // ---- a call's inputs ------------------------------------------------------------
