@@ -5,7 +5,7 @@ import { resolveBackend, resolveDevices, type Backend, type BackendOption } from
 import { withCancel } from './cancel.js';
 import { disposedError, rangeError, typeError } from './errors.js';
 import { WeightedMinHash } from './minhash.js';
-import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 /** A native copy of an array (native/owned.h): opaque to JavaScript. */
 type Staged = { readonly length: number };
@@ -257,6 +257,7 @@ export class MinHashLSH implements Disposable {
   /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
   async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
+    checkOptions(options);
     const { ids, sigs } = this.#state();
     return withCancel(options.signal, async (cancel) => {
       const r = await native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel }));

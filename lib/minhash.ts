@@ -10,10 +10,10 @@
 //   in every sample, and estimates 0 against anything.
 import { native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
-import { withCancel } from './cancel.js';
+import { checkSignal, withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkInt, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
+import { checkInt, checkOptions, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
 
 export interface WeightedMinHashOptions {
   dim: number;
@@ -158,6 +158,8 @@ export class WeightedMinHash extends NativeResource {
     if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
       throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
     }
+    checkOptions(options);
+    checkSignal(options.signal);
     let pending: Promise<Uint32Array> | undefined;
     try {
       for await (const chunk of source) {

@@ -33,7 +33,7 @@ const pinnedBuffers = new WeakSet<ArrayBufferLike>();
  */
 export function pinnedArray<C extends TypedArrayConstructor>(type: C, length: number): InstanceType<C> {
   if (!CONSTRUCTORS.includes(type)) throw typeError(`type must be a typed array constructor such as Uint32Array, got ${describe(type)}`);
-  const n = checkInt(length, 'length', 0, Number.MAX_SAFE_INTEGER / type.BYTES_PER_ELEMENT);
+  const n = checkInt(length, 'length', 0, Math.floor(Number.MAX_SAFE_INTEGER / type.BYTES_PER_ELEMENT));
   const r = native().allocPinned(n * type.BYTES_PER_ELEMENT) as { buffer: ArrayBuffer; pinned: boolean };
   if (r.pinned) pinnedBuffers.add(r.buffer);
   return new type(r.buffer, 0, n) as InstanceType<C>;
@@ -41,5 +41,6 @@ export function pinnedArray<C extends TypedArrayConstructor>(type: C, length: nu
 
 /** Whether `view` lies in memory allocated by pinnedArray with page-locking in effect. */
 export function isPinned(view: ArrayBufferView): boolean {
+  if (!ArrayBuffer.isView(view)) throw typeError(`view must be a typed array or DataView, got ${describe(view)}`);
   return pinnedBuffers.has(view.buffer);
 }
