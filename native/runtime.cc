@@ -94,7 +94,23 @@ Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
   });
 }
 
+// deviceMemory(device) -> { free, total } bytes (tests watch GPU memory with it).
+Napi::Value DeviceMemoryJs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    const double d = Args(info).Num(0, "device");
+    const auto devs = ResolveDevices({});
+    if (!(d >= 0 && d < double(devs.size())) || d != double(int(d))) ThrowInvalid("device is out of range");
+    uint64_t freeB = 0, totalB = 0;
+    DeviceMemory(int(d), &freeB, &totalB);
+    auto o = Napi::Object::New(info.Env());
+    o.Set("free", double(freeB));
+    o.Set("total", double(totalB));
+    return o;
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("deviceMemory", Napi::Function::New(env, DeviceMemoryJs, "deviceMemory"));
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));
   exports.Set("threads", Napi::Function::New(env, Threads, "threads"));
