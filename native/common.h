@@ -28,6 +28,10 @@ struct Error : std::runtime_error {
   std::string code;
   // kind picks the JavaScript class: "Error", "TypeError" or "RangeError".
   std::string kind;
+  // Out of memory: what was asked and what was free (err.bytesRequested and
+  // err.bytesFree in JavaScript), when known.
+  bool hasBytes = false;
+  uint64_t bytesRequested = 0, bytesFree = 0;
   Error(std::string code_, const std::string& msg, std::string kind_ = "Error")
       : std::runtime_error(msg), code(std::move(code_)), kind(std::move(kind_)) {}
 };

@@ -23,7 +23,14 @@ Napi::Error MakeJsError(Napi::Env env, const std::string& code, const std::strin
   return err;
 }
 
-Napi::Error MakeJsError(Napi::Env env, const Error& e) { return MakeJsError(env, e.code, e.what(), e.kind); }
+Napi::Error MakeJsError(Napi::Env env, const Error& e) {
+  Napi::Error err = MakeJsError(env, e.code, e.what(), e.kind);
+  if (e.hasBytes) {
+    err.Set("bytesRequested", Napi::Number::New(env, double(e.bytesRequested)));
+    err.Set("bytesFree", Napi::Number::New(env, double(e.bytesFree)));
+  }
+  return err;
+}
 
 Napi::Value Guard(const Napi::CallbackInfo& info, const std::function<Napi::Value()>& body) {
   Napi::Env env = info.Env();
@@ -133,18 +140,16 @@ Task::Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& 
 }
 
 void Task::Execute() {
-  failed_ = true;
   try {
     work_();
-    failed_ = false;
   } catch (const Error& e) {
-    code_ = e.code, kind_ = e.kind, message_ = e.what();
+    error_ = e;
   } catch (const std::bad_alloc&) {
-    code_ = kOutOfMemory, message_ = "host memory allocation failed";
+    error_ = Error(kOutOfMemory, "host memory allocation failed");
   } catch (const std::exception& e) {
-    code_ = kInternal, message_ = e.what();
+    error_ = Error(kInternal, e.what());
   } catch (...) {
-    code_ = kInternal, message_ = "unknown native exception";
+    error_ = Error(kInternal, "unknown native exception");
   }
 }
 
@@ -157,7 +162,7 @@ void Task::Settle(Napi::Env env, bool ok, napi_value v) noexcept {
 void Task::Complete(Napi::Env env) {
   napi_value result = nullptr, error = nullptr;
   try {
-    if (failed_) error = MakeJsError(env, code_.empty() ? kInternal : code_, message_, kind_.empty() ? "Error" : kind_).Value();
+    if (error_) error = MakeJsError(env, *error_).Value();
     else result = done_(env);
   } catch (const Napi::Error& e) {
     error = e.Value();

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,8 +129,7 @@ class Task : public Napi::AsyncWorker {
   Done done_;
   std::vector<Napi::Reference<Napi::Value>> keep_;
   std::shared_ptr<Inputs> inputs_;
-  bool failed_ = false;
-  std::string code_, kind_, message_;
+  std::optional<Error> error_;  // set by a failed Execute
 };
 
 // Queues a Task and returns its Promise.
