@@ -8,7 +8,7 @@ import { WeightedMinHash } from './minhash.js';
 import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 /** A native copy of an array (native/owned.h): opaque to JavaScript. */
-type Staged = { readonly length: number };
+type Staged = { readonly length: number; dispose(): void };
 
 export interface LshParams {
   bands: number;
@@ -224,7 +224,11 @@ export class MinHashLSH implements Disposable {
 
   // Chunks are joined once, at the first batch call after inserts.
   #state(): { ids: Uint32Array; sigs: Staged } {
-    if (this.#sigChunks.length > 1) this.#sigChunks = [native().stageArray(this.#sigChunks) as Staged];
+    if (this.#sigChunks.length > 1) {
+      const joined = native().stageArray(this.#sigChunks) as Staged;
+      for (const c of this.#sigChunks) c.dispose();
+      this.#sigChunks = [joined];
+    }
     const sigs = this.#sigChunks[0] ?? (native().stageArray([new Uint32Array(0)]) as Staged);
     const join = (chunks: Uint32Array<ArrayBufferLike>[]): Uint32Array => {
       if (chunks.length === 1) return chunks[0];
@@ -297,6 +301,7 @@ export class MinHashLSH implements Disposable {
   dispose(): void {
     this.#disposed = true;
     this.#idChunks = [];
+    for (const c of this.#sigChunks) c.dispose();
     this.#sigChunks = [];
     this.#sortedIds = new Uint32Array(0);
   }

@@ -65,19 +65,23 @@ LentRegistry& Lent() {
   return *r;
 }
 
-// ---- page-locked staging -------------------------------------------------------------
-// Copies of a GPU call's bulk inputs go to page-locked blocks, which the
-// engines DMA in place (the copy into them replaces the engine's own staging
-// copy). Page-locking costs more than copying (cudaHostAlloc of 2.7 GB takes
-// longer than the copy), so blocks are kept for reuse: idle ones up to
-// min(8 GiB, RAM / 16), least recently used freed first. Requests that would
-// take more than RAM / 4 page-locked, or that cudaHostAlloc refuses, get
-// ordinary memory; the engines then stage from it as they would from the
-// caller's arrays.
-class PinnedPool {
+// ---- staging memory ---------------------------------------------------------------
+// Staging copies go to blocks that are kept for reuse: fresh memory costs its
+// page faults (and zeroing) on the first touch, which took longer than the
+// copy itself (0.4-1.7 GB/s of fresh pages against 6 GB/s into reused ones on
+// a 2-core VM, bench/results/*-staging.md), and page-locking a block for a
+// GPU call costs more again (cudaHostAlloc of 2.7 GB takes longer than the
+// copy). Idle blocks are kept up to min(8 GiB, RAM / 16) per pool, least
+// recently used freed first; best fit within twice the size asked.
+class BlockPool {
  public:
+  using Alloc = void* (*)(uint64_t);  // null when it cannot
+  using Free = void (*)(void*);
+  BlockPool(Alloc alloc, Free free, uint64_t maxInUse) : alloc_(alloc), free_(free), maxInUse_(maxInUse) {}
+
+  // Null when the allocator refuses or more than maxInUse would be out.
   std::shared_ptr<void> Acquire(uint64_t bytes) {
-    if (!QueryDevices().cuda || bytes == 0) return nullptr;
+    if (bytes == 0) return nullptr;
     const uint64_t want = Round(bytes);
     void* p = nullptr;
     uint64_t cap = 0;
@@ -93,17 +97,17 @@ class PinnedPool {
         idle_.erase(idle_.begin() + long(best));
         idleBytes_ -= cap;
       } else {
-        if (usedBytes_ + want > PhysicalBytes() / 4) return nullptr;
+        if (usedBytes_ + want > maxInUse_) return nullptr;
         cap = want;
       }
       usedBytes_ += cap;
     }
     if (!p) {
-      p = HostPinnedAlloc(cap, false);
+      p = alloc_(cap);
       if (!p) {
         // Idle blocks may be what stands in the way; give them back and retry once.
         Trim(0);
-        p = HostPinnedAlloc(cap, false);
+        p = alloc_(cap);
       }
       if (!p) {
         std::lock_guard<std::mutex> lock(m_);
@@ -139,8 +143,8 @@ class PinnedPool {
     }
     Trim(IdleCap());
   }
-  // Frees idle blocks, oldest first, until at most `keep` bytes stay idle.
-  // cudaFreeHost synchronizes the device: it runs in the background.
+  // Frees idle blocks, oldest first, until at most `keep` bytes stay idle,
+  // in the background (cudaFreeHost synchronizes the device).
   void Trim(uint64_t keep) {
     std::vector<void*> drop;
     {
@@ -150,16 +154,36 @@ class PinnedPool {
       while (idleBytes_ > keep && i < idle_.size()) idleBytes_ -= idle_[i].bytes, drop.push_back(idle_[i++].p);
       idle_.erase(idle_.begin(), idle_.begin() + long(i));
     }
-    for (void* q : drop) ReleaseInBackground([q] { HostPinnedFree(q); });
+    for (void* q : drop) ReleaseInBackground([q, f = free_] { f(q); });
   }
 
+  Alloc alloc_;
+  Free free_;
+  uint64_t maxInUse_;
   std::mutex m_;
   std::vector<Block> idle_;
   uint64_t idleBytes_ = 0, usedBytes_ = 0, clock_ = 0;
 };
 
-PinnedPool& Pool() {
-  static PinnedPool* p = new PinnedPool;  // never destroyed (see LentRegistry)
+// Page-locked staging for GPU calls: the engines DMA it in place. Beyond RAM / 4
+// page-locked at once (or when cudaHostAlloc refuses) calls get pageable
+// staging, from which the engines stage batches as from any array.
+BlockPool& PinnedPool() {
+  static BlockPool* p = new BlockPool([](uint64_t b) { return QueryDevices().cuda ? HostPinnedAlloc(b, false) : nullptr; },
+                                      [](void* q) { HostPinnedFree(q); }, PhysicalBytes() / 4);
+  return *p;  // never destroyed (see LentRegistry)
+}
+
+BlockPool& PageablePool() {
+  static BlockPool* p = new BlockPool(
+      [](uint64_t b) -> void* {
+        try {
+          return AllocHostResult(b);
+        } catch (...) {
+          return nullptr;
+        }
+      },
+      [](void* q) { std::free(q); }, ~uint64_t(0));
   return *p;
 }
 
@@ -247,7 +271,8 @@ const napi_type_tag kStagedTag = {0x6375736973746167ull, 0x6564696e70757431ull};
 class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "Staged", {InstanceAccessor("length", &StagedWrap::Length, nullptr)});
+    return DefineClass(env, "Staged", {InstanceAccessor("length", &StagedWrap::Length, nullptr),
+                                       InstanceMethod("dispose", &StagedWrap::Dispose)});
   }
   // Made only by stageCsr / stageArray, which pass the data as an External.
   explicit StagedWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<StagedWrap>(info) {
@@ -262,6 +287,11 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
   const std::shared_ptr<const StagedData>& data() const { return data_; }
 
  private:
+  // Lets the memory go now (calls still reading it keep it until they end).
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    data_.reset();
+    return info.Env().Undefined();
+  }
   Napi::Value Length(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), double(!data_ ? 0 : data_->csr ? data_->view.rows : data_->array.length));
   }
@@ -441,17 +471,23 @@ CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues) {
 
 void* Inputs::Allocate(uint64_t bytes, bool bulk) {
   if (bytes == 0) return const_cast<uint8_t*>(kEmpty);
-  // Small copies gain nothing from page-locking; they go by the engines' own staging.
-  if (gpu_ && bulk && bytes >= (uint64_t(1) << 20)) {
-    if (auto p = Pool().Acquire(bytes)) {
-      void* q = p.get();
-      held_.push_back(std::move(p));
-      return q;
-    }
+  // Small copies gain nothing from page-locking; they go by the engines' own
+  // staging. Below 1 MB, malloc's own free lists already reuse memory.
+  std::shared_ptr<void> p;
+  if (bytes >= (uint64_t(1) << 20)) {
+    if (gpu_ && bulk) p = PinnedPool().Acquire(bytes);
+    if (!p && bytes <= PhysicalBytes()) p = PageablePool().Acquire(bytes);
+    if (!p)
+      ThrowOutOfMemory("host memory for a copy of the call's inputs", bytes,
+                       uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)));
+  } else {
+    void* q = std::malloc(bytes);
+    if (!q) throw std::bad_alloc();
+    p = std::shared_ptr<void>(q, [](void* r) { std::free(r); });
   }
-  void* p = AllocHostResult(bytes);
-  held_.push_back(std::shared_ptr<void>(p, [](void* q) { std::free(q); }));
-  return p;
+  void* q = p.get();
+  held_.push_back(std::move(p));
+  return q;
 }
 
 const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool bulk) {
