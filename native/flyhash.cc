@@ -115,8 +115,9 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       const flyhash::Output o = out == "bits" ? flyhash::Output::Bits : flyhash::Output::Indices;
       Backend backend = BackendProp(opts);
       const int device = DeviceFor(backend, opts);
+      // Pageable staging on both backends: the GPU path converts X into its
+      // own page-locked batches (bytes or checked floats) as it goes.
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-      in->ForGpu(backend == Backend::Cuda);
       CancelToken cancel = in->Cancel(opts);
       // Float32 data, or bytes (Uint8Array: pixels), staged (owned.h) last:
       // reading the options above may run getters.

@@ -146,7 +146,6 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
                          : hamming::ExactKernel::Auto;
       const int device = DeviceFor(backend, o);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-      in->ForGpu(backend == Backend::Cuda);
       CancelToken cancel = in->Cancel(o);
       const BitsView q = in->Bits(info[0], "queries");
       if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
@@ -203,7 +202,6 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       Backend backend = BackendProp(o);
       const int device = DeviceFor(backend, o);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-      in->ForGpu(backend == Backend::Cuda);
       const BitsView q = in->Bits(info[0], "queries");
       if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
       const auto bound = [q](uint64_t rows) {

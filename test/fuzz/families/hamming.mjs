@@ -58,8 +58,8 @@ export const generators = [
       const q = codes(g, g.range(0, 8), w);
       const k = g.range(1, 12);
       const want = bruteKnn(db, q, w, bits, k);
-      const check = (r) => {
-        if (method === 'exact') return diff({ ids: r.ids, distances: r.distances }, want);
+      const check = (r, base = db) => {
+        if (method === 'exact' && base === db) return diff({ ids: r.ids, distances: r.distances }, want);
         // EWH is approximate: what it returns must still be exact and ordered.
         for (let i = 0; i < q.length / w; i++) {
           let prev = [-1, -1];
@@ -70,8 +70,8 @@ export const generators = [
               if (d !== bits) return `missing id with distance ${d}`;
               continue;
             }
-            if (id >= db.length / w) return `id ${id} out of range`;
-            if (d !== dist(q, i, db, id, w)) return `distance of ${id} is ${d}, not ${dist(q, i, db, id, w)}`;
+            if (id >= base.length / w) return `id ${id} out of range`;
+            if (d !== dist(q, i, base, id, w)) return `distance of ${id} is ${d}, not ${dist(q, i, base, id, w)}`;
             if (d < prev[0] || (d === prev[0] && id <= prev[1])) return 'not ordered by (distance, id)';
             prev = [d, id];
           }
@@ -91,10 +91,37 @@ export const generators = [
         remake: (c, fn) => fn(c),
         call: (obj, c, signal) => obj.search(g.bool(0.2) ? { data: c, rows: c.length / w, bits } : c, { k, signal }),
       };
+      if (g.bool(0.1)) {
+        // Codes added while a search is queued or running: the search sees
+        // the index before or after the add, never a mix.
+        const c = q.slice();
+        const extra = codes(g, g.range(1, 20), w);
+        const db2 = new Uint32Array(db.length + extra.length);
+        db2.set(db);
+        db2.set(extra, db.length);
+        const after = bruteKnn(db2, q, w, bits, k);
+        return {
+          entry: this.entry,
+          kind: 'valid',
+          what: 'add during search',
+          run: async () => {
+            const p = index.search(c, { k });
+            p.catch(() => {});
+            await ctx.tick();
+            index.add(extra);
+            return p;
+          },
+          check: (r) => {
+            if (method !== 'exact') return check(r, db2);
+            const a = diff({ ids: r.ids, distances: r.distances }, want);
+            return a && diff({ ids: r.ids, distances: r.distances }, after);
+          },
+        };
+      }
       const c = scenarioCase(g, ctx, spec);
       if (c.check) {
         const inner = c.check;
-        c.check = (r) => (Array.isArray(r) ? r.map(check).find((x) => x) ?? null : method === 'exact' ? inner(r) : check(r));
+        c.check = (r) => (Array.isArray(r) ? r.map((x) => check(x)).find((x) => x) ?? null : method === 'exact' ? inner(r) : check(r));
       }
       return c;
     },

@@ -165,6 +165,7 @@ const FUNCTIONS = {
   philoxStream: (g) => [g.int(9), g.int(9), g.int(9), g.pick([0, 5, 2 ** 24 + 1, -1, NaN]), g.bool()],
   allocPinned: (g) => [g.pick([0, 8, 1 << 20, -1, NaN, 2 ** 53, 'x'])],
   devices: () => [],
+  deviceMemory: (g) => [g.pick([0, 1, -1, NaN, 'x'])],
   threads: (g) => [g.pick([undefined, 0, 1, 2, -1, NaN, 5000, 'x'])],
   assembleTextRows: (g) => {
     const docs = g.int(4);
@@ -189,6 +190,37 @@ function lshArgs(g, ctx) {
   return [staged, typed(g, Uint32Array, rows), options(g, ctx, { samples, bands: g.range(1, samples), rows: 1, backend: 'cpu' })];
 }
 
+/**
+ * Puts a getter on the last options-like object of `args` that, when the
+ * addon reads that property, detaches every array reachable from the other
+ * arguments (the addon must read properties before it resolves arrays).
+ */
+function armDetachingGetter(g, args) {
+  const at = args.map((a, i) => [a, i]).filter(([a]) => a && typeof a === 'object' && !ArrayBuffer.isView(a) && !Array.isArray(a)).pop();
+  if (!at) return;
+  const [opts] = at;
+  const arrays = [];
+  const visit = (v, depth) => {
+    if (ArrayBuffer.isView(v)) arrays.push(v);
+    else if (v && typeof v === 'object' && depth < 2 && v !== opts) for (const k of Object.keys(v)) visit(v[k], depth + 1);
+  };
+  args.forEach((a) => visit(a, 0));
+  const key = g.pick(Object.keys(opts).concat(['rowStart', 'k', 'mode', 'backend', 'samples']));
+  const value = opts[key];
+  try {
+    Object.defineProperty(opts, key, {
+      enumerable: true,
+      configurable: true,
+      get() {
+        for (const a of arrays) if (!(a.buffer instanceof SharedArrayBuffer) && a.buffer.byteLength) structuredClone(a.buffer, { transfer: [a.buffer] });
+        return value;
+      },
+    });
+  } catch {
+    // a frozen object
+  }
+}
+
 async function settle(v) {
   if (v && typeof v.then === 'function') return await v;
   return v;
@@ -202,6 +234,7 @@ export const generators = [
       const fn = g.pick(Object.keys(FUNCTIONS));
       const args = FUNCTIONS[fn](g, ctx);
       if (g.bool(0.1)) args[g.int(Math.max(1, args.length))] = g.badValue();
+      if (g.bool(0.12)) armDetachingGetter(g, args);
       return {
         entry: `native ${fn}`,
         kind: 'either',
@@ -233,7 +266,12 @@ export const generators = [
         kind: 'either',
         run: async () => {
           const obj = opts === undefined ? new ctx.native[cls]() : new ctx.native[cls](opts);
-          const calls = steps.map((m) => () => settle(m === 'dispose' ? obj.dispose() : obj[m](...spec.methods[m](g, ctx, opts ?? {}))));
+          const calls = steps.map((m) => () => {
+            if (m === 'dispose') return settle(obj.dispose());
+            const args = spec.methods[m](g, ctx, opts ?? {});
+            if (g.bool(0.12)) armDetachingGetter(g, args);
+            return settle(obj[m](...args));
+          });
           try {
             if (concurrent) {
               const rs = await Promise.allSettled(calls.map((c) => c()));
