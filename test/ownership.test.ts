@@ -11,6 +11,7 @@ import {
   HammingIndex,
   MinHashLSH,
   StreamClusterer,
+  TextFeaturizer,
   WeightedMinHash,
   pinnedArray,
   popcountRows,
@@ -235,6 +236,20 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('TextFeaturizer.tokenizeBatchAsync owns its texts', () => {
+  it('a texts array reused for the next batch during the call does not change the result', async () => {
+    const f = new TextFeaturizer({ mode: 'words' });
+    // Long ASCII documents take the native path; non-ASCII ones ('words' mode)
+    // are tokenized in JavaScript, after the native call's await.
+    const texts = Array.from({ length: 50 }, (_, i) => `the quick brown fox ${i} jumps over the lazy dog ${i % 7} `.repeat(8) + (i % 10 === 0 ? 'café naïve' : ''));
+    const want = f.tokenizeBatch(texts);
+    const p = f.tokenizeBatchAsync(texts);
+    texts.fill('replaced text for the next batch');
+    texts.length = 3;
+    expect(await p).toEqual(want);
+  });
+});
 
 describe('hashStream reads each chunk before the source can reuse its buffer', () => {
   it('a generator refilling one buffer gets the signatures of every chunk', async () => {

@@ -43,7 +43,22 @@ export const generators = [
       await c.add(before, { mode: g.pick(['auto', 'batch', 'sequential']) });
       const mode = g.pick(['auto', 'batch', 'sequential']);
       const want = ref.results[1];
-      const scenario = g.pick(['plain', 'variant', 'transfer', 'rewrite', 'worker', 'abort-before', 'abort-during', 'dispose-before', 'dispose-during']);
+      const scenario = g.pick(['plain', 'variant', 'transfer', 'rewrite', 'worker', 'abort-before', 'abort-during', 'dispose-before', 'dispose-during', 'queued']);
+      if (scenario === 'queued') {
+        // Adds made without waiting run in call order, each on the state the previous one left.
+        const third = docs(g, cols);
+        const ref3 = await reference(ctx.lib, [before, batch, third], opts);
+        return {
+          entry: this.entry,
+          kind: 'valid',
+          what: 'two adds queued',
+          run: () => Promise.all([c.add(copyCsr(batch), { mode }), c.add(copyCsr(third), { mode: g.pick(['auto', 'batch', 'sequential']) })]),
+          check: ([a, b]) =>
+            diff({ cluster: a.cluster, similarity: a.similarity, created: a.created }, ref3.results[1], 'first') ??
+            diff({ cluster: b.cluster, similarity: b.similarity, created: b.created }, ref3.results[2], 'second'),
+          cleanup: () => c.dispose(),
+        };
+      }
       const spec = {
         entry: this.entry,
         obj: c,

@@ -53,10 +53,18 @@ export const generators = [
       const minTokens = g.pick([0, 0, 1, 3]);
       const want = texts.map((t) => f.tokenize(t)).map((toks) => (toks.length >= minTokens ? countTokens(toks) : []));
       const isAsync = g.bool(0.5);
+      const mutate = isAsync && g.bool(0.3);
       return {
         entry: this.entry,
         kind: 'valid',
-        run: async () => perDoc(isAsync ? await f.tokenizeBatchAsync(texts, minTokens) : f.tokenizeBatch(texts, minTokens)),
+        what: mutate ? 'texts array changed during the call' : undefined,
+        run: async () => {
+          if (!isAsync) return perDoc(f.tokenizeBatch(texts, minTokens));
+          const p = f.tokenizeBatchAsync(texts, minTokens);
+          // The caller reuses its array for the next batch.
+          if (mutate) for (let i = 0; i < texts.length; i++) texts[i] = g.bool(0.5) ? text(g) : undefined;
+          return perDoc(await p);
+        },
         check: (got) => diff(got, want),
       };
     },
