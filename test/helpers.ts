@@ -1,6 +1,8 @@
 // Shared test utilities: a seeded RNG, random inputs, and the GPU gate.
 import { describe, expect } from 'vitest';
 import { devices, type Backend, type CsrMatrix } from '../lib/index.js';
+// @ts-expect-error: plain JavaScript, shared with the fuzz harness
+import { mulberry32 } from './oracles.mjs';
 
 export const deviceInfo = devices();
 export const hasGpu = deviceInfo.cuda;
@@ -15,16 +17,7 @@ export function describeGpu(name: string, fn: () => void): void {
 export const backends: Backend[] = hasGpu ? ['cpu', 'cuda'] : ['cpu'];
 
 /** mulberry32: small, fast, deterministic. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const rng: (seed: number) => () => number = mulberry32;
 
 export function randInt(r: () => number, n: number): number {
   return Math.floor(r() * n);

@@ -99,20 +99,15 @@ for (const backend of backends) {
     const X = new Float32Array(2000 * 96).map(() => R() * 4 - 1);
     const bytes = new Uint8Array(2000 * 96).map(() => (R() * 256) | 0);
     const fly = new FlyHash({ inputDim: 96, hashLength: 320, connections: 9, winners: 12, seed: 2, backend });
-    check({
-      name: 'FlyHash.hash (float)',
-      make: () => {
-        const data = X.slice();
-        return { views: [data], run: () => fly.hash({ data, rows: 2000, cols: 96 }) };
-      },
-    }, (r) => r.data);
-    check({
-      name: 'FlyHash.hash (bytes)',
-      make: () => {
-        const data = bytes.slice();
-        return { views: [data], run: () => fly.hash({ data, rows: 2000, cols: 96 }) };
-      },
-    }, (r) => r.data);
+    for (const [kind, input] of [['float', X], ['bytes', bytes]] as const) {
+      check({
+        name: `FlyHash.hash (${kind})`,
+        make: () => {
+          const data = input.slice();
+          return { views: [data], run: () => fly.hash({ data, rows: 2000, cols: 96 }) };
+        },
+      }, (r) => r.data);
+    }
 
     const sets = randomCsr(R, 3000, 300, (i) => 2 + (i % 12), { weights: false });
     check({

@@ -2,17 +2,8 @@
 // values, typed-array variants (SharedArrayBuffer-backed, offset views,
 // detached, wrong types), and what a caller can do to its arrays mid-call.
 
-/** mulberry32 over a 32-bit state: small, fast, deterministic. */
-export function makeRng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 as makeRng } from '../oracles.mjs';
+import { mulberry32 as makeRng } from '../oracles.mjs';
 
 /** Case seed from the run seed and the case number (splitmix-like). */
 export function caseSeed(seed, i) {
