@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { native } from '../lib/addon.js';
 import { WeightedMinHash, devices, isPinned, pinnedArray } from '../lib/index.js';
 import type { CsrMatrix } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, randomCsr, rng } from './helpers.js';
@@ -31,12 +32,14 @@ describe('pinnedArray', () => {
     expectInvalid(() => pinnedArray(Uint32Array, 1.5), RangeError, /length must be an integer/);
   });
 
-  it('throws CUSIM_OUT_OF_MEMORY for an allocation that cannot be satisfied (V8 aborted the process)', () => {
+  it('refuses lengths no typed array can have, and allocations that cannot be satisfied, with coded errors (V8 aborted the process)', () => {
     for (const T of [Uint8Array, Float64Array] as const) {
-      expect(() => pinnedArray(T, 2 ** 50 / T.BYTES_PER_ELEMENT)).toThrow(
-        expect.objectContaining({ code: 'CUSIM_OUT_OF_MEMORY', message: expect.stringMatching(/could not allocate 1125899906842624 bytes/) }),
-      );
+      // Checked before anything is allocated (the typed array made afterwards threw an uncoded RangeError).
+      expect(() => pinnedArray(T, 2 ** 50 / T.BYTES_PER_ELEMENT)).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', name: 'RangeError' }));
     }
+    expect(() => native().allocPinned(2 ** 50)).toThrow(
+      expect.objectContaining({ code: 'CUSIM_OUT_OF_MEMORY', message: expect.stringMatching(/could not allocate 1125899906842624 bytes/) }),
+    );
     expect(pinnedArray(Uint8Array, 16).length).toBe(16);
   });
 });
