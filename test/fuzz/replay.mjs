@@ -5,8 +5,9 @@ import { parseArgs } from 'node:util';
 import { generatorsOf } from './families/index.mjs';
 import { makeContext, runCase } from './case.mjs';
 
-const { values } = parseArgs({ options: { seed: { type: 'string', default: '1' }, id: { type: 'string' }, family: { type: 'string' } } });
+const { values } = parseArgs({ options: { seed: { type: 'string', default: '1' }, id: { type: 'string' }, family: { type: 'string' }, backend: { type: 'string', default: 'cpu' } } });
 const ctx = await makeContext();
+ctx.backend = values.backend;
 const table = generatorsOf(values.family?.split(','));
 for (const id of values.id.split(',').map(Number)) {
   const r = await runCase(table, Number(values.seed), id, ctx, (g) => console.log(`case ${id}: ${g.family}: ${g.entry}`));

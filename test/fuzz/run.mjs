@@ -7,7 +7,8 @@
 // reference or brute force) and untyped errors, per entry point.
 //
 //   node test/fuzz/run.mjs --cases 20000 [--seed 1] [--jobs 2] [--family minhash,join]
-//   node test/fuzz/run.mjs --only 123,456 --seed 1     (replay cases)
+//   node test/fuzz/run.mjs --only 123,456 --seed 1     (rerun cases; test/fuzz/replay.mjs runs one in-process)
+//   node test/fuzz/run.mjs --cases 5000 --backend cuda (valid-input scenarios on the GPU)
 //   npm run fuzz -- --cases 20000
 //
 // Exit status 0 only when no case crashed, hung, returned a wrong result or
@@ -22,7 +23,7 @@ import { parseArgs } from 'node:util';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FAIL = ['crash', 'hang', 'wrong', 'untyped', 'harness'];
 
-export async function fuzz({ cases = 2000, seed = 1, jobs = Math.min(4, availableParallelism()), batch = 200, timeoutMs = 30000, families, only, log = () => {} } = {}) {
+export async function fuzz({ cases = 2000, seed = 1, jobs = Math.min(4, availableParallelism()), batch = 200, timeoutMs = 30000, families, only, backend = 'cpu', log = () => {} } = {}) {
   const queue = only ? [...only] : Array.from({ length: cases }, (_, i) => i);
   const byEntry = new Map();
   const failures = [];
@@ -71,7 +72,7 @@ export async function fuzz({ cases = 2000, seed = 1, jobs = Math.min(4, availabl
       };
       child.on('message', (m) => {
         if (m.t === 'ready') {
-          child.send({ t: 'run', seed, ids, families });
+          child.send({ t: 'run', seed, ids, families, backend });
           arm();
         } else if (m.t === 'start') {
           started = m;
@@ -131,6 +132,8 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
       family: { type: 'string' },
       only: { type: 'string' },
       json: { type: 'string' },
+      // Backend of the valid-input scenarios ('cuda' on a GPU host; references stay the JS oracles).
+      backend: { type: 'string', default: 'cpu' },
     },
   });
   const s = await fuzz({
@@ -141,6 +144,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     timeoutMs: Number(values['timeout-ms']),
     families: values.family?.split(','),
     only: values.only?.split(',').map(Number),
+    backend: values.backend,
     log: (m) => console.error(m),
   });
   console.log(formatSummary(s));
