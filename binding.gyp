@@ -11,7 +11,8 @@
       "defines": [
         "NAPI_VERSION=8",
         "NODE_ADDON_API_DISABLE_DEPRECATED",
-        "NAPI_CPP_EXCEPTIONS"
+        "NAPI_CPP_EXCEPTIONS",
+        "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"
       ],
       "cflags!": [
         "-fno-exceptions"

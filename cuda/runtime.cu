@@ -8,6 +8,7 @@
 
 #include "../native/cuda_support.h"
 #include "../native/gpu.h"
+#include "../native/host_buffer.h"
 #include "../native/parallel.h"
 #include "gpu.cuh"
 
@@ -81,13 +82,14 @@ void PinnedFree(void* p) noexcept { cudaFreeHost(p); }
 
 }  // namespace gpu
 
-void* HostPinnedAlloc(uint64_t bytes) {
+void* HostPinnedAlloc(uint64_t bytes, bool zero) {
   if (bytes == 0 || !QueryDevices().cuda) return nullptr;
   void* p = nullptr;
   if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
     (void)cudaGetLastError();
     return nullptr;
   }
+  if (!zero) return p;
   // Typed arrays start zeroed; spread the first touch over the CPU pool.
   ParallelFor((bytes + (4 << 20) - 1) / (4 << 20), 1, [&](size_t b, size_t e) {
     const uint64_t lo = uint64_t(b) << 22, hi = std::min<uint64_t>(bytes, uint64_t(e) << 22);
@@ -122,19 +124,7 @@ float ElapsedMs(const Event& start, const Event& end) {
   return ms;
 }
 
-void ParallelCopy(void* dst, const void* src, size_t bytes) {
-  // Below a few MB the pool's wake-up costs more than it saves.
-  constexpr size_t kChunk = size_t(2) << 20;
-  if (bytes <= 2 * kChunk) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  const size_t chunks = (bytes + kChunk - 1) / kChunk;
-  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
-    const size_t lo = b * kChunk, hi = std::min(bytes, e * kChunk);
-    std::memcpy(static_cast<char*>(dst) + lo, static_cast<const char*>(src) + lo, hi - lo);
-  });
-}
+void ParallelCopy(void* dst, const void* src, size_t bytes) { ::cusim::ParallelCopy(dst, src, bytes); }
 
 int MultiprocessorCount(int device) {
   int v = 0;

@@ -1,6 +1,7 @@
 // Backend choice and device discovery, shared by every engine.
 import { native } from './addon.js';
 import { cudaError, rangeError, typeError } from './errors.js';
+import { checkInt, describe } from './validate.js';
 
 export type BackendOption = 'auto' | 'cpu' | 'cuda';
 export type Backend = 'cpu' | 'cuda';
@@ -72,7 +73,7 @@ export function resolveBackend(requested: unknown = 'auto', name = 'backend'): B
   }
   if (choice === undefined) choice = 'auto';
   if (choice !== 'auto' && choice !== 'cpu' && choice !== 'cuda') {
-    throw typeError(`${name} must be 'auto', 'cpu' or 'cuda', got ${JSON.stringify(choice)}`);
+    throw typeError(`${name} must be 'auto', 'cpu' or 'cuda', got ${describe(choice)}`);
   }
   if (choice === 'cpu') return 'cpu';
   const d = devices();
@@ -99,8 +100,6 @@ export function resolveDevices(requested: unknown, name = 'devices'): number[] |
 
 /** Reads or sets the CPU backends' thread count (0 restores the default). */
 export function threads(n?: number): number {
-  if (n !== undefined && (!Number.isInteger(n) || n < 0 || n > 4096)) {
-    throw rangeError(`threads must be an integer in [0, 4096], got ${n}`);
-  }
+  if (n !== undefined) checkInt(n, 'threads', 0, 4096);
   return native().threads(n) as number;
 }

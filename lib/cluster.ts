@@ -18,10 +18,10 @@
 //   t - lastSeen(c) <= maxAge, lastSeen being the position of its latest member.
 import { native } from './addon.js';
 import { resolveBackend, type Backend, type BackendOption } from './backend.js';
-import { withCancel } from './cancel.js';
+import { checkSignal, withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkColumns, checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkColumns, checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 export const NO_CLUSTER = 0xffffffff;
 
@@ -164,10 +164,15 @@ export class StreamClusterer extends NativeResource {
   async add(docs: CsrMatrix, options: AddOptions = {}): Promise<ClusterAddResult> {
     const handle = this.handle;
     const m = checkDocs(docs);
+    checkOptions(options);
     const mode = checkEnum(options.mode ?? 'auto', 'mode', ['auto', 'sequential', 'batch'] as const);
+    checkSignal(options.signal);
+    // Copied now: the add may wait behind earlier ones, and the caller may
+    // reuse or transfer its arrays as soon as this returns.
+    const staged = native().stageCsr(m);
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
-        const r = await handle.add(m, { mode, cancel });
+        const r = await handle.add(staged, { mode, cancel });
         return {
           cluster: r.cluster,
           similarity: r.similarity,
@@ -242,13 +247,18 @@ export class StreamClusterer extends NativeResource {
   }
 }
 
+const DENSE_TERMS = 1 << 24;
+
 /**
  * Streaming document frequencies for TF-IDF. update() counts each document's
  * distinct terms; transform() maps term counts to tf * idf with the smoothed
  * idf = ln((1 + N) / (1 + df)) + 1 (N documents seen so far).
  */
 export class TfidfTable {
+  // Counts of term ids below DENSE_TERMS in an array, of larger ids (term ids
+  // reach 2^32 - 1) in a map, so memory follows the terms seen, not their ids.
   #df: Uint32Array = new Uint32Array(0);
+  #sparse = new Map<number, number>();
   #docs = 0;
 
   get documents(): number {
@@ -257,7 +267,7 @@ export class TfidfTable {
 
   df(term: number): number {
     checkInt(term, 'term', 0, 0xffffffff);
-    return term < this.#df.length ? this.#df[term] : 0;
+    return term < this.#df.length ? this.#df[term] : (this.#sparse.get(term) ?? 0);
   }
 
   idf(term: number): number {
@@ -268,9 +278,9 @@ export class TfidfTable {
     const m = toCsr(counts, 'counts');
     checkColumns(m, 'counts');
     let max = -1;
-    for (let p = 0; p < m.indptr[m.rows]; p++) if (m.indices[p] > max) max = m.indices[p];
+    for (let p = 0; p < m.indptr[m.rows]; p++) if (m.indices[p] > max && m.indices[p] < DENSE_TERMS) max = m.indices[p];
     if (max >= this.#df.length) {
-      const grown = new Uint32Array(Math.max(max + 1, this.#df.length * 2));
+      const grown = new Uint32Array(Math.min(DENSE_TERMS, Math.max(max + 1, this.#df.length * 2)));
       grown.set(this.#df);
       this.#df = grown;
     }
@@ -280,7 +290,8 @@ export class TfidfTable {
         const t = m.indices[p];
         if ((m.values ? m.values[p] : 1) > 0 && !seen.has(t)) {
           seen.add(t);
-          this.#df[t]++;
+          if (t < DENSE_TERMS) this.#df[t]++;
+          else this.#sparse.set(t, (this.#sparse.get(t) ?? 0) + 1);
         }
       }
     }

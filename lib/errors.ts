@@ -9,7 +9,12 @@ export type CusimErrorCode =
   | 'CUSIM_ADDON_LOAD_FAILED'
   | 'ABORT_ERR';
 
-export type CodedError = Error & { code: CusimErrorCode };
+export type CodedError = Error & {
+  code: CusimErrorCode;
+  /** CUSIM_OUT_OF_MEMORY: the bytes the failed allocation asked for, and those free then (where known). */
+  bytesRequested?: number;
+  bytesFree?: number;
+};
 
 function coded<E extends Error>(err: E, code: CusimErrorCode): E & { code: CusimErrorCode } {
   (err as E & { code: CusimErrorCode }).code = code;

@@ -101,7 +101,8 @@ export class FlyHash extends NativeResource {
     const connections =
       options.connections === undefined ? Math.max(1, Math.round(inputDim / 10)) : checkInt(options.connections, 'connections', 1, 1 << 30);
     if (connections > inputDim) throw rangeError(`connections (${connections}) must be <= inputDim (${inputDim})`);
-    if (hashLength * connections > 2 ** 32) throw rangeError(`hashLength * connections must be <= 2^32`);
+    // The projection table (built at first use) holds hashLength * connections entries.
+    if (hashLength * connections > 2 ** 30) throw rangeError(`hashLength * connections = ${hashLength * connections} exceeds 2^30, the projection table's bound`);
     const seed = options.seed === undefined ? 1 : checkInt(options.seed, 'seed');
     const normalize = options.normalize === undefined ? 'none' : checkEnum(options.normalize, 'normalize', ['none', 'mean100'] as const);
     const backend = options.backend ?? 'auto';

@@ -109,7 +109,12 @@ function normalize(sets: unknown, options: unknown): Normalized {
  */
 export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOptions): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const n = normalize(sets, options);
-  const signal = options.signal;
+  yield* chunksOf(n, options.signal);
+}
+
+// The join's chunks. The inputs are staged (copied) by open(), which runs
+// before the first await: the caller's arrays are not read afterwards.
+async function* chunksOf(n: Normalized, signal: AbortSignal | undefined): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const handle = new (native().JoinHandle)();
   try {
     await withCancel(signal, (cancel) => handle.open(n.sets, n.against, { ...n.native, cancel }));
@@ -125,13 +130,13 @@ export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOption
 
 /** All pairs at or above the threshold, sorted by (left, right). See similarityJoinStream. */
 export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Promise<JoinResult> {
+  const n = normalize(sets, options);
+  const backend = n.backend;
   const chunks: JoinChunk[] = [];
-  let backend: Backend | undefined;
   let total = 0;
   let candidates = 0;
   let kernelMs = 0;
-  for await (const c of similarityJoinStream(sets, options)) {
-    backend = c.backend;
+  for await (const c of chunksOf(n, options.signal)) {
     chunks.push(c);
     total += c.left.length;
     candidates += c.candidates;
@@ -142,7 +147,7 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
   const withPairs = chunks.filter((c) => c.left.length > 0);
   if (withPairs.length === 1) {
     const [c] = withPairs;
-    return { left: c.left, right: c.right, overlap: c.overlap, similarity: c.similarity, candidates, kernelMs, backend: backend ?? normalize(sets, options).backend };
+    return { left: c.left, right: c.right, overlap: c.overlap, similarity: c.similarity, candidates, kernelMs, backend };
   }
   const out: JoinResult = {
     left: new Uint32Array(total),
@@ -151,7 +156,7 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
     similarity: new Float32Array(total),
     candidates,
     kernelMs,
-    backend: backend ?? normalize(sets, options).backend,
+    backend,
   };
   let at = 0;
   for (const c of chunks) {

@@ -5,7 +5,10 @@ import { resolveBackend, resolveDevices, type Backend, type BackendOption } from
 import { withCancel } from './cancel.js';
 import { disposedError, rangeError, typeError } from './errors.js';
 import { WeightedMinHash } from './minhash.js';
-import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+
+/** A native copy of an array (native/owned.h): opaque to JavaScript. */
+type Staged = { readonly length: number; dispose(): void };
 
 export interface LshParams {
   bands: number;
@@ -132,7 +135,9 @@ export class MinHashLSH implements Disposable {
   readonly backend: Backend;
   readonly #devices: number[] | undefined;
   #idChunks: Uint32Array<ArrayBufferLike>[] = [];
-  #sigChunks: Uint32Array<ArrayBufferLike>[] = [];
+  // Native copies (native().stageArray): calls read them in place, and no
+  // caller's array is read after insert() returns.
+  #sigChunks: Staged[] = [];
   #sortedIds: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
   #size = 0;
   #disposed = false;
@@ -191,8 +196,8 @@ export class MinHashLSH implements Disposable {
 
   /**
    * Adds rows: ids (unique uint32; also each row's index into groups'
-   * `matrix`) and their signatures. The index keeps a reference to
-   * `signatures` without copying: do not modify it afterwards.
+   * `matrix`) and their signatures. Both are copied: the arrays may be
+   * reused or transferred as soon as this returns.
    */
   insert(ids: Uint32Array | readonly number[], signatures: Uint32Array): void {
     this.#check();
@@ -213,12 +218,18 @@ export class MinHashLSH implements Disposable {
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#idChunks.push(idCopy);
-    this.#sigChunks.push(sig);
+    this.#sigChunks.push(native().stageArray([sig]) as Staged);
     this.#size += n;
   }
 
   // Chunks are joined once, at the first batch call after inserts.
-  #state(): { ids: Uint32Array; sigs: Uint32Array } {
+  #state(): { ids: Uint32Array; sigs: Staged } {
+    if (this.#sigChunks.length > 1) {
+      const joined = native().stageArray(this.#sigChunks) as Staged;
+      for (const c of this.#sigChunks) c.dispose();
+      this.#sigChunks = [joined];
+    }
+    const sigs = this.#sigChunks[0] ?? (native().stageArray([new Uint32Array(0)]) as Staged);
     const join = (chunks: Uint32Array<ArrayBufferLike>[]): Uint32Array => {
       if (chunks.length === 1) return chunks[0];
       const out = new Uint32Array(chunks.reduce((a, c) => a + c.length, 0));
@@ -231,7 +242,7 @@ export class MinHashLSH implements Disposable {
       chunks.push(out);
       return out;
     };
-    return { ids: join(this.#idChunks), sigs: join(this.#sigChunks) };
+    return { ids: join(this.#idChunks), sigs };
   }
 
   #nativeOptions(extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -250,6 +261,7 @@ export class MinHashLSH implements Disposable {
   /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
   async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
+    checkOptions(options);
     const { ids, sigs } = this.#state();
     return withCancel(options.signal, async (cancel) => {
       const r = await native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel }));
@@ -289,6 +301,7 @@ export class MinHashLSH implements Disposable {
   dispose(): void {
     this.#disposed = true;
     this.#idChunks = [];
+    for (const c of this.#sigChunks) c.dispose();
     this.#sigChunks = [];
     this.#sortedIds = new Uint32Array(0);
   }

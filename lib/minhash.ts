@@ -10,10 +10,10 @@
 //   in every sample, and estimates 0 against anything.
 import { native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
-import { withCancel } from './cancel.js';
+import { checkSignal, withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkInt, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
+import { checkInt, checkOptions, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
 
 export interface WeightedMinHashOptions {
   dim: number;
@@ -38,8 +38,10 @@ export interface HashOptions {
   signal?: AbortSignal;
   /**
    * Writes the signatures into this array (at least rows × samples × 2 long) and
-   * returns its prefix instead of allocating. With one from `pinnedArray`, GPUs
-   * copy into it directly (no staging copy); reuse it across calls.
+   * returns its prefix instead of allocating. The array is written when the
+   * call ends (a call whose `out` was detached meanwhile rejects, writing
+   * nothing), except one from `pinnedArray`, which GPUs copy into directly (no
+   * staging copy); reuse it across calls.
    */
   out?: Uint32Array;
 }
@@ -152,12 +154,15 @@ export class WeightedMinHash extends NativeResource {
   /**
    * Signatures of each chunk, in order. The next chunk's call is issued before
    * the previous one is awaited, so its staging and copies overlap the
-   * previous chunk's kernels.
+   * previous chunk's kernels. Each call copies its chunk before the source is
+   * asked for the next, so a source may refill one buffer for every chunk.
    */
   async *hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
     if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
       throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
     }
+    checkOptions(options);
+    checkSignal(options.signal);
     let pending: Promise<Uint32Array> | undefined;
     try {
       for await (const chunk of source) {

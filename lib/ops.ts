@@ -2,7 +2,7 @@
 import { native } from './addon.js';
 import { resolveBackend, type BackendOption, type Backend } from './backend.js';
 import { withCancel } from './cancel.js';
-import { toBits, type BitCodes } from './validate.js';
+import { checkOptions, toBits, type BitCodes } from './validate.js';
 
 export interface PopcountResult {
   counts: Uint32Array;
@@ -19,6 +19,7 @@ export async function popcountRows(
   options: { backend?: BackendOption; device?: number; signal?: AbortSignal } = {},
 ): Promise<PopcountResult> {
   const c = toBits(codes, 'codes');
+  checkOptions(options);
   const backend = resolveBackend(options.backend);
   return withCancel(options.signal, async (cancel) => {
     const r = await native().popcountRows(c, {

@@ -6,6 +6,7 @@
 // recognise them (WeightedMinHash inputs and `out`). Like PyTorch's
 // pin_memory: allocate them once, reuse them, and keep them to what the GPUs
 // stream, since page-locked memory cannot be swapped out.
+import { constants } from 'node:buffer';
 import { native } from './addon.js';
 import { typeError } from './errors.js';
 import { checkInt, describe } from './validate.js';
@@ -33,7 +34,8 @@ const pinnedBuffers = new WeakSet<ArrayBufferLike>();
  */
 export function pinnedArray<C extends TypedArrayConstructor>(type: C, length: number): InstanceType<C> {
   if (!CONSTRUCTORS.includes(type)) throw typeError(`type must be a typed array constructor such as Uint32Array, got ${describe(type)}`);
-  const n = checkInt(length, 'length', 0, Number.MAX_SAFE_INTEGER / type.BYTES_PER_ELEMENT);
+  // The longest typed array this runtime makes (2^32 elements on 64-bit Node 20).
+  const n = checkInt(length, 'length', 0, Math.min(constants.MAX_LENGTH, Math.floor(Number.MAX_SAFE_INTEGER / type.BYTES_PER_ELEMENT)));
   const r = native().allocPinned(n * type.BYTES_PER_ELEMENT) as { buffer: ArrayBuffer; pinned: boolean };
   if (r.pinned) pinnedBuffers.add(r.buffer);
   return new type(r.buffer, 0, n) as InstanceType<C>;
@@ -41,5 +43,6 @@ export function pinnedArray<C extends TypedArrayConstructor>(type: C, length: nu
 
 /** Whether `view` lies in memory allocated by pinnedArray with page-locking in effect. */
 export function isPinned(view: ArrayBufferView): boolean {
+  if (!ArrayBuffer.isView(view)) throw typeError(`view must be a typed array or DataView, got ${describe(view)}`);
   return pinnedBuffers.has(view.buffer);
 }

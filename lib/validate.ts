@@ -48,6 +48,12 @@ export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null;
 }
 
+/** `v` when it is an options object; a coded TypeError naming `name` otherwise. */
+export function checkOptions<T extends object>(v: T, name = 'options'): T {
+  if (!isObject(v)) throw typeError(`${name} must be an object, got ${describe(v)}`);
+  return v;
+}
+
 export function checkInt(v: unknown, name: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof v !== 'number') throw typeError(`${name} must be an integer, got ${describe(v)}`);
   if (!Number.isInteger(v) || v < min || v > max) {

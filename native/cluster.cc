@@ -2,11 +2,13 @@
 // Every engine access holds the holder's mutex, so synchronous getters called
 // while an add() runs wait for it instead of reading half-updated state.
 #include <cmath>
+#include <atomic>
 #include <mutex>
 
 #include "cluster.h"
 #include "gpu.h"
 #include "napi_util.h"
+#include "owned.h"
 
 namespace cusim {
 namespace {
@@ -16,6 +18,7 @@ using cluster::Engine;
 struct Holder {
   std::mutex mu;
   std::unique_ptr<Engine> engine;
+  std::atomic<uint64_t> bytes{0};  // engine->bytes() after the last call, for V8
 };
 
 class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
@@ -49,6 +52,8 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
       const int device = DeviceFor(backend, o);
       impl_ = std::make_shared<Holder>();
       impl_->engine = std::make_unique<Engine>(cfg, backend, device);
+      impl_->bytes = impl_->engine->bytes();
+      Account();
     } catch (const Error& e) {
       throw MakeJsError(info.Env(), e);
     } catch (const std::exception& e) {
@@ -63,22 +68,26 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
       auto h = Get("StreamClusterer");
       Args args(info);
       Napi::Object opts = args.Obj(1, "options");
-      CsrView docs = CsrArg(info[0], "docs");
       const std::string m = StrPropOr(opts, "mode", "auto");
       cluster::Mode mode = cluster::Mode::Auto;
       if (m == "sequential") mode = cluster::Mode::Sequential;
       else if (m == "batch") mode = cluster::Mode::Batch;
       else if (m != "auto") ThrowInvalid("mode must be 'auto', 'sequential' or 'batch'", "TypeError");
-      CancelToken cancel = CancelArg(opts);
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      CancelToken cancel = in->Cancel(opts);
+      const CsrView docs = in->Csr(info[0], "docs");
       auto out = std::make_shared<cluster::AddOutput>();
+      auto memory = memory_;
       return RunAsync(
           info.Env(),
           [=] {
             ValidateCsr(docs, "docs");
             std::lock_guard<std::mutex> lock(h->mu);
-            h->engine->Add(docs, mode, cancel, out.get());
+            h->engine->Add(docs, mode, cancel, out.get());  // all or nothing
+            h->bytes = h->engine->bytes();
           },
           [=](Napi::Env env) -> Napi::Value {
+            Account(memory, *h);
             auto r = Napi::Object::New(env);
             r.Set("cluster", ToTyped(env, std::move(out->cluster)));
             r.Set("similarity", ToTyped(env, std::move(out->similarity)));
@@ -89,7 +98,7 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
             r.Set("transferMs", out->timing.transferMs);
             return r;
           },
-          {info[0], info[1], info.This()});
+          {info.This()}, in);
     });
   }
 
@@ -165,13 +174,21 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
             std::lock_guard<std::mutex> lock(h->mu);
             if (save) h->engine->Save(path);
             else h->engine->Load(path);
+            h->bytes = h->engine->bytes();
           },
-          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()});
+          [=, memory = memory_](Napi::Env env) -> Napi::Value {
+            Account(memory, *h);
+            return env.Undefined();
+          },
+          {info.This()});
     });
   }
   Napi::Value Save(const Napi::CallbackInfo& info) { return PathTask(info, true); }
   Napi::Value Load(const Napi::CallbackInfo& info) { return PathTask(info, false); }
   Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+ public:
+  static uint64_t Bytes(const Holder& h) { return h.bytes.load(); }
 };
 
 void Init(Napi::Env env, Napi::Object exports) { exports.Set("StreamClusterer", ClustererWrap::Define(env)); }

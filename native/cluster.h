@@ -140,7 +140,11 @@ struct AddOutput {
 class Engine {
  public:
   Engine(const Config& cfg, Backend backend, int device);
+  // All or nothing: an add that throws (aborted, out of memory, a CUDA error)
+  // leaves the state as it was before the call.
   void Add(const CsrView& docs, Mode mode, const CancelToken& cancel, AddOutput* out);
+  // Host memory the state holds (rows, sums, ages), about; for V8.
+  uint64_t bytes() const;
   uint64_t size() const { return rows_.count; }
   const Config& config() const { return cfg_; }
   uint64_t time() const { return time_; }
@@ -151,6 +155,10 @@ class Engine {
   void Load(const std::string& path);  // replaces config and state
 
  private:
+  struct Undo;  // what an add changed, to put back (cluster_cpu.cc)
+  void AddAll(const CsrView& docs, Mode mode, const CancelToken& cancel, AddOutput* out);
+  void Remember(uint32_t c);
+  void Rollback(Undo& u);
   void Prepare(const CsrView& m, Docs* docs) const;
   uint64_t Dot(const uint32_t* t, const float* w, uint32_t n, uint32_t c) const;
   // Commits doc's decision (key 0 = create); returns the cluster id.
@@ -171,6 +179,8 @@ class Engine {
   std::vector<std::vector<SumEntry>> sums_;
   std::vector<uint32_t> members_;
   std::unique_ptr<Scorer> scorer_;
+  Undo* undo_ = nullptr;  // during an add
+  bool stale_ = false;    // a rollback could not rebuild the scorer: the next add does
 };
 
 }  // namespace cluster

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <unordered_map>
+#include <unordered_set>
+
+#include <unistd.h>
 
 #include "cluster.h"
 #include "parallel.h"
@@ -216,7 +219,9 @@ Engine::Engine(const Config& cfg, Backend backend, int device) : cfg_(cfg), back
 // rows arrive), so a stream never pays a reallocation that copies every row
 // (at 1.6M clusters that copy was ~0.45 s, inside the first timed add).
 void Engine::Reserve(uint64_t cap) {
-  cap = std::min<uint64_t>(cap, uint64_t(1) << 22);  // beyond that, vectors double as usual
+  // Beyond 2^22 rows, or a quarter of the host's memory, vectors double as usual.
+  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  cap = std::min<uint64_t>({cap, uint64_t(1) << 22, physical / 4 / (uint64_t(rows_.K) * 8 + 64)});
   rows_.terms.reserve(cap * rows_.K);
   rows_.weights.reserve(cap * rows_.K);
   rows_.len.reserve(cap);
@@ -302,6 +307,7 @@ uint32_t Engine::Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t k
     return c;
   }
   const uint32_t c = KeyId(key);
+  Remember(c);
   auto& sum = sums_[c];
   std::vector<SumEntry> merged;
   merged.reserve(sum.size() + n);
@@ -324,7 +330,84 @@ uint32_t Engine::Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t k
   return c;
 }
 
+// Pre-add copies of the clusters an add changed, taken as each is first
+// changed, plus the cluster count and clock: an add that throws puts them
+// back, drops the clusters it created and rebuilds the scorer's index, so an
+// aborted add leaves nothing behind.
+struct Engine::Undo {
+  struct Row {
+    uint32_t c, members, len;
+    uint64_t lastSeen;
+    std::vector<SumEntry> sum;
+    std::vector<uint32_t> terms;
+    std::vector<float> weights;
+  };
+  uint64_t count = 0, time = 0;
+  std::vector<Row> rows;
+  std::unordered_set<uint32_t> saved;
+};
+
+void Engine::Remember(uint32_t c) {
+  if (!undo_ || c >= undo_->count || !undo_->saved.insert(c).second) return;
+  const uint64_t b = uint64_t(c) * rows_.K;
+  undo_->rows.push_back({c, members_[c], rows_.len[c], rows_.lastSeen[c], sums_[c],
+                         std::vector<uint32_t>(rows_.terms.begin() + b, rows_.terms.begin() + b + rows_.K),
+                         std::vector<float>(rows_.weights.begin() + b, rows_.weights.begin() + b + rows_.K)});
+}
+
+void Engine::Rollback(Undo& u) {
+  const uint32_t K = rows_.K;
+  for (auto& r : u.rows) {
+    const uint64_t b = uint64_t(r.c) * K;
+    sums_[r.c] = std::move(r.sum);
+    members_[r.c] = r.members;
+    rows_.len[r.c] = r.len;
+    rows_.lastSeen[r.c] = r.lastSeen;
+    std::copy(r.terms.begin(), r.terms.end(), rows_.terms.begin() + b);
+    std::copy(r.weights.begin(), r.weights.end(), rows_.weights.begin() + b);
+  }
+  rows_.count = u.count;
+  rows_.terms.resize(u.count * K);
+  rows_.weights.resize(u.count * K);
+  rows_.len.resize(u.count);
+  rows_.lastSeen.resize(u.count);
+  sums_.resize(u.count);
+  members_.resize(u.count);
+  time_ = u.time;
+  try {
+    scorer_->Rebuild();
+  } catch (...) {
+    stale_ = true;  // the host state is right; the scorer is rebuilt before it is used again
+  }
+}
+
+uint64_t Engine::bytes() const {
+  uint64_t b = (rows_.terms.capacity() + rows_.weights.capacity() + rows_.len.capacity() + members_.capacity()) * 4 +
+               rows_.lastSeen.capacity() * 8 + sums_.capacity() * sizeof(std::vector<SumEntry>);
+  for (const auto& s : sums_) b += s.capacity() * sizeof(SumEntry);
+  return b;
+}
+
 void Engine::Add(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutput* out) {
+  if (stale_) {
+    scorer_->Rebuild();
+    stale_ = false;
+  }
+  Undo u;
+  u.count = rows_.count;
+  u.time = time_;
+  undo_ = &u;
+  try {
+    AddAll(m, mode, cancel, out);
+  } catch (...) {
+    undo_ = nullptr;
+    Rollback(u);
+    throw;
+  }
+  undo_ = nullptr;
+}
+
+void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddOutput* out) {
   Docs docs;
   const auto tPrep = std::chrono::steady_clock::now();
   Prepare(m, &docs);

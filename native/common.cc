@@ -20,8 +20,12 @@ std::string FormatBytes(uint64_t bytes) {
 void ThrowInvalid(const std::string& msg, const char* kind) { throw Error(kInvalidArgument, msg, kind); }
 
 void ThrowOutOfMemory(const std::string& what, uint64_t asked, uint64_t free_bytes) {
-  throw Error(kOutOfMemory, what + ": needs " + FormatBytes(asked) + " (" + std::to_string(asked) +
-                                " bytes) but only " + FormatBytes(free_bytes) + " is free");
+  Error e(kOutOfMemory, what + ": needs " + FormatBytes(asked) + " (" + std::to_string(asked) + " bytes) but only " +
+                            FormatBytes(free_bytes) + " is free");
+  e.hasBytes = true;
+  e.bytesRequested = asked;
+  e.bytesFree = free_bytes;
+  throw e;
 }
 
 }  // namespace cusim

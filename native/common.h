@@ -28,6 +28,10 @@ struct Error : std::runtime_error {
   std::string code;
   // kind picks the JavaScript class: "Error", "TypeError" or "RangeError".
   std::string kind;
+  // Out of memory: what was asked and what was free (err.bytesRequested and
+  // err.bytesFree in JavaScript), when known.
+  bool hasBytes = false;
+  uint64_t bytesRequested = 0, bytesFree = 0;
   Error(std::string code_, const std::string& msg, std::string kind_ = "Error")
       : std::runtime_error(msg), code(std::move(code_)), kind(std::move(kind_)) {}
 };
@@ -59,6 +63,10 @@ struct CsrView {
   const uint32_t* indptr = nullptr;
   const uint32_t* indices = nullptr;
   const float* values = nullptr;
+  // Position of indices[0] in the caller's arrays when this is an owned copy
+  // of a slice (native/owned.h); error messages add it so they name the
+  // caller's positions.
+  uint64_t base = 0;
   uint64_t nnz() const { return rows == 0 ? 0 : uint64_t(indptr[rows]) - indptr[0]; }
 };
 

@@ -1,5 +1,8 @@
 // N-API glue for FlyHash: an object owning the projection table, with an
 // async hash() that runs on the CPU pool or on one GPU.
+#include <unistd.h>
+
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -9,6 +12,7 @@
 #include "gpu.h"
 #include "host_buffer.h"
 #include "napi_util.h"
+#include "owned.h"
 #include "parallel.h"
 #include "phase_log.h"
 #include "uninit_vector.h"
@@ -18,10 +22,38 @@ namespace {
 
 struct FlyHashImpl {
   flyhash::Params params;
-  std::vector<uint32_t> proj;  // m * s, built once; both backends read it
-  std::mutex gpuMu;            // one GPU call at a time owns gpu
+  std::mutex gpuMu;  // one GPU call at a time owns gpu
   std::unique_ptr<flyhash::GpuState> gpu;
+  std::atomic<uint64_t> bytes{0};  // for V8 (ResourceWrap)
+  std::atomic<bool> gpuCounted{false};  // the GPU's tables are in `bytes` (about the projection's size)
+
+  // m * s, built at first use (off the event loop in hash()), so the
+  // constructor costs nothing that grows with its options. Both backends read it.
+  const std::vector<uint32_t>& Projection() {
+    std::lock_guard<std::mutex> lock(projMu);
+    if (!projReady) {
+      proj = flyhash::MakeProjection(params);
+      projReady = true;
+      bytes += proj.size() * 4;
+    }
+    return proj;
+  }
+
+ private:
+  std::mutex projMu;
+  bool projReady = false;
+  std::vector<uint32_t> proj;
 };
+
+// The projection table's bound: 2^30 entries (4 GiB), and at most half the host's memory.
+void CheckProjectionSize(const flyhash::Params& p) {
+  const uint64_t entries = uint64_t(p.m) * p.s;
+  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (entries > (uint64_t(1) << 30) || entries * 4 > physical / 2)
+    ThrowInvalid("hashLength * connections = " + std::to_string(entries) + " exceeds the projection table's bound of " +
+                 std::to_string(std::min<uint64_t>(uint64_t(1) << 30, physical / 8)) +
+                 " entries (2^30, and at most half of this host's memory at 4 bytes each)");
+}
 
 class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
  public:
@@ -50,10 +82,9 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       p.s = dim("connections", 1, p.d);
       p.k = dim("winners", 1, p.m);
       p.seed = SeedProp(o, 1);
-      if (uint64_t(p.m) * p.s > (uint64_t(1) << 32)) ThrowInvalid("hashLength * connections must be <= 2^32");
+      CheckProjectionSize(p);
       auto impl = std::make_shared<FlyHashImpl>();
       impl->params = p;
-      impl->proj = flyhash::MakeProjection(p);
       impl_ = std::move(impl);
     } catch (const Error& e) {
       throw MakeJsError(info.Env(), e);
@@ -66,7 +97,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
   Napi::Value Projection(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto impl = Get("FlyHash");
-      std::vector<uint32_t> copy = impl->proj;
+      std::vector<uint32_t> copy = impl->Projection();
+      Account();
       return ToTyped(info.Env(), std::move(copy));
     });
   }
@@ -78,41 +110,48 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       auto impl = Get("FlyHash");
       Args args(info);
       Napi::Object opts = args.Obj(1, "options");
-      // Float32 data, or bytes (Uint8Array: pixels), read in place either way.
-      DenseView x;
-      const uint8_t* xBytes = nullptr;
-      if (HasByteData(info[0])) {
-        const DenseBytesView b = DenseBytesArg(info[0], "X");
-        x.rows = b.rows;
-        x.cols = b.cols;
-        xBytes = b.data;
-      } else {
-        x = DenseArg(info[0], "X");
-      }
-      const flyhash::Params p = impl->params;
-      if (x.cols != p.d)
-        ThrowInvalid("X.cols is " + std::to_string(x.cols) + " but this FlyHash was built for inputDim " +
-                     std::to_string(p.d));
       const std::string out = StrPropOr(opts, "output", "bits");
       if (out != "bits" && out != "indices") ThrowInvalid("output must be 'bits' or 'indices'", "TypeError");
       const flyhash::Output o = out == "bits" ? flyhash::Output::Bits : flyhash::Output::Indices;
       Backend backend = BackendProp(opts);
       const int device = DeviceFor(backend, opts);
-      CancelToken cancel = CancelArg(opts);
+      // Pageable staging on both backends: the GPU path converts X into its
+      // own page-locked batches (bytes or checked floats) as it goes.
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      CancelToken cancel = in->Cancel(opts);
       flyhash::Tuning tuning;
       tuning.tensorCores = BoolPropOr(opts, "tensorCores", true);
+      // Float32 data, or bytes (Uint8Array: pixels), staged (owned.h) last:
+      // reading the options above may run getters.
+      DenseView x;
+      const uint8_t* xBytes = nullptr;
+      if (HasByteData(info[0])) {
+        const DenseBytesView b = in->DenseBytes(info[0], "X");
+        x.rows = b.rows;
+        x.cols = b.cols;
+        xBytes = b.data;
+      } else {
+        x = in->Dense(info[0], "X");
+      }
+      const flyhash::Params p = impl->params;
+      if (x.cols != p.d)
+        ThrowInvalid("X.cols is " + std::to_string(x.cols) + " but this FlyHash was built for inputDim " +
+                     std::to_string(p.d));
       // Uninitialized and first touched on all cores in the worker: a
       // zero-filled vector cost a serial pass on the event loop (~40 ms for
       // 1M rows of 1280 bits). Both backends write every word.
-      const uint64_t words = x.rows * flyhash::OutStride(p, o);
+      uint64_t words = 0;
+      if (__builtin_mul_overflow(x.rows, uint64_t(flyhash::OutStride(p, o)), &words) || words > (uint64_t(1) << 61))
+        ThrowInvalid("X.rows * words per code overflows");
       auto result = std::make_shared<HostBlock>();
       auto timing = std::make_shared<flyhash::Timing>();
-      std::vector<Napi::Value> keep{info[0], info.This()};
-      if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
+      auto memory = memory_;
       return RunAsync(
           info.Env(),
           [=] {
             PhaseLog log("flyhash hash");
+            const uint32_t* proj = impl->Projection().data();
+            log.Mark("projection");
             // The GPU path checks float X while staging it.
             if (backend == Backend::Cpu && !xBytes) flyhash::CheckFinite(x, "X");
             log.Mark("check");
@@ -127,15 +166,15 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
                 ParallelFor(xf.size(), 1 << 16, [&](size_t b, size_t e) {
                   for (size_t i = b; i < e; ++i) xf[i] = float(xBytes[i]);
                 });
-                flyhash::HashCpu(p, impl->proj.data(), DenseView{xf.data(), x.rows, x.cols}, o, out, cancel);
+                flyhash::HashCpu(p, proj, DenseView{xf.data(), x.rows, x.cols}, o, out, cancel);
               } else {
-                flyhash::HashCpu(p, impl->proj.data(), x, o, out, cancel);
+                flyhash::HashCpu(p, proj, x, o, out, cancel);
               }
             } else {
 #ifdef CUSIM_WITH_CUDA
               std::lock_guard<std::mutex> lock(impl->gpuMu);
-              flyhash::HashCuda(p, impl->proj.data(), x, xBytes, o, out, device, tuning, cancel, timing.get(),
-                                &impl->gpu);
+              flyhash::HashCuda(p, proj, x, xBytes, o, out, device, tuning, cancel, timing.get(), &impl->gpu);
+              if (impl->gpu && !impl->gpuCounted.exchange(true)) impl->bytes += uint64_t(p.m) * p.s * 4;
 #else
               (void)device;
               (void)tuning;
@@ -144,6 +183,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             log.Mark("hash");
           },
           [=](Napi::Env env) -> Napi::Value {
+            Account(memory, *impl);
             auto r = Napi::Object::New(env);
             if (words == 0) {
               r.Set("data", Napi::Uint32Array::New(env, 0));
@@ -157,9 +197,12 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             r.Set("kernel", timing->kernel);
             return r;
           },
-          keep);
+          {info.This()}, in);
     });
   }
+
+ public:
+  static uint64_t Bytes(const FlyHashImpl& impl) { return impl.bytes.load(); }
 };
 
 void Init(Napi::Env env, Napi::Object exports) { exports.Set("FlyHash", FlyHashWrap::Define(env)); }

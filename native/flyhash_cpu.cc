@@ -40,21 +40,48 @@ uint32_t FloatKey(float a) {
 
 std::vector<uint32_t> MakeProjection(const Params& p) {
   std::vector<uint32_t> proj(uint64_t(p.m) * p.s);
+  // Floyd's membership test needs the output's inputs drawn so far: a bitset
+  // over the d inputs where d is within 4096 s, else a hash set of O(s)
+  // (d reaches 2^30: a d-sized mark per chunk of outputs was gigabytes).
+  const bool dense = uint64_t(p.d) <= 4096 * uint64_t(p.s);
+  uint32_t bits = 1;
+  while ((uint64_t(1) << bits) < 2 * uint64_t(p.s)) ++bits;
   ParallelFor(p.m, 64, [&](size_t b, size_t e) {
-    // One mark per input; cleared after each output so the cost stays O(s).
-    std::vector<uint8_t> mark(p.d, 0);
+    std::vector<uint64_t> mark(dense ? (uint64_t(p.d) + 63) / 64 : 0, 0);
+    // Slot: (output + 1) << 32 | input, live only for the current output.
+    std::vector<uint64_t> set(dense ? 0 : uint64_t(1) << bits, 0);
+    const uint64_t mask = (uint64_t(1) << bits) - 1;
     for (size_t j = b; j < e; ++j) {
+      const uint64_t stamp = uint64_t(j + 1) << 32;
+      // Inserts t; true when it was already there.
+      auto seen = [&](uint32_t t) {
+        if (dense) {
+          const uint64_t bit = uint64_t(1) << (t & 63), was = mark[t >> 6] & bit;
+          mark[t >> 6] |= bit;
+          return was != 0;
+        }
+        for (uint64_t h = (uint32_t(t * 2654435761u) >> (32 - std::min(bits, 31u))) & mask;; h = (h + 1) & mask) {
+          if ((set[h] & ~uint64_t(0xFFFFFFFFu)) != stamp) {
+            set[h] = stamp | t;
+            return false;
+          }
+          if (uint32_t(set[h]) == t) return true;
+        }
+      };
       Philox rng(p.seed, j, 0);
       uint32_t* out = proj.data() + j * p.s;
       uint32_t n = 0;
       for (uint32_t i = p.d - p.s; i < p.d; ++i) {
         uint32_t t = Bounded(rng, i + 1);
-        if (mark[t]) t = i;
-        mark[t] = 1;
+        if (seen(t)) {
+          t = i;
+          seen(t);
+        }
         out[n++] = t;
       }
       std::sort(out, out + p.s);
-      for (uint32_t q = 0; q < p.s; ++q) mark[out[q]] = 0;
+      if (dense)
+        for (uint32_t q = 0; q < p.s; ++q) mark[out[q] >> 6] = 0;
     }
   });
   return proj;

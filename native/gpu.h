@@ -45,10 +45,11 @@ bool DeviceTensorCores(int device);
 void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes);
 
 // Page-locked host memory every GPU can DMA from and into (cudaHostAlloc,
-// portable), zero-filled; nullptr where CUDA is unavailable or the allocation
-// fails, so callers fall back to ordinary memory. Engines that find their
-// inputs or outputs in such memory skip the staging copies.
-void* HostPinnedAlloc(uint64_t bytes);
+// portable), zero-filled unless `zero` is false; nullptr where CUDA is
+// unavailable or the allocation fails, so callers fall back to ordinary
+// memory. Engines that find their inputs or outputs in such memory skip the
+// staging copies.
+void* HostPinnedAlloc(uint64_t bytes, bool zero = true);
 void HostPinnedFree(void* p) noexcept;
 
 // Runs `release` (which drops state holding GPU or large host memory) on a

@@ -1,10 +1,12 @@
 // N-API glue for the Hamming k-NN index. One mutex per index serializes adds,
 // lazy builds and searches, since the async work reads the shared codes.
+#include <atomic>
 #include <mutex>
 
 #include "gpu.h"
 #include "hamming.h"
 #include "napi_util.h"
+#include "owned.h"
 
 namespace cusim {
 namespace {
@@ -12,7 +14,23 @@ namespace {
 struct State {
   std::mutex mu;
   hamming::HostIndex index;
+  // Mirrors for the JavaScript thread, which must not wait on `mu` while a
+  // search holds it: the code count and the bytes held (for V8).
+  std::atomic<uint64_t> rows{0}, bytes{0};
+  // Under mu, after anything that may change what the index holds.
+  void Measure() {
+    const auto& ix = index;
+    uint64_t b = (ix.codes.capacity() + ix.offsets.capacity() + ix.ids.capacity() + ix.positions.capacity()) * 4;
+    if (ix.device) b += (ix.codes.size() + ix.offsets.size() + ix.ids.size()) * 4;  // about the GPU's copy
+    bytes = b;
+    rows = ix.rows;
+  }
 };
+
+// Offsets of the EWH buckets: tables * (2^keyBits + 1) entries, bounded to 2^28 (1 GiB).
+constexpr uint64_t kMaxBucketOffsets = uint64_t(1) << 28;
+// scores(): queries * codes entries, bounded to 2^30 (a 4 GiB result).
+constexpr uint64_t kMaxScores = uint64_t(1) << 30;
 
 uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi, double fallback) {
   double v = NumPropOr(o, key, fallback);
@@ -52,7 +70,11 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       p.minScore = int32_t(ms);
       p.seed = SeedProp(o, 1);
       p.weights.assign(p.maxErrors + 1, 0);
-      auto w = TypedProp<int32_t>(o, "weights");
+      if (ix.ewh && uint64_t(p.tables) * ((uint64_t(1) << p.keyBits) + 1) > kMaxBucketOffsets)
+        ThrowInvalid("tables * 2^keyBits must be at most 2^28 (the EWH bucket tables' bound, 1 GiB); got " +
+                     std::to_string(p.tables) + " * 2^" + std::to_string(p.keyBits));
+      Inputs in(Inputs::Use::Sync);
+      auto w = in.Prop<int32_t>(o, "weights");
       if (w.length != p.weights.size()) ThrowInvalid("weights must have maxErrors + 1 entries");
       int32_t maxW = 0;
       for (size_t i = 0; i < w.length; ++i) {
@@ -62,7 +84,9 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       }
       if (uint64_t(maxW) * p.tables > hamming::kMaxScore) ThrowInvalid("tables * max(weights) must be <= 8191");
       if (ix.ewh) ix.positions = hamming::DrawPositions(ix.bits, p.tables, p.keyBits, p.seed);
+      st->Measure();
       impl_ = st;
+      Account();
     } catch (const Error& e) {
       MakeJsError(info.Env(), e).ThrowAsJavaScriptException();
     }
@@ -72,21 +96,27 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
   Napi::Value Add(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
-      auto a = TypedArg<uint32_t>(info[0], "codes");
-      std::lock_guard<std::mutex> lock(st->mu);
-      const uint32_t w = st->index.wordsPerRow();
-      if (a.length % w) ThrowInvalid("codes length must be a multiple of bits / 32");
-      if (st->index.rows + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index holds at most 2^32 - 2 codes");
-      hamming::AddCodes(st->index, a.data, a.length / w);
-      return Napi::Number::New(info.Env(), double(st->index.rows));
+      Inputs in(Inputs::Use::Sync);
+      auto a = in.Array<uint32_t>(info[0], "codes");
+      uint64_t rows = 0;
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        const uint32_t w = st->index.wordsPerRow();
+        if (a.length % w) ThrowInvalid("codes length must be a multiple of bits / 32");
+        if (st->index.rows + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index holds at most 2^32 - 2 codes");
+        hamming::AddCodes(st->index, a.data, a.length / w);
+        st->Measure();
+        rows = st->index.rows;
+      }
+      Account();
+      return Napi::Number::New(info.Env(), double(rows));
     });
   }
 
   Napi::Value Size(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
-      std::lock_guard<std::mutex> lock(st->mu);
-      return Napi::Number::New(info.Env(), double(st->index.rows));
+      return Napi::Number::New(info.Env(), double(st->rows.load()));
     });
   }
 
@@ -103,9 +133,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
       Args args(info);
-      BitsView q = BitsArg(info[0], "queries");
       Napi::Object o = args.Obj(1, "options");
-      if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
       const uint32_t k = U32Prop(o, "k", 1, hamming::kMaxK, 0);
       Backend backend = BackendProp(o);
       std::string ek = StrPropOr(o, "exactKernel", "auto");
@@ -117,10 +145,14 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           : ek == "mma2" ? hamming::ExactKernel::Mma2
                          : hamming::ExactKernel::Auto;
       const int device = DeviceFor(backend, o);
-      CancelToken cancel = CancelArg(o);
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      CancelToken cancel = in->Cancel(o);
+      const BitsView q = in->Bits(info[0], "queries");
+      if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
       auto ids = std::make_shared<std::vector<uint32_t>>(q.rows * k);
       auto dist = std::make_shared<std::vector<uint16_t>>(q.rows * k);
       auto timing = std::make_shared<hamming::Timing>();
+      auto memory = memory_;
       return RunAsync(
           info.Env(),
           [=] {
@@ -142,8 +174,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
               (void)device, (void)kernel;
 #endif
             }
+            st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {
+            Account(memory, *st);
             auto r = Napi::Object::New(env);
             r.Set("ids", ToTyped(env, std::move(*ids)));
             r.Set("distances", ToTyped(env, std::move(*dist)));
@@ -154,7 +188,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             r.Set("shortlisted", double(timing->shortlisted));
             return r;
           },
-          {info[0], o, Value()});
+          {Value()}, in);
     });
   }
 
@@ -163,18 +197,27 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
       Args args(info);
-      BitsView q = BitsArg(info[0], "queries");
       Napi::Object o = args.Obj(1, "options");
       if (!st->index.ewh) ThrowInvalid("scores needs method 'ewh'");
-      if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
       Backend backend = BackendProp(o);
       const int device = DeviceFor(backend, o);
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      const BitsView q = in->Bits(info[0], "queries");
+      if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
+      const auto bound = [q](uint64_t rows) {
+        if (rows && q.rows > kMaxScores / rows)
+          ThrowInvalid("scores of " + std::to_string(q.rows) + " queries against " + std::to_string(rows) +
+                       " codes exceed 2^30 entries (a 4 GiB result); score fewer queries per call");
+      };
+      bound(st->rows.load());
       auto out = std::make_shared<std::vector<uint32_t>>();
+      auto memory = memory_;
       return RunAsync(
           info.Env(),
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            bound(ix.rows);  // codes added since the call
             out->assign(q.rows * ix.rows, 0);
             if (backend == Backend::Cpu) {
               hamming::ScoresCpu(ix, q, out->data());
@@ -185,8 +228,13 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
               (void)device;
 #endif
             }
+            st->Measure();
           },
-          [=](Napi::Env env) -> Napi::Value { return ToTyped(env, std::move(*out)); }, {info[0], o, Value()});
+          [=](Napi::Env env) -> Napi::Value {
+            Account(memory, *st);
+            return ToTyped(env, std::move(*out));
+          },
+          {Value()}, in);
     });
   }
 
@@ -199,6 +247,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       Backend backend = BackendProp(o);
       const int device = DeviceFor(backend, o);
       auto timing = std::make_shared<hamming::Timing>();
+      auto memory = memory_;
       return RunAsync(
           info.Env(),
           [=] {
@@ -215,18 +264,23 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
               (void)device;
 #endif
             }
+            st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {
+            Account(memory, *st);
             auto r = Napi::Object::New(env);
             r.Set("buildMs", timing->buildMs);
             r.Set("transferMs", timing->transferMs);
             return r;
           },
-          {o, Value()});
+          {Value()});
     });
   }
 
   Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+ public:
+  static uint64_t Bytes(const State& st) { return st.bytes.load(); }
 };
 
 void Init(Napi::Env env, Napi::Object exports) { exports.Set("HammingIndex", HammingWrap::Define(env)); }

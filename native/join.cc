@@ -8,6 +8,7 @@
 #include "gpu.h"
 #include "join.h"
 #include "napi_util.h"
+#include "owned.h"
 #include "phase_log.h"
 
 namespace cusim {
@@ -16,6 +17,7 @@ namespace {
 struct JoinState {
   std::unique_ptr<join::Joiner> joiner;
   std::atomic<bool> busy{false};  // cleared on the worker thread
+  uint64_t bytes = 0;             // about what the prepared join holds (for V8), set by open()
 
   // One open()/next() at a time: claimed on the JS thread, released by the
   // worker (Release, even when the work throws).
@@ -38,6 +40,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
   }
   explicit JoinHandle(const Napi::CallbackInfo& info) : ResourceWrap(info) { impl_ = std::make_shared<JoinState>(); }
   ~JoinHandle() override { ReleaseLater(); }
+  static uint64_t Bytes(const JoinState& s) { return s.bytes; }
 
  private:
   // A finished join's GPU buffers go in the background (gpu.h): similarityJoin
@@ -54,6 +57,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
   }
   Napi::Value Release(const Napi::CallbackInfo& info) {
     ReleaseLater();
+    memory_->Close();
     return info.Env().Undefined();
   }
 
@@ -63,10 +67,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       Args args(info);
       auto state = Get("JoinHandle");
       Napi::Object opts = args.Obj(2, "options");
-      CsrView sets = CsrArg(info[0], "sets", false);
       const bool rs = !info[1].IsUndefined() && !info[1].IsNull();
-      CsrView against;
-      if (rs) against = CsrArg(info[1], "against", false);
       const double md = NumProp(opts, "measure", "options");
       if (!(md >= 0 && md <= 3) || md != std::floor(md)) ThrowInvalid("options.measure must be an integer 0..3");
       const int m = int(md);
@@ -78,8 +79,18 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       const double bs = NumPropOr(opts, "blockSize", 0);
       if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
       const int device = DeviceFor(backend, opts);
-      CancelToken cancel = CancelArg(opts);
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      CancelToken cancel = in->Cancel(opts);
+      // Properties first (getters may run), then the staging copies.
+      const CsrSource setsSrc = ReadCsr(info[0], "sets", false);
+      CsrSource againstSrc;
+      if (rs) againstSrc = ReadCsr(info[1], "against", false);
+      const CsrView sets = in->Csr(setsSrc, 0, setsSrc.rows);
+      CsrView against;
+      if (rs) against = in->Csr(againstSrc, 0, againstSrc.rows);
       state->Claim();
+      state->bytes = (sets.nnz() + against.nnz()) * 4 + (sets.rows + against.rows) * 16;
+      Account();
       return RunAsync(
           info.Env(),
           [=] {
@@ -104,7 +115,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             }
             log.Mark("joiner");
           },
-          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info[0], info[1], opts.Get("cancel")});
+          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()}, in);
     });
   }
 
@@ -114,7 +125,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       Args args(info);
       auto state = Get("JoinHandle");
       Napi::Object opts = args.Obj(0, "options");
-      CancelToken cancel = CancelArg(opts);
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      CancelToken cancel = in->Cancel(opts);
       if (!state->joiner) ThrowInvalid("JoinHandle.next() before open() finished", "Error");
       state->Claim();
       auto chunk = std::make_shared<join::Chunk>();
@@ -147,32 +159,45 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             r.Set("kernelMs", chunk->kernelMs);
             return r;
           },
-          {opts.Get("cancel")});
+          {info.This()}, in);
     });
   }
 };
 
 // sortPairs(left, right, overlap, similarity) -> Promise<void>: sorts the four
-// parallel arrays in place by (left, right).
+// parallel arrays by (left, right); they are written back when the sort is
+// done, all four or (one detached or shrunk meanwhile) none.
 Napi::Value SortPairs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
-    auto l = TypedArg<uint32_t>(info[0], "left");
-    auto r = TypedArg<uint32_t>(info[1], "right");
-    auto o = TypedArg<uint32_t>(info[2], "overlap");
-    auto s = TypedArg<float>(info[3], "similarity");
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    auto l = in->Array<uint32_t>(info[0], "left");
+    auto r = in->Array<uint32_t>(info[1], "right");
+    auto o = in->Array<uint32_t>(info[2], "overlap");
+    auto s = in->Array<float>(info[3], "similarity");
     if (r.length != l.length || o.length != l.length || s.length != l.length) ThrowInvalid("sortPairs: arrays differ in length");
+    const uint64_t n = l.length;
+    auto outs = std::make_shared<std::vector<std::unique_ptr<OutputArray>>>();
+    const char* names[4] = {"left", "right", "overlap", "similarity"};
+    for (int i = 0; i < 4; ++i)
+      outs->push_back(std::make_unique<OutputArray>(info[i], i == 3 ? napi_float32_array : napi_uint32_array, n, names[i], *in));
     return RunAsync(
         info.Env(),
         [=] {
-          std::vector<uint32_t> L(l.data, l.data + l.length), R(r.data, r.data + r.length), O(o.data, o.data + o.length);
-          std::vector<float> S(s.data, s.data + s.length);
+          std::vector<uint32_t> L(l.data, l.data + n), R(r.data, r.data + n), O(o.data, o.data + n);
+          std::vector<float> S(s.data, s.data + n);
           join::SortPairs(L, R, O, S);
-          std::copy(L.begin(), L.end(), l.data);
-          std::copy(R.begin(), R.end(), r.data);
-          std::copy(O.begin(), O.end(), o.data);
-          std::copy(S.begin(), S.end(), s.data);
+          if (n == 0) return;
+          std::copy(L.begin(), L.end(), static_cast<uint32_t*>((*outs)[0]->target()));
+          std::copy(R.begin(), R.end(), static_cast<uint32_t*>((*outs)[1]->target()));
+          std::copy(O.begin(), O.end(), static_cast<uint32_t*>((*outs)[2]->target()));
+          std::copy(S.begin(), S.end(), static_cast<float*>((*outs)[3]->target()));
         },
-        [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info[0], info[1], info[2], info[3]});
+        [=](Napi::Env env) -> Napi::Value {
+          for (auto& a : *outs) a->Check();
+          for (auto& a : *outs) a->Deliver(env);
+          return env.Undefined();
+        },
+        {}, in);
   });
 }
 

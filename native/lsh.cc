@@ -3,6 +3,7 @@
 #include "gpu.h"
 #include "lsh.h"
 #include "napi_util.h"
+#include "owned.h"
 
 namespace cusim {
 namespace {
@@ -21,8 +22,8 @@ uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t h
   return uint32_t(v);
 }
 
-lsh::SigView SigArg(const Napi::Value& v, uint32_t samples, uint64_t n, const char* name) {
-  auto a = TypedArg<uint32_t>(v, name);
+lsh::SigView SigArg(Inputs& in, const Napi::Value& v, uint32_t samples, uint64_t n, const char* name) {
+  auto a = in.Array<uint32_t>(v, name, true);
   if (a.length != n * samples * 2)
     ThrowInvalid(std::string(name) + " has length " + std::to_string(a.length) + " but rows * samples * 2 = " +
                  std::to_string(n * samples * 2));
@@ -37,12 +38,10 @@ lsh::Params ParamsArg(const Napi::Object& o, uint32_t samples) {
   return p;
 }
 
-Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts) {
+// Options first (getters may run), then the arrays, staged into `in`.
+Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts, Inputs& in) {
   Common c;
   const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
-  auto ids = TypedArg<uint32_t>(info[1], "ids");
-  c.ids = ids.data;
-  c.sig = SigArg(info[0], samples, ids.length, "signatures");
   c.params = ParamsArg(opts, samples);
   Backend backend = BackendProp(opts);
   if (backend == Backend::Cpu) {
@@ -56,6 +55,10 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts) {
     ResolveDevices(DevicesProp(opts));  // throws: this build has no CUDA
 #endif
   }
+  in.ForGpu(backend == Backend::Cuda);
+  auto ids = in.Array<uint32_t>(info[1], "ids");
+  c.ids = ids.data;
+  c.sig = SigArg(in, info[0], samples, ids.length, "signatures");
   return c;
 }
 
@@ -75,14 +78,14 @@ Napi::Value CandidatePairs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
     Napi::Object opts = args.Obj(2, "options");
-    Common c = CommonArgs(info, opts);
-    CancelToken cancel = CancelArg(opts);
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    CancelToken cancel = in->Cancel(opts);
+    Common c = CommonArgs(info, opts, *in);
     auto out = std::make_shared<lsh::PairList>();
     auto timing = std::make_shared<lsh::Timing>();
     return RunAsync(
         info.Env(), [=] { *out = lsh::CandidatePairs(c.sig, c.ids, c.params, c.engine, cancel, timing.get()); },
-        [=](Napi::Env env) -> Napi::Value { return PairsResult(env, std::move(*out), false, *timing); },
-        {info[0], info[1], opts});
+        [=](Napi::Env env) -> Napi::Value { return PairsResult(env, std::move(*out), false, *timing); }, {}, in);
   });
 }
 
@@ -91,21 +94,21 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
     Napi::Object opts = args.Obj(2, "options");
-    Common c = CommonArgs(info, opts);
-    CancelToken cancel = CancelArg(opts);
     const std::string v = StrPropOr(opts, "verify", "estimate");
     lsh::Verify verify = v == "none" ? lsh::Verify::None : v == "exact" ? lsh::Verify::Exact : lsh::Verify::Estimate;
     if (v != "none" && v != "exact" && v != "estimate") ThrowInvalid("verify must be 'none', 'estimate' or 'exact'", "TypeError");
     const double threshold = NumPropOr(opts, "threshold", 0.5);
     if (!(threshold > 0 && threshold <= 1)) ThrowInvalid("threshold must be in (0, 1]");
-    bool hasMatrix = false;
-    CsrView matrix;
     Napi::Value mv = opts.Get("matrix");
-    if (!mv.IsUndefined() && !mv.IsNull()) {
-      matrix = CsrArg(mv, "matrix");
-      hasMatrix = true;
-    }
+    const bool hasMatrix = !mv.IsUndefined() && !mv.IsNull();
     if (verify == lsh::Verify::Exact && !hasMatrix) ThrowInvalid("matrix is required for verify 'exact'", "TypeError");
+    CsrSource msrc;
+    if (hasMatrix) msrc = ReadCsr(mv, "matrix");
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    CancelToken cancel = in->Cancel(opts);
+    Common c = CommonArgs(info, opts, *in);
+    CsrView matrix;
+    if (hasMatrix) matrix = in->Csr(msrc, 0, msrc.rows);
     auto out = std::make_shared<lsh::GroupsResult>();
     auto timing = std::make_shared<lsh::Timing>();
     return RunAsync(
@@ -121,7 +124,7 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
           r.Set("count", out->count);
           return r;
         },
-        {info[0], info[1], opts});
+        {}, in);
   });
 }
 
@@ -131,14 +134,15 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
     Args args(info);
     Napi::Object opts = args.Obj(3, "options");
     const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
-    auto ids = TypedArg<uint32_t>(info[1], "ids");
-    lsh::SigView stored = SigArg(info[0], samples, ids.length, "stored");
-    auto q = TypedArg<uint32_t>(info[2], "signatures");
+    lsh::Params p = ParamsArg(opts, samples);
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    auto ids = in->Array<uint32_t>(info[1], "ids");
+    lsh::SigView stored = SigArg(*in, info[0], samples, ids.length, "stored");
+    auto q = in->Array<uint32_t>(info[2], "signatures");
     if (q.length % (uint64_t(samples) * 2) != 0)
       ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * 2 = " +
                    std::to_string(uint64_t(samples) * 2));
     lsh::SigView queries{q.data, q.length / (uint64_t(samples) * 2), samples};
-    lsh::Params p = ParamsArg(opts, samples);
     const uint32_t* idp = ids.data;
     auto indptr = std::make_shared<std::vector<uint32_t>>();
     auto hits = std::make_shared<std::vector<uint32_t>>();
@@ -150,7 +154,7 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
           r.Set("ids", ToTyped(env, std::move(*hits)));
           return r;
         },
-        {info[0], info[1], info[2]});
+        {}, in);
   });
 }
 

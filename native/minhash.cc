@@ -4,6 +4,7 @@
 #if defined(__linux__)
 #endif
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "host_buffer.h"
 #include "minhash.h"
 #include "napi_util.h"
+#include "owned.h"
 
 namespace cusim {
 namespace {
@@ -29,6 +31,7 @@ struct Engine {
   bool hostReady = false;
   bool injected = false;  // tables came from fromParameters, not the seed
   std::vector<float> rs, lnCs, betas;
+  std::atomic<uint64_t> bytes{0};  // host tables + GPU tables, for V8 (ResourceWrap)
 #ifdef CUSIM_WITH_CUDA
   std::mutex gpuMutex;
   std::shared_ptr<minhash::CudaEngine> gpu;
@@ -47,6 +50,7 @@ struct Engine {
     rs.resize(n), lnCs.resize(n), betas.resize(n);
     minhash::GenerateParamsCpu(seed, dim, samples, rs.data(), lnCs.data(), betas.data());
     hostReady = true;
+    bytes += need;
   }
 
 #ifdef CUSIM_WITH_CUDA
@@ -56,6 +60,7 @@ struct Engine {
       // Injected tables are uploaded; seeded ones are generated on each device.
       gpu = minhash::CreateCudaEngine(devices, seed, dim, samples, injected ? rs.data() : nullptr,
                                       injected ? lnCs.data() : nullptr, injected ? betas.data() : nullptr);
+      bytes += uint64_t(dim) * samples * 18 * devices.size();  // a 16-byte record and a 2-byte bound per entry
     }
     return *gpu;
   }
@@ -83,20 +88,23 @@ Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const f
 
 // Output of one hash call, handed to JavaScript without a copy, in
 // uninitialized host memory (host_buffer.h): a 1M-row result is 1 GB that the
-// kernels or the CPU overwrite entirely.
+// kernels or the CPU overwrite entirely. Or the caller's `out` (owned.h).
 struct Signatures {
   uint32_t* data = nullptr;
   uint64_t size = 0;
-  uint32_t* external = nullptr;  // the caller's `out` array, written in place
+  std::unique_ptr<OutputArray> out;
   ~Signatures() { std::free(data); }
-  uint32_t* target() const { return external ? external : data; }
+  uint32_t* target() const { return out ? static_cast<uint32_t*>(out->target()) : data; }
   void allocate(uint64_t n) {
     size = n;
-    if (!n || external) return;
+    if (!n || out) return;
     data = static_cast<uint32_t*>(AllocHostResult(n * 4));
   }
   Napi::Value ToJs(Napi::Env env) {
-    if (external) return env.Undefined();  // the caller already holds the array
+    if (out) {
+      out->Deliver(env);
+      return env.Undefined();  // the caller already holds the array
+    }
     if (size == 0) return Napi::Uint32Array::New(env, 0);
     uint32_t* p = data;
     data = nullptr;
@@ -134,8 +142,9 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         const uint64_t n = uint64_t(e->dim) * e->samples;
         const char* names[3] = {"rs", "lnCs", "betas"};
         std::vector<float>* dst[3] = {&e->rs, &e->lnCs, &e->betas};
+        Inputs in(Inputs::Use::Sync);
         for (int i = 0; i < 3; ++i) {
-          auto a = TypedProp<float>(o, names[i]);
+          auto a = in.Prop<float>(o, names[i]);
           if (a.length != n)
             ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * dim = " + std::to_string(n));
           dst[i]->resize(n);
@@ -143,8 +152,10 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         }
         e->hostReady = true;
         e->injected = true;
+        e->bytes = 3 * n * sizeof(float);
       }
       impl_ = e;
+      Account();
     } catch (const Error& err) {
       throw MakeJsError(info.Env(), err);
     }
@@ -156,66 +167,63 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
       Args args(info);
-      CsrView m = CsrArg(info[0], "matrix");
+      // Every property is read (getters may run) before any array is staged.
+      const CsrSource src = ReadCsr(info[0], "matrix");
       Napi::Object opts = args.Obj(1, "options");
-      if (m.cols != e->dim)
-        ThrowInvalid("matrix.cols is " + std::to_string(m.cols) + " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
-      const double rs = NumPropOr(opts, "rowStart", 0), re = NumPropOr(opts, "rowEnd", double(m.rows));
-      if (!(rs >= 0 && rs <= re && re <= double(m.rows)) || rs != double(uint64_t(rs)) || re != double(uint64_t(re)))
+      if (src.cols != e->dim)
+        ThrowInvalid("matrix.cols is " + std::to_string(src.cols) + " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
+      const double rs = NumPropOr(opts, "rowStart", 0), re = NumPropOr(opts, "rowEnd", double(src.rows));
+      if (!(rs >= 0 && rs <= re && re <= double(src.rows)) || rs != double(uint64_t(rs)) || re != double(uint64_t(re)))
         ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
       const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
-      CancelToken cancel = CancelArg(opts);
+      const Napi::Value outArg = opts.Get("out");
+      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+      in->ForGpu(e->backend == Backend::Cuda);
+      CancelToken cancel = in->Cancel(opts);
+      // The owned rows [rowStart, rowEnd), as rows 0.. (positions in messages stay the caller's).
+      const auto tc = std::chrono::steady_clock::now();
+      const CsrView m = in->Csr(src, rowStart, rowEnd);
+      const double copyInMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
       auto out = std::make_shared<Signatures>();
       auto timing = std::make_shared<minhash::Timing>();
-      std::vector<Napi::Value> keep{info[0], info.This()};
-      if (opts.Has("out") && !opts.Get("out").IsUndefined()) {
-        Napi::Value o = opts.Get("out");
-        if (!o.IsTypedArray() || o.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
-          ThrowInvalid("out must be a Uint32Array", "TypeError");
-        auto arr = o.As<Napi::Uint32Array>();
-        const uint64_t need = (rowEnd - rowStart) * uint64_t(e->samples) * 2;
-        if (arr.ElementLength() < need)
-          ThrowInvalid("out has length " + std::to_string(arr.ElementLength()) + " but the rows need " + std::to_string(need));
-        // Signatures written over the matrix being read would change columns
-        // and row bounds under the kernels (reads far out of range).
+      const uint64_t need = m.rows * uint64_t(e->samples) * 2;
+      if (!outArg.IsUndefined()) {
+        out->out = std::make_unique<OutputArray>(outArg, napi_uint32_array, need, "out", *in);
+        // Signatures written over pinned input the GPU is still reading would
+        // change it under the kernels.
         const auto overlaps = [&](const void* p, uint64_t bytes) {
-          const uintptr_t a = uintptr_t(arr.Data()), b = uintptr_t(p);
-          return need > 0 && bytes > 0 && a < b + bytes && b < a + need * 4;
+          const uintptr_t a = uintptr_t(out->out->target()), b = uintptr_t(p);
+          return out->out->inPlace() && need > 0 && bytes > 0 && a < b + bytes && b < a + need * 4;
         };
         const uint64_t nz = m.indptr[m.rows];
-        if (overlaps(m.indptr, (m.rows + 1) * 4) || overlaps(m.indices, nz * 4) || (m.values && overlaps(m.values, nz * 4)))
-          ThrowInvalid("out must not share memory with matrix.indptr, matrix.indices or matrix.values");
-        out->external = arr.Data();
-        keep.push_back(o);
+        if (overlaps(m.indices, nz * 4) || (m.values && overlaps(m.values, nz * 4)))
+          ThrowInvalid("out must not share memory with matrix.indices or matrix.values");
       }
-      if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
+      auto memory = memory_;
       return RunAsync(
           info.Env(),
           [=] {
             const auto t0 = std::chrono::steady_clock::now();
-            // Only the rows this call reads; indices are reported at their absolute position.
-            CsrView part = m;
-            part.rows = rowEnd - rowStart;
-            part.indptr = m.indptr + rowStart;
             if (e->backend == Backend::Cuda) {
-              ValidateIndptr(part, "matrix");  // columns and weights are checked as they are staged
+              ValidateIndptr(m, "matrix");  // columns and weights are checked as they are staged
             } else {
-              ValidateCsr(part, "matrix");
-              RejectInfiniteWeights(part, "matrix");
+              ValidateCsr(m, "matrix");
+              RejectInfiniteWeights(m, "matrix");
             }
-            out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
+            out->allocate(need);
             if (e->backend == Backend::Cpu) {
               e->EnsureHost();
-              minhash::HashCpu(m, rowStart, rowEnd, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
+              minhash::HashCpu(m, 0, m.rows, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
                                out->target(), cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->target(), timing.get(), cancel);
+              minhash::HashCuda(e->EnsureGpu(), m, 0, m.rows, out->target(), timing.get(), cancel);
 #endif
             }
             timing->nativeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           },
           [=](Napi::Env env) -> Napi::Value {
+            Account(memory, *e);
             auto r = Napi::Object::New(env);
             r.Set("signatures", out->ToJs(env));
             r.Set("kernelMs", timing->kernelMs);
@@ -225,10 +233,11 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
             host.Set("waitMs", timing->waitMs);
             host.Set("stageOutMs", timing->stageOutMs);
             host.Set("nativeMs", timing->nativeMs);
+            host.Set("copyInMs", copyInMs);
             r.Set("host", host);
             return r;
           },
-          keep);
+          {info.This()}, in);
     });
   }
 
@@ -238,6 +247,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
       e->EnsureHost();
+      Account();
       return TablesToJs(info.Env(), *e, e->rs.data(), e->lnCs.data(), e->betas.data());
     });
   }
@@ -271,16 +281,20 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
   }
 
   Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+ public:
+  static uint64_t Bytes(const Engine& e) { return e.bytes.load(); }
 };
 
 // jaccardPairs(signatures, samples, left, right) -> Float32Array
 Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
-    auto sigs = TypedArg<uint32_t>(info[0], "signatures");
     const double samples = args.Num(1, "samples");
-    auto left = TypedArg<uint32_t>(info[2], "left");
-    auto right = TypedArg<uint32_t>(info[3], "right");
+    Inputs in(Inputs::Use::Sync);
+    auto sigs = in.Array<uint32_t>(info[0], "signatures");
+    auto left = in.Array<uint32_t>(info[2], "left");
+    auto right = in.Array<uint32_t>(info[3], "right");
     if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
       ThrowInvalid("samples must be an integer in [1, 65536]");
     const uint64_t stride = uint64_t(samples) * 2;
@@ -302,8 +316,9 @@ Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
 Napi::Value SplitRows(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
-    CsrView m = CsrArg(info[0], "matrix", false);
     const double a = args.Num(1, "rowStart"), b = args.Num(2, "rowEnd"), parts = args.Num(3, "parts");
+    Inputs in(Inputs::Use::Sync);
+    const CsrView m = in.Csr(info[0], "matrix", false);
     if (!(a >= 0 && a <= b && b <= double(m.rows))) ThrowInvalid("rowStart/rowEnd out of range");
     if (!(parts >= 1 && parts <= 4096)) ThrowInvalid("parts must be in [1, 4096]");
     auto cut = minhash::SplitRowsByNnz(m, uint64_t(a), uint64_t(b), size_t(parts));

@@ -23,7 +23,14 @@ Napi::Error MakeJsError(Napi::Env env, const std::string& code, const std::strin
   return err;
 }
 
-Napi::Error MakeJsError(Napi::Env env, const Error& e) { return MakeJsError(env, e.code, e.what(), e.kind); }
+Napi::Error MakeJsError(Napi::Env env, const Error& e) {
+  Napi::Error err = MakeJsError(env, e.code, e.what(), e.kind);
+  if (e.hasBytes) {
+    err.Set("bytesRequested", Napi::Number::New(env, double(e.bytesRequested)));
+    err.Set("bytesFree", Napi::Number::New(env, double(e.bytesFree)));
+  }
+  return err;
+}
 
 Napi::Value Guard(const Napi::CallbackInfo& info, const std::function<Napi::Value()>& body) {
   Napi::Env env = info.Env();
@@ -116,119 +123,18 @@ int DeviceFor(Backend backend, const Napi::Object& o) {
   return backend == Backend::Cuda ? ResolveDevices(DevicesProp(o)).at(0) : 0;
 }
 
-static uint64_t Dim(const Napi::Object& o, const char* key, const char* name) {
-  Napi::Value v = o.Get(key);
-  if (!v.IsNumber()) ThrowInvalid(std::string(name) + "." + key + " must be a non-negative integer", "TypeError");
-  double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d != std::floor(d) || d > 9007199254740991.0)
-    ThrowInvalid(std::string(name) + "." + key + " must be a non-negative integer");
-  return uint64_t(d);
-}
-
-CsrView CsrArg(const Napi::Value& v, const char* name, bool wantValues) {
-  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a CsrMatrix object", "TypeError");
-  auto o = v.As<Napi::Object>();
-  CsrView m;
-  m.rows = Dim(o, "rows", name);
-  m.cols = Dim(o, "cols", name);
-  std::string n(name);
-  Napi::Value ip = o.Get("indptr");
-  ArrayArg<uint32_t> indptr;
-  if (ip.IsTypedArray() && ip.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
-    auto a = TypedArg<int32_t>(ip, (n + ".indptr").c_str());
-    indptr.data = reinterpret_cast<uint32_t*>(a.data);
-    indptr.length = a.length;
-  } else {
-    indptr = TypedArg<uint32_t>(ip, (n + ".indptr").c_str());
-  }
-  auto indices = TypedArg<uint32_t>(o.Get("indices"), (n + ".indices").c_str());
-  if (indptr.length != m.rows + 1)
-    ThrowInvalid(n + ".indptr has length " + std::to_string(indptr.length) + " but rows + 1 = " + std::to_string(m.rows + 1));
-  m.indptr = indptr.data;
-  m.indices = indices.data;
-  if (indptr.data[m.rows] > indices.length)
-    ThrowInvalid(n + ".indptr[" + std::to_string(m.rows) + "]=" + std::to_string(indptr.data[m.rows]) +
-                 " exceeds indices.length=" + std::to_string(indices.length));
-  if (wantValues) {
-    Napi::Value vals = o.Get("values");
-    if (!vals.IsUndefined() && !vals.IsNull()) {
-      auto a = TypedArg<float>(vals, (n + ".values").c_str());
-      if (a.length < indptr.data[m.rows])
-        ThrowInvalid(n + ".values has length " + std::to_string(a.length) + " but indptr[rows]=" + std::to_string(indptr.data[m.rows]));
-      m.values = a.data;
-    }
-  }
-  return m;
-}
-
-namespace {
-// Rows, cols and data of a dense matrix of T; the element count must match.
-template <typename T>
-void DenseParts(const Napi::Value& v, const char* name, uint64_t* rows, uint64_t* cols, const T** data) {
-  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a dense matrix object", "TypeError");
-  auto o = v.As<Napi::Object>();
-  *rows = Dim(o, "rows", name);
-  *cols = Dim(o, "cols", name);
-  auto a = TypedArg<T>(o.Get("data"), (std::string(name) + ".data").c_str());
-  // rows * cols can wrap 64 bits (2^34 x 2^30 is 0) and would then match an
-  // empty array; the kernels would read rows x cols values from it.
-  uint64_t elems = 0;
-  if (__builtin_mul_overflow(*rows, *cols, &elems))
-    ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(*rows) +
-                 ", cols=" + std::to_string(*cols) + ")");
-  if (a.length != elems)
-    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " +
-                 std::to_string(*rows * *cols));
-  *data = a.data;
-}
-}  // namespace
-
-DenseView DenseArg(const Napi::Value& v, const char* name) {
-  DenseView d;
-  DenseParts<float>(v, name, &d.rows, &d.cols, &d.data);
-  return d;
-}
-
-DenseBytesView DenseBytesArg(const Napi::Value& v, const char* name) {
-  DenseBytesView d;
-  DenseParts<uint8_t>(v, name, &d.rows, &d.cols, &d.data);
-  return d;
-}
-
 bool HasByteData(const Napi::Value& v) {
   if (!v.IsObject()) return false;
   const Napi::Value data = v.As<Napi::Object>().Get("data");
   return data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
 }
 
-BitsView BitsArg(const Napi::Value& v, const char* name) {
-  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a bit-code matrix object", "TypeError");
-  auto o = v.As<Napi::Object>();
-  BitsView b;
-  b.rows = Dim(o, "rows", name);
-  uint64_t bits = Dim(o, "bits", name);
-  if (bits == 0 || bits % 32 != 0 || bits > 65536) ThrowInvalid(std::string(name) + ".bits must be a positive multiple of 32");
-  b.bits = uint32_t(bits);
-  auto a = TypedArg<uint32_t>(o.Get("data"), (std::string(name) + ".data").c_str());
-  if (a.length != b.rows * b.wordsPerRow())
-    ThrowInvalid(std::string(name) + ".data has " + std::to_string(a.length) + " words but rows * bits / 32 = " +
-                 std::to_string(b.rows * b.wordsPerRow()));
-  b.words = a.data;
-  return b;
-}
-
-CancelToken CancelArg(const Napi::Object& options) {
-  CancelToken t;
-  Napi::Value f = options.Get("cancel");
-  if (f.IsUndefined() || f.IsNull()) return t;
-  auto a = TypedArg<int32_t>(f, "cancel");
-  if (a.length < 1) ThrowInvalid("cancel must be an Int32Array of length >= 1");
-  t.flag = a.data;
-  return t;
-}
-
-Task::Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& keep)
-    : Napi::AsyncWorker(env, "cusim"), deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)), done_(std::move(done)) {
+Task::Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& keep, std::shared_ptr<Inputs> inputs)
+    : Napi::AsyncWorker(env, "cusim"),
+      work_(std::move(work)),
+      done_(std::move(done)),
+      inputs_(std::move(inputs)) {
+  NAPI_THROW_IF_FAILED_VOID(env, napi_create_promise(env, &deferred_, &promise_));
   for (const auto& v : keep)
     if (!v.IsUndefined() && !v.IsNull()) keep_.push_back(Napi::Persistent(v));
 }
@@ -237,39 +143,74 @@ void Task::Execute() {
   try {
     work_();
   } catch (const Error& e) {
-    code_ = e.code;
-    kind_ = e.kind;
-    SetError(e.what());
+    error_ = e;
   } catch (const std::bad_alloc&) {
-    code_ = kOutOfMemory;
-    SetError("host memory allocation failed");
+    error_ = Error(kOutOfMemory, "host memory allocation failed");
   } catch (const std::exception& e) {
-    code_ = kInternal;
-    SetError(e.what());
+    error_ = Error(kInternal, e.what());
+  } catch (...) {
+    error_ = Error(kInternal, "unknown native exception");
   }
 }
 
-void Task::OnOK() {
-  Napi::Env env = Env();
+void Task::Settle(Napi::Env env, bool ok, napi_value v) noexcept {
+  // Raw calls: the wrappers throw when the environment is going away.
+  if (ok) napi_resolve_deferred(env, deferred_, v);
+  else napi_reject_deferred(env, deferred_, v);
+}
+
+void Task::Complete(Napi::Env env) {
+  napi_value result = nullptr, error = nullptr;
   try {
-    deferred_.Resolve(done_(env));
+    if (error_) error = MakeJsError(env, *error_).Value();
+    else result = done_(env);
   } catch (const Napi::Error& e) {
-    deferred_.Reject(e.Value());
+    error = e.Value();
   } catch (const Error& e) {
-    deferred_.Reject(MakeJsError(env, e).Value());
+    try {
+      error = MakeJsError(env, e).Value();
+    } catch (...) {
+    }
+  } catch (const std::bad_alloc&) {
+    try {
+      error = MakeJsError(env, kOutOfMemory, "host memory allocation failed").Value();
+    } catch (...) {
+    }
   } catch (const std::exception& e) {
-    deferred_.Reject(MakeJsError(env, kInternal, e.what()).Value());
+    try {
+      error = MakeJsError(env, kInternal, e.what()).Value();
+    } catch (...) {
+    }
+  } catch (...) {
   }
-  for (auto& r : keep_) r.Reset();
+  // Neither: the environment is being torn down and the Promise cannot settle.
+  if (result) Settle(env, true, result);
+  else if (error) Settle(env, false, error);
 }
 
-void Task::OnError(const Napi::Error& e) {
-  deferred_.Reject(MakeJsError(Env(), code_.empty() ? kInternal : code_, e.Message(), kind_.empty() ? "Error" : kind_).Value());
-  for (auto& r : keep_) r.Reset();
+// Replaces AsyncWorker's, which rethrows as a C++ exception what it cannot
+// throw into JavaScript: during a worker's teardown that aborted the process.
+void Task::OnWorkComplete(Napi::Env env, napi_status status) {
+  if (status != napi_cancelled) {
+    napi_handle_scope scope = nullptr;
+    const bool scoped = napi_open_handle_scope(env, &scope) == napi_ok;
+    try {
+      Complete(env);
+    } catch (...) {
+    }
+    if (scoped) napi_close_handle_scope(env, scope);
+  }
+  try {
+    for (auto& r : keep_) r.Reset();
+  } catch (...) {
+  }
+  inputs_.reset();
+  Destroy();
 }
 
-Napi::Value RunAsync(Napi::Env env, Task::Work work, Task::Done done, const std::vector<Napi::Value>& keep) {
-  auto* t = new Task(env, std::move(work), std::move(done), keep);
+Napi::Value RunAsync(Napi::Env env, Task::Work work, Task::Done done, const std::vector<Napi::Value>& keep,
+                     std::shared_ptr<Inputs> inputs) {
+  auto* t = new Task(env, std::move(work), std::move(done), keep, std::move(inputs));
   auto p = t->Promise();
   t->Queue();
   return p;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,7 +63,8 @@ std::vector<int> DevicesProp(const Napi::Object& o);  // o.devices: number[] or 
 // against this host) for the CUDA backend, 0 (unused) for the CPU.
 int DeviceFor(Backend backend, const Napi::Object& o);
 
-// Typed array access. `T` must match the array's element type.
+// Typed array element types. Arrays are read through Inputs (owned.h),
+// which owns what async calls read.
 template <typename T>
 struct TypedArrayTraits;
 template <> struct TypedArrayTraits<float> { static constexpr napi_typedarray_type type = napi_float32_array; static constexpr const char* name = "Float32Array"; };
@@ -78,35 +80,8 @@ struct ArrayArg {
   size_t length = 0;
 };
 
-template <typename T>
-ArrayArg<T> TypedArg(const Napi::Value& v, const char* name) {
-  if (!v.IsTypedArray()) ThrowInvalid(std::string(name) + " must be a " + TypedArrayTraits<T>::name, "TypeError");
-  auto ta = v.As<Napi::TypedArray>();
-  if (ta.TypedArrayType() != TypedArrayTraits<T>::type)
-    ThrowInvalid(std::string(name) + " must be a " + TypedArrayTraits<T>::name, "TypeError");
-  auto buf = ta.ArrayBuffer();
-  ArrayArg<T> out;
-  out.data = reinterpret_cast<T*>(static_cast<uint8_t*>(buf.Data()) + ta.ByteOffset());
-  out.length = ta.ElementLength();
-  return out;
-}
-
-template <typename T>
-ArrayArg<T> TypedProp(const Napi::Object& o, const char* key) {
-  return TypedArg<T>(o.Get(key), key);
-}
-
-// Reads { rows, cols, indptr, indices, values? } and checks the structure the
-// kernels rely on (lengths, monotone indptr, column range) so no native code
-// ever reads out of bounds.
-CsrView CsrArg(const Napi::Value& v, const char* name, bool wantValues = true);
-DenseView DenseArg(const Napi::Value& v, const char* name);
-// { rows, cols, data: Uint8Array }, with DenseArg's checks.
-DenseBytesView DenseBytesArg(const Napi::Value& v, const char* name);
 // Whether v is an object whose data is a Uint8Array.
 bool HasByteData(const Napi::Value& v);
-BitsView BitsArg(const Napi::Value& v, const char* name);
-CancelToken CancelArg(const Napi::Object& options);
 
 // ---- outputs ----------------------------------------------------------------
 // Hands a vector's storage to JavaScript without a copy.
@@ -123,32 +98,70 @@ Napi::TypedArrayOf<T> ToTyped(Napi::Env env, std::vector<T>&& v) {
 }
 
 // ---- async work ---------------------------------------------------------------
+class Inputs;
+
 // A Promise-returning worker. `work` runs off the event loop; `done` builds the
-// result on the JS thread. Every value in `keep` (input arrays, the AbortSignal
-// flag, the owning object) stays referenced until the worker finishes, so the
-// garbage collector cannot free memory the work is reading.
+// result on the JS thread. `inputs` (owned.h) holds what the work reads until
+// the worker finishes; every value in `keep` (the owning object, arrays `done`
+// writes into) stays referenced as long.
+//
+// Completion never throws: when the environment is being torn down (a worker
+// terminated during the call), settling the Promise fails and the result is
+// dropped, where a C++ exception would abort the process.
 class Task : public Napi::AsyncWorker {
  public:
   using Work = std::function<void()>;
   using Done = std::function<Napi::Value(Napi::Env)>;
-  Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& keep);
-  Napi::Promise Promise() { return deferred_.Promise(); }
+  Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& keep, std::shared_ptr<Inputs> inputs);
+  // Valid in the handle scope that made the task.
+  Napi::Value Promise() { return Napi::Value(Env(), promise_); }
 
  protected:
   void Execute() override;
-  void OnOK() override;
-  void OnError(const Napi::Error& e) override;
+  void OnWorkComplete(Napi::Env env, napi_status status) override;
 
  private:
-  Napi::Promise::Deferred deferred_;
+  void Complete(Napi::Env env);
+  void Settle(Napi::Env env, bool ok, napi_value v) noexcept;
+  napi_deferred deferred_ = nullptr;
+  napi_value promise_ = nullptr;
   Work work_;
   Done done_;
   std::vector<Napi::Reference<Napi::Value>> keep_;
-  std::string code_, kind_;
+  std::shared_ptr<Inputs> inputs_;
+  std::optional<Error> error_;  // set by a failed Execute
 };
 
 // Queues a Task and returns its Promise.
-Napi::Value RunAsync(Napi::Env env, Task::Work work, Task::Done done, const std::vector<Napi::Value>& keep);
+Napi::Value RunAsync(Napi::Env env, Task::Work work, Task::Done done, const std::vector<Napi::Value>& keep,
+                     std::shared_ptr<Inputs> inputs = nullptr);
+
+// Tells V8 how much native (host and GPU) memory a JavaScript object holds, so
+// objects dropped without dispose() are collected before that memory piles up.
+// Shared by an object and its calls (which update it when they finish); all
+// use is on the JavaScript thread.
+class ExternalMemory {
+ public:
+  explicit ExternalMemory(napi_env env) : env_(env) {}
+  // The object now holds `bytes`.
+  void Report(uint64_t bytes) noexcept {
+    if (closed_) return;
+    const int64_t delta = int64_t(bytes) - reported_;
+    if (delta == 0) return;
+    int64_t total = 0;
+    if (napi_adjust_external_memory(env_, delta, &total) == napi_ok) reported_ += delta;
+  }
+  // Disposed or finalized: reports 0, and nothing after.
+  void Close() noexcept {
+    Report(0);
+    closed_ = true;
+  }
+
+ private:
+  napi_env env_;
+  int64_t reported_ = 0;
+  bool closed_ = false;
+};
 
 }  // namespace cusim
 
@@ -156,20 +169,31 @@ namespace cusim {
 
 // Base for ObjectWraps that own engine state. The state sits behind a
 // shared_ptr: async tasks capture a copy, so dispose() (or the GC finalizer)
-// during a running call frees nothing the call still uses.
+// during a running call frees nothing the call still uses. Derived classes
+// give `static uint64_t Bytes(const Impl&)`, the memory the state holds, and
+// call Account() whenever it may have changed (construction, a call's end).
 template <typename Derived, typename Impl>
 class ResourceWrap : public Napi::ObjectWrap<Derived> {
  public:
-  using Napi::ObjectWrap<Derived>::ObjectWrap;
+  explicit ResourceWrap(const Napi::CallbackInfo& info)
+      : Napi::ObjectWrap<Derived>(info), memory_(std::make_shared<ExternalMemory>(info.Env())) {}
+  ~ResourceWrap() override { memory_->Close(); }
 
  protected:
   std::shared_ptr<Impl> impl_;
+  std::shared_ptr<ExternalMemory> memory_;
   std::shared_ptr<Impl> Get(const char* what) const {
     if (!impl_) throw Error("CUSIM_DISPOSED", std::string(what) + " has been disposed");
     return impl_;
   }
+  void Account() { memory_->Report(impl_ ? Derived::Bytes(*impl_) : 0); }
+  // For a call's `done` (the object may be gone by then; its report is closed).
+  static void Account(const std::shared_ptr<ExternalMemory>& memory, const Impl& state) {
+    memory->Report(Derived::Bytes(state));
+  }
   Napi::Value Dispose(const Napi::CallbackInfo& info) {
     impl_.reset();
+    memory_->Close();
     return info.Env().Undefined();
   }
 };

@@ -1,6 +1,7 @@
 // N-API glue for the utility kernels.
 #include "gpu.h"
 #include "napi_util.h"
+#include "owned.h"
 #include "ops.h"
 
 namespace cusim {
@@ -11,9 +12,11 @@ Napi::Value PopcountRows(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
     Napi::Object opts = args.Obj(1, "options");
-    BitsView codes = BitsArg(info[0], "codes");
     Backend backend = BackendProp(opts);
     const int device = DeviceFor(backend, opts);
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    in->ForGpu(backend == Backend::Cuda);
+    const BitsView codes = in->Bits(info[0], "codes");
     auto out = std::make_shared<std::vector<uint32_t>>(codes.rows);
     auto timing = std::make_shared<ops::Timing>();
     return RunAsync(
@@ -36,7 +39,7 @@ Napi::Value PopcountRows(const Napi::CallbackInfo& info) {
           r.Set("transferMs", timing->transferMs);
           return r;
         },
-        {info[0]});
+        {}, in);
   });
 }
 

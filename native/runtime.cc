@@ -6,6 +6,7 @@
 #include "gpu.h"
 #include "hamming.h"
 #include "napi_util.h"
+#include "owned.h"
 #include "parallel.h"
 
 namespace cusim {
@@ -19,7 +20,7 @@ const DeviceReport& QueryDevices() {
   return report;
 }
 void DeviceMemory(int, uint64_t*, uint64_t*) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
-void* HostPinnedAlloc(uint64_t) { return nullptr; }
+void* HostPinnedAlloc(uint64_t, bool) { return nullptr; }
 void HostPinnedFree(void*) noexcept {}
 #endif
 
@@ -122,40 +123,42 @@ Napi::Value CudaSupport(const Napi::CallbackInfo& info) {
 
 Napi::Value Threads(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
-    if (info.Length() > 0 && info[0].IsNumber()) SetNumThreads(size_t(info[0].As<Napi::Number>().Uint32Value()));
+    if (info.Length() > 0 && info[0].IsNumber()) {
+      const double n = info[0].As<Napi::Number>().DoubleValue();
+      if (!(n >= 0 && n <= 4096) || n != double(uint32_t(n))) ThrowInvalid("threads must be an integer in [0, 4096]");
+      SetNumThreads(size_t(n));
+    }
     return Napi::Number::New(info.Env(), double(NumThreads()));
   });
 }
 
 // allocPinned(bytes) -> { buffer: ArrayBuffer, pinned: boolean }: page-locked
-// when a GPU is present, else an ordinary zero-filled buffer.
+// (and refcounted, owned.h) when a GPU is present, else an ordinary zero-filled buffer.
 Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
-    Napi::Env env = info.Env();
     const double n = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
-    if (!(n >= 0 && n == double(uint64_t(n)))) ThrowInvalid("bytes must be a non-negative integer");
-    const uint64_t bytes = uint64_t(n);
-    auto out = Napi::Object::New(env);
-    void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
-    out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
-    if (p) {
-      out.Set("buffer", Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* q) { HostPinnedFree(q); }));
-    } else {
-      // Not napi_create_arraybuffer: V8 aborts the process when that
-      // allocation fails. `new ArrayBuffer(bytes)` throws a RangeError instead.
-      Napi::Value buf;
-      try {
-        buf = env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))});
-      } catch (const Napi::Error&) {
-        throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes of host memory");
-      }
-      out.Set("buffer", buf);
-    }
-    return out;
+    if (!(n >= 0 && n <= 9007199254740991.0 && n == double(uint64_t(n)))) ThrowInvalid("bytes must be a non-negative integer");
+    return NewLentBuffer(info.Env(), uint64_t(n));
+  });
+}
+
+// deviceMemory(device) -> { free, total } bytes (tests watch GPU memory with it).
+Napi::Value DeviceMemoryJs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    const double d = Args(info).Num(0, "device");
+    const auto devs = ResolveDevices({});
+    if (!(d >= 0 && d < double(devs.size())) || d != double(int(d))) ThrowInvalid("device is out of range");
+    uint64_t freeB = 0, totalB = 0;
+    DeviceMemory(int(d), &freeB, &totalB);
+    auto o = Napi::Object::New(info.Env());
+    o.Set("free", double(freeB));
+    o.Set("total", double(totalB));
+    return o;
   });
 }
 
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("deviceMemory", Napi::Function::New(env, DeviceMemoryJs, "deviceMemory"));
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));
   exports.Set("cudaSupport", Napi::Function::New(env, CudaSupport, "cudaSupport"));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "napi_util.h"
+#include "owned.h"
 #include "text.h"
 
 namespace cusim {
@@ -36,8 +37,7 @@ uint32_t UintProp(const Napi::Object& o, const char* key, double fallback, doubl
   return uint32_t(v);
 }
 
-// Checked inputs of one call; the arrays stay referenced by the caller (sync)
-// or by the task (async) while the work reads them.
+// Checked inputs of one call, read in place (sync) or owned by the task (async).
 struct Input {
   const uint8_t* bytes;
   const uint32_t* offsets;
@@ -45,9 +45,9 @@ struct Input {
   uint32_t minTokens;
 };
 
-Input ReadInput(const Napi::CallbackInfo& info) {
-  auto bytes = TypedArg<uint8_t>(info[0], "bytes");
-  auto offsets = TypedArg<uint32_t>(info[1], "offsets");
+Input ReadInput(const Napi::CallbackInfo& info, Inputs& in) {
+  auto bytes = in.Array<uint8_t>(info[0], "bytes");
+  auto offsets = in.Array<uint32_t>(info[1], "offsets");
   if (offsets.length == 0) ThrowInvalid("offsets must have documents + 1 entries");
   if (offsets.data[0] != 0) ThrowInvalid("offsets[0] must be 0");
   for (size_t i = 1; i < offsets.length; ++i) {
@@ -140,23 +140,24 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
   Napi::Value Tokenize(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto impl = Get("TextTokenizer");
-      Input in = ReadInput(info);
+      Inputs owned(Inputs::Use::Sync);
+      Input in = ReadInput(info, owned);
       text::Batch b;
       impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, &b);
       return BatchToJs(info.Env(), std::move(b));
     });
   }
 
-  // tokenizeAsync(bytes, offsets, minTokens) -> Promise<batch>; the caller
-  // must not write to bytes or offsets until it settles.
+  // tokenizeAsync(bytes, offsets, minTokens) -> Promise<batch>
   Napi::Value TokenizeAsync(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto impl = Get("TextTokenizer");
-      Input in = ReadInput(info);
+      auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
+      Input in = ReadInput(info, *owned);
       auto b = std::make_shared<text::Batch>();
       return RunAsync(
           info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get()); },
-          [=](Napi::Env env) { return BatchToJs(env, std::move(*b)); }, {info[0], info[1]});
+          [=](Napi::Env env) { return BatchToJs(env, std::move(*b)); }, {}, owned);
     });
   }
 };
@@ -164,14 +165,15 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
 // assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
 Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
-    auto indptr = TypedArg<uint32_t>(info[0], "indptr");
-    auto tokens = TypedArg<uint32_t>(info[1], "tokens");
     if (info.Length() < 3 || !info[2].IsNumber()) ThrowInvalid("minTokens must be a number", "TypeError");
     const double minTokens = info[2].As<Napi::Number>().DoubleValue();
     if (!(minTokens >= 0 && minTokens <= 4294967295.0)) ThrowInvalid("minTokens must be in [0, 2^32 - 1]");
-    auto ids = TypedArg<uint32_t>(info[3], "ids");
-    auto counts = TypedArg<uint32_t>(info[4], "counts");
-    auto remap = TypedArg<int32_t>(info[5], "remap");
+    Inputs in(Inputs::Use::Sync);
+    auto indptr = in.Array<uint32_t>(info[0], "indptr");
+    auto tokens = in.Array<uint32_t>(info[1], "tokens");
+    auto ids = in.Array<uint32_t>(info[3], "ids");
+    auto counts = in.Array<uint32_t>(info[4], "counts");
+    auto remap = in.Array<int32_t>(info[5], "remap");
     if (indptr.length != tokens.length + 1) ThrowInvalid("indptr must have tokens.length + 1 entries");
     if (counts.length != ids.length) ThrowInvalid("counts and ids must have the same length");
     text::Rows rows;

@@ -41,7 +41,7 @@ void ValidateCsr(const CsrView& m, const char* name) {
   const uint64_t begin = m.rows ? m.indptr[0] : 0, end = m.rows ? m.indptr[m.rows] : 0;
   const uint64_t bad = FirstBad(begin, end, [&](size_t i) { return m.indices[i] >= m.cols; });
   if (bad != UINT64_MAX)
-    ThrowInvalid(n + ".indices[" + std::to_string(bad) + "]=" + std::to_string(m.indices[bad]) +
+    ThrowInvalid(n + ".indices[" + std::to_string(m.base + bad) + "]=" + std::to_string(m.indices[bad]) +
                  " is out of range for cols=" + std::to_string(m.cols));
 }
 
@@ -49,7 +49,7 @@ void RejectInfiniteWeights(const CsrView& m, const char* name) {
   if (!m.values || m.rows == 0) return;
   const uint64_t bad = FirstBad(m.indptr[0], m.indptr[m.rows], [&](size_t i) { return std::isinf(m.values[i]) && m.values[i] > 0; });
   if (bad != UINT64_MAX)
-    ThrowInvalid(std::string(name) + ".values[" + std::to_string(bad) + "]=Infinity: weights must be finite");
+    ThrowInvalid(std::string(name) + ".values[" + std::to_string(m.base + bad) + "]=Infinity: weights must be finite");
 }
 
 }  // namespace cusim

@@ -11,42 +11,12 @@ import {
   type MinHashParameters,
 } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, rng, randomCsr, randInt, zipf } from './helpers.js';
+// @ts-expect-error: plain JavaScript, shared with the fuzz harness
+import { oracleHash } from './oracles.mjs';
 
 const f = Math.fround;
 
 // ---- independent oracles --------------------------------------------------
-
-/** The ICWS hash in float32 arithmetic, op by op, from [samples][dim] tables. */
-function oracleHash(m: CsrMatrix, p: MinHashParameters, samples: number): Uint32Array {
-  const dim = m.cols;
-  const out = new Uint32Array(m.rows * samples * 2);
-  for (let r = 0; r < m.rows; r++) {
-    for (let s = 0; s < samples; s++) {
-      let bestA = Infinity;
-      let bestK = EMPTY_ROW_SENTINEL;
-      let bestT = 0;
-      for (let j = m.indptr[r]; j < m.indptr[r + 1]; j++) {
-        const w = m.values ? m.values[j] : 1;
-        if (!(w > 0)) continue;
-        const d = m.indices[j];
-        const rr = p.rs[s * dim + d];
-        const c = p.lnCs[s * dim + d];
-        const b = p.betas[s * dim + d];
-        const lw = f(Math.log(w));
-        const t = Math.floor(f(f(lw / rr) + b));
-        const lna = f(f(c - f(f(t - b) * rr)) - rr);
-        if (lna < bestA) {
-          bestA = lna;
-          bestK = d;
-          bestT = t;
-        }
-      }
-      out[(r * samples + s) * 2] = bestK;
-      out[(r * samples + s) * 2 + 1] = bestK === EMPTY_ROW_SENTINEL ? EMPTY_ROW_SENTINEL : bestT >>> 0;
-    }
-  }
-  return out;
-}
 
 /** Weighted Jaccard sum(min) / sum(max) of two sparse rows. */
 function trueJaccard(m: CsrMatrix, a: number, b: number): number {

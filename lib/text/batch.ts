@@ -172,8 +172,11 @@ export class NativeTokenizer {
     minTokens: number,
     jsTokenize: (t: string) => string[],
   ): Promise<TokenBatch> {
-    const { bytes, offsets } = encode(texts, true);
-    return finish(texts, (await this.handle.tokenizeAsync(bytes, offsets, minTokens)) as RawBatch, minTokens, jsTokenize);
+    // The texts as they are now: documents left to JavaScript are read after
+    // the await, when the caller may have changed its array.
+    const own = Array.from(texts);
+    const { bytes, offsets } = encode(own, true);
+    return finish(own, (await this.handle.tokenizeAsync(bytes, offsets, minTokens)) as RawBatch, minTokens, jsTokenize);
   }
 }
 

@@ -67,6 +67,8 @@ export interface CodeTokenOptions {
  * http, server, base). Pushes onto `out` to avoid an array per identifier.
  */
 export function splitIdentifier(id: string, out: string[], minLength = 2): void {
+  if (typeof id !== 'string') throw typeError(`id must be a string, got ${describe(id)}`);
+  if (!Array.isArray(out)) throw typeError(`out must be an array, got ${describe(out)}`);
   const n = id.length;
   let start = -1;
   let upper = false;
@@ -106,7 +108,10 @@ export function splitIdentifier(id: string, out: string[], minLength = 2): void 
 }
 
 /** Identifiers of source code, split into a bag of names. */
-export function codeTokens(text: string, { dropKeywords = true, minLength = 2 }: CodeTokenOptions = {}): string[] {
+export function codeTokens(text: string, options: CodeTokenOptions = {}): string[] {
+  if (typeof text !== 'string') throw typeError(`text must be a string, got ${describe(text)}`);
+  if (typeof options !== 'object' || options === null) throw typeError(`options must be an object, got ${describe(options)}`);
+  const { dropKeywords = true, minLength = 2 } = options;
   const out: string[] = [];
   const n = text.length;
   let i = 0;
@@ -150,6 +155,8 @@ export function stopWordSet(stopWords: WordTokenOptions['stopWords']): ReadonlyS
 
 /** Unicode words, lowercased (locale-independent), stop words removed. */
 export function wordTokens(text: string, stop?: ReadonlySet<string>, minLength = 1): string[] {
+  if (typeof text !== 'string') throw typeError(`text must be a string, got ${describe(text)}`);
+  if (stop !== undefined && typeof (stop as { has?: unknown })?.has !== 'function') throw typeError(`stop must be a Set of words, got ${describe(stop)}`);
   const out: string[] = [];
   const lower = text.toLowerCase();
   for (const m of lower.matchAll(WORD_RE)) {

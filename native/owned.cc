@@ -1,0 +1,697 @@
+#include "owned.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "gpu.h"
+#include "host_buffer.h"
+#include "parallel.h"
+
+namespace cusim {
+namespace {
+
+uint64_t PhysicalBytes() {
+  static const uint64_t b = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  return b;
+}
+
+// ---- lent blocks ------------------------------------------------------------------
+struct LentBlock {
+  void* p;
+  uint64_t bytes;
+  ~LentBlock() { HostPinnedFree(p); }
+};
+
+// Live lent blocks by address. An entry leaves when its ArrayBuffer's
+// finalizer runs; calls holding the block keep its memory until they end, and
+// no other allocation can take its addresses meanwhile.
+class LentRegistry {
+ public:
+  void Add(const std::shared_ptr<LentBlock>& b) {
+    std::lock_guard<std::mutex> lock(m_);
+    blocks_[uintptr_t(b->p)] = b;
+  }
+  void Remove(const LentBlock* b) {
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = blocks_.find(uintptr_t(b->p));
+    if (it != blocks_.end()) blocks_.erase(it);
+  }
+  std::shared_ptr<LentBlock> Find(const void* p, uint64_t bytes) {
+    if (!p || bytes == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = blocks_.upper_bound(uintptr_t(p));
+    if (it == blocks_.begin()) return nullptr;
+    --it;
+    auto b = it->second.lock();
+    const uintptr_t a = uintptr_t(p), start = it->first;
+    if (!b || a - start > b->bytes || bytes > b->bytes - (a - start)) return nullptr;
+    return b;
+  }
+
+ private:
+  std::mutex m_;
+  std::map<uintptr_t, std::weak_ptr<LentBlock>> blocks_;
+};
+
+LentRegistry& Lent() {
+  static LentRegistry* r = new LentRegistry;  // never destroyed: finalizers may run at exit
+  return *r;
+}
+
+// ---- staging memory ---------------------------------------------------------------
+// Staging copies go to blocks that are kept for reuse: fresh memory costs its
+// page faults (and zeroing) on the first touch, which took longer than the
+// copy itself (0.4-1.7 GB/s of fresh pages against 6 GB/s into reused ones on
+// a 2-core VM, bench/results/*-staging.md), and page-locking a block for a
+// GPU call costs more again (cudaHostAlloc of 2.7 GB takes longer than the
+// copy). Idle blocks are kept up to min(8 GiB, RAM / 16) per pool, least
+// recently used freed first; best fit within twice the size asked.
+class BlockPool {
+ public:
+  using Alloc = void* (*)(uint64_t);  // null when it cannot
+  using Free = void (*)(void*);
+  BlockPool(Alloc alloc, Free free, uint64_t maxInUse) : alloc_(alloc), free_(free), maxInUse_(maxInUse) {}
+
+  // Null when the allocator refuses or more than maxInUse would be out.
+  std::shared_ptr<void> Acquire(uint64_t bytes) {
+    if (bytes == 0) return nullptr;
+    const uint64_t want = Round(bytes);
+    void* p = nullptr;
+    uint64_t cap = 0;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      size_t best = idle_.size();
+      for (size_t i = 0; i < idle_.size(); ++i) {
+        const uint64_t c = idle_[i].bytes;
+        if (c >= want && c <= 2 * want && (best == idle_.size() || c < idle_[best].bytes)) best = i;
+      }
+      if (best != idle_.size()) {
+        p = idle_[best].p, cap = idle_[best].bytes;
+        idle_.erase(idle_.begin() + long(best));
+        idleBytes_ -= cap;
+      } else {
+        if (usedBytes_ + want > maxInUse_) return nullptr;
+        cap = want;
+      }
+      usedBytes_ += cap;
+    }
+    if (!p) {
+      p = alloc_(cap);
+      if (!p) {
+        // Idle blocks may be what stands in the way; give them back and retry once.
+        Trim(0);
+        p = alloc_(cap);
+      }
+      if (!p) {
+        std::lock_guard<std::mutex> lock(m_);
+        usedBytes_ -= cap;
+        return nullptr;
+      }
+    }
+    return std::shared_ptr<void>(p, [this, cap](void* q) { Return(q, cap); });
+  }
+
+ private:
+  struct Block {
+    void* p;
+    uint64_t bytes, stamp;
+  };
+  // 2 MB granules; above 64 MB a 1/16 step of the next power of two, so a
+  // stream of slightly different sizes reuses blocks.
+  static uint64_t Round(uint64_t b) {
+    uint64_t g = uint64_t(2) << 20;
+    if (b > (uint64_t(64) << 20)) {
+      uint64_t p2 = uint64_t(1) << (64 - __builtin_clzll(b - 1));
+      g = std::max(g, p2 / 16);
+    }
+    return (b + g - 1) / g * g;
+  }
+  static uint64_t IdleCap() { return std::min<uint64_t>(uint64_t(8) << 30, PhysicalBytes() / 16); }
+  void Return(void* p, uint64_t cap) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      usedBytes_ -= cap;
+      idle_.push_back({p, cap, ++clock_});
+      idleBytes_ += cap;
+    }
+    Trim(IdleCap());
+  }
+  // Frees idle blocks, oldest first, until at most `keep` bytes stay idle,
+  // in the background (cudaFreeHost synchronizes the device).
+  void Trim(uint64_t keep) {
+    std::vector<void*> drop;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      std::sort(idle_.begin(), idle_.end(), [](const Block& a, const Block& b) { return a.stamp < b.stamp; });
+      size_t i = 0;
+      while (idleBytes_ > keep && i < idle_.size()) idleBytes_ -= idle_[i].bytes, drop.push_back(idle_[i++].p);
+      idle_.erase(idle_.begin(), idle_.begin() + long(i));
+    }
+    for (void* q : drop) ReleaseInBackground([q, f = free_] { f(q); });
+  }
+
+  Alloc alloc_;
+  Free free_;
+  uint64_t maxInUse_;
+  std::mutex m_;
+  std::vector<Block> idle_;
+  uint64_t idleBytes_ = 0, usedBytes_ = 0, clock_ = 0;
+};
+
+// Page-locked staging for GPU calls: the engines DMA it in place. Beyond RAM / 4
+// page-locked at once (or when cudaHostAlloc refuses) calls get pageable
+// staging, from which the engines stage batches as from any array.
+BlockPool& PinnedPool() {
+  static BlockPool* p = new BlockPool([](uint64_t b) { return QueryDevices().cuda ? HostPinnedAlloc(b, false) : nullptr; },
+                                      [](void* q) { HostPinnedFree(q); }, PhysicalBytes() / 4);
+  return *p;  // never destroyed (see LentRegistry)
+}
+
+BlockPool& PageablePool() {
+  static BlockPool* p = new BlockPool(
+      [](uint64_t b) -> void* {
+        try {
+          return AllocHostResult(b);
+        } catch (...) {
+          return nullptr;
+        }
+      },
+      [](void* q) { std::free(q); }, ~uint64_t(0));
+  return *p;
+}
+
+// Never read (zero bytes), never null.
+alignas(64) const uint8_t kEmpty[64] = {};
+
+std::shared_ptr<const StagedData> StagedOf(const Napi::Value& v);
+
+const char* TypeName(napi_typedarray_type t) {
+  switch (t) {
+    case napi_float32_array: return "Float32Array";
+    case napi_float64_array: return "Float64Array";
+    case napi_uint32_array: return "Uint32Array";
+    case napi_int32_array: return "Int32Array";
+    case napi_uint16_array: return "Uint16Array";
+    case napi_uint8_array: return "Uint8Array";
+    default: return "typed array";
+  }
+}
+
+size_t ElementBytes(napi_typedarray_type t) {
+  switch (t) {
+    case napi_int8_array:
+    case napi_uint8_array:
+    case napi_uint8_clamped_array: return 1;
+    case napi_int16_array:
+    case napi_uint16_array: return 2;
+    case napi_float64_array:
+    case napi_bigint64_array:
+    case napi_biguint64_array: return 8;
+    default: return 4;
+  }
+}
+
+uint64_t Dim(const Napi::Object& o, const char* key, const char* name) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) ThrowInvalid(std::string(name) + "." + key + " must be a non-negative integer", "TypeError");
+  double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d != std::floor(d) || d > 9007199254740991.0)
+    ThrowInvalid(std::string(name) + "." + key + " must be a non-negative integer");
+  return uint64_t(d);
+}
+
+}  // namespace
+
+struct StagedData {
+  std::shared_ptr<Inputs> in;  // owns the memory
+  bool csr = false;
+  CsrView view;                       // csr
+  ArrayRef array;                     // !csr
+  napi_typedarray_type type = napi_uint32_array;
+};
+
+namespace {
+
+// ---- cancellation flags --------------------------------------------------------------
+// An AbortSignal's flag (lib/cancel.ts): JavaScript sets it, workers poll it.
+// Native memory shared by reference with every call given it, so neither GC
+// nor a transfer can pull it from under a running call.
+const napi_type_tag kCancelTag = {0x6375736963616e63ull, 0x656c666c61673031ull};
+
+class CancelFlag : public Napi::ObjectWrap<CancelFlag> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "CancelFlag",
+                       {InstanceMethod("abort", &CancelFlag::Abort), InstanceAccessor("aborted", &CancelFlag::Aborted, nullptr)});
+  }
+  explicit CancelFlag(const Napi::CallbackInfo& info)
+      : Napi::ObjectWrap<CancelFlag>(info), flag_(std::make_shared<std::atomic<int32_t>>(0)) {
+    napi_type_tag_object(info.Env(), info.This(), &kCancelTag);
+  }
+  const std::shared_ptr<std::atomic<int32_t>>& flag() const { return flag_; }
+
+ private:
+  Napi::Value Abort(const Napi::CallbackInfo& info) {
+    flag_->store(1);
+    return info.Env().Undefined();
+  }
+  Napi::Value Aborted(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), flag_->load() != 0); }
+  std::shared_ptr<std::atomic<int32_t>> flag_;
+};
+
+const napi_type_tag kStagedTag = {0x6375736973746167ull, 0x6564696e70757431ull};
+
+class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Staged", {InstanceAccessor("length", &StagedWrap::Length, nullptr),
+                                       InstanceMethod("dispose", &StagedWrap::Dispose)});
+  }
+  // Made only by stageCsr / stageArray, which pass the data as an External.
+  explicit StagedWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<StagedWrap>(info) {
+    if (info.Length() != 1 || !info[0].IsExternal()) {
+      MakeJsError(info.Env(), kInvalidArgument, "Staged objects are made by stageCsr and stageArray", "TypeError")
+          .ThrowAsJavaScriptException();
+      return;
+    }
+    data_ = *info[0].As<Napi::External<std::shared_ptr<const StagedData>>>().Data();
+    napi_type_tag_object(info.Env(), info.This(), &kStagedTag);
+  }
+  const std::shared_ptr<const StagedData>& data() const { return data_; }
+
+ private:
+  // Lets the memory go now (calls still reading it keep it until they end).
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    data_.reset();
+    return info.Env().Undefined();
+  }
+  Napi::Value Length(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), double(!data_ ? 0 : data_->csr ? data_->view.rows : data_->array.length));
+  }
+  std::shared_ptr<const StagedData> data_;
+};
+
+std::shared_ptr<const StagedData> StagedOf(const Napi::Value& v) {
+  bool tagged = false;
+  if (!v.IsObject() || napi_check_object_type_tag(v.Env(), v, &kStagedTag, &tagged) != napi_ok || !tagged) return nullptr;
+  return StagedWrap::Unwrap(v.As<Napi::Object>())->data();
+}
+
+// One constructor per environment (each worker loads the addon anew).
+struct StagedCtor {
+  Napi::FunctionReference ctor;
+};
+
+Napi::Value NewStaged(Napi::Env env, std::shared_ptr<const StagedData> d) {
+  auto* c = env.GetInstanceData<StagedCtor>();
+  if (!c) throw Error(kInternal, "the Staged class is not registered in this environment");
+  return c->ctor.New({Napi::External<std::shared_ptr<const StagedData>>::New(env, &d)});
+}
+
+// stageCsr(matrix, wantValues = true) -> Staged
+Napi::Value StageCsr(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    const bool values = info.Length() < 2 || info[1].ToBoolean().Value();
+    auto d = std::make_shared<StagedData>();
+    d->in = std::make_shared<Inputs>(Inputs::Use::Async);
+    d->csr = true;
+    d->view = d->in->Csr(info[0], "matrix", values);
+    return NewStaged(info.Env(), d);
+  });
+}
+
+// stageArray(parts: (TypedArray | Staged)[]) -> Staged: the parts end to end,
+// all of one element type.
+Napi::Value StageArray(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    if (!info[0].IsArray()) ThrowInvalid("parts must be an array of typed arrays", "TypeError");
+    auto list = info[0].As<Napi::Array>();
+    std::vector<Napi::Value> parts;
+    for (uint32_t i = 0; i < list.Length(); ++i) parts.push_back(list.Get(i));  // getters run here, not below
+    napi_typedarray_type type = napi_uint32_array;
+    std::vector<ArrayRef> refs;
+    uint64_t total = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      napi_typedarray_type t;
+      if (auto st = StagedOf(parts[i])) {
+        if (st->csr) ThrowInvalid("parts[" + std::to_string(i) + "] is a staged matrix", "TypeError");
+        t = st->type;
+      } else {
+        bool typed = false;
+        if (napi_is_typedarray(info.Env(), parts[i], &typed) != napi_ok || !typed)
+          ThrowInvalid("parts[" + std::to_string(i) + "] must be a typed array", "TypeError");
+        napi_get_typedarray_info(info.Env(), parts[i], &t, nullptr, nullptr, nullptr, nullptr);
+      }
+      if (i == 0) type = t;
+      else if (t != type) ThrowInvalid("parts must all have one element type", "TypeError");
+      refs.push_back(ResolveArray(parts[i], t, "parts[" + std::to_string(i) + "]"));
+      total += refs.back().length;
+    }
+    auto d = std::make_shared<StagedData>();
+    d->in = std::make_shared<Inputs>(Inputs::Use::Async);
+    d->type = type;
+    d->array.elementBytes = ElementBytes(type);
+    d->array.length = total;
+    auto* dst = static_cast<uint8_t*>(d->in->Allocate(total * d->array.elementBytes, false));
+    d->array.data = dst;
+    for (const ArrayRef& a : refs) {
+      ParallelCopy(dst, a.data, a.bytes());
+      dst += a.bytes();
+    }
+    return NewStaged(info.Env(), d);
+  });
+}
+
+void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("CancelFlag", CancelFlag::Define(env));
+  auto staged = StagedWrap::Define(env);
+  auto* c = new StagedCtor{Napi::Persistent(staged)};
+  env.SetInstanceData<StagedCtor>(c);
+  exports.Set("stageCsr", Napi::Function::New(env, StageCsr, "stageCsr"));
+  exports.Set("stageArray", Napi::Function::New(env, StageArray, "stageArray"));
+}
+
+}  // namespace
+
+CUSIM_REGISTER(owned, Init);
+
+Napi::Object NewLentBuffer(Napi::Env env, uint64_t bytes) {
+  auto out = Napi::Object::New(env);
+  void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
+  out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
+  if (p) {
+    auto block = std::make_shared<LentBlock>();
+    block->p = p, block->bytes = bytes;
+    Lent().Add(block);
+    // The buffer's own reference; its finalizer runs once no ArrayBuffer
+    // (here or in a worker it was transferred to) uses the memory.
+    auto* ref = new std::shared_ptr<LentBlock>(block);
+    out.Set("buffer", Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void*, std::shared_ptr<LentBlock>* r) {
+      Lent().Remove(r->get());
+      delete r;
+    }, ref));
+  } else {
+    // Not napi_create_arraybuffer: V8 aborts the process when that
+    // allocation fails. `new ArrayBuffer(bytes)` throws a RangeError instead.
+    Napi::Value buf;
+    try {
+      buf = env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))});
+    } catch (const Napi::Error&) {
+      throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes of host memory");
+    }
+    out.Set("buffer", buf);
+  }
+  return out;
+}
+
+std::shared_ptr<void> FindLent(const void* p, uint64_t bytes) { return Lent().Find(p, bytes); }
+
+ArrayRef ResolveArray(const Napi::Value& v, napi_typedarray_type type, const std::string& name, bool alsoInt32) {
+  napi_env env = v.Env();
+  if (auto st = StagedOf(v)) {
+    if (st->csr || (st->type != type && !(alsoInt32 && st->type == napi_int32_array)))
+      ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+    ArrayRef a = st->array;
+    a.owner = std::const_pointer_cast<StagedData>(st);
+    return a;
+  }
+  bool isTyped = false;
+  if (napi_is_typedarray(env, v, &isTyped) != napi_ok || !isTyped)
+    ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+  napi_typedarray_type t;
+  size_t length = 0, offset = 0;
+  void* data = nullptr;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &t, &length, &data, &ab, &offset) != napi_ok)
+    ThrowInvalid(name + " could not be read as a " + TypeName(type), "TypeError");
+  if (t != type && !(alsoInt32 && t == napi_int32_array)) ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+  ArrayRef a;
+  bool isAb = false;
+  napi_is_arraybuffer(env, ab, &isAb);
+  a.shared = !isAb;
+  if (isAb) {
+    bool detached = false;
+    if (napi_is_detached_arraybuffer(env, ab, &detached) == napi_ok && detached)
+      ThrowInvalid(name + " is detached (its ArrayBuffer was transferred or detached)", "TypeError");
+  }
+  a.data = length ? data : const_cast<uint8_t*>(kEmpty);
+  a.length = length;
+  a.elementBytes = ElementBytes(t);
+  return a;
+}
+
+CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues) {
+  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a CsrMatrix object", "TypeError");
+  auto o = v.As<Napi::Object>();
+  CsrSource s;
+  s.name = name;
+  s.wantValues = wantValues;
+  if (auto st = StagedOf(v)) {
+    if (!st->csr) ThrowInvalid(std::string(name) + " must be a CsrMatrix object", "TypeError");
+    s.staged = st;
+    s.rows = st->view.rows;
+    s.cols = st->view.cols;
+    return s;
+  }
+  s.rows = Dim(o, "rows", name);
+  s.cols = Dim(o, "cols", name);
+  s.indptr = o.Get("indptr");
+  s.indices = o.Get("indices");
+  s.values = wantValues ? o.Get("values") : o.Env().Undefined();
+  if (s.values.IsNull()) s.values = o.Env().Undefined();
+  return s;
+}
+
+void* Inputs::Allocate(uint64_t bytes, bool bulk) {
+  if (bytes == 0) return const_cast<uint8_t*>(kEmpty);
+  // Small copies gain nothing from page-locking; they go by the engines' own
+  // staging. Below 1 MB, malloc's own free lists already reuse memory.
+  std::shared_ptr<void> p;
+  if (bytes >= (uint64_t(1) << 20)) {
+    if (gpu_ && bulk) p = PinnedPool().Acquire(bytes);
+    if (!p && bytes <= PhysicalBytes()) p = PageablePool().Acquire(bytes);
+    if (!p)
+      ThrowOutOfMemory("host memory for a copy of the call's inputs", bytes,
+                       uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)));
+  } else {
+    void* q = std::malloc(bytes);
+    if (!q) throw std::bad_alloc();
+    p = std::shared_ptr<void>(q, [](void* r) { std::free(r); });
+  }
+  void* q = p.get();
+  held_.push_back(std::move(p));
+  return q;
+}
+
+const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool bulk) {
+  const uint64_t bytes = count * a.elementBytes;
+  const void* src = static_cast<const uint8_t*>(a.data) + offset * a.elementBytes;
+  if (bytes == 0) return kEmpty;
+  if (a.owner) {
+    held_.push_back(a.owner);
+    return src;
+  }
+  if (use_ == Use::Sync && !a.shared) return src;
+  if (gpu_ && bulk && !a.shared) {
+    if (auto lent = FindLent(src, bytes)) {
+      held_.push_back(std::move(lent));
+      return src;
+    }
+  }
+  void* dst = Allocate(bytes, bulk);
+  ParallelCopy(dst, src, bytes);
+  return dst;
+}
+
+CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
+  const std::string& n = src.name;
+  if (src.staged) {
+    if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
+    held_.push_back(std::const_pointer_cast<StagedData>(src.staged));
+    CsrView m = src.staged->view;  // checked when staged
+    m.indptr += rowStart;
+    m.rows = rowEnd - rowStart;
+    if (!src.wantValues) m.values = nullptr;
+    return m;
+  }
+  const ArrayRef ip = ResolveArray(src.indptr, napi_uint32_array, n + ".indptr", true);
+  const ArrayRef ix = ResolveArray(src.indices, napi_uint32_array, n + ".indices");
+  ArrayRef va;
+  const bool hasValues = !src.values.IsUndefined();
+  if (hasValues) va = ResolveArray(src.values, napi_float32_array, n + ".values");
+  if (ip.length != src.rows + 1)
+    ThrowInvalid(n + ".indptr has length " + std::to_string(ip.length) + " but rows + 1 = " + std::to_string(src.rows + 1));
+  if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
+  const uint64_t rows = rowEnd - rowStart;
+  const bool copy = use_ == Use::Async || ip.shared || ix.shared || va.shared;
+  const uint32_t* p = static_cast<const uint32_t*>(ip.data) + rowStart;
+  if (copy) {
+    auto* own = static_cast<uint32_t*>(Allocate((rows + 1) * 4, false));
+    ParallelCopy(own, p, (rows + 1) * 4);
+    p = own;
+  }
+  // Non-decreasing, checked on the copy (a shared array may change under us).
+  std::atomic<uint64_t> firstBad{UINT64_MAX};
+  ParallelFor(rows, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r)
+      if (p[r + 1] < p[r]) {
+        uint64_t cur = firstBad.load();
+        while (r < cur && !firstBad.compare_exchange_weak(cur, r)) {
+        }
+        return;
+      }
+  });
+  if (firstBad.load() != UINT64_MAX) {
+    const uint64_t r = rowStart + firstBad.load();
+    ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" + std::to_string(r) + "])");
+  }
+  const uint64_t nz0 = p[0], nz1 = p[rows];
+  if (nz1 > ix.length)
+    ThrowInvalid(n + ".indptr[" + std::to_string(rowEnd) + "]=" + std::to_string(nz1) + " exceeds indices.length=" +
+                 std::to_string(ix.length));
+  if (hasValues && va.length < nz1)
+    ThrowInvalid(n + ".values has length " + std::to_string(va.length) + " but indptr[" + std::to_string(rowEnd) +
+                 "]=" + std::to_string(nz1));
+  CsrView m;
+  m.rows = rows;
+  m.cols = src.cols;
+  if (!copy) {
+    m.indptr = p;
+    m.indices = static_cast<const uint32_t*>(ix.data);
+    m.values = hasValues ? static_cast<const float*>(va.data) : nullptr;
+    return m;
+  }
+  // The owned slice starts at nz0: indptr is rebased, positions in messages are not.
+  auto* own = const_cast<uint32_t*>(p);
+  ParallelFor(rows + 1, 1 << 16, [&](size_t b, size_t e) {
+    for (size_t r = b; r < e; ++r) own[r] -= uint32_t(nz0);
+  });
+  m.indptr = own;
+  m.base = nz0;
+  m.indices = static_cast<const uint32_t*>(Own(ix, nz0, nz1 - nz0, true));
+  m.values = hasValues ? static_cast<const float*>(Own(va, nz0, nz1 - nz0, true)) : nullptr;
+  return m;
+}
+
+CsrView Inputs::Csr(const Napi::Value& v, const char* name, bool wantValues) {
+  const CsrSource s = ReadCsr(v, name, wantValues);
+  return Csr(s, 0, s.rows);
+}
+
+namespace {
+// rows x cols elements of `type` in o.data, the element count checked.
+template <typename View>
+ArrayRef DenseData(const Napi::Value& v, const char* name, napi_typedarray_type type, View* d) {
+  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a dense matrix object", "TypeError");
+  auto o = v.As<Napi::Object>();
+  d->rows = Dim(o, "rows", name);
+  d->cols = Dim(o, "cols", name);
+  const Napi::Value data = o.Get("data");
+  const ArrayRef a = ResolveArray(data, type, std::string(name) + ".data");
+  // rows * cols can wrap 64 bits (2^34 x 2^30 is 0) and would then match an
+  // empty array; the kernels would read rows x cols values from it.
+  uint64_t elems = 0;
+  if (__builtin_mul_overflow(d->rows, d->cols, &elems))
+    ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(d->rows) +
+                 ", cols=" + std::to_string(d->cols) + ")");
+  if (a.length != elems)
+    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " +
+                 std::to_string(elems));
+  return a;
+}
+}  // namespace
+
+DenseView Inputs::Dense(const Napi::Value& v, const char* name) {
+  DenseView d;
+  const ArrayRef a = DenseData(v, name, napi_float32_array, &d);
+  d.data = static_cast<const float*>(Own(a, 0, a.length, true));
+  return d;
+}
+
+DenseBytesView Inputs::DenseBytes(const Napi::Value& v, const char* name) {
+  DenseBytesView d;
+  const ArrayRef a = DenseData(v, name, napi_uint8_array, &d);
+  d.data = static_cast<const uint8_t*>(Own(a, 0, a.length, true));
+  return d;
+}
+
+BitsView Inputs::Bits(const Napi::Value& v, const char* name) {
+  if (!v.IsObject()) ThrowInvalid(std::string(name) + " must be a bit-code matrix object", "TypeError");
+  auto o = v.As<Napi::Object>();
+  BitsView b;
+  b.rows = Dim(o, "rows", name);
+  const uint64_t bits = Dim(o, "bits", name);
+  if (bits == 0 || bits % 32 != 0 || bits > 65536) ThrowInvalid(std::string(name) + ".bits must be a positive multiple of 32");
+  b.bits = uint32_t(bits);
+  const Napi::Value data = o.Get("data");
+  const ArrayRef a = ResolveArray(data, napi_uint32_array, std::string(name) + ".data");
+  uint64_t words = 0;
+  if (__builtin_mul_overflow(b.rows, uint64_t(b.wordsPerRow()), &words) || a.length != words)
+    ThrowInvalid(std::string(name) + ".data has " + std::to_string(a.length) + " words but rows * bits / 32 = " +
+                 (words || !b.rows ? std::to_string(words) : std::string("more than 2^64")));
+  b.words = static_cast<const uint32_t*>(Own(a, 0, a.length, true));
+  return b;
+}
+
+CancelToken Inputs::Cancel(const Napi::Object& options) {
+  CancelToken t;
+  Napi::Value f = options.Get("cancel");
+  if (f.IsUndefined() || f.IsNull()) return t;
+  bool tagged = false;
+  if (!f.IsObject() || napi_check_object_type_tag(f.Env(), f, &kCancelTag, &tagged) != napi_ok || !tagged)
+    ThrowInvalid("cancel must be a CancelFlag", "TypeError");
+  auto flag = CancelFlag::Unwrap(f.As<Napi::Object>())->flag();
+  t.flag = reinterpret_cast<const int32_t*>(flag.get());
+  held_.push_back(flag);
+  return t;
+}
+
+OutputArray::OutputArray(const Napi::Value& v, napi_typedarray_type type, uint64_t count, const std::string& name,
+                         Inputs& in)
+    : type_(type), count_(count), name_(name) {
+  const ArrayRef a = ResolveArray(v, type, name);
+  if (a.length < count)
+    ThrowInvalid(name + " has length " + std::to_string(a.length) + " but the call writes " + std::to_string(count));
+  bytes_ = count * a.elementBytes;
+  if (bytes_ == 0) return;
+  if (!a.shared) {
+    if (auto lent = FindLent(a.data, bytes_)) {
+      in.Hold(std::move(lent));
+      target_ = a.data;
+      inPlace_ = true;
+      return;
+    }
+  }
+  target_ = in.Allocate(bytes_, true);
+  ref_ = std::make_shared<Napi::Reference<Napi::Value>>(Napi::Persistent(v));
+}
+
+namespace {
+ArrayRef ResolveOutput(const Napi::Reference<Napi::Value>& ref, napi_typedarray_type type, uint64_t count,
+                       const std::string& name) {
+  const ArrayRef a = ResolveArray(ref.Value(), type, name + " (written when the call ends)");
+  if (a.length < count)
+    ThrowInvalid(name + " was shrunk while the call ran (length " + std::to_string(a.length) + ", the call writes " +
+                 std::to_string(count) + "); nothing was written");
+  return a;
+}
+}  // namespace
+
+void OutputArray::Check() const {
+  if (!inPlace_ && bytes_) ResolveOutput(*ref_, type_, count_, name_);
+}
+
+void OutputArray::Deliver(Napi::Env) const {
+  if (inPlace_ || bytes_ == 0) return;
+  const ArrayRef a = ResolveOutput(*ref_, type_, count_, name_);
+  ParallelCopy(a.data, target_, bytes_);
+}
+
+}  // namespace cusim

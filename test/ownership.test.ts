@@ -1,0 +1,328 @@
+// Inputs are owned by a call for its whole length (native/owned.h): whatever
+// the caller does to its arrays once a call has started (transfer them to a
+// worker that then dies, detach them, reuse them for the next batch), the
+// call returns what the arrays held when it was made, or for an `out` array
+// that is gone by the end, a coded error. Each case compares against the same
+// call on untouched copies.
+import { describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import {
+  FlyHash,
+  HammingIndex,
+  MinHashLSH,
+  StreamClusterer,
+  TextFeaturizer,
+  WeightedMinHash,
+  pinnedArray,
+  popcountRows,
+  similarityJoin,
+  type CsrMatrix,
+} from '../lib/index.js';
+import { backends, describeGpu, hasGpu, randomBits, randomCsr, rng } from './helpers.js';
+
+type View = ArrayBufferView;
+
+// A worker that takes buffers and drops them; terminating it frees them.
+function sink(): Worker {
+  return new Worker('require("node:worker_threads").parentPort.on("message", () => {})', { eval: true });
+}
+
+function buffers(views: View[]): ArrayBuffer[] {
+  return [...new Set(views.map((v) => v.buffer as ArrayBuffer))];
+}
+
+// What a caller may do to its arrays right after starting a call.
+const spoilers: Array<[string, (views: View[]) => Promise<void> | void]> = [
+  ['transferred by structuredClone', (views) => void buffers(views).forEach((b) => structuredClone(b, { transfer: [b] }))],
+  [
+    'posted to a worker that is then terminated (the memory is freed mid-call)',
+    async (views) => {
+      const w = sink();
+      const bs = buffers(views);
+      w.postMessage(bs, bs);
+      await w.terminate();
+    },
+  ],
+  ['rewritten (the buffer reused for the next batch)', (views) => views.forEach((v) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength).fill(0xa5))],
+];
+const transfer = (ArrayBuffer.prototype as { transfer?: () => ArrayBuffer }).transfer;
+if (transfer) spoilers.push(['moved by ArrayBuffer.prototype.transfer', (views) => void buffers(views).forEach((b) => transfer.call(b))]);
+
+function copyCsr(m: CsrMatrix): CsrMatrix {
+  return { ...m, indptr: m.indptr.slice(), indices: m.indices.slice(), values: m.values?.slice() };
+}
+function csrViews(m: CsrMatrix): View[] {
+  return [m.indptr, m.indices, ...(m.values ? [m.values] : [])];
+}
+
+interface Case<T> {
+  name: string;
+  /** Fresh inputs; `views` are the arrays the caller spoils right after run() starts the call. */
+  make: () => Promise<{ views: View[]; run: () => Promise<T> }> | { views: View[]; run: () => Promise<T> };
+}
+
+function check<T>(c: Case<T>, normalize: (r: T) => unknown = (r) => r): void {
+  for (const [how, spoil] of spoilers) {
+    it(`${c.name}: inputs ${how} during the call`, async () => {
+      const ref = normalize(await (await c.make()).run());
+      const { views, run } = await c.make();
+      const p = run();
+      p.catch(() => {}); // settles while the spoiler runs; awaited below
+      await spoil(views);
+      expect(normalize(await p)).toEqual(ref);
+    });
+  }
+}
+
+const pairs = (r: { left: Uint32Array; right: Uint32Array }) => ({ left: Array.from(r.left), right: Array.from(r.right) });
+
+for (const backend of backends) {
+  describe(`inputs owned by the call (${backend})`, () => {
+    const R = rng(11);
+    const matrix = randomCsr(R, 3000, 4000, (i) => 1 + (i % 40));
+    const wmh = new WeightedMinHash({ dim: 4000, samples: 64, seed: 3, backend });
+    check({
+      name: 'WeightedMinHash.hash',
+      make: () => {
+        const m = copyCsr(matrix);
+        return { views: csrViews(m), run: () => wmh.hash(m) };
+      },
+    });
+    check({
+      name: 'WeightedMinHash.hash (rows 1000..2500)',
+      make: () => {
+        const m = copyCsr(matrix);
+        return { views: csrViews(m), run: () => wmh.hash(m, { rowStart: 1000, rowEnd: 2500 }) };
+      },
+    });
+
+    const X = new Float32Array(2000 * 96).map(() => R() * 4 - 1);
+    const bytes = new Uint8Array(2000 * 96).map(() => (R() * 256) | 0);
+    const fly = new FlyHash({ inputDim: 96, hashLength: 320, connections: 9, winners: 12, seed: 2, backend });
+    for (const [kind, input] of [['float', X], ['bytes', bytes]] as const) {
+      check({
+        name: `FlyHash.hash (${kind})`,
+        make: () => {
+          const data = input.slice();
+          return { views: [data], run: () => fly.hash({ data, rows: 2000, cols: 96 }) };
+        },
+      }, (r) => r.data);
+    }
+
+    const sets = randomCsr(R, 3000, 300, (i) => 2 + (i % 12), { weights: false });
+    check({
+      name: 'similarityJoin',
+      make: () => {
+        const m = copyCsr(sets);
+        return { views: csrViews(m), run: () => similarityJoin(m, { threshold: 0.4, backend }) };
+      },
+    }, pairs);
+
+    const codes = randomBits(R, 5000, 128);
+    for (const method of ['exact', 'ewh'] as const) {
+      const index = new HammingIndex({ bits: 128, method, backend, minScore: 5 });
+      index.add(codes);
+      const queries = randomBits(R, 300, 128);
+      check({
+        name: `HammingIndex.search (${method})`,
+        make: () => {
+          const q = queries.slice();
+          return { views: [q], run: () => index.search(q, { k: 7 }) };
+        },
+      }, (r) => ({ ids: r.ids, distances: r.distances }));
+      if (method === 'ewh') {
+        check({
+          name: 'HammingIndex.scores',
+          make: () => {
+            const q = queries.slice(0, 40 * 4);
+            return { views: [q], run: () => index.scores(q) };
+          },
+        });
+      }
+    }
+
+    const docs = randomCsr(R, 2500, 600, (i) => 1 + (i % 25));
+    check({
+      name: 'StreamClusterer.add',
+      make: () => {
+        const m = copyCsr(docs);
+        const c = new StreamClusterer({ threshold: 0.3, backend });
+        return { views: csrViews(m), run: async () => ({ r: await c.add(m), size: c.size }) };
+      },
+    }, ({ r, size }) => ({ cluster: r.cluster, similarity: r.similarity, size }));
+
+    const sigsP = wmh.hash(matrix);
+    const ids = Uint32Array.from({ length: matrix.rows }, (_, i) => i);
+    check({
+      name: 'MinHashLSH.query',
+      make: async () => {
+        const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
+        const s = await sigsP;
+        lsh.insert(ids, s);
+        const q = s.slice(0, 64 * 2 * 300);
+        return { views: [q], run: () => lsh.query(q) };
+      },
+    });
+    check({
+      name: 'MinHashLSH.groups (exact, matrix spoiled)',
+      make: async () => {
+        const m = copyCsr(matrix);
+        const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
+        lsh.insert(ids, await sigsP);
+        return { views: csrViews(m), run: () => lsh.groups({ verify: 'exact', matrix: m }) };
+      },
+    }, (g) => ({ group: g.group, count: g.count }));
+    check({
+      name: 'MinHashLSH.candidatePairs (inserted signatures spoiled)',
+      make: async () => {
+        const s = (await sigsP).slice();
+        const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
+        lsh.insert(ids, s);
+        return { views: [s], run: () => lsh.candidatePairs() };
+      },
+    }, pairs);
+
+    check({
+      name: 'popcountRows',
+      make: () => {
+        const data = codes.slice();
+        return { views: [data], run: () => popcountRows({ data, rows: 5000, bits: 128 }, { backend }) };
+      },
+    }, (r) => r.counts);
+
+    it('WeightedMinHash.hash with `out`: written when the call ends; a detached `out` is a coded error', async () => {
+      const ref = await wmh.hash(matrix);
+      const out = new Uint32Array(ref.length);
+      const p = wmh.hash(matrix, { out });
+      out.fill(7); // the caller's writes during the call are overwritten by the result
+      expect(await p).toEqual(ref);
+      expect(out).toEqual(ref);
+      for (const [how, spoil] of spoilers.slice(0, 2)) {
+        const o = new Uint32Array(ref.length);
+        const q = wmh.hash(matrix, { out: o });
+        q.catch(() => {});
+        await spoil([o]);
+        await expect(q, how).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT', name: 'TypeError', message: expect.stringMatching(/out .*detached/) });
+      }
+      // The object still works.
+      expect(await wmh.hash(matrix)).toEqual(ref);
+    });
+
+    it('pinnedArray buffers transferred or dropped during a call are freed only after it', async () => {
+      const ref = await wmh.hash(matrix);
+      for (let round = 0; round < 3; round++) {
+        const indices = pinnedArray(Uint32Array, matrix.indices.length);
+        indices.set(matrix.indices);
+        const out = pinnedArray(Uint32Array, ref.length);
+        const p = wmh.hash({ ...matrix, indices }, { out });
+        p.catch(() => {});
+        const w = sink();
+        w.postMessage([indices.buffer, out.buffer], [indices.buffer, out.buffer]);
+        await w.terminate();
+        const r = await p.then(
+          (v) => ({ ok: true as const, v }),
+          (e: { code?: string }) => ({ ok: false as const, e }),
+        );
+        // Pinned memory is used in place on CUDA (the result lands in `out`,
+        // which the caller gave away); elsewhere it is an ordinary array.
+        if (!r.ok) expect(r.e.code).toBe('CUSIM_INVALID_ARGUMENT');
+      }
+      expect(await wmh.hash(matrix)).toEqual(ref);
+    });
+  });
+}
+
+describe('TextFeaturizer.tokenizeBatchAsync owns its texts', () => {
+  it('a texts array reused for the next batch during the call does not change the result', async () => {
+    const f = new TextFeaturizer({ mode: 'words' });
+    // Long ASCII documents take the native path; non-ASCII ones ('words' mode)
+    // are tokenized in JavaScript, after the native call's await.
+    const texts = Array.from({ length: 50 }, (_, i) => `the quick brown fox ${i} jumps over the lazy dog ${i % 7} `.repeat(8) + (i % 10 === 0 ? 'café naïve' : ''));
+    const want = f.tokenizeBatch(texts);
+    const p = f.tokenizeBatchAsync(texts);
+    texts.fill('replaced text for the next batch');
+    texts.length = 3;
+    expect(await p).toEqual(want);
+  });
+});
+
+describe('hashStream reads each chunk before the source can reuse its buffer', () => {
+  it('a generator refilling one buffer gets the signatures of every chunk', async () => {
+    const R = rng(5);
+    const chunks = [0, 1, 2, 3].map(() => randomCsr(R, 700, 900, (i) => 1 + (i % 30)));
+    // Every chunk fits one set of buffers (same rows; nnz padded to the largest).
+    const nnz = Math.max(...chunks.map((c) => c.indices.length));
+    using wmh = new WeightedMinHash({ dim: 900, samples: 32, backend: 'cpu' });
+    const want = await Promise.all(chunks.map((c) => wmh.hash(c)));
+    const indptr = new Uint32Array(701);
+    const indices = new Uint32Array(nnz);
+    const values = new Float32Array(nnz);
+    function* reuse(): Generator<CsrMatrix> {
+      for (const c of chunks) {
+        indptr.set(c.indptr);
+        indices.fill(0).set(c.indices);
+        values.fill(0).set(c.values!);
+        yield { rows: 700, cols: 900, indptr, indices, values };
+      }
+    }
+    const got: Uint32Array[] = [];
+    for await (const s of wmh.hashStream(reuse())) got.push(s);
+    expect(got).toEqual(want);
+  });
+});
+
+describe('StreamClusterer.add is all or nothing', () => {
+  for (const backend of backends) {
+    it(`an aborted add leaves the state as it was (${backend})`, async () => {
+      const R = rng(21);
+      const first = randomCsr(R, 3000, 2000, (i) => 3 + (i % 30));
+      const big = randomCsr(R, 60000, 2000, (i) => 3 + (i % 30));
+      const after = randomCsr(R, 2000, 2000, (i) => 3 + (i % 30));
+      using c = new StreamClusterer({ threshold: 0.25, backend });
+      using ref = new StreamClusterer({ threshold: 0.25, backend });
+      await c.add(first);
+      await ref.add(first);
+      let aborted = 0;
+      for (const mode of ['sequential', 'batch'] as const) {
+        for (const delay of [0, 2, 10, 40]) {
+          const ac = new AbortController();
+          const p = c.add(big, { signal: ac.signal, mode });
+          setTimeout(() => ac.abort(), delay);
+          const r = await p.then(() => 'done', (e: { code?: string }) => e.code);
+          if (r === 'done') {
+            await ref.add(big); // finished before the abort: applied in full
+          } else {
+            expect(r).toBe('ABORT_ERR');
+            aborted++;
+          }
+          expect(c.size).toBe(ref.size);
+          expect(c.documents).toBe(ref.documents);
+        }
+      }
+      expect(aborted).toBeGreaterThan(0);
+      // Afterwards the object clusters exactly like one that never saw the aborted adds.
+      const a = await c.add(after);
+      const b = await ref.add(after);
+      expect(a.cluster).toEqual(b.cluster);
+      expect(a.similarity).toEqual(b.similarity);
+      for (let id = 0; id < c.size; id += Math.max(1, Math.floor(c.size / 50))) {
+        expect(c.centroid(id)).toEqual(ref.centroid(id));
+        expect(c.members(id)).toBe(ref.members(id));
+      }
+    });
+  }
+});
+
+describeGpu('inputs owned by the call: GPU-only paths', () => {
+  it('pinned staging is reused across a stream of calls (identical signatures)', async () => {
+    const R = rng(31);
+    const m = randomCsr(R, 20000, 50000, (i) => 1 + (i % 300));
+    using g = new WeightedMinHash({ dim: 50000, samples: 64, backend: 'cuda' });
+    using c = new WeightedMinHash({ dim: 50000, samples: 64, backend: 'cpu' });
+    const want = await c.hash(m);
+    for (let i = 0; i < 4; i++) expect(await g.hash(m)).toEqual(want);
+  });
+  it('runs where a GPU is present', () => {
+    expect(hasGpu).toBe(true);
+  });
+});
