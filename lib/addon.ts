@@ -1,5 +1,6 @@
 // Loads the native addon once: a local build (build/Release) if present, else
 // the prebuild for this platform, through node-gyp-build like sharp does.
+import { constants } from 'node:buffer';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -14,6 +15,9 @@ export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.u
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Native = Record<string, any>;
 
+/** Elements one typed array can hold, and bytes Node wraps as external memory (2^32 on Node 20). */
+export const MAX_TYPED_LENGTH: number = constants.MAX_LENGTH;
+
 let cached: Native | undefined;
 let loadError: Error | undefined;
 
@@ -22,7 +26,10 @@ export function native(): Native {
   if (loadError) throw loadError;
   try {
     const load = require('node-gyp-build') as (dir: string) => Native;
-    cached = load(process.env.CUSIM_ADDON_DIR ?? packageRoot);
+    const n = load(process.env.CUSIM_ADDON_DIR ?? packageRoot);
+    // Results above this many bytes cannot wrap native memory (see napi_util.h).
+    n.setMaxTypedLength?.(MAX_TYPED_LENGTH);
+    cached = n;
     return cached;
   } catch (e) {
     const err = new Error(

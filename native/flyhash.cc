@@ -144,8 +144,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             if (words == 0) {
               r.Set("data", Napi::Uint32Array::New(env, 0));
             } else {
-              auto buf = Napi::ArrayBuffer::New(env, result->release(), words * 4,
-                                                [](Napi::Env, void* q) { std::free(q); });
+              CheckTypedLength(words, "the FlyHash codes", "hash fewer rows per call");
+              auto buf = ArrayBufferOver(env, result->release(), words * 4, [](void* q, void*) { std::free(q); }, nullptr);
               r.Set("data", Napi::Uint32Array::New(env, words, buf, 0));
             }
             r.Set("kernelMs", timing->kernelMs);

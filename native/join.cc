@@ -131,8 +131,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             if (chunk->block.data()) {
               // Four views of one block; the last view's buffer frees it.
               const size_t n = chunk->count;
-              auto buf = Napi::ArrayBuffer::New(env, chunk->block.release(), n * 16,
-                                                [](Napi::Env, void* q) { std::free(q); });
+              CheckTypedLength(n, "a join chunk");
+              auto buf = ArrayBufferOver(env, chunk->block.release(), n * 16, [](void* q, void*) { std::free(q); }, nullptr);
               r.Set("left", Napi::Uint32Array::New(env, n, buf, 0));
               r.Set("right", Napi::Uint32Array::New(env, n, buf, n * 4));
               r.Set("overlap", Napi::Uint32Array::New(env, n, buf, n * 8));

@@ -1,14 +1,13 @@
 // N-API glue for weighted MinHash: a native object owning the parameter tables
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
-#include <unistd.h>
-#if defined(__linux__)
-#endif
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <shared_mutex>
+#include <utility>
 
 #include "gpu.h"
 #include "host_buffer.h"
@@ -20,65 +19,64 @@ namespace {
 
 struct Engine {
   uint32_t dim = 0, samples = 0;
-  uint64_t seed = 1;
   Backend backend = Backend::Cpu;
   std::vector<int> devices;
-  // Host tables, [dim][samples]. Generated lazily (inside the first async call
-  // or parameters()), so constructing an object never blocks the event loop.
-  std::mutex hostMutex;
-  bool hostReady = false;
-  bool injected = false;  // tables came from fromParameters, not the seed
-  std::vector<float> rs, lnCs, betas;
+  // Host parameters of the columns met so far (all of them when injected).
+  std::shared_ptr<minhash::ColumnParams> params;
 #ifdef CUSIM_WITH_CUDA
   std::mutex gpuMutex;
   std::shared_ptr<minhash::CudaEngine> gpu;
-#endif
 
-  void EnsureHost() {
-    std::lock_guard<std::mutex> lock(hostMutex);
-    if (hostReady) return;
-    const size_t n = size_t(dim) * samples;
-    // dim × samples can reach 2^48 floats; say so instead of letting the
-    // allocator (or the OOM killer, under overcommit) answer.
-    const uint64_t need = 3 * uint64_t(n) * sizeof(float);
-    const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
-    if (need > physical)
-      ThrowOutOfMemory("weighted MinHash parameter tables on the host (3 x dim x samples floats)", need, physical);
-    rs.resize(n), lnCs.resize(n), betas.resize(n);
-    minhash::GenerateParamsCpu(seed, dim, samples, rs.data(), lnCs.data(), betas.data());
-    hostReady = true;
-  }
-
-#ifdef CUSIM_WITH_CUDA
   minhash::CudaEngine& EnsureGpu() {
     std::lock_guard<std::mutex> lock(gpuMutex);
     if (!gpu) {
-      // Injected tables are uploaded; seeded ones are generated on each device.
-      gpu = minhash::CreateCudaEngine(devices, seed, dim, samples, injected ? rs.data() : nullptr,
-                                      injected ? lnCs.data() : nullptr, injected ? betas.data() : nullptr);
+      // Injected tables are uploaded; seeded ones are generated on each device as columns appear.
+      gpu = minhash::CreateCudaEngine(devices, params->seed(), dim, samples, params->injected() ? params.get() : nullptr);
     }
     return *gpu;
   }
 #endif
 };
 
-// [samples][dim] <-> [dim][samples]
+// [samples][n] <-> [n][samples]
 void Transpose(const float* src, uint64_t rows, uint64_t cols, float* dst) {
   for (uint64_t r = 0; r < rows; ++r)
     for (uint64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
 }
 
-Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const float* lnCs, const float* betas) {
+// [n][samples] tables of the given columns as { rs, lnCs, betas, columns } in [samples][n].
+Napi::Object TablesToJs(Napi::Env env, uint32_t samples, std::vector<uint32_t>&& cols, const float* rs,
+                        const float* lnCs, const float* betas) {
   auto o = Napi::Object::New(env);
-  const uint64_t n = uint64_t(e.dim) * e.samples;
+  const uint64_t n = cols.size();
   const char* names[3] = {"rs", "lnCs", "betas"};
   const float* src[3] = {rs, lnCs, betas};
   for (int i = 0; i < 3; ++i) {
-    std::vector<float> v(n);
-    Transpose(src[i], e.dim, e.samples, v.data());
-    o.Set(names[i], ToTyped(env, std::move(v)));
+    std::vector<float> v(n * samples);
+    Transpose(src[i], n, samples, v.data());
+    o.Set(names[i], ToTyped(env, std::move(v), "the parameter tables"));
   }
+  o.Set("columns", ToTyped(env, std::move(cols)));
   return o;
+}
+
+// The columns argument of parameters()/deviceParameters(): given, or every
+// column < dim (when that fits one typed array per table).
+std::vector<uint32_t> ColumnsArg(const Napi::Value& v, const Engine& e) {
+  if (!v.IsUndefined() && !v.IsNull()) {
+    auto a = TypedArg<uint32_t>(v, "columns");
+    for (size_t i = 0; i < a.length; ++i)
+      if (a.data[i] >= e.dim)
+        ThrowInvalid("columns[" + std::to_string(i) + "]=" + std::to_string(a.data[i]) + " is out of range for dim=" +
+                     std::to_string(e.dim));
+    CheckTypedLength(uint64_t(a.length) * e.samples, "the parameter tables");
+    return std::vector<uint32_t>(a.data, a.data + a.length);
+  }
+  CheckTypedLength(uint64_t(e.dim) * e.samples, "the parameter tables of every column",
+                   "pass the columns wanted (parameters({ columns }))");
+  std::vector<uint32_t> all(e.dim);
+  for (uint32_t d = 0; d < e.dim; ++d) all[d] = d;
+  return all;
 }
 
 // Output of one hash call, handed to JavaScript without a copy, in
@@ -98,9 +96,9 @@ struct Signatures {
   Napi::Value ToJs(Napi::Env env) {
     if (external) return env.Undefined();  // the caller already holds the array
     if (size == 0) return Napi::Uint32Array::New(env, 0);
-    uint32_t* p = data;
-    data = nullptr;
-    auto buf = Napi::ArrayBuffer::New(env, p, size * 4, [](Napi::Env, void* q) { std::free(q); });
+    CheckTypedLength(size, "the signatures", "hash fewer rows per call (rowStart/rowEnd, or hashStream)");
+    uint32_t* p = std::exchange(data, nullptr);
+    auto buf = ArrayBufferOver(env, p, size * 4, [](void* q, void*) { std::free(q); }, nullptr);
     return Napi::Uint32Array::New(env, size, buf, 0);
   }
 };
@@ -115,8 +113,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
                         InstanceMethod("dispose", &MinHashWrap::DisposeJs)});
   }
 
-  // new (options: { dim, samples, seed, backend, devices?, rs?, lnCs?, betas? })
-  // Injected tables arrive in [samples][dim] layout.
+  // new (options: { dim, samples, seed, backend, devices?, rs?, lnCs?, betas?, columns? })
+  // Injected tables arrive in [samples][n] layout, n = columns.length or dim.
   explicit MinHashWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
     try {
       Args args(info);
@@ -126,23 +124,41 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim))) ThrowInvalid("dim must be an integer >= 1");
       if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
         ThrowInvalid("samples must be an integer in [1, 65536]");
-      e->dim = uint32_t(dim), e->samples = uint32_t(samples), e->seed = SeedProp(o, NAN);
+      e->dim = uint32_t(dim), e->samples = uint32_t(samples);
+      const uint64_t seed = SeedProp(o, NAN);
       e->backend = BackendProp(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       Napi::Value rs = o.Get("rs");
-      if (!rs.IsUndefined()) {
-        const uint64_t n = uint64_t(e->dim) * e->samples;
+      if (rs.IsUndefined()) {
+        e->params = std::make_shared<minhash::ColumnParams>(seed, e->samples);
+      } else {
+        std::vector<uint32_t> cols;
+        Napi::Value cv = o.Get("columns");
+        if (cv.IsUndefined() || cv.IsNull()) {
+          cols.resize(e->dim);
+          for (uint32_t d = 0; d < e->dim; ++d) cols[d] = d;
+        } else {
+          auto a = TypedArg<uint32_t>(cv, "columns");
+          cols.assign(a.data, a.data + a.length);
+          std::vector<uint32_t> sorted(cols);
+          std::sort(sorted.begin(), sorted.end());
+          for (size_t i = 0; i < sorted.size(); ++i) {
+            if (sorted[i] >= e->dim) ThrowInvalid("columns has " + std::to_string(sorted[i]) + ", out of range for dim");
+            if (i && sorted[i] == sorted[i - 1]) ThrowInvalid("columns repeats " + std::to_string(sorted[i]));
+          }
+        }
+        const uint64_t n = uint64_t(cols.size()) * e->samples;
         const char* names[3] = {"rs", "lnCs", "betas"};
-        std::vector<float>* dst[3] = {&e->rs, &e->lnCs, &e->betas};
+        std::vector<float> t[3];
         for (int i = 0; i < 3; ++i) {
           auto a = TypedProp<float>(o, names[i]);
           if (a.length != n)
-            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * dim = " + std::to_string(n));
-          dst[i]->resize(n);
-          Transpose(a.data, e->samples, e->dim, dst[i]->data());
+            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * columns = " + std::to_string(n));
+          t[i].resize(n);
+          Transpose(a.data, e->samples, cols.size(), t[i].data());
         }
-        e->hostReady = true;
-        e->injected = true;
+        e->params = std::make_shared<minhash::ColumnParams>(e->samples, cols.data(), cols.size(), t[0].data(),
+                                                            t[1].data(), t[2].data());
       }
       impl_ = e;
     } catch (const Error& err) {
@@ -205,9 +221,9 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
             }
             out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
             if (e->backend == Backend::Cpu) {
-              e->EnsureHost();
-              minhash::HashCpu(m, rowStart, rowEnd, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
-                               out->target(), cancel);
+              e->params->Ensure(m, rowStart, rowEnd, cancel, "matrix");
+              std::shared_lock<RwLock> read(e->params->lock());
+              minhash::HashCpu(m, rowStart, rowEnd, *e->params, out->target(), cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
               minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->target(), timing.get(), cancel);
@@ -232,17 +248,20 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
     });
   }
 
-  // parameters() -> { rs, lnCs, betas } in [samples][dim]; the host tables
-  // (equal to the GPU's by the seed contract, within 1 ulp on rs and lnCs).
+  // parameters(columns?) -> { rs, lnCs, betas, columns }, tables in [samples][n]:
+  // the host's (equal to the GPU's by the seed contract, within 1 ulp on rs and lnCs).
   Napi::Value Parameters(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
-      e->EnsureHost();
-      return TablesToJs(info.Env(), *e, e->rs.data(), e->lnCs.data(), e->betas.data());
+      std::vector<uint32_t> cols = ColumnsArg(info[0], *e);
+      const size_t n = cols.size() * size_t(e->samples);
+      std::vector<float> rs(n), lnCs(n), betas(n);
+      e->params->Gather(cols.data(), cols.size(), rs.data(), lnCs.data(), betas.data());
+      return TablesToJs(info.Env(), e->samples, std::move(cols), rs.data(), lnCs.data(), betas.data());
     });
   }
 
-  // deviceParameters(slot) -> the tables held by the slot-th device, [samples][dim].
+  // deviceParameters(slot, columns?) -> the tables held by the slot-th device, as parameters().
   Napi::Value DeviceParameters(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
@@ -250,11 +269,13 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       const double slot = args.Num(0, "slot");
       if (e->backend != Backend::Cuda) ThrowInvalid("deviceParameters needs the cuda backend");
       if (!(slot >= 0 && slot < double(e->devices.size()))) ThrowInvalid("slot is out of range");
+      std::vector<uint32_t> cols = ColumnsArg(info[1], *e);
 #ifdef CUSIM_WITH_CUDA
-      const size_t n = size_t(e->dim) * e->samples;
+      const size_t n = cols.size() * size_t(e->samples);
       std::vector<float> rs(n), lnCs(n), betas(n);
-      minhash::DeviceParamsCuda(e->EnsureGpu(), size_t(slot), rs.data(), lnCs.data(), betas.data());
-      return TablesToJs(info.Env(), *e, rs.data(), lnCs.data(), betas.data());
+      minhash::DeviceParamsCuda(e->EnsureGpu(), size_t(slot), cols.data(), cols.size(), rs.data(), lnCs.data(),
+                                betas.data());
+      return TablesToJs(info.Env(), e->samples, std::move(cols), rs.data(), lnCs.data(), betas.data());
 #else
       return info.Env().Undefined();
 #endif

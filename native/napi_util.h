@@ -109,17 +109,37 @@ BitsView BitsArg(const Napi::Value& v, const char* name);
 CancelToken CancelArg(const Napi::Object& options);
 
 // ---- outputs ----------------------------------------------------------------
-// Hands a vector's storage to JavaScript without a copy.
-template <typename T>
-Napi::TypedArrayOf<T> ToTyped(Napi::Env env, std::vector<T>&& v) {
-  auto* owned = new std::vector<T>(std::move(v));
-  if (owned->empty()) {
-    delete owned;
-    return Napi::TypedArrayOf<T>::New(env, 0);
-  }
-  auto buf = Napi::ArrayBuffer::New(env, owned->data(), owned->size() * sizeof(T),
-                                    [](Napi::Env, void*, std::vector<T>* p) { delete p; }, owned);
-  return Napi::TypedArrayOf<T>::New(env, owned->size(), buf, 0);
+// A typed array holds at most MaxTypedLength() elements (buffer.constants.
+// MAX_LENGTH, 2^32 on Node 20; the loader sets it), and Node wraps external
+// memory only up to that many bytes: past it Node frees the memory itself and
+// node-addon-api's ArrayBuffer::New frees its record a second time (the
+// "double free" abort of a 4.5 GB signature array). Every result goes through
+// ArrayBufferOver, never ArrayBuffer::New on external memory.
+uint64_t MaxTypedLength();
+void SetMaxTypedLength(uint64_t n);
+// Coded RangeError when `elements` cannot be one typed array; `what` names the
+// result and `hint` says how to ask for less.
+void CheckTypedLength(uint64_t elements, const std::string& what, const std::string& hint = "");
+// Gives `bytes` at p to JavaScript. Up to MaxTypedLength() bytes the buffer
+// wraps p and release(p, hint) runs at garbage collection; larger blocks are
+// copied (on all cores) into a V8-owned buffer and released at once. Owns p
+// from the call on, also when it throws.
+Napi::ArrayBuffer ArrayBufferOver(Napi::Env env, void* p, uint64_t bytes, void (*release)(void* p, void* hint), void* hint);
+
+// A zero-filled ArrayBuffer owned by V8 (no size limit but memory); coded
+// CUSIM_OUT_OF_MEMORY instead of V8's abort when it cannot be allocated.
+Napi::ArrayBuffer NewJsArrayBuffer(Napi::Env env, uint64_t bytes);
+
+// Hands a vector's storage to JavaScript without a copy (see ArrayBufferOver).
+template <typename T, typename A>
+Napi::TypedArrayOf<T> ToTyped(Napi::Env env, std::vector<T, A>&& v, const char* what = "a result") {
+  CheckTypedLength(v.size(), what);
+  if (v.empty()) return Napi::TypedArrayOf<T>::New(env, 0);
+  auto* owned = new std::vector<T, A>(std::move(v));
+  const size_t n = owned->size();
+  auto buf = ArrayBufferOver(env, owned->data(), n * sizeof(T),
+                             [](void*, void* h) { delete static_cast<std::vector<T, A>*>(h); }, owned);
+  return Napi::TypedArrayOf<T>::New(env, n, buf, 0);
 }
 
 // ---- async work ---------------------------------------------------------------

@@ -88,26 +88,29 @@ Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
     if (!(n >= 0 && n == double(uint64_t(n)))) ThrowInvalid("bytes must be a non-negative integer");
     const uint64_t bytes = uint64_t(n);
     auto out = Napi::Object::New(env);
-    void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
+    // Node wraps external memory only up to MaxTypedLength() bytes; a larger
+    // array is an ordinary one (isPinned() says so), never a copy of pinned memory.
+    void* p = bytes && bytes <= MaxTypedLength() ? HostPinnedAlloc(bytes) : nullptr;
     out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
-    if (p) {
-      out.Set("buffer", Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void* q) { HostPinnedFree(q); }));
-    } else {
-      // Not napi_create_arraybuffer: V8 aborts the process when that
-      // allocation fails. `new ArrayBuffer(bytes)` throws a RangeError instead.
-      Napi::Value buf;
-      try {
-        buf = env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))});
-      } catch (const Napi::Error&) {
-        throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes of host memory");
-      }
-      out.Set("buffer", buf);
-    }
+    out.Set("buffer", p ? ArrayBufferOver(env, p, bytes, [](void* q, void*) { HostPinnedFree(q); }, nullptr)
+                        : NewJsArrayBuffer(env, bytes));
     return out;
   });
 }
 
+// setMaxTypedLength(n): buffer.constants.MAX_LENGTH of this Node, set by the loader.
+Napi::Value SetMaxTyped(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    const double n = args.Num(0, "maxLength");
+    if (!(n >= 1 && n <= 9007199254740991.0) || n != double(uint64_t(n))) ThrowInvalid("maxLength must be a positive safe integer");
+    SetMaxTypedLength(uint64_t(n));
+    return info.Env().Undefined();
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("setMaxTypedLength", Napi::Function::New(env, SetMaxTyped, "setMaxTypedLength"));
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));
   exports.Set("threads", Napi::Function::New(env, Threads, "threads"));
