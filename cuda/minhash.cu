@@ -33,29 +33,14 @@
 #include "../native/minhash.h"
 #include "../native/parallel.h"
 #include "gpu.cuh"
+#include "minhash_batch.cuh"
 
 namespace cusim {
 namespace minhash {
 namespace {
 
-constexpr uint32_t kSegment = 1024;  // nonzeros per warp task
-constexpr int kPerLane = 4;          // samples a lane holds per pass: 128 in one pass
-constexpr uint32_t kNone = 0xFFFFFFFFu;
+constexpr int kPerLane = 4;  // samples a lane holds per pass: 128 in one pass
 constexpr unsigned kThreads = 256;
-// Per slot: 128 MB of indices + values and at most 128 MB of signatures. Small
-// enough that filling and draining the pipeline (the first batch's upload, the
-// last one's download) stays a few ms, which is what bounds 2-GPU scaling once
-// the host copies are gone.
-constexpr uint64_t kBatchNnz = 16ull << 20;
-constexpr uint64_t kBatchOutBytes = 128ull << 20;
-constexpr uint64_t kBatchRows = 1ull << 18;
-
-struct Seg {
-  uint32_t row;    // batch-local row
-  uint32_t begin;  // batch-local nnz positions
-  uint32_t end;
-  uint32_t split;  // scratch slot of a row spanning several segments, else kNone
-};
 
 // ---- column -> slot map --------------------------------------------------
 // Entries are (column, slot) pairs, column kNoColumn when empty, at most half
@@ -483,27 +468,7 @@ __global__ void __launch_bounds__(kPruneThreads)
   }
 }
 
-// One in-flight batch: its own stream, pinned staging and device buffers.
-struct Slot {
-  gpu::Stream stream;
-  gpu::Event e0, e1, e2, e3;
-  gpu::PinnedBuffer<uint32_t> hIdx, hSplit, hOut;
-  gpu::PinnedBuffer<float> hVal;
-  gpu::PinnedBuffer<Seg> hSeg;
-  gpu::DeviceBuffer<uint32_t> dIdx, dSlot, dSplit, dOut;
-  gpu::DeviceBuffer<float> dVal;
-  gpu::DeviceBuffer<Seg> dSeg;
-  gpu::DeviceBuffer<unsigned long long> dScratch;
-  gpu::DeviceBuffer<unsigned> dBad;  // kFlagBad | kFlagMiss, set by the lookup and hash kernels
-  gpu::PinnedBuffer<unsigned> hBad;
-};
-
-// Three slots per device, so the three engines of a GPU can all be busy at
-// once: one batch uploading, one in its kernels, one downloading.
-constexpr int kSlots = 3;
-
-struct Device {
-  int id = 0;
+struct Device : Pipe {
   uint32_t samples = 0;
   // Column -> slot map and per-slot tables. Batches read them under `lock`
   // shared; adding columns (growing them) takes it exclusively.
@@ -518,26 +483,6 @@ struct Device {
   gpu::DeviceBuffer<float4> rec;       // [slot][samples] (r, ln c, beta, 0)
   gpu::DeviceBuffer<__half> bound;     // [slot][boundStride], see GenBoundKernel
   uint32_t boundStride = 0;
-  std::unique_ptr<Slot> slots[kSlots];
-  std::mutex m;
-  std::condition_variable cv;
-  bool busy[kSlots] = {};
-
-  int Acquire() {
-    std::unique_lock<std::mutex> lock(m);
-    for (;;) {
-      for (int i = 0; i < kSlots; ++i)
-        if (!busy[i]) return busy[i] = true, i;
-      cv.wait(lock);
-    }
-  }
-  void Release(int i) {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      busy[i] = false;
-    }
-    cv.notify_one();
-  }
 };
 
 // An empty map of `capacity` entries (a power of two) holding slots [0, count)
@@ -626,47 +571,6 @@ void AddColumns(Device& d, cudaStream_t st, const uint32_t* cols, uint64_t n, ui
   }
 }
 
-struct BadInput {};  // thrown by a batch whose kernels met a bad column or weight
-
-struct Batch {
-  uint64_t r0, r1;
-  uint64_t nnz, nseg, nsplit;
-};
-
-// Segments of one row: an empty row still gets one (empty) segment so the
-// kernel writes its sentinel.
-inline uint64_t SegmentsOf(uint64_t len) { return std::max<uint64_t>(1, (len + kSegment - 1) / kSegment); }
-
-// Greedy cut of [a, b) so each batch fits a slot's buffers (a lone huge row is its own batch).
-std::vector<Batch> PlanBatches(const CsrView& m, uint64_t a, uint64_t b, uint32_t samples) {
-  const uint64_t maxRows = std::max<uint64_t>(1, std::min(kBatchRows, kBatchOutBytes / (uint64_t(samples) * 8)));
-  std::vector<Batch> out;
-  uint64_t r = a;
-  while (r < b) {
-    uint64_t e = r + 1;
-    while (e < b && e - r < maxRows && uint64_t(m.indptr[e + 1]) - m.indptr[r] <= kBatchNnz) ++e;
-    Batch bt{r, e, uint64_t(m.indptr[e]) - m.indptr[r], 0, 0};
-    for (uint64_t i = r; i < e; ++i) {
-      const uint64_t k = SegmentsOf(uint64_t(m.indptr[i + 1]) - m.indptr[i]);
-      bt.nseg += k;
-      bt.nsplit += k > 1;
-    }
-    out.push_back(bt);
-    r = e;
-  }
-  return out;
-}
-
-// The largest batch of a call: every slot is sized for it once, so no batch
-// reallocates (cudaFree would stall the other slot's work).
-struct Need {
-  uint64_t nnz = 0, rows = 0, nseg = 0, nsplit = 0;
-  void add(const Batch& b) {
-    nnz = std::max(nnz, b.nnz), rows = std::max(rows, b.r1 - b.r0);
-    nseg = std::max(nseg, b.nseg), nsplit = std::max(nsplit, b.nsplit);
-  }
-};
-
 enum class Kernel { kSegment, kPrune };
 
 // CUSIM_MINHASH_KERNEL=segment|prune|auto (unset or anything else = auto =
@@ -678,61 +582,21 @@ Kernel KernelFromEnv() {
   return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
 }
 
-// Which of a call's host buffers are already page-locked (pinnedArray): the
-// copies then DMA straight from and into them, with no staging copy.
-struct Direct {
-  bool indices = false, values = false, out = false;
-};
-
-void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const Batch& bt, const Need& need,
-              uint64_t seed, bool injected, Kernel kernel, const Direct& direct, uint32_t* out, Timing* timing) {
+// One batch: the column lookup and hash kernels under the device's shared
+// lock; a batch that met columns without parameters adds them (exclusive
+// lock) and runs again.
+void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool injected, Kernel kernel,
+              Timing* timing) {
+  const CsrView& m = *job.m;
+  const Batch& bt = *job.bt;
   const uint32_t samples = dev.samples;
-  const uint64_t rows = bt.r1 - bt.r0, nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
-  const uint32_t nz0 = m.indptr[bt.r0];
-  if (!direct.indices) sl.hIdx.reserve(need.nnz, "MinHash staged indices");
-  if (m.values && !direct.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
-  sl.hSeg.reserve(need.nseg, "MinHash segments");
-  sl.hSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
-  if (!direct.out) sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
-  sl.dBad.reserve(1, "MinHash input check flag");
-  sl.hBad.reserve(1, "MinHash input check flag");
-  sl.dIdx.reserve(need.nnz, "MinHash indices");
-  sl.dSlot.reserve(need.nnz, "MinHash column slots");
-  if (m.values) sl.dVal.reserve(need.nnz, "MinHash values");
-  sl.dSeg.reserve(need.nseg, "MinHash segments");
-  sl.dSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
-  sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
-  sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint32_t* srcIdx = m.indices + nz0;
-  const float* srcVal = m.values ? m.values + nz0 : nullptr;
-  if (!direct.indices) gpu::ParallelCopy(sl.hIdx.data(), srcIdx, nnz * 4), srcIdx = sl.hIdx.data();
-  if (srcVal && !direct.values) gpu::ParallelCopy(sl.hVal.data(), srcVal, nnz * 4), srcVal = sl.hVal.data();
-  Seg* seg = sl.hSeg.data();
-  uint32_t* split = sl.hSplit.data();
-  uint64_t si = 0, sp = 0;
-  for (uint64_t r = bt.r0; r < bt.r1; ++r) {
-    const uint32_t b = m.indptr[r] - nz0, e = m.indptr[r + 1] - nz0;
-    const uint32_t local = uint32_t(r - bt.r0);
-    if (e - b <= kSegment) {
-      seg[si++] = {local, b, e, kNone};
-      continue;
-    }
-    const uint32_t slot = uint32_t(sp);
-    split[sp++] = local;
-    for (uint32_t x = b; x < e; x += std::min(kSegment, e - x)) seg[si++] = {local, x, x + std::min(kSegment, e - x), slot};
-  }
-
+  const uint32_t dim = m.cols > 0xFFFFFFFFull ? 0xFFFFFFFFu : uint32_t(m.cols);
+  const uint64_t nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
+  StageBatch(sl, job, timing);
+  sl.dSlot.reserve(job.need->nnz, "MinHash column slots");
+  sl.dScratch.reserve(std::max<uint64_t>(job.need->nsplit * samples, 1), "MinHash split-row minima");
   const auto t1 = std::chrono::steady_clock::now();
   cudaStream_t st = sl.stream;
-  sl.e0.record(st);
-  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), srcIdx, nnz * 4, cudaMemcpyHostToDevice, st));
-  if (nnz && srcVal) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), srcVal, nnz * 4, cudaMemcpyHostToDevice, st));
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSeg.data(), seg, nseg * sizeof(Seg), cudaMemcpyHostToDevice, st));
-  if (nsplit) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSplit.data(), split, nsplit * 4, cudaMemcpyHostToDevice, st));
-  const uint64_t outWords = rows * samples * 2;
-  uint32_t* dst = out + (bt.r0 - rowStart) * samples * 2;
   const float* vals = m.values ? sl.dVal.data() : nullptr;
   for (int attempt = 0;; ++attempt) {
     {
@@ -743,8 +607,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
       CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dBad.data(), 0, sizeof(unsigned), st));
       if (nnz) {
         LookupKernel<<<gpu::GridFor(nnz, kThreads, 1u << 16), kThreads, 0, st>>>(
-            sl.dIdx.data(), nnz, m.cols > 0xFFFFFFFFull ? 0xFFFFFFFFu : uint32_t(m.cols), dev.table.data(),
-            dev.tableMask, dev.tableShift, sl.dSlot.data(), sl.dBad.data());
+            sl.dIdx.data(), nnz, dim, dev.table.data(), dev.tableMask, dev.tableShift, sl.dSlot.data(), sl.dBad.data());
         CUSIM_LAUNCH_CHECK();
       }
       if (kernel != Kernel::kSegment) {
@@ -767,10 +630,7 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
         CUSIM_LAUNCH_CHECK();
       }
       sl.e2.record(st);
-      CUSIM_CUDA_CHECK(cudaMemcpyAsync(direct.out ? dst : sl.hOut.data(), sl.dOut.data(), outWords * 4,
-                                       cudaMemcpyDeviceToHost, st));
-      CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hBad.data(), sl.dBad.data(), sizeof(unsigned), cudaMemcpyDeviceToHost, st));
-      sl.e3.record(st);
+      QueueDownload(sl, job);
       sl.stream.sync();
     }
     timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
@@ -782,15 +642,10 @@ void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const 
     // names the first one); otherwise add them and hash the batch again.
     if (injected || attempt > 0) throw BadInput{};
     std::unique_lock<RwLock> write(dev.lock);
-    AddColumns(dev, st, sl.dIdx.data(), nnz, m.cols > 0xFFFFFFFFull ? 0xFFFFFFFFu : uint32_t(m.cols), seed);
+    AddColumns(dev, st, sl.dIdx.data(), nnz, dim, seed);
   }
-  const auto t2 = std::chrono::steady_clock::now();
-  if (!direct.out) gpu::ParallelCopy(dst, sl.hOut.data(), outWords * 4);
-  const auto t3 = std::chrono::steady_clock::now();
-  using Ms = std::chrono::duration<double, std::milli>;
-  timing->stageInMs += Ms(t1 - t0).count();
-  timing->waitMs += Ms(t2 - t1).count();
-  timing->stageOutMs += Ms(t3 - t2).count();
+  timing->waitMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+  CopyOut(sl, job, timing);
 }
 
 }  // namespace
@@ -818,7 +673,6 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
     d->id = id;
     d->samples = samples;
     d->boundStride = (samples + 3) & ~3u;
-    for (int i = 0; i < kSlots; ++i) d->slots[i] = std::make_unique<Slot>();
     cudaStream_t st = d->slots[0]->stream;
     d->counter.reset(2, "MinHash column count");
     d->hCounter.reserve(2, "MinHash column count");
@@ -868,76 +722,21 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
 
 void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
               const CancelToken& cancel) {
-  const size_t nd = e.devs.size();
-  // Rows cut by nnz so every device gets about the same work.
-  const std::vector<uint64_t> cut = SplitRowsByNnz(m, rowStart, rowEnd, nd);
-  // Per device, kSlots host threads pull batches, so one batch's staging and
-  // copies overlap another's kernels. CUSIM_MINHASH_STREAMS=1 keeps one batch
-  // in flight per device: slower, but then each kernel has the GPU to itself
-  // and its CUDA-event time is the kernel's alone (the bench's kernel rate).
+  // CUSIM_MINHASH_STREAMS=1 keeps one batch in flight per device: slower, but
+  // then each kernel has the GPU to itself and its CUDA-event time is the
+  // kernel's alone (the bench's kernel rate).
   const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
   const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
-  std::vector<std::vector<Batch>> plans(nd);
-  std::vector<std::atomic<size_t>> next(nd);
-  std::vector<Need> needs(nd);
   const Kernel kernel = KernelFromEnv();
-  Direct direct;
-  {
-    gpu::DeviceGuard g(e.devs[0]->id);
-    auto pinned = [](const void* p) {
-      cudaPointerAttributes a;
-      if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-      }
-      return a.type == cudaMemoryTypeHost;
-    };
-    const uint64_t nz0 = m.indptr[rowStart];
-    direct.indices = pinned(m.indices + nz0);
-    direct.values = m.values && pinned(m.values + nz0);
-    direct.out = pinned(out);
-  }
-  for (size_t k = 0; k < nd; ++k) {
-    plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
-    for (const Batch& b : plans[k]) needs[k].add(b);
-    next[k] = 0;
-  }
-  std::vector<Timing> timings(nd * kSlots);
-  std::vector<std::exception_ptr> errors(nd * kSlots);
-  std::atomic<bool> failed{false}, badInput{false};
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < nd; ++k) {
-    for (int t = 0; t < perDevice; ++t) {
-      threads.emplace_back([&, k, t] {
-        try {
-          Device& dev = *e.devs[k];
-          gpu::DeviceGuard g(dev.id);
-          for (;;) {
-            if (failed.load() || cancel.requested()) return;
-            const size_t i = next[k].fetch_add(1);
-            if (i >= plans[k].size()) return;
-            const int s = dev.Acquire();
-            try {
-              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.seed, e.injected != nullptr, kernel,
-                       direct, out, &timings[k * kSlots + t]);
-            } catch (...) {
-              dev.Release(s);
-              throw;
-            }
-            dev.Release(s);
-          }
-        } catch (const BadInput&) {
-          badInput = true;
-          failed = true;
-        } catch (...) {
-          errors[k * kSlots + t] = std::current_exception();
-          failed = true;
-        }
-      });
-    }
-  }
-  for (auto& th : threads) th.join();
-  if (badInput) {
+  std::vector<Pipe*> pipes;
+  for (auto& d : e.devs) pipes.push_back(d.get());
+  const bool bad = RunBatches(
+      pipes, m, rowStart, rowEnd, out, 2 * e.samples, true, perDevice,
+      [&](size_t k, Slot& sl, const BatchJob& job, Timing* t) {
+        RunBatch(*e.devs[k], sl, job, e.seed, e.injected != nullptr, kernel, t);
+      },
+      timing, cancel);
+  if (bad) {
     // The full checks name the first bad element of the slice, whichever batch met one.
     CsrView part = m;
     part.rows = rowEnd - rowStart;
@@ -946,13 +745,6 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
     RejectInfiniteWeights(part, "matrix");
     if (e.injected) e.injected->Ensure(m, rowStart, rowEnd, cancel, "matrix");
     ThrowInvalid("matrix has an out-of-range column or an infinite weight");
-  }
-  for (auto& err : errors)
-    if (err) std::rethrow_exception(err);
-  cancel.check();
-  for (const Timing& t : timings) {
-    timing->kernelMs += t.kernelMs, timing->transferMs += t.transferMs;
-    timing->stageInMs += t.stageInMs, timing->waitMs += t.waitMs, timing->stageOutMs += t.stageOutMs;
   }
 }
 
