@@ -145,19 +145,7 @@ export class WeightedMinHash extends NativeResource {
     const h = this.handle;
     const m = toCsr(matrix, 'matrix');
     if (m.cols !== this.dim) throw rangeError(`matrix.cols is ${m.cols} but this WeightedMinHash was built for dim=${this.dim}`);
-    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
-    const signal = (options as HashOptions).signal;
-    const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
-    const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
-    const need = (rowEnd - rowStart) * this.samples * 2;
-    if (options.out !== undefined) {
-      if (!(options.out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(options.out)}`);
-      if (options.out.length < need) throw rangeError(`out has length ${options.out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
-    }
-    const out = options.out ?? largeOutput(need, 'signatures');
-    type Raw = { signatures: Uint32Array } & HashTiming;
-    const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
-    return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
+    return callHash(h, m, options, this.samples * 2);
   }
 
   /**
@@ -165,29 +153,8 @@ export class WeightedMinHash extends NativeResource {
    * the previous one is awaited, so its staging and copies overlap the
    * previous chunk's kernels.
    */
-  async *hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
-    if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
-      throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
-    }
-    let pending: Promise<Uint32Array> | undefined;
-    try {
-      for await (const chunk of source) {
-        const next = this.hash(chunk, { signal: options.signal });
-        // Rejections surface when awaited below; this only silences the
-        // unhandled-rejection warning while the previous chunk is awaited.
-        next.catch(() => {});
-        if (pending) yield await pending;
-        pending = next;
-      }
-      if (pending) {
-        const last = pending;
-        pending = undefined;
-        yield await last;
-      }
-    } finally {
-      // Wait out a call still in flight so no work outlives the consumer.
-      if (pending) await pending.catch(() => {});
-    }
+  hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
+    return streamHashes(source, (m) => this.hash(m, { signal: options.signal }));
   }
 
   /**
@@ -238,7 +205,7 @@ export function largeOutput(length: number, what: string): Uint32Array | undefin
   if (length > MAX_TYPED_LENGTH) {
     throw rangeError(
       `the ${what} would hold ${length} elements, more than one typed array holds (${MAX_TYPED_LENGTH}); ` +
-        'hash fewer rows per call (rowStart/rowEnd, or hashStream over row chunks)',
+        'hash fewer rows per call (rowStart/rowEnd, or hashStream over rowChunks(matrix, rows))',
     );
   }
   if (length * 4 <= MAX_TYPED_LENGTH) return undefined;
@@ -246,6 +213,73 @@ export function largeOutput(length: number, what: string): Uint32Array | undefin
     return new Uint32Array(length);
   } catch {
     throw Object.assign(new Error(`could not allocate the ${what} (${length * 4} bytes) in JavaScript memory`), { code: 'CUSIM_OUT_OF_MEMORY' });
+  }
+}
+
+/**
+ * One native hash call over rows [rowStart, rowEnd) of a checked matrix, with
+ * `wordsPerRow` output words per row (WeightedMinHash and MinHash share it).
+ */
+export function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: number): Promise<{ signatures: Uint32Array } & HashTiming> {
+  if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+  const signal = (options as HashOptions).signal;
+  const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
+  const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
+  const need = (rowEnd - rowStart) * wordsPerRow;
+  if (options.out !== undefined) {
+    if (!(options.out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(options.out)}`);
+    if (options.out.length < need) throw rangeError(`out has length ${options.out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
+  }
+  const out = options.out ?? largeOutput(need, 'signatures');
+  type Raw = { signatures: Uint32Array } & HashTiming;
+  const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
+  return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
+}
+
+/**
+ * hash() of each chunk of `source`, in order, the next call issued before the
+ * previous one is awaited so its staging and copies overlap the previous
+ * chunk's kernels.
+ */
+export async function* streamHashes(
+  source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
+  hash: (m: CsrMatrix) => Promise<Uint32Array>,
+): AsyncGenerator<Uint32Array> {
+  if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
+    throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
+  }
+  let pending: Promise<Uint32Array> | undefined;
+  try {
+    for await (const chunk of source) {
+      const next = hash(chunk);
+      // Rejections surface when awaited below; this only silences the
+      // unhandled-rejection warning while the previous chunk is awaited.
+      next.catch(() => {});
+      if (pending) yield await pending;
+      pending = next;
+    }
+    if (pending) {
+      const last = pending;
+      pending = undefined;
+      yield await last;
+    }
+  } finally {
+    // Wait out a call still in flight so no work outlives the consumer.
+    if (pending) await pending.catch(() => {});
+  }
+}
+
+/**
+ * Views of `matrix`'s rows in chunks of at most `rows` rows, sharing its
+ * arrays (no copy): feed them to hashStream when one call's output would be
+ * too large for one array.
+ */
+export function* rowChunks(matrix: CsrMatrix, rows: number): Generator<CsrMatrix> {
+  const m = toCsr(matrix, 'matrix', { maxCols: 2 ** 32 });
+  checkInt(rows, 'rows', 1);
+  for (let a = 0; a < m.rows; a += rows) {
+    const b = Math.min(m.rows, a + rows);
+    yield { rows: b - a, cols: m.cols, indptr: m.indptr.subarray(a, b + 1), indices: m.indices, values: m.values };
   }
 }
 

@@ -9,6 +9,7 @@ namespace {
 
 struct Common {
   lsh::SigView sig;
+  std::shared_ptr<lsh::SigChunks> chunks;  // owns what sig.chunks points to
   const uint32_t* ids = nullptr;
   lsh::Params params;
   lsh::Engine engine;
@@ -21,12 +22,47 @@ uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t h
   return uint32_t(v);
 }
 
-lsh::SigView SigArg(const Napi::Value& v, uint32_t samples, uint64_t n, const char* name) {
-  auto a = TypedArg<uint32_t>(v, name);
-  if (a.length != n * samples * 2)
-    ThrowInvalid(std::string(name) + " has length " + std::to_string(a.length) + " but rows * samples * 2 = " +
-                 std::to_string(n * samples * 2));
-  return lsh::SigView{a.data, n, samples};
+// Signatures as one Uint32Array or an array of them (rows kept in the arrays
+// they were inserted in), n rows of samples x width words in all.
+lsh::SigView SigArg(const Napi::Value& v, uint32_t samples, uint32_t width, uint64_t n, const char* name,
+                    std::shared_ptr<lsh::SigChunks>* chunks) {
+  lsh::SigView s;
+  s.n = n, s.samples = samples, s.width = width;
+  const uint64_t words = s.words();
+  if (!v.IsArray()) {
+    auto a = TypedArg<uint32_t>(v, name);
+    if (a.length != n * words)
+      ThrowInvalid(std::string(name) + " has length " + std::to_string(a.length) + " but rows * samples * " +
+                   std::to_string(width) + " = " + std::to_string(n * words));
+    s.data = a.data;
+    return s;
+  }
+  auto list = v.As<Napi::Array>();
+  auto c = std::make_shared<lsh::SigChunks>();
+  uint64_t rows = 0;
+  for (uint32_t i = 0; i < list.Length(); ++i) {
+    auto a = TypedArg<uint32_t>(list.Get(i), name);
+    if (a.length % words)
+      ThrowInvalid(std::string(name) + "[" + std::to_string(i) + "] has length " + std::to_string(a.length) +
+                   ", not a multiple of samples * " + std::to_string(width) + " = " + std::to_string(words));
+    c->data.push_back(a.data);
+    c->first.push_back(rows);
+    rows += a.length / words;
+  }
+  c->first.push_back(rows);
+  if (rows != n) ThrowInvalid(std::string(name) + " holds " + std::to_string(rows) + " rows but ids has " + std::to_string(n));
+  c->rows.resize(n);
+  for (size_t k = 0; k + 1 < c->first.size(); ++k)
+    for (uint64_t r = c->first[k]; r < c->first[k + 1]; ++r) c->rows[r] = c->data[k] + (r - c->first[k]) * words;
+  s.chunks = c.get();
+  *chunks = std::move(c);
+  return s;
+}
+
+uint32_t WidthProp(const Napi::Object& o) {
+  const double w = NumPropOr(o, "width", 2);
+  if (w != 1 && w != 2) ThrowInvalid("width must be 1 (classic signatures) or 2 (weighted)");
+  return uint32_t(w);
 }
 
 lsh::Params ParamsArg(const Napi::Object& o, uint32_t samples) {
@@ -42,7 +78,7 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts) {
   const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
   auto ids = TypedArg<uint32_t>(info[1], "ids");
   c.ids = ids.data;
-  c.sig = SigArg(info[0], samples, ids.length, "signatures");
+  c.sig = SigArg(info[0], samples, WidthProp(opts), ids.length, "signatures", &c.chunks);
   c.params = ParamsArg(opts, samples);
   Backend backend = BackendProp(opts);
   if (backend == Backend::Cpu) {
@@ -112,8 +148,9 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
         info.Env(),
         [=] {
           if (hasMatrix) ValidateCsr(matrix, "matrix");
-          *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.engine, cancel,
-                             timing.get());
+          // Classic signatures stand for sets: exact verification ignores weights.
+          *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.sig.width == 1,
+                             c.engine, cancel, timing.get());
         },
         [=](Napi::Env env) -> Napi::Value {
           auto r = PairsResult(env, std::move(out->pairs), true, *timing);
@@ -132,18 +169,22 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
     Napi::Object opts = args.Obj(3, "options");
     const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
     auto ids = TypedArg<uint32_t>(info[1], "ids");
-    lsh::SigView stored = SigArg(info[0], samples, ids.length, "stored");
+    const uint32_t width = WidthProp(opts);
+    std::shared_ptr<lsh::SigChunks> owned;
+    lsh::SigView stored = SigArg(info[0], samples, width, ids.length, "stored", &owned);
     auto q = TypedArg<uint32_t>(info[2], "signatures");
-    if (q.length % (uint64_t(samples) * 2) != 0)
-      ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * 2 = " +
-                   std::to_string(uint64_t(samples) * 2));
-    lsh::SigView queries{q.data, q.length / (uint64_t(samples) * 2), samples};
+    const uint64_t per = uint64_t(samples) * width;
+    if (q.length % per != 0)
+      ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * " +
+                   std::to_string(width) + " = " + std::to_string(per));
+    lsh::SigView queries;
+    queries.data = q.data, queries.n = q.length / per, queries.samples = samples, queries.width = width;
     lsh::Params p = ParamsArg(opts, samples);
     const uint32_t* idp = ids.data;
     auto indptr = std::make_shared<std::vector<uint32_t>>();
     auto hits = std::make_shared<std::vector<uint32_t>>();
     return RunAsync(
-        info.Env(), [=] { lsh::Query(stored, idp, queries, p, indptr.get(), hits.get()); },
+        info.Env(), [=] { (void)owned; lsh::Query(stored, idp, queries, p, indptr.get(), hits.get()); },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);
           r.Set("indptr", ToTyped(env, std::move(*indptr)));

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "gpu.h"
-#include "host_buffer.h"
 #include "minhash.h"
+#include "minhash_glue.h"
 #include "napi_util.h"
 
 namespace cusim {
@@ -79,30 +79,6 @@ std::vector<uint32_t> ColumnsArg(const Napi::Value& v, const Engine& e) {
   return all;
 }
 
-// Output of one hash call, handed to JavaScript without a copy, in
-// uninitialized host memory (host_buffer.h): a 1M-row result is 1 GB that the
-// kernels or the CPU overwrite entirely.
-struct Signatures {
-  uint32_t* data = nullptr;
-  uint64_t size = 0;
-  uint32_t* external = nullptr;  // the caller's `out` array, written in place
-  ~Signatures() { std::free(data); }
-  uint32_t* target() const { return external ? external : data; }
-  void allocate(uint64_t n) {
-    size = n;
-    if (!n || external) return;
-    data = static_cast<uint32_t*>(AllocHostResult(n * 4));
-  }
-  Napi::Value ToJs(Napi::Env env) {
-    if (external) return env.Undefined();  // the caller already holds the array
-    if (size == 0) return Napi::Uint32Array::New(env, 0);
-    CheckTypedLength(size, "the signatures", "hash fewer rows per call (rowStart/rowEnd, or hashStream)");
-    uint32_t* p = std::exchange(data, nullptr);
-    auto buf = ArrayBufferOver(env, p, size * 4, [](void* q, void*) { std::free(q); }, nullptr);
-    return Napi::Uint32Array::New(env, size, buf, 0);
-  }
-};
-
 class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -167,84 +143,32 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
   }
 
  private:
-  // hash(matrix, { rowStart, rowEnd, cancel }) -> Promise<{ signatures, kernelMs, transferMs }>
+  // hash(matrix, { rowStart, rowEnd, cancel, out }) -> Promise<{ signatures, kernelMs, transferMs, host }>
   Napi::Value Hash(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
-      Args args(info);
-      CsrView m = CsrArg(info[0], "matrix");
-      Napi::Object opts = args.Obj(1, "options");
-      if (m.cols != e->dim)
-        ThrowInvalid("matrix.cols is " + std::to_string(m.cols) + " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
-      const double rs = NumPropOr(opts, "rowStart", 0), re = NumPropOr(opts, "rowEnd", double(m.rows));
-      if (!(rs >= 0 && rs <= re && re <= double(m.rows)) || rs != double(uint64_t(rs)) || re != double(uint64_t(re)))
-        ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
-      const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
-      CancelToken cancel = CancelArg(opts);
-      auto out = std::make_shared<Signatures>();
-      auto timing = std::make_shared<minhash::Timing>();
-      std::vector<Napi::Value> keep{info[0], info.This()};
-      if (opts.Has("out") && !opts.Get("out").IsUndefined()) {
-        Napi::Value o = opts.Get("out");
-        if (!o.IsTypedArray() || o.As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
-          ThrowInvalid("out must be a Uint32Array", "TypeError");
-        auto arr = o.As<Napi::Uint32Array>();
-        const uint64_t need = (rowEnd - rowStart) * uint64_t(e->samples) * 2;
-        if (arr.ElementLength() < need)
-          ThrowInvalid("out has length " + std::to_string(arr.ElementLength()) + " but the rows need " + std::to_string(need));
-        // Signatures written over the matrix being read would change columns
-        // and row bounds under the kernels (reads far out of range).
-        const auto overlaps = [&](const void* p, uint64_t bytes) {
-          const uintptr_t a = uintptr_t(arr.Data()), b = uintptr_t(p);
-          return need > 0 && bytes > 0 && a < b + bytes && b < a + need * 4;
-        };
-        const uint64_t nz = m.indptr[m.rows];
-        if (overlaps(m.indptr, (m.rows + 1) * 4) || overlaps(m.indices, nz * 4) || (m.values && overlaps(m.values, nz * 4)))
-          ThrowInvalid("out must not share memory with matrix.indptr, matrix.indices or matrix.values");
-        out->external = arr.Data();
-        keep.push_back(o);
-      }
-      if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
-      return RunAsync(
-          info.Env(),
-          [=] {
-            const auto t0 = std::chrono::steady_clock::now();
-            // Only the rows this call reads; indices are reported at their absolute position.
-            CsrView part = m;
-            part.rows = rowEnd - rowStart;
-            part.indptr = m.indptr + rowStart;
-            if (e->backend == Backend::Cuda) {
-              ValidateIndptr(part, "matrix");  // columns and weights are checked as they are staged
-            } else {
-              ValidateCsr(part, "matrix");
-              RejectInfiniteWeights(part, "matrix");
-            }
-            out->allocate((rowEnd - rowStart) * uint64_t(e->samples) * 2);
-            if (e->backend == Backend::Cpu) {
-              e->params->Ensure(m, rowStart, rowEnd, cancel, "matrix");
-              std::shared_lock<RwLock> read(e->params->lock());
-              minhash::HashCpu(m, rowStart, rowEnd, *e->params, out->target(), cancel);
-            } else {
+      HashCall call = ParseHashCall(info, 2 * e->samples, true);
+      if (call.m.cols != e->dim)
+        ThrowInvalid("matrix.cols is " + std::to_string(call.m.cols) + " but this WeightedMinHash was built for dim=" +
+                     std::to_string(e->dim));
+      return RunHashCall(info.Env(), call, [e](const HashCall& c) {
+        const CsrView part = c.Part();
+        if (e->backend == Backend::Cuda) {
+          ValidateIndptr(part, "matrix");  // columns and weights are checked by the kernels that read them
+        } else {
+          ValidateCsr(part, "matrix");
+          RejectInfiniteWeights(part, "matrix");
+        }
+        if (e->backend == Backend::Cpu) {
+          e->params->Ensure(c.m, c.rowStart, c.rowEnd, c.cancel, "matrix");
+          std::shared_lock<RwLock> read(e->params->lock());
+          minhash::HashCpu(c.m, c.rowStart, c.rowEnd, *e->params, c.out->target(), c.cancel);
+        } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), m, rowStart, rowEnd, out->target(), timing.get(), cancel);
+          minhash::HashCuda(e->EnsureGpu(), c.m, c.rowStart, c.rowEnd, c.out->target(), c.timing.get(), c.cancel);
 #endif
-            }
-            timing->nativeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-          },
-          [=](Napi::Env env) -> Napi::Value {
-            auto r = Napi::Object::New(env);
-            r.Set("signatures", out->ToJs(env));
-            r.Set("kernelMs", timing->kernelMs);
-            r.Set("transferMs", timing->transferMs);
-            auto host = Napi::Object::New(env);
-            host.Set("stageInMs", timing->stageInMs);
-            host.Set("waitMs", timing->waitMs);
-            host.Set("stageOutMs", timing->stageOutMs);
-            host.Set("nativeMs", timing->nativeMs);
-            r.Set("host", host);
-            return r;
-          },
-          keep);
+        }
+      });
     });
   }
 

@@ -70,6 +70,7 @@ template <> struct TypedArrayTraits<double> { static constexpr napi_typedarray_t
 template <> struct TypedArrayTraits<uint32_t> { static constexpr napi_typedarray_type type = napi_uint32_array; static constexpr const char* name = "Uint32Array"; };
 template <> struct TypedArrayTraits<int32_t> { static constexpr napi_typedarray_type type = napi_int32_array; static constexpr const char* name = "Int32Array"; };
 template <> struct TypedArrayTraits<uint16_t> { static constexpr napi_typedarray_type type = napi_uint16_array; static constexpr const char* name = "Uint16Array"; };
+template <> struct TypedArrayTraits<uint64_t> { static constexpr napi_typedarray_type type = napi_biguint64_array; static constexpr const char* name = "BigUint64Array"; };
 template <> struct TypedArrayTraits<uint8_t> { static constexpr napi_typedarray_type type = napi_uint8_array; static constexpr const char* name = "Uint8Array"; };
 
 template <typename T>
@@ -115,8 +116,7 @@ CancelToken CancelArg(const Napi::Object& options);
 // node-addon-api's ArrayBuffer::New frees its record a second time (the
 // "double free" abort of a 4.5 GB signature array). Every result goes through
 // ArrayBufferOver, never ArrayBuffer::New on external memory.
-uint64_t MaxTypedLength();
-void SetMaxTypedLength(uint64_t n);
+void SetMaxTypedLength(uint64_t n);  // MaxTypedLength() is in common.h
 // Coded RangeError when `elements` cannot be one typed array; `what` names the
 // result and `hint` says how to ask for less.
 void CheckTypedLength(uint64_t elements, const std::string& what, const std::string& hint = "");
