@@ -103,6 +103,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       // zero-filled vector cost a serial pass on the event loop (~40 ms for
       // 1M rows of 1280 bits). Both backends write every word.
       const uint64_t words = x.rows * flyhash::OutStride(p, o);
+      CheckTypedLength(words, "the FlyHash codes (X.rows x words per row)", "hash fewer rows per call");
       auto result = std::make_shared<HostBlock>();
       auto timing = std::make_shared<flyhash::Timing>();
       std::vector<Napi::Value> keep{info[0], info.This()};

@@ -5,6 +5,7 @@
 #include "gpu.h"
 #include "hamming.h"
 #include "napi_util.h"
+#include "uninit_vector.h"
 
 namespace cusim {
 namespace {
@@ -118,8 +119,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
                          : hamming::ExactKernel::Auto;
       const int device = DeviceFor(backend, o);
       CancelToken cancel = CancelArg(o);
-      auto ids = std::make_shared<std::vector<uint32_t>>(q.rows * k);
-      auto dist = std::make_shared<std::vector<uint16_t>>(q.rows * k);
+      CheckTypedLength(q.rows * uint64_t(k), "the k-NN results (queries.rows * k)", "search fewer queries per call");
+      // Filled by the search in the worker (a zero fill here would block the event loop).
+      auto ids = std::make_shared<UninitVector<uint32_t>>();
+      auto dist = std::make_shared<UninitVector<uint16_t>>();
       auto timing = std::make_shared<hamming::Timing>();
       return RunAsync(
           info.Env(),
@@ -127,6 +130,8 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
             if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
+            ids->resize(q.rows * k);
+            dist->resize(q.rows * k);
             if (backend == Backend::Cpu) {
               if (ix.ewh)
                 hamming::SearchEwhCpu(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);
@@ -175,6 +180,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            CheckTypedLength(q.rows * ix.rows, "the scores (queries.rows * index rows)", "score fewer queries per call");
             out->assign(q.rows * ix.rows, 0);
             if (backend == Backend::Cpu) {
               hamming::ScoresCpu(ix, q, out->data());

@@ -77,6 +77,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       const auto algo = StrPropOr(opts, "algorithm", "ppjoin") == "allpairs" ? join::Algorithm::AllPairs : join::Algorithm::PPJoin;
       const double bs = NumPropOr(opts, "blockSize", 0);
       if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
+      const double mc = NumPropOr(opts, "maxChunkPairs", double(1 << 26));
+      if (!(mc >= 1 && mc <= 4294967295.0) || mc != std::floor(mc)) ThrowInvalid("options.maxChunkPairs is out of range");
       const int device = DeviceFor(backend, opts);
       CancelToken cancel = CancelArg(opts);
       state->Claim();
@@ -93,7 +95,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             log.Mark("prepare");
             cancel.check();
             if (backend == Backend::Cpu) {
-              state->joiner = join::MakeCpuJoiner(p, algo);
+              state->joiner = join::MakeCpuJoiner(p, algo, uint64_t(mc));
             } else {
 #ifdef CUSIM_WITH_CUDA
               state->joiner = join::MakeCudaJoiner(p, device, uint64_t(bs));

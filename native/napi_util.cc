@@ -257,7 +257,8 @@ Napi::ArrayBuffer NewJsArrayBuffer(Napi::Env env, uint64_t bytes) {
   try {
     return env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))}).As<Napi::ArrayBuffer>();
   } catch (const Napi::Error&) {
-    throw Error(kOutOfMemory, "could not allocate a " + FormatBytes(bytes) + " array in JavaScript memory");
+    throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes (" + FormatBytes(bytes) +
+                                  ") of host memory for a JavaScript array");
   }
 }
 
