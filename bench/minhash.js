@@ -119,17 +119,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     const wmh = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: [0] });
     await wmh.hash(headRows(work, 1)); // builds the device tables
     const setupMs = performance.now() - t0;
-    // Kernel rate: one batch in flight, so each kernel's events time it alone.
-    process.env.CUSIM_MINHASH_STREAMS = '1';
-    let serial;
-    const tk = await time(
-      async () => {
-        serial = await wmh.hashTimed(work);
-        return { deviceMs: serial.kernelMs };
-      },
-      { warmup: 1, repeats: quick ? 3 : 5 },
-    );
-    delete process.env.CUSIM_MINHASH_STREAMS;
+    const { tk, serial } = await kernelTime(wmh, work, time, quick);
     // Wall: the default pipeline (three batches in flight per GPU).
     let last;
     const t = await time(
@@ -304,36 +294,15 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     const setupMs = performance.now() - t0;
     const t = await time(() => wmh.hash(m), { warmup: 1, repeats: quick ? 3 : 5 });
     const cores = threads();
-    const rate = (cpuNnz * samples) / (t.wallMs.median / 1e3);
     const classic = new cusim.MinHash({ samples, seed: 1, backend: 'cpu' });
     const tc = await time(() => classic.hash(m), { warmup: 1, repeats: quick ? 3 : 5 });
     classic.dispose();
-    const classicRate = (cpuNnz * samples) / (tc.wallMs.median / 1e3);
     sections.push({
       title: `weighted and classic MinHash, CPU backend (${cores} threads), ${m.rows} rows`,
       columns: ['backend', 'threads', 'rows', 'nnz', 'wall ms (median)', 'elem·samples/s', 'per core', 'rows/s', 'setup ms (tables)'],
       rows: [
-        {
-          backend: 'cpu, classic MinHash',
-          threads: cores,
-          rows: m.rows,
-          nnz: cpuNnz,
-          'wall ms (median)': fmt(tc.wallMs.median),
-          'elem·samples/s': fmt(classicRate),
-          'per core': fmt(classicRate / cores),
-          'rows/s': fmt(m.rows / (tc.wallMs.median / 1e3)),
-        },
-        {
-          backend: 'cpu',
-          threads: cores,
-          rows: m.rows,
-          nnz: cpuNnz,
-          'wall ms (median)': fmt(t.wallMs.median),
-          'elem·samples/s': fmt(rate),
-          'per core': fmt(rate / cores),
-          'rows/s': fmt(m.rows / (t.wallMs.median / 1e3)),
-          'setup ms (tables)': fmt(setupMs),
-        },
+        cpuRow('cpu, classic MinHash', tc.wallMs.median, { threads: cores, rows: m.rows, nnz: cpuNnz, samples }),
+        { ...cpuRow('cpu', t.wallMs.median, { threads: cores, rows: m.rows, nnz: cpuNnz, samples }), 'setup ms (tables)': fmt(setupMs) },
       ],
       notes: ['target ≥ 1e8 elem·samples/s per core (SSE2 over samples on [dim][samples] tables)', `dim ${dim}`],
     });
@@ -415,6 +384,39 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
   };
 }
 
+/** One CPU table row: rates from the median wall time. */
+function cpuRow(backend, wallMs, { threads, rows, nnz, samples }) {
+  const rate = (nnz * samples) / (wallMs / 1e3);
+  return {
+    backend,
+    threads,
+    rows,
+    nnz,
+    'wall ms (median)': fmt(wallMs),
+    'elem·samples/s': fmt(rate),
+    'per core': fmt(rate / threads),
+    'rows/s': fmt(rows / (wallMs / 1e3)),
+  };
+}
+
+/** Kernel time with one batch in flight (CUSIM_MINHASH_STREAMS=1), so each kernel's events time it alone. */
+async function kernelTime(hasher, work, time, quick) {
+  process.env.CUSIM_MINHASH_STREAMS = '1';
+  let serial;
+  try {
+    const tk = await time(
+      async () => {
+        serial = await hasher.hashTimed(work);
+        return { deviceMs: serial.kernelMs };
+      },
+      { warmup: 1, repeats: quick ? 3 : 5 },
+    );
+    return { tk, serial };
+  } finally {
+    delete process.env.CUSIM_MINHASH_STREAMS;
+  }
+}
+
 /**
  * Classic MinHash on the weighted bench's rows: kernel rate (one batch in
  * flight), wall, and the PyTorch peer of the same formula, in the same run.
@@ -422,16 +424,7 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
 async function classicGpuRows({ cusim, work, nnz, samples, time, quick, weightedRate, runPeer, peersDir, dim }) {
   const rows = [];
   const mh = new cusim.MinHash({ samples, seed: 1, backend: 'cuda', devices: [0] });
-  process.env.CUSIM_MINHASH_STREAMS = '1';
-  let serial;
-  const tk = await time(
-    async () => {
-      serial = await mh.hashTimed(work);
-      return { deviceMs: serial.kernelMs };
-    },
-    { warmup: 1, repeats: quick ? 3 : 5 },
-  );
-  delete process.env.CUSIM_MINHASH_STREAMS;
+  const { tk, serial } = await kernelTime(mh, work, time, quick);
   const tw = await time(() => mh.hash(work), { warmup: 1, repeats: quick ? 3 : 5 });
   // Same signatures on the CPU for a slice of rows: the bench's own check that the kernel is exact.
   const check = { rows: 2000, cols: work.cols, indptr: work.indptr.subarray(0, 2001), indices: work.indices };

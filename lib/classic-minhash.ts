@@ -21,10 +21,9 @@
 // 'classic'); estimates against an empty row are 0.
 import { createHash } from 'node:crypto';
 import { native, type Native } from './addon.js';
-import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
+import { resolveBackend, resolveDevices, type BackendOption } from './backend.js';
 import { rangeError, typeError } from './errors.js';
-import { callHash, streamHashes, type HashOptions, type HashTiming } from './minhash.js';
-import { NativeResource } from './resource.js';
+import { MinHashBase } from './minhash.js';
 import { checkInt, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 /** 2^61 - 1, the modulus of the universal hash. */
@@ -72,14 +71,13 @@ function toU64(v: unknown, name: string, min: bigint): BigUint64Array {
   return out;
 }
 
-export class MinHash extends NativeResource {
-  readonly samples: number;
+/**
+ * Signatures are rows × samples uint32, each row's column ids taken as its
+ * token hashes (matrix.cols up to 2^32; values ignored).
+ */
+export class MinHash extends MinHashBase {
   /** The RandomState seed, or undefined for permutations given to fromPermutations. */
   readonly seed: number | undefined;
-  readonly backend: Backend;
-  readonly devices: number[];
-  /** CUDA-event timings of the most recent hash() call. */
-  lastTiming: HashTiming = { kernelMs: 0, transferMs: 0 };
 
   constructor(options: MinHashOptions = {}) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -89,11 +87,8 @@ export class MinHash extends NativeResource {
     const backend = resolveBackend(o.backend);
     const devices = backend === 'cuda' ? resolveDevices(o.devices ?? 'all') : undefined;
     const h: Native = new (native().MinHashNative)({ samples, seed, backend, devices, ...(o._permutations ?? {}) });
-    super(h, 'MinHash');
-    this.samples = samples;
+    super(h, 'MinHash', samples, backend);
     this.seed = seed;
-    this.backend = backend;
-    this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
   }
 
   /**
@@ -114,30 +109,8 @@ export class MinHash extends NativeResource {
     return this.handle.permutations() as MinHashPermutations;
   }
 
-  /**
-   * Signatures of rows [rowStart, rowEnd): rows × samples uint32, each row's
-   * column ids taken as its token hashes (matrix.cols up to 2^32; values ignored).
-   */
-  async hash(matrix: CsrMatrix, options: HashOptions = {}): Promise<Uint32Array> {
-    const r = await this.#hash(matrix, options);
-    this.lastTiming = { kernelMs: r.kernelMs, transferMs: r.transferMs };
-    return r.signatures;
-  }
-
-  /** hash() plus the CUDA-event timings of this call. */
-  async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
-    return this.#hash(matrix, options);
-  }
-
-  #hash(matrix: CsrMatrix, options: HashOptions): Promise<{ signatures: Uint32Array } & HashTiming> {
-    const h = this.handle;
-    const m = toCsr(matrix, 'matrix', { values: 'ignore', maxCols: 2 ** 32 });
-    return callHash(h, m, options, this.samples);
-  }
-
-  /** Signatures of each chunk, in order, pipelined as WeightedMinHash.hashStream. */
-  hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
-    return streamHashes(source, (m) => this.hash(m, { signal: options.signal }));
+  protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
+    return { m: toCsr(matrix, 'matrix', { values: 'ignore', maxCols: 2 ** 32 }), wordsPerRow: this.samples };
   }
 }
 

@@ -70,14 +70,58 @@ function checkSamples(v: unknown, name = 'samples'): number {
   return checkInt(v, name, 1, MAX_SAMPLES);
 }
 
-export class WeightedMinHash extends NativeResource {
-  readonly dim: number;
+/** What WeightedMinHash and MinHash share: the native object, hash calls, their timings and streams. */
+export abstract class MinHashBase extends NativeResource {
   readonly samples: number;
-  readonly seed: number;
   readonly backend: Backend;
   readonly devices: number[];
   /** CUDA-event timings of the most recent hash() call. */
   lastTiming: HashTiming = { kernelMs: 0, transferMs: 0 };
+
+  protected constructor(h: Native, what: string, samples: number, backend: Backend) {
+    super(h, what);
+    this.samples = samples;
+    this.backend = backend;
+    this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
+  }
+
+  /** The matrix checked for this engine, and the output words per row. */
+  protected abstract prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number };
+
+  /**
+   * Signatures of rows [rowStart, rowEnd), row-major, wordsPerRow uint32 per
+   * row (see the class for the layout). Slicing copies nothing.
+   */
+  async hash(matrix: CsrMatrix, options: HashOptions = {}): Promise<Uint32Array> {
+    const r = await this.hashTimed(matrix, options);
+    this.lastTiming = { kernelMs: r.kernelMs, transferMs: r.transferMs };
+    return r.signatures;
+  }
+
+  /** hash() plus the CUDA-event timings of this call. */
+  async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
+    const h = this.handle;
+    const { m, wordsPerRow } = this.prepare(matrix);
+    return callHash(h, m, options, wordsPerRow);
+  }
+
+  /**
+   * Signatures of each chunk, in order. The next chunk's call is issued before
+   * the previous one is awaited, so its staging and copies overlap the
+   * previous chunk's kernels.
+   */
+  hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
+    return streamHashes(source, (m) => this.hash(m, { signal: options.signal }));
+  }
+}
+
+/**
+ * Signatures are rows × samples × 2 uint32: (k*, t*) per sample, with t* an
+ * int32 cast to uint32.
+ */
+export class WeightedMinHash extends MinHashBase {
+  readonly dim: number;
+  readonly seed: number;
 
   constructor(options: WeightedMinHashOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -88,12 +132,9 @@ export class WeightedMinHash extends NativeResource {
     const devices = backend === 'cuda' ? resolveDevices(options.devices ?? 'all') : undefined;
     const extra = (options as { _tables?: MinHashParameters })._tables;
     const h: Native = new (native().WeightedMinHashNative)({ dim, samples, seed, backend, devices, ...(extra ?? {}) });
-    super(h, 'WeightedMinHash');
+    super(h, 'WeightedMinHash', samples, backend);
     this.dim = dim;
-    this.samples = samples;
     this.seed = seed;
-    this.backend = backend;
-    this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
   }
 
   /**
@@ -126,35 +167,10 @@ export class WeightedMinHash extends NativeResource {
     return new WeightedMinHash(options as WeightedMinHashOptions);
   }
 
-  /**
-   * Signatures of rows [rowStart, rowEnd): rows × samples × 2 uint32, (k*, t*)
-   * per sample with t* an int32 cast to uint32. Slicing copies nothing.
-   */
-  async hash(matrix: CsrMatrix, options: HashOptions = {}): Promise<Uint32Array> {
-    const r = await this.#hash(matrix, options);
-    this.lastTiming = { kernelMs: r.kernelMs, transferMs: r.transferMs };
-    return r.signatures;
-  }
-
-  /** hash() plus the CUDA-event timings of this call. */
-  async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
-    return this.#hash(matrix, options);
-  }
-
-  #hash(matrix: CsrMatrix, options: HashOptions): Promise<{ signatures: Uint32Array } & HashTiming> {
-    const h = this.handle;
+  protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
     const m = toCsr(matrix, 'matrix');
     if (m.cols !== this.dim) throw rangeError(`matrix.cols is ${m.cols} but this WeightedMinHash was built for dim=${this.dim}`);
-    return callHash(h, m, options, this.samples * 2);
-  }
-
-  /**
-   * Signatures of each chunk, in order. The next chunk's call is issued before
-   * the previous one is awaited, so its staging and copies overlap the
-   * previous chunk's kernels.
-   */
-  hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
-    return streamHashes(source, (m) => this.hash(m, { signal: options.signal }));
+    return { m, wordsPerRow: this.samples * 2 };
   }
 
   /**
@@ -220,7 +236,7 @@ export function largeOutput(length: number, what: string): Uint32Array | undefin
  * One native hash call over rows [rowStart, rowEnd) of a checked matrix, with
  * `wordsPerRow` output words per row (WeightedMinHash and MinHash share it).
  */
-export function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: number): Promise<{ signatures: Uint32Array } & HashTiming> {
+function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: number): Promise<{ signatures: Uint32Array } & HashTiming> {
   if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
   const signal = (options as HashOptions).signal;
   const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
@@ -241,7 +257,7 @@ export function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPer
  * previous one is awaited so its staging and copies overlap the previous
  * chunk's kernels.
  */
-export async function* streamHashes(
+async function* streamHashes(
   source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
   hash: (m: CsrMatrix) => Promise<Uint32Array>,
 ): AsyncGenerator<Uint32Array> {

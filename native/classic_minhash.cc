@@ -107,9 +107,7 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
   Napi::Value Devices(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("MinHash");
-      auto a = Napi::Array::New(info.Env(), e->devices.size());
-      for (size_t i = 0; i < e->devices.size(); ++i) a.Set(uint32_t(i), e->devices[i]);
-      return a;
+      return DeviceList(info.Env(), e->devices);
     });
   }
 

@@ -209,9 +209,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
   Napi::Value Devices(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
-      auto a = Napi::Array::New(info.Env(), e->devices.size());
-      for (size_t i = 0; i < e->devices.size(); ++i) a.Set(uint32_t(i), e->devices[i]);
-      return a;
+      return DeviceList(info.Env(), e->devices);
     });
   }
 

@@ -118,6 +118,12 @@ std::vector<int> DevicesProp(const Napi::Object& o) {
   return out;
 }
 
+Napi::Array DeviceList(Napi::Env env, const std::vector<int>& devices) {
+  auto a = Napi::Array::New(env, devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) a.Set(uint32_t(i), devices[i]);
+  return a;
+}
+
 int DeviceFor(Backend backend, const Napi::Object& o) {
   return backend == Backend::Cuda ? ResolveDevices(DevicesProp(o)).at(0) : 0;
 }

@@ -58,6 +58,8 @@ bool BoolPropOr(const Napi::Object& o, const char* key, bool fallback);
 std::string StrPropOr(const Napi::Object& o, const char* key, const std::string& fallback);
 Backend BackendProp(const Napi::Object& o);  // o.backend: 'cpu' | 'cuda'
 std::vector<int> DevicesProp(const Napi::Object& o);  // o.devices: number[] or absent (all)
+// devices as a JavaScript array of GPU indices.
+Napi::Array DeviceList(Napi::Env env, const std::vector<int>& devices);
 // The GPU a single-device call runs on: the first of o.devices (checked
 // against this host) for the CUDA backend, 0 (unused) for the CPU.
 int DeviceFor(Backend backend, const Napi::Object& o);

@@ -11,29 +11,18 @@ integers on a few rows. Prints one JSON line last.
 usage: minhash_classic_torch.py ROWS DIM SAMPLES
 """
 import json
-import sys
+
+from github_rows import begin, github_rows, time_runs
 
 
 def main():
-    rows, dim, samples = (int(a) for a in sys.argv[1:4])
-    try:
-        import numpy as np
-        import torch
-    except ImportError as e:  # the harness reports the skip
-        print(json.dumps({"skipped": f"missing {e.name}"}))
+    started = begin()
+    if started is None:
         return
-    if not torch.cuda.is_available():
-        print(json.dumps({"skipped": "no CUDA device for torch"}))
-        return
+    rows, dim, samples, np, torch = started
     dev = torch.device("cuda")
-    rng = np.random.default_rng(7)
-    sigma = 1.0
-    lens = np.clip(np.rint(rng.lognormal(np.log(340) - sigma * sigma / 2, sigma, rows)), 1, dim).astype(np.int64)
+    lens, cols, _, row_of = github_rows(np, rows, dim)
     nnz = int(lens.sum())
-    s = 1.1
-    u = rng.random(nnz)
-    cols = np.minimum(dim - 1, np.floor((1 - u * (1 - dim ** (1 - s))) ** (1 / (1 - s))) - 1).astype(np.int64)
-    row_of = np.repeat(np.arange(rows), lens)
 
     P = (1 << 61) - 1
     gen = np.random.RandomState(1)
@@ -67,23 +56,7 @@ def main():
             if int(first[r, si]) != want:
                 print(json.dumps({"skipped": f"peer self-check failed at row {r} sample {si}"}))
                 return
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(3):
-        start.record()
-        run()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    ms = sorted(times)[len(times) // 2]
-    print(json.dumps({
-        "peer": f"torch {torch.__version__}",
-        "rows": rows,
-        "nnz": nnz,
-        "samples": samples,
-        "ms": ms,
-        "elem_samples_per_s": nnz * samples / (ms / 1e3),
-    }))
+    print(json.dumps(time_runs(torch, run, rows, nnz, samples)))
 
 
 if __name__ == "__main__":
