@@ -119,17 +119,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     const wmh = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: [0] });
     await wmh.hash(headRows(work, 1)); // builds the device tables
     const setupMs = performance.now() - t0;
-    // Kernel rate: one batch in flight, so each kernel's events time it alone.
-    process.env.CUSIM_MINHASH_STREAMS = '1';
-    let serial;
-    const tk = await time(
-      async () => {
-        serial = await wmh.hashTimed(work);
-        return { deviceMs: serial.kernelMs };
-      },
-      { warmup: 1, repeats: quick ? 3 : 5 },
-    );
-    delete process.env.CUSIM_MINHASH_STREAMS;
+    const { tk, serial } = await kernelTime(wmh, work, time, quick);
     // Wall: the default pipeline (three batches in flight per GPU).
     let last;
     const t = await time(
@@ -167,6 +157,12 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
         'wall elem·samples/s': fmt((nnz * samples) / (tp.wallMs.median / 1e3)),
         'rows/s (wall)': fmt(gpuRows / (tp.wallMs.median / 1e3)),
       });
+    }
+    // ---- classic MinHash on the same rows (columns as token hashes, values ignored)
+    const weightedRate = (nnz * samples) / (tk.deviceMs.median / 1e3);
+    rowsOut.push(...(await classicGpuRows({ cusim, work, nnz, samples, time, quick, weightedRate, runPeer, peersDir, dim })));
+    if (process.env.CUSIM_BENCH_MINHASH_ONLY === 'classic') {
+      return { sections: [{ title: `MinHash kernels, ${gpuRows} GitHub-shaped rows, ${samples} samples (cuda ×1)`, columns: Object.keys(rowsOut[0]).concat(['classic ÷ weighted kernel', 'cusim kernel ÷ peer']), rows: rowsOut }] };
     }
     if (last.host) {
       const h = last.host;
@@ -270,7 +266,8 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       title: `weighted MinHash, ${gpuRows} GitHub-shaped rows, ${samples} samples (GPU)`,
       columns: [
         'backend', 'rows', 'nnz', 'kernel ms (median)', 'kernel elem·samples/s', 'transfer ms', 'copy GB/s', 'wall ms (median)',
-        'wall elem·samples/s', 'rows/s (wall)', 'setup ms (tables)', 'speedup vs ×1 (wall)', 'cusim kernel ÷ peer',
+        'wall elem·samples/s', 'rows/s (wall)', 'setup ms (tables)', 'speedup vs ×1 (wall)', 'classic ÷ weighted kernel',
+        'cusim kernel ÷ peer',
       ],
       rows: rowsOut,
       notes: [
@@ -279,6 +276,8 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
         'kernel elem·samples/s = nnz × samples / kernel time; targets: ≥ 8e11 on one H100, 2 GPUs ≥ 1.8× one',
         `workload generated in ${genMs.toFixed(0)} ms (typed arrays)`,
         'peer: bench/peers/minhash_torch.py, the same hash in PyTorch (gather + scatter_reduce amin), GPU time by CUDA events, inputs resident on the GPU',
+        'classic = MinHash (datasketch formula over each row\'s column ids, no tables) on the same rows; target: classic kernel ≥ 2× the weighted kernel\'s elem·samples/s; its peer is bench/peers/minhash_classic_torch.py (int64 broadcast + Mersenne fold + scatter_reduce amin, self-checked against exact integers)',
+        'setup ms (tables) = constructor + first call on one row: weighted parameters are generated per column as calls meet them (the warm-up call generates the workload\'s columns), so it no longer covers all of dim',
         ...(hostNote ? [hostNote] : []),
       ],
     });
@@ -295,22 +294,15 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     const setupMs = performance.now() - t0;
     const t = await time(() => wmh.hash(m), { warmup: 1, repeats: quick ? 3 : 5 });
     const cores = threads();
-    const rate = (cpuNnz * samples) / (t.wallMs.median / 1e3);
+    const classic = new cusim.MinHash({ samples, seed: 1, backend: 'cpu' });
+    const tc = await time(() => classic.hash(m), { warmup: 1, repeats: quick ? 3 : 5 });
+    classic.dispose();
     sections.push({
-      title: `weighted MinHash, CPU backend (${cores} threads), ${m.rows} rows`,
+      title: `weighted and classic MinHash, CPU backend (${cores} threads), ${m.rows} rows`,
       columns: ['backend', 'threads', 'rows', 'nnz', 'wall ms (median)', 'elem·samples/s', 'per core', 'rows/s', 'setup ms (tables)'],
       rows: [
-        {
-          backend: 'cpu',
-          threads: cores,
-          rows: m.rows,
-          nnz: cpuNnz,
-          'wall ms (median)': fmt(t.wallMs.median),
-          'elem·samples/s': fmt(rate),
-          'per core': fmt(rate / cores),
-          'rows/s': fmt(m.rows / (t.wallMs.median / 1e3)),
-          'setup ms (tables)': fmt(setupMs),
-        },
+        cpuRow('cpu, classic MinHash', tc.wallMs.median, { threads: cores, rows: m.rows, nnz: cpuNnz, samples }),
+        { ...cpuRow('cpu', t.wallMs.median, { threads: cores, rows: m.rows, nnz: cpuNnz, samples }), 'setup ms (tables)': fmt(setupMs) },
       ],
       notes: ['target ≥ 1e8 elem·samples/s per core (SSE2 over samples on [dim][samples] tables)', `dim ${dim}`],
     });
@@ -390,6 +382,85 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
       'targets: 2 GPUs >= 1.8x one (issue 3); >= 0.85 x linear at 8 GPUs for the hashing stage (issue 9)',
     ],
   };
+}
+
+/** One CPU table row: rates from the median wall time. */
+function cpuRow(backend, wallMs, { threads, rows, nnz, samples }) {
+  const rate = (nnz * samples) / (wallMs / 1e3);
+  return {
+    backend,
+    threads,
+    rows,
+    nnz,
+    'wall ms (median)': fmt(wallMs),
+    'elem·samples/s': fmt(rate),
+    'per core': fmt(rate / threads),
+    'rows/s': fmt(rows / (wallMs / 1e3)),
+  };
+}
+
+/** Kernel time with one batch in flight (CUSIM_MINHASH_STREAMS=1), so each kernel's events time it alone. */
+async function kernelTime(hasher, work, time, quick) {
+  process.env.CUSIM_MINHASH_STREAMS = '1';
+  let serial;
+  try {
+    const tk = await time(
+      async () => {
+        serial = await hasher.hashTimed(work);
+        return { deviceMs: serial.kernelMs };
+      },
+      { warmup: 1, repeats: quick ? 3 : 5 },
+    );
+    return { tk, serial };
+  } finally {
+    delete process.env.CUSIM_MINHASH_STREAMS;
+  }
+}
+
+/**
+ * Classic MinHash on the weighted bench's rows: kernel rate (one batch in
+ * flight), wall, and the PyTorch peer of the same formula, in the same run.
+ */
+async function classicGpuRows({ cusim, work, nnz, samples, time, quick, weightedRate, runPeer, peersDir, dim }) {
+  const rows = [];
+  const mh = new cusim.MinHash({ samples, seed: 1, backend: 'cuda', devices: [0] });
+  const { tk, serial } = await kernelTime(mh, work, time, quick);
+  const tw = await time(() => mh.hash(work), { warmup: 1, repeats: quick ? 3 : 5 });
+  // Same signatures on the CPU for a slice of rows: the bench's own check that the kernel is exact.
+  const check = { rows: 2000, cols: work.cols, indptr: work.indptr.subarray(0, 2001), indices: work.indices };
+  const cpu = new cusim.MinHash({ samples, seed: 1, backend: 'cpu' });
+  const [g, c] = [await mh.hash(check), await cpu.hash(check)];
+  cpu.dispose();
+  mh.dispose();
+  const identical = g.length === c.length && g.every((x, i) => x === c[i]);
+  const rate = (nnz * samples) / (tk.deviceMs.median / 1e3);
+  rows.push({
+    backend: `cuda ×1, classic MinHash${identical ? '' : ' (NOT equal to cpu)'}`,
+    rows: work.rows,
+    nnz,
+    'kernel ms (median)': fmt(tk.deviceMs.median),
+    'kernel elem·samples/s': fmt(rate),
+    'transfer ms': fmt(serial.transferMs),
+    'wall ms (median)': fmt(tw.wallMs.median),
+    'wall elem·samples/s': fmt((nnz * samples) / (tw.wallMs.median / 1e3)),
+    'rows/s (wall)': fmt(work.rows / (tw.wallMs.median / 1e3)),
+    'classic ÷ weighted kernel': fmt(rate / weightedRate),
+  });
+  const peerRows = quick ? 20_000 : 200_000;
+  const peer = runPeer(`${peersDir}/minhash_classic_torch.py`, [peerRows, dim, samples], { timeoutMs: 600_000 });
+  if (peer.skipped) {
+    rows.push({ backend: `classic torch peer: skipped (${peer.skipped})` });
+  } else {
+    rows.push({
+      backend: `${peer.peer} (classic peer)`,
+      rows: peer.rows,
+      nnz: peer.nnz,
+      'kernel ms (median)': fmt(peer.ms),
+      'kernel elem·samples/s': fmt(peer.elem_samples_per_s),
+      'cusim kernel ÷ peer': fmt(rate / peer.elem_samples_per_s),
+    });
+  }
+  return rows;
 }
 
 /** The workload's indices and values copied into page-locked arrays, and a page-locked output for it. */

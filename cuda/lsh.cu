@@ -16,13 +16,13 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-__global__ void BandKeysKernel(const uint32_t* __restrict__ sig, uint32_t samples, const uint32_t* __restrict__ reps,
-                               uint64_t count, uint32_t band, uint32_t r, uint64_t* __restrict__ keys,
-                               uint32_t* __restrict__ vals) {
+__global__ void BandKeysKernel(const uint32_t* __restrict__ sig, uint32_t samples, uint32_t width,
+                               const uint32_t* __restrict__ reps, uint64_t count, uint32_t band, uint32_t r,
+                               uint64_t* __restrict__ keys, uint32_t* __restrict__ vals) {
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     const uint32_t row = reps[i];
-    keys[i] = BandKey(sig + uint64_t(row) * samples * 2, band, r);
+    keys[i] = BandKey(sig + uint64_t(row) * samples * width, band, r, width);
     vals[i] = row;
   }
 }
@@ -62,22 +62,20 @@ __global__ void EmitPairsKernel(const uint32_t* __restrict__ vals, uint64_t coun
   }
 }
 
-// One warp per pair: lanes compare samples as 64-bit (k, t) words.
-__global__ void EstimateKernel(const uint2* __restrict__ sig, uint32_t samples, const uint64_t* __restrict__ pairs,
-                               uint64_t count, float* __restrict__ out) {
+// One warp per pair: lanes compare sample values ((k, t) pairs or words).
+__global__ void EstimateKernel(const uint32_t* __restrict__ sig, uint32_t samples, uint32_t width,
+                               const uint64_t* __restrict__ pairs, uint64_t count, float* __restrict__ out) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
+  const uint64_t words = uint64_t(samples) * width;
   for (uint64_t k = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {
-    const uint2* x = sig + (pairs[k] >> 32) * samples;
-    const uint2* y = sig + uint64_t(uint32_t(pairs[k])) * samples;
+    const uint32_t* x = sig + (pairs[k] >> 32) * words;
+    const uint32_t* y = sig + uint64_t(uint32_t(pairs[k])) * words;
     uint32_t eq = 0;
     for (uint32_t s0 = 0; s0 < samples; s0 += 32) {
       const uint32_t s = s0 + lane;
       bool same = false;
-      if (s < samples) {
-        const uint2 u = x[s], v = y[s];
-        same = u.x == v.x && u.y == v.y;
-      }
+      if (s < samples) same = SampleValue(x, s, width) == SampleValue(y, s, width);
       eq += __popc(__ballot_sync(0xffffffffu, same));
     }
     if (lane == 0) out[k] = float(eq) / float(samples);
@@ -100,7 +98,7 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   }
   gpu::DeviceGuard guard(device);
   gpu::Stream stream;
-  const uint64_t sigWords = sig.n * uint64_t(sig.samples) * 2;
+  const uint64_t sigWords = sig.n * sig.words();
   gpu::DeviceBuffer<uint32_t> dSig(sigWords, "LSH signatures");
   gpu::DeviceBuffer<uint32_t> dReps(R, "LSH row list");
   gpu::DeviceBuffer<uint64_t> keys(R, "LSH band keys"), keysSorted(R, "LSH sorted band keys");
@@ -133,8 +131,8 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   gpu::DeviceBuffer<uint64_t> pairs;
   uint64_t used = 0;
   for (uint32_t band = 0; band < p.bands; ++band) {
-    BandKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, dReps.data(), R, band, p.rows,
-                                                               keys.data(), vals.data());
+    BandKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width, dReps.data(), R, band,
+                                                               p.rows, keys.data(), vals.data());
     CUSIM_LAUNCH_CHECK();
     size_t bytes = temp.size();
     // Reps ascend and the sort is stable, so each run lists rows ascending and
@@ -202,8 +200,8 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   gpu::DeviceBuffer<float> dEst;
   if (estimate && uniq > 0) {
     dEst.reset(uniq, "LSH pair estimates");
-    EstimateKernel<<<Blocks(uniq * 32, device), kThreads, 0, stream>>>(
-        reinterpret_cast<const uint2*>(dSig.data()), sig.samples, pairs.data(), uniq, dEst.data());
+    EstimateKernel<<<Blocks(uniq * 32, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width,
+                                                                      pairs.data(), uniq, dEst.data());
     CUSIM_LAUNCH_CHECK();
   }
   t2.record(stream);

@@ -5,6 +5,14 @@
 // the position breaks ties toward the earlier nonzero, which keeps the CPU's
 // strict-< "first minimum in CSR order" rule exact, and a finalize kernel
 // recomputes t* from the winning position.
+//
+// Parameter tables hold only the columns in use: each device maps column ids
+// to compact slots (an open-addressing table, column_map.h's hash), a lookup
+// kernel turns a batch's columns into slots before the hash kernels, which
+// read the tables by slot exactly as they read them by column before. A batch
+// that meets new columns finds out at its end (a flag), adds them under the
+// device's exclusive lock (slots assigned on the device, their parameters
+// generated there from the seed contract) and runs again.
 #include <cuda_fp16.h>
 #include <curand_kernel.h>
 
@@ -16,46 +24,120 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
+#include "../native/column_map.h"
 #include "../native/gpu.h"
 #include "../native/minhash.h"
 #include "../native/parallel.h"
 #include "gpu.cuh"
+#include "minhash_batch.cuh"
 
 namespace cusim {
 namespace minhash {
 namespace {
 
-constexpr uint32_t kSegment = 1024;  // nonzeros per warp task
-constexpr int kPerLane = 4;          // samples a lane holds per pass: 128 in one pass
-constexpr uint32_t kNone = 0xFFFFFFFFu;
+constexpr int kPerLane = 4;  // samples a lane holds per pass: 128 in one pass
 constexpr unsigned kThreads = 256;
-// Per slot: 128 MB of indices + values and at most 128 MB of signatures. Small
-// enough that filling and draining the pipeline (the first batch's upload, the
-// last one's download) stays a few ms, which is what bounds 2-GPU scaling once
-// the host copies are gone.
-constexpr uint64_t kBatchNnz = 16ull << 20;
-constexpr uint64_t kBatchOutBytes = 128ull << 20;
-constexpr uint64_t kBatchRows = 1ull << 18;
 
-struct Seg {
-  uint32_t row;    // batch-local row
-  uint32_t begin;  // batch-local nnz positions
-  uint32_t end;
-  uint32_t split;  // scratch slot of a row spanning several segments, else kNone
-};
+// ---- column -> slot map --------------------------------------------------
+// Entries are (column, slot) pairs, column kNoColumn when empty, at most half
+// full; probing follows ColumnHome and steps by one, as on the host.
+constexpr unsigned kFlagBad = 1;   // a column >= dim or a +inf weight
+constexpr unsigned kFlagMiss = 2;  // a column without a slot yet
 
-// Device tables are one 16-byte record per (column, sample), [dim][samples]:
+__device__ __forceinline__ uint32_t FindSlot(const uint2* __restrict__ table, uint32_t mask, uint32_t shift, uint32_t d) {
+  for (uint32_t h = ColumnHome(d, shift);; h = (h + 1) & mask) {
+    const uint2 e = __ldg(table + h);
+    if (e.x == d) return e.y;
+    if (e.x == kNoColumn) return kNoSlot;
+  }
+}
+
+// slots[i] = slot of column idx[i]. Columns >= dim raise kFlagBad and columns
+// without a slot kFlagMiss; both get slot 0, which always exists, so the hash
+// kernels that follow read in bounds (their output is then discarded).
+__global__ void LookupKernel(const uint32_t* __restrict__ idx, uint64_t n, uint32_t dim, const uint2* __restrict__ table,
+                             uint32_t mask, uint32_t shift, uint32_t* __restrict__ slots, unsigned* flags) {
+  unsigned f = 0;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t d = __ldg(idx + i);
+    uint32_t slot = 0;
+    if (d >= dim) {
+      f |= kFlagBad;
+    } else {
+      slot = FindSlot(table, mask, shift, d);
+      if (slot == kNoSlot) f |= kFlagMiss, slot = 0;
+    }
+    slots[i] = slot;
+  }
+  if (f) atomicOr(flags, f);
+}
+
+// Gives every column of cols[0, n) below dim a slot, runs alone on the device
+// (the exclusive lock): a column's first claimant takes the next slot from
+// counter[0] and records it in colOf. Slots stop at maxCount (half the table);
+// a claim beyond it, or a probe run longer than the table, sets counter[1] and
+// the host grows the table and runs this again.
+__global__ void InsertKernel(const uint32_t* __restrict__ cols, uint64_t n, uint32_t dim, uint2* table, uint32_t mask,
+                             uint32_t shift, uint32_t* __restrict__ colOf, unsigned* counter, uint32_t maxCount) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t d = cols[i];
+    if (d >= dim) continue;
+    uint32_t h = ColumnHome(d, shift);
+    for (uint32_t probes = 0;; ++probes, h = (h + 1) & mask) {
+      if (probes > mask) {
+        atomicOr(counter + 1, 1u);
+        break;
+      }
+      const uint32_t k = *reinterpret_cast<volatile uint32_t*>(&table[h].x);
+      if (k == d) break;
+      if (k != kNoColumn) continue;
+      if (*reinterpret_cast<volatile unsigned*>(counter) >= maxCount) {
+        atomicOr(counter + 1, 1u);
+        break;
+      }
+      const uint32_t old = atomicCAS(&table[h].x, kNoColumn, d);
+      if (old == d) break;
+      if (old != kNoColumn) continue;  // another column took the entry: probe on
+      const uint32_t slot = atomicAdd(counter, 1u);
+      if (slot >= maxCount) {
+        atomicOr(counter + 1, 1u);
+        break;
+      }
+      table[h].y = slot;
+      colOf[slot] = d;
+      break;
+    }
+  }
+}
+
+// Re-enters slots [0, count) (distinct columns) into an empty, larger table.
+__global__ void RebuildKernel(const uint32_t* __restrict__ colOf, uint32_t count, uint2* table, uint32_t mask,
+                              uint32_t shift) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const uint32_t d = colOf[i];
+  for (uint32_t h = ColumnHome(d, shift);; h = (h + 1) & mask) {
+    if (atomicCAS(&table[h].x, kNoColumn, d) == kNoColumn) {
+      table[h].y = i;
+      return;
+    }
+  }
+}
+
+// Device tables are one 16-byte record per (slot, sample), [slot][samples]:
 // a survivor of the pruned scan reads r, ln c and beta in one sector instead
-// of three.
-__global__ void GenParamsKernel(uint64_t seed, uint32_t dim, uint32_t samples, float4* __restrict__ rec) {
-  const uint64_t d = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (d >= dim) return;
+// of three. Slots [from, to) get their column's parameters.
+__global__ void GenParamsKernel(uint64_t seed, const uint32_t* __restrict__ colOf, uint32_t from, uint32_t to,
+                                uint32_t samples, float4* __restrict__ rec) {
+  const uint64_t slot = from + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (slot >= to) return;
   curandStatePhilox4_32_10_t st;
-  curand_init(seed, d, 0, &st);
-  const uint64_t off = d * samples;
+  curand_init(seed, colOf[slot], 0, &st);
+  const uint64_t off = slot * samples;
   for (uint32_t s = 0; s < samples; ++s) {
     const float u1 = curand_uniform(&st), u2 = curand_uniform(&st), u3 = curand_uniform(&st), u4 = curand_uniform(&st),
                 u5 = curand_uniform(&st);
@@ -64,32 +146,35 @@ __global__ void GenParamsKernel(uint64_t seed, uint32_t dim, uint32_t samples, f
   }
 }
 
-// Injected tables ([dim][samples] each) into records, and back for deviceParameters().
+// Injected tables ([slot][samples] each) into records, and back for deviceParameters().
 __global__ void PackKernel(const float* __restrict__ rs, const float* __restrict__ lnCs,
                            const float* __restrict__ betas, uint64_t n, float4* __restrict__ rec) {
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
     rec[i] = make_float4(rs[i], lnCs[i], betas[i], 0.0f);
 }
-__global__ void UnpackKernel(const float4* __restrict__ rec, uint64_t n, float* __restrict__ rs,
-                             float* __restrict__ lnCs, float* __restrict__ betas) {
-  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
-    const float4 p = rec[i];
+// Rows of the given slots, [n][samples], for deviceParameters().
+__global__ void UnpackKernel(const float4* __restrict__ rec, const uint32_t* __restrict__ slots, uint64_t n,
+                             uint32_t samples, float* __restrict__ rs, float* __restrict__ lnCs,
+                             float* __restrict__ betas) {
+  const uint64_t total = n * samples;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const float4 p = rec[uint64_t(slots[i / samples]) * samples + i % samples];
     rs[i] = p.x, lnCs[i] = p.y, betas[i] = p.z;
   }
 }
 
 __device__ __forceinline__ float LogW(float w) { return float(log(double(w))); }
 
-// One nonzero of a chunk: its column and ln w, or ok = false for a skipped
-// weight (zero, negative, NaN). The caller's CSR is checked here, where it is
-// read anyway: a column >= dim or a +inf weight raises *bad (the host then
-// names the element) and is skipped, so no table is read out of bounds.
-__device__ __forceinline__ bool LoadNonzero(const uint32_t* __restrict__ indices, const float* __restrict__ values,
-                                            uint64_t i, uint32_t dim, unsigned* bad, uint32_t& d, float& lw) {
-  d = __ldg(indices + i);
+// One nonzero of a chunk: its table slot and ln w, or ok = false for a
+// skipped weight (zero, negative, NaN). Weights are checked here, where they
+// are read anyway: a +inf weight raises *bad (the host then names the element)
+// and is skipped. Slots are in bounds by construction (LookupKernel).
+__device__ __forceinline__ bool LoadNonzero(const uint32_t* __restrict__ slots, const float* __restrict__ values,
+                                            uint64_t i, unsigned* bad, uint32_t& d, float& lw) {
+  d = __ldg(slots + i);
   const float wt = values ? __ldg(values + i) : 1.0f;
-  if (d >= dim || wt == __int_as_float(0x7f800000)) {
-    atomicOr(bad, 1u);
+  if (wt == __int_as_float(0x7f800000)) {
+    atomicOr(bad, kFlagBad);
     d = 0;
     return false;
   }
@@ -116,16 +201,16 @@ __device__ __forceinline__ uint32_t OrderKey(float x) {
 // the sentinel: k* is the winner's column and t* is recomputed with the same
 // expressions the scan used, so it is bit-identical to keeping it.
 __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t o, uint32_t pos,
-                                           const uint32_t* __restrict__ indices, const float* __restrict__ values,
-                                           const float4* __restrict__ rec, uint32_t samples, uint32_t s) {
+                                           const uint32_t* __restrict__ indices, const uint32_t* __restrict__ slots,
+                                           const float* __restrict__ values, const float4* __restrict__ rec,
+                                           uint32_t samples, uint32_t s) {
   if (pos == kNone) {
     out[o] = kSentinel, out[o + 1] = kSentinel;
     return;
   }
-  const uint32_t d = __ldg(indices + pos);
   const float lw = LogW(values ? __ldg(values + pos) : 1.0f);
-  const float4 p = __ldg(rec + uint64_t(d) * samples + s);
-  out[o] = d;
+  const float4 p = __ldg(rec + uint64_t(__ldg(slots + pos)) * samples + s);
+  out[o] = __ldg(indices + pos);
   out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, p.x, p.z)));
 }
 
@@ -133,8 +218,9 @@ __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t 
 // computed exactly, in CSR order; lanes stride over samples, any count.
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
+                                                       const uint32_t* __restrict__ slots,
                                                        const float* __restrict__ values, const float4* __restrict__ rec,
-                                                       uint32_t dim, uint32_t samples, uint32_t* __restrict__ out,
+                                                       uint32_t samples, uint32_t* __restrict__ out,
                                                        unsigned long long* __restrict__ scratch, unsigned* bad) {
   const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (w >= nseg) return;  // uniform per warp
@@ -150,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
       uint32_t myD = 0;
       float myLw = 0.0f;
       bool ok = false;
-      if (lane < n) ok = LoadNonzero(indices, values, base + lane, dim, bad, myD, myLw);
+      if (lane < n) ok = LoadNonzero(slots, values, base + lane, bad, myD, myLw);
       unsigned mask = __ballot_sync(0xffffffffu, ok);
       while (mask) {  // ascending bits: CSR order
         const int j = __ffs(mask) - 1;
@@ -173,7 +259,7 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
       const uint32_t s = s0 + q * 32 + lane;
       if (s >= samples) continue;
       if (sg.split == kNone)
-        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, bestP[q], indices, values, rec, samples, s);
+        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, bestP[q], indices, slots, values, rec, samples, s);
       else if (bestP[q] != kNone)
         atomicMin(scratch + uint64_t(sg.split) * samples + s,
                   (static_cast<unsigned long long>(OrderKey(bestA[q])) << 32) | bestP[q]);
@@ -183,15 +269,15 @@ __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ s
 
 __global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t nsplit,
                                const unsigned long long* __restrict__ scratch, const uint32_t* __restrict__ indices,
-                               const float* __restrict__ values, const float4* __restrict__ rec, uint32_t samples,
-                               uint32_t* __restrict__ out) {
+                               const uint32_t* __restrict__ slots, const float* __restrict__ values,
+                               const float4* __restrict__ rec, uint32_t samples, uint32_t* __restrict__ out) {
   const uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= nsplit * samples) return;
   const uint64_t slot = i / samples;
   const uint32_t s = uint32_t(i % samples);
   const unsigned long long key = scratch[i];
   EmitWinner(out, (uint64_t(splitRows[slot]) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices,
-             values, rec, samples, s);
+             slots, values, rec, samples, s);
 }
 
 // ---- Bound-pruned kernel ---------------------------------------------------
@@ -234,10 +320,11 @@ struct PruneWarp {
 // [1e-30, 1e30], ln c not finite, beta outside [0, 1], all possible only in
 // injected tables) get -inf: always computed exactly. Padding
 // samples (s >= samples) get +inf: never computed.
-__global__ void GenBoundKernel(const float4* __restrict__ rec, uint32_t dim, uint32_t samples, uint32_t stride,
-                               __half* __restrict__ bound) {
-  const uint64_t n = uint64_t(dim) * stride;
-  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+__global__ void GenBoundKernel(const float4* __restrict__ rec, uint32_t from, uint32_t to, uint32_t samples,
+                               uint32_t stride, __half* __restrict__ bound) {
+  const uint64_t n = uint64_t(to) * stride;
+  for (uint64_t i = uint64_t(from) * stride + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += uint64_t(gridDim.x) * blockDim.x) {
     const uint64_t d = i / stride;
     const uint32_t s = uint32_t(i % stride);
     if (s >= samples) {
@@ -280,8 +367,8 @@ __device__ __forceinline__ void ExactRound(Warp& W, uint32_t from, uint32_t cnt,
 template <int kGroup>
 __global__ void __launch_bounds__(kPruneThreads)
     PruneKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
-                const float* __restrict__ values, const __half* __restrict__ bound, uint32_t stride,
-                const float4* __restrict__ rec, uint32_t dim, uint32_t samples, uint32_t* __restrict__ out,
+                const uint32_t* __restrict__ slots, const float* __restrict__ values, const __half* __restrict__ bound,
+                uint32_t stride, const float4* __restrict__ rec, uint32_t samples, uint32_t* __restrict__ out,
                 unsigned long long* __restrict__ scratch, unsigned* bad) {
   static_assert(kGroup * kPerLane <= 32, "survivor bits of one step must fit a 32-bit mask");
   __shared__ PruneWarp<kGroup> warps[kPruneThreads / 32];
@@ -302,7 +389,7 @@ __global__ void __launch_bounds__(kPruneThreads)
       uint32_t myD = 0;
       float myLw = 0.0f;
       bool ok = false;
-      if (lane < n) ok = LoadNonzero(indices, values, base + lane, dim, bad, myD, myLw);
+      if (lane < n) ok = LoadNonzero(slots, values, base + lane, bad, myD, myLw);
       __syncwarp();  // the previous chunk's rounds are done with W.d / W.lw
       W.d[lane] = myD, W.lw[lane] = myLw;
       const float myLwUp = myLw + 4e-6f * fabsf(myLw);
@@ -372,8 +459,8 @@ __global__ void __launch_bounds__(kPruneThreads)
       if (s >= samples) continue;
       const unsigned long long key = W.best[sl0 + q];
       if (sg.split == kNone)
-        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices, values,
-                   rec, samples, s);
+        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices, slots,
+                   values, rec, samples, s);
       else if (key != ~0ull)
         atomicMin(scratch + uint64_t(sg.split) * samples + s, key);
     }
@@ -381,92 +468,108 @@ __global__ void __launch_bounds__(kPruneThreads)
   }
 }
 
-// One in-flight batch: its own stream, pinned staging and device buffers.
-struct Slot {
-  gpu::Stream stream;
-  gpu::Event e0, e1, e2, e3;
-  gpu::PinnedBuffer<uint32_t> hIdx, hSplit, hOut;
-  gpu::PinnedBuffer<float> hVal;
-  gpu::PinnedBuffer<Seg> hSeg;
-  gpu::DeviceBuffer<uint32_t> dIdx, dSplit, dOut;
-  gpu::DeviceBuffer<float> dVal;
-  gpu::DeviceBuffer<Seg> dSeg;
-  gpu::DeviceBuffer<unsigned long long> dScratch;
-  gpu::DeviceBuffer<unsigned> dBad;  // set by a kernel that met a bad column or weight
-  gpu::PinnedBuffer<unsigned> hBad;
-};
-
-// Three slots per device, so the three engines of a GPU can all be busy at
-// once: one batch uploading, one in its kernels, one downloading.
-constexpr int kSlots = 3;
-
-struct Device {
-  int id = 0;
-  gpu::DeviceBuffer<float4> rec;   // [dim][samples] (r, ln c, beta, 0)
-  gpu::DeviceBuffer<__half> bound;  // [dim][boundStride], see GenBoundKernel
+struct Device : Pipe {
+  uint32_t samples = 0;
+  // Column -> slot map and per-slot tables. Batches read them under `lock`
+  // shared; adding columns (growing them) takes it exclusively.
+  RwLock lock;
+  gpu::DeviceBuffer<uint2> table;     // (column, slot), kNoColumn = empty
+  uint32_t tableMask = 0, tableShift = 0;
+  gpu::DeviceBuffer<uint32_t> colOf;  // slot -> column, half the table's entries
+  gpu::DeviceBuffer<unsigned> counter;  // [slots in use, overflow]
+  gpu::PinnedBuffer<unsigned> hCounter;
+  uint32_t count = 0;                  // slots in use (host copy)
+  uint64_t slotCap = 0;                // slots rec and bound hold (>= 1: slot 0 always exists)
+  gpu::DeviceBuffer<float4> rec;       // [slot][samples] (r, ln c, beta, 0)
+  gpu::DeviceBuffer<__half> bound;     // [slot][boundStride], see GenBoundKernel
   uint32_t boundStride = 0;
-  std::unique_ptr<Slot> slots[kSlots];
-  std::mutex m;
-  std::condition_variable cv;
-  bool busy[kSlots] = {};
-
-  int Acquire() {
-    std::unique_lock<std::mutex> lock(m);
-    for (;;) {
-      for (int i = 0; i < kSlots; ++i)
-        if (!busy[i]) return busy[i] = true, i;
-      cv.wait(lock);
-    }
-  }
-  void Release(int i) {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      busy[i] = false;
-    }
-    cv.notify_one();
-  }
 };
 
-struct BadInput {};  // thrown by a batch whose kernel met a bad column or weight
-
-struct Batch {
-  uint64_t r0, r1;
-  uint64_t nnz, nseg, nsplit;
-};
-
-// Segments of one row: an empty row still gets one (empty) segment so the
-// kernel writes its sentinel.
-inline uint64_t SegmentsOf(uint64_t len) { return std::max<uint64_t>(1, (len + kSegment - 1) / kSegment); }
-
-// Greedy cut of [a, b) so each batch fits a slot's buffers (a lone huge row is its own batch).
-std::vector<Batch> PlanBatches(const CsrView& m, uint64_t a, uint64_t b, uint32_t samples) {
-  const uint64_t maxRows = std::max<uint64_t>(1, std::min(kBatchRows, kBatchOutBytes / (uint64_t(samples) * 8)));
-  std::vector<Batch> out;
-  uint64_t r = a;
-  while (r < b) {
-    uint64_t e = r + 1;
-    while (e < b && e - r < maxRows && uint64_t(m.indptr[e + 1]) - m.indptr[r] <= kBatchNnz) ++e;
-    Batch bt{r, e, uint64_t(m.indptr[e]) - m.indptr[r], 0, 0};
-    for (uint64_t i = r; i < e; ++i) {
-      const uint64_t k = SegmentsOf(uint64_t(m.indptr[i + 1]) - m.indptr[i]);
-      bt.nseg += k;
-      bt.nsplit += k > 1;
-    }
-    out.push_back(bt);
-    r = e;
+// An empty map of `capacity` entries (a power of two) holding slots [0, count)
+// from `keep` (a colOf array), on stream st.
+void ResetMap(Device& d, cudaStream_t st, uint64_t capacity, uint32_t count) {
+  gpu::DeviceBuffer<uint2> table(capacity, "MinHash column map");
+  gpu::DeviceBuffer<uint32_t> colOf(capacity / 2, "MinHash slot columns");
+  CUSIM_CUDA_CHECK(cudaMemsetAsync(table.data(), 0xFF, capacity * sizeof(uint2), st));
+  const uint32_t mask = uint32_t(capacity - 1), shift = 32 - uint32_t(__builtin_ctzll(capacity));
+  if (count) {
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(colOf.data(), d.colOf.data(), uint64_t(count) * 4, cudaMemcpyDeviceToDevice, st));
+    RebuildKernel<<<gpu::GridFor(count, kThreads, 0x7fffffffu), kThreads, 0, st>>>(colOf.data(), count, table.data(),
+                                                                                  mask, shift);
+    CUSIM_LAUNCH_CHECK();
   }
-  return out;
+  d.hCounter.data()[0] = count, d.hCounter.data()[1] = 0;
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(d.counter.data(), d.hCounter.data(), 2 * sizeof(unsigned), cudaMemcpyHostToDevice, st));
+  CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
+  d.table = std::move(table);
+  d.colOf = std::move(colOf);
+  d.tableMask = mask, d.tableShift = shift;
 }
 
-// The largest batch of a call: every slot is sized for it once, so no batch
-// reallocates (cudaFree would stall the other slot's work).
-struct Need {
-  uint64_t nnz = 0, rows = 0, nseg = 0, nsplit = 0;
-  void add(const Batch& b) {
-    nnz = std::max(nnz, b.nnz), rows = std::max(rows, b.r1 - b.r0);
-    nseg = std::max(nseg, b.nseg), nsplit = std::max(nsplit, b.nsplit);
+// Room in rec and bound for `slots` slots, keeping slots [0, d.count).
+void GrowTables(Device& d, cudaStream_t st, uint64_t slots) {
+  if (slots <= d.slotCap) return;
+  const uint64_t cap = std::max<uint64_t>(slots, d.slotCap * 2);
+  uint64_t freeB = 0, totalB = 0;
+  DeviceMemory(d.id, &freeB, &totalB);
+  const uint64_t need = cap * d.samples * sizeof(float4) + cap * d.boundStride * sizeof(__half);
+  if (need > freeB)
+    ThrowOutOfMemory("weighted MinHash parameters on GPU " + std::to_string(d.id) + " (a 16-byte record and a 2-byte "
+                     "pruning bound per sample for each of " + std::to_string(slots) + " distinct columns, " +
+                     std::to_string(d.samples) + " samples)",
+                     need, freeB);
+  gpu::DeviceBuffer<float4> rec(cap * d.samples, "MinHash parameter records");
+  gpu::DeviceBuffer<__half> bound(cap * d.boundStride, "MinHash pruning bound table");
+  if (d.count) {
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(rec.data(), d.rec.data(), uint64_t(d.count) * d.samples * sizeof(float4),
+                                     cudaMemcpyDeviceToDevice, st));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(bound.data(), d.bound.data(), uint64_t(d.count) * d.boundStride * sizeof(__half),
+                                     cudaMemcpyDeviceToDevice, st));
   }
-};
+  CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
+  d.rec = std::move(rec);
+  d.bound = std::move(bound);
+  d.slotCap = cap;
+}
+
+// Gives every column of cols[0, n) (device memory) a slot and, for seeded
+// engines, its parameters. Holds d.lock exclusively; runs on stream st.
+void AddColumns(Device& d, cudaStream_t st, const uint32_t* cols, uint64_t n, uint32_t dim, uint64_t seed) {
+  try {
+    uint32_t total = d.count;
+    for (;;) {
+      const uint32_t maxCount = uint32_t((uint64_t(d.tableMask) + 1) / 2);
+      if (n) {
+        InsertKernel<<<gpu::GridFor(n, kThreads, 1u << 20), kThreads, 0, st>>>(
+            cols, n, dim, d.table.data(), d.tableMask, d.tableShift, d.colOf.data(), d.counter.data(), maxCount);
+        CUSIM_LAUNCH_CHECK();
+      }
+      CUSIM_CUDA_CHECK(
+          cudaMemcpyAsync(d.hCounter.data(), d.counter.data(), 2 * sizeof(unsigned), cudaMemcpyDeviceToHost, st));
+      CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
+      total = std::min(d.hCounter.data()[0], maxCount);
+      if (!d.hCounter.data()[1]) break;
+      // Full: keep the slots that were recorded, double the map, insert again.
+      if (uint64_t(d.tableMask) + 1 >= (1ull << 31)) ThrowInvalid("more than 2^30 distinct columns on one GPU");
+      ResetMap(d, st, (uint64_t(d.tableMask) + 1) * 2, total);
+    }
+    if (total == d.count) return;
+    GrowTables(d, st, total);
+    GenParamsKernel<<<gpu::GridFor(total - d.count, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
+        seed, d.colOf.data(), d.count, total, d.samples, d.rec.data());
+    CUSIM_LAUNCH_CHECK();
+    GenBoundKernel<<<gpu::GridFor(uint64_t(total - d.count) * d.boundStride, kThreads, 1u << 20), kThreads, 0, st>>>(
+        d.rec.data(), d.count, total, d.samples, d.boundStride, d.bound.data());
+    CUSIM_LAUNCH_CHECK();
+    CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
+    d.count = total;
+  } catch (...) {
+    // Slots past d.count have no parameters: forget them, so later lookups
+    // miss instead of reading tables that were never grown or filled.
+    ResetMap(d, st, uint64_t(d.tableMask) + 1, d.count);
+    throw;
+  }
+}
 
 enum class Kernel { kSegment, kPrune };
 
@@ -479,101 +582,78 @@ Kernel KernelFromEnv() {
   return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
 }
 
-// Which of a call's host buffers are already page-locked (pinnedArray): the
-// copies then DMA straight from and into them, with no staging copy.
-struct Direct {
-  bool indices = false, values = false, out = false;
-};
-
-void RunBatch(Device& dev, Slot& sl, const CsrView& m, uint64_t rowStart, const Batch& bt, const Need& need,
-              uint32_t samples, Kernel kernel, const Direct& direct, uint32_t* out, Timing* timing) {
-  const uint64_t rows = bt.r1 - bt.r0, nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
-  const uint32_t nz0 = m.indptr[bt.r0];
-  if (!direct.indices) sl.hIdx.reserve(need.nnz, "MinHash staged indices");
-  if (m.values && !direct.values) sl.hVal.reserve(need.nnz, "MinHash staged values");
-  sl.hSeg.reserve(need.nseg, "MinHash segments");
-  sl.hSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
-  if (!direct.out) sl.hOut.reserve(need.rows * samples * 2, "MinHash staged signatures");
-  sl.dBad.reserve(1, "MinHash input check flag");
-  sl.hBad.reserve(1, "MinHash input check flag");
-  sl.dIdx.reserve(need.nnz, "MinHash indices");
-  if (m.values) sl.dVal.reserve(need.nnz, "MinHash values");
-  sl.dSeg.reserve(need.nseg, "MinHash segments");
-  sl.dSplit.reserve(std::max<uint64_t>(need.nsplit, 1), "MinHash split rows");
-  sl.dScratch.reserve(std::max<uint64_t>(need.nsplit * samples, 1), "MinHash split-row minima");
-  sl.dOut.reserve(need.rows * samples * 2, "MinHash signatures");
-
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint32_t* srcIdx = m.indices + nz0;
-  const float* srcVal = m.values ? m.values + nz0 : nullptr;
-  if (!direct.indices) gpu::ParallelCopy(sl.hIdx.data(), srcIdx, nnz * 4), srcIdx = sl.hIdx.data();
-  if (srcVal && !direct.values) gpu::ParallelCopy(sl.hVal.data(), srcVal, nnz * 4), srcVal = sl.hVal.data();
-  Seg* seg = sl.hSeg.data();
-  uint32_t* split = sl.hSplit.data();
-  uint64_t si = 0, sp = 0;
-  for (uint64_t r = bt.r0; r < bt.r1; ++r) {
-    const uint32_t b = m.indptr[r] - nz0, e = m.indptr[r + 1] - nz0;
-    const uint32_t local = uint32_t(r - bt.r0);
-    if (e - b <= kSegment) {
-      seg[si++] = {local, b, e, kNone};
-      continue;
-    }
-    const uint32_t slot = uint32_t(sp);
-    split[sp++] = local;
-    for (uint32_t x = b; x < e; x += std::min(kSegment, e - x)) seg[si++] = {local, x, x + std::min(kSegment, e - x), slot};
-  }
-
+// One batch: the column lookup and hash kernels under the device's shared
+// lock; a batch that met columns without parameters adds them (exclusive
+// lock) and runs again.
+void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool injected, Kernel kernel,
+              Timing* timing) {
+  const CsrView& m = *job.m;
+  const Batch& bt = *job.bt;
+  const uint32_t samples = dev.samples;
+  const uint32_t dim = m.cols > 0xFFFFFFFFull ? 0xFFFFFFFFu : uint32_t(m.cols);
+  const uint64_t nnz = bt.nnz, nseg = bt.nseg, nsplit = bt.nsplit;
+  StageBatch(sl, job, timing);
+  sl.dSlot.reserve(job.need->nnz, "MinHash column slots");
+  sl.dScratch.reserve(std::max<uint64_t>(job.need->nsplit * samples, 1), "MinHash split-row minima");
   const auto t1 = std::chrono::steady_clock::now();
   cudaStream_t st = sl.stream;
-  sl.e0.record(st);
-  if (nnz) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dIdx.data(), srcIdx, nnz * 4, cudaMemcpyHostToDevice, st));
-  if (nnz && srcVal) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dVal.data(), srcVal, nnz * 4, cudaMemcpyHostToDevice, st));
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSeg.data(), seg, nseg * sizeof(Seg), cudaMemcpyHostToDevice, st));
-  if (nsplit) CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.dSplit.data(), split, nsplit * 4, cudaMemcpyHostToDevice, st));
-  sl.e1.record(st);
-  if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
-  CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dBad.data(), 0, sizeof(unsigned), st));
   const float* vals = m.values ? sl.dVal.data() : nullptr;
-  if (kernel != Kernel::kSegment) {
-    const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
-    PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.bound.data(),
-                                                dev.boundStride, dev.rec.data(), m.cols, samples, sl.dOut.data(),
-                                                sl.dScratch.data(), sl.dBad.data());
-  } else {
-    const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
-    HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), vals, dev.rec.data(), m.cols,
-                                          samples, sl.dOut.data(), sl.dScratch.data(), sl.dBad.data());
+  for (int attempt = 0;; ++attempt) {
+    {
+      // The tables cannot move while this batch's kernels read them.
+      std::shared_lock<RwLock> read(dev.lock);
+      sl.e1.record(st);
+      if (nsplit) CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dScratch.data(), 0xFF, nsplit * samples * 8, st));
+      CUSIM_CUDA_CHECK(cudaMemsetAsync(sl.dBad.data(), 0, sizeof(unsigned), st));
+      if (nnz) {
+        LookupKernel<<<gpu::GridFor(nnz, kThreads, 1u << 16), kThreads, 0, st>>>(
+            sl.dIdx.data(), nnz, dim, dev.table.data(), dev.tableMask, dev.tableShift, sl.dSlot.data(), sl.dBad.data());
+        CUSIM_LAUNCH_CHECK();
+      }
+      if (kernel != Kernel::kSegment) {
+        const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
+        PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(),
+                                                                  vals, dev.bound.data(), dev.boundStride,
+                                                                  dev.rec.data(), samples, sl.dOut.data(),
+                                                                  sl.dScratch.data(), sl.dBad.data());
+      } else {
+        const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
+        HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(), vals,
+                                              dev.rec.data(), samples, sl.dOut.data(), sl.dScratch.data(),
+                                              sl.dBad.data());
+      }
+      CUSIM_LAUNCH_CHECK();
+      if (nsplit) {
+        FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
+            sl.dSplit.data(), nsplit, sl.dScratch.data(), sl.dIdx.data(), sl.dSlot.data(), vals, dev.rec.data(),
+            samples, sl.dOut.data());
+        CUSIM_LAUNCH_CHECK();
+      }
+      sl.e2.record(st);
+      QueueDownload(sl, job);
+      sl.stream.sync();
+    }
+    timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
+    timing->transferMs += (attempt == 0 ? gpu::ElapsedMs(sl.e0, sl.e1) : 0.0) + gpu::ElapsedMs(sl.e2, sl.e3);
+    const unsigned flags = *sl.hBad.data();
+    if (flags & kFlagBad) throw BadInput{};
+    if (!(flags & kFlagMiss)) break;
+    // Columns without parameters: an error for injected tables (the host
+    // names the first one); otherwise add them and hash the batch again.
+    if (injected || attempt > 0) throw BadInput{};
+    std::unique_lock<RwLock> write(dev.lock);
+    AddColumns(dev, st, sl.dIdx.data(), nnz, dim, seed);
   }
-  CUSIM_LAUNCH_CHECK();
-  if (nsplit) {
-    FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
-        sl.dSplit.data(), nsplit, sl.dScratch.data(), sl.dIdx.data(), vals, dev.rec.data(), samples, sl.dOut.data());
-    CUSIM_LAUNCH_CHECK();
-  }
-  sl.e2.record(st);
-  const uint64_t outWords = rows * samples * 2;
-  uint32_t* dst = out + (bt.r0 - rowStart) * samples * 2;
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(direct.out ? dst : sl.hOut.data(), sl.dOut.data(), outWords * 4,
-                                   cudaMemcpyDeviceToHost, st));
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(sl.hBad.data(), sl.dBad.data(), sizeof(unsigned), cudaMemcpyDeviceToHost, st));
-  sl.e3.record(st);
-  sl.stream.sync();
-  if (*sl.hBad.data()) throw BadInput{};
-  const auto t2 = std::chrono::steady_clock::now();
-  if (!direct.out) gpu::ParallelCopy(dst, sl.hOut.data(), outWords * 4);
-  const auto t3 = std::chrono::steady_clock::now();
-  using Ms = std::chrono::duration<double, std::milli>;
-  timing->stageInMs += Ms(t1 - t0).count();
-  timing->waitMs += Ms(t2 - t1).count();
-  timing->stageOutMs += Ms(t3 - t2).count();
-  timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
-  timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
+  timing->waitMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+  CopyOut(sl, job, timing);
 }
 
 }  // namespace
 
 struct CudaEngine {
   uint32_t dim = 0, samples = 0;
+  uint64_t seed = 0;
+  ColumnParams* injected = nullptr;  // the host tables of an injected engine (owned by the glue)
   std::vector<std::unique_ptr<Device>> devs;
   ~CudaEngine() {
     for (auto& d : devs) {
@@ -584,47 +664,57 @@ struct CudaEngine {
 };
 
 std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, uint64_t seed, uint32_t dim,
-                                             uint32_t samples, const float* rs, const float* lnCs,
-                                             const float* betas) {
+                                             uint32_t samples, ColumnParams* injected) {
   auto e = std::make_shared<CudaEngine>();
-  e->dim = dim, e->samples = samples;
-  const uint64_t n = uint64_t(dim) * samples;
+  e->dim = dim, e->samples = samples, e->seed = seed, e->injected = injected;
   for (int id : devices) {
     gpu::DeviceGuard g(id);
     auto d = std::make_unique<Device>();
     d->id = id;
-    uint64_t freeB = 0, totalB = 0;
-    DeviceMemory(id, &freeB, &totalB);
+    d->samples = samples;
     d->boundStride = (samples + 3) & ~3u;
-    const uint64_t nb = uint64_t(dim) * d->boundStride;
-    // Injected tables pass through three float staging arrays on the device.
-    const uint64_t need = n * sizeof(float4) + nb * sizeof(__half) + (rs ? 3 * n * sizeof(float) : 0);
-    if (need > freeB)
-      ThrowOutOfMemory("weighted MinHash parameter tables (a 16-byte record and a 2-byte pruning bound per column "
-                       "and sample, dim x samples = " + std::to_string(dim) + " x " + std::to_string(samples) +
-                           ") on GPU " + std::to_string(id),
-                       need, freeB);
-    d->rec.reset(n, "MinHash parameter records");
-    d->bound.reset(nb, "MinHash pruning bound table");
-    const unsigned grid = gpu::GridFor(n, kThreads, 1u << 20);
-    if (rs) {
-      gpu::DeviceBuffer<float> tr, tc, tb;
-      tr.reset(n, "MinHash injected rs"), tc.reset(n, "MinHash injected lnCs"), tb.reset(n, "MinHash injected betas");
-      CUSIM_CUDA_CHECK(cudaMemcpy(tr.data(), rs, n * 4, cudaMemcpyHostToDevice));
-      CUSIM_CUDA_CHECK(cudaMemcpy(tc.data(), lnCs, n * 4, cudaMemcpyHostToDevice));
-      CUSIM_CUDA_CHECK(cudaMemcpy(tb.data(), betas, n * 4, cudaMemcpyHostToDevice));
-      PackKernel<<<grid, kThreads>>>(tr.data(), tc.data(), tb.data(), n, d->rec.data());
+    cudaStream_t st = d->slots[0]->stream;
+    d->counter.reset(2, "MinHash column count");
+    d->hCounter.reserve(2, "MinHash column count");
+    uint64_t capacity = 1u << 12;
+    const uint64_t n = injected ? injected->size() : 0;
+    while (capacity < 2 * n) capacity *= 2;
+    if (capacity > (1ull << 31)) ThrowInvalid("more than 2^30 distinct columns on one GPU");
+    ResetMap(*d, st, capacity, 0);
+    GrowTables(*d, st, std::max<uint64_t>(1, n));
+    if (n) {
+      // Slots in the host's order: column injected->column(i) is slot i.
+      std::shared_lock<RwLock> read(injected->lock());
+      std::vector<uint32_t> cols(n);
+      std::vector<float> t[3];
+      for (auto& v : t) v.resize(n * samples);
+      for (uint64_t i = 0; i < n; ++i) {
+        cols[i] = injected->column(uint32_t(i));
+        std::memcpy(t[0].data() + i * samples, injected->rs(uint32_t(i)), samples * 4);
+        std::memcpy(t[1].data() + i * samples, injected->lnCs(uint32_t(i)), samples * 4);
+        std::memcpy(t[2].data() + i * samples, injected->betas(uint32_t(i)), samples * 4);
+      }
+      const uint64_t total = n * samples;
+      gpu::DeviceBuffer<float> tr(total, "MinHash injected rs"), tc(total, "MinHash injected lnCs"),
+          tb(total, "MinHash injected betas");
+      CUSIM_CUDA_CHECK(cudaMemcpy(tr.data(), t[0].data(), total * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(tc.data(), t[1].data(), total * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(tb.data(), t[2].data(), total * 4, cudaMemcpyHostToDevice));
+      CUSIM_CUDA_CHECK(cudaMemcpy(d->colOf.data(), cols.data(), n * 4, cudaMemcpyHostToDevice));
+      PackKernel<<<gpu::GridFor(total, kThreads, 1u << 20), kThreads>>>(tr.data(), tc.data(), tb.data(), total,
+                                                                       d->rec.data());
       CUSIM_LAUNCH_CHECK();
+      RebuildKernel<<<gpu::GridFor(n, kThreads, 0x7fffffffu), kThreads>>>(d->colOf.data(), uint32_t(n), d->table.data(),
+                                                                         d->tableMask, d->tableShift);
+      CUSIM_LAUNCH_CHECK();
+      GenBoundKernel<<<gpu::GridFor(n * d->boundStride, kThreads, 1u << 20), kThreads>>>(
+          d->rec.data(), 0, uint32_t(n), samples, d->boundStride, d->bound.data());
+      CUSIM_LAUNCH_CHECK();
+      d->hCounter.data()[0] = uint32_t(n), d->hCounter.data()[1] = 0;
+      CUSIM_CUDA_CHECK(cudaMemcpy(d->counter.data(), d->hCounter.data(), 2 * sizeof(unsigned), cudaMemcpyHostToDevice));
       CUSIM_CUDA_CHECK(cudaDeviceSynchronize());
-    } else {
-      GenParamsKernel<<<gpu::GridFor(dim, kThreads, 0x7fffffffu), kThreads>>>(seed, dim, samples, d->rec.data());
-      CUSIM_LAUNCH_CHECK();
+      d->count = uint32_t(n);
     }
-    GenBoundKernel<<<gpu::GridFor(nb, kThreads, 1u << 20), kThreads>>>(d->rec.data(), dim, samples, d->boundStride,
-                                                                         d->bound.data());
-    CUSIM_LAUNCH_CHECK();
-    CUSIM_CUDA_CHECK(cudaDeviceSynchronize());
-    for (int i = 0; i < kSlots; ++i) d->slots[i] = std::make_unique<Slot>();
     e->devs.push_back(std::move(d));
   }
   return e;
@@ -632,104 +722,72 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
 
 void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
               const CancelToken& cancel) {
-  const size_t nd = e.devs.size();
-  // Rows cut by nnz so every device gets about the same work.
-  const std::vector<uint64_t> cut = SplitRowsByNnz(m, rowStart, rowEnd, nd);
-  // Per device, kSlots host threads pull batches, so one batch's staging and
-  // copies overlap another's kernels. CUSIM_MINHASH_STREAMS=1 keeps one batch
-  // in flight per device: slower, but then each kernel has the GPU to itself
-  // and its CUDA-event time is the kernel's alone (the bench's kernel rate).
+  // CUSIM_MINHASH_STREAMS=1 keeps one batch in flight per device: slower, but
+  // then each kernel has the GPU to itself and its CUDA-event time is the
+  // kernel's alone (the bench's kernel rate).
   const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
   const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
-  std::vector<std::vector<Batch>> plans(nd);
-  std::vector<std::atomic<size_t>> next(nd);
-  std::vector<Need> needs(nd);
   const Kernel kernel = KernelFromEnv();
-  Direct direct;
-  {
-    gpu::DeviceGuard g(e.devs[0]->id);
-    auto pinned = [](const void* p) {
-      cudaPointerAttributes a;
-      if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-      }
-      return a.type == cudaMemoryTypeHost;
-    };
-    const uint64_t nz0 = m.indptr[rowStart];
-    direct.indices = pinned(m.indices + nz0);
-    direct.values = m.values && pinned(m.values + nz0);
-    direct.out = pinned(out);
-  }
-  for (size_t k = 0; k < nd; ++k) {
-    plans[k] = PlanBatches(m, cut[k], cut[k + 1], e.samples);
-    for (const Batch& b : plans[k]) needs[k].add(b);
-    next[k] = 0;
-  }
-  std::vector<Timing> timings(nd * kSlots);
-  std::vector<std::exception_ptr> errors(nd * kSlots);
-  std::atomic<bool> failed{false}, badInput{false};
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < nd; ++k) {
-    for (int t = 0; t < perDevice; ++t) {
-      threads.emplace_back([&, k, t] {
-        try {
-          Device& dev = *e.devs[k];
-          gpu::DeviceGuard g(dev.id);
-          for (;;) {
-            if (failed.load() || cancel.requested()) return;
-            const size_t i = next[k].fetch_add(1);
-            if (i >= plans[k].size()) return;
-            const int s = dev.Acquire();
-            try {
-              RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel, direct, out,
-                       &timings[k * kSlots + t]);
-            } catch (...) {
-              dev.Release(s);
-              throw;
-            }
-            dev.Release(s);
-          }
-        } catch (const BadInput&) {
-          badInput = true;
-          failed = true;
-        } catch (...) {
-          errors[k * kSlots + t] = std::current_exception();
-          failed = true;
-        }
-      });
-    }
-  }
-  for (auto& th : threads) th.join();
-  if (badInput) {
+  std::vector<Pipe*> pipes;
+  for (auto& d : e.devs) pipes.push_back(d.get());
+  const bool bad = RunBatches(
+      pipes, m, rowStart, rowEnd, out, 2 * e.samples, true, perDevice,
+      [&](size_t k, Slot& sl, const BatchJob& job, Timing* t) {
+        RunBatch(*e.devs[k], sl, job, e.seed, e.injected != nullptr, kernel, t);
+      },
+      timing, cancel);
+  if (bad) {
     // The full checks name the first bad element of the slice, whichever batch met one.
     CsrView part = m;
     part.rows = rowEnd - rowStart;
     part.indptr = m.indptr + rowStart;
     ValidateCsr(part, "matrix");
     RejectInfiniteWeights(part, "matrix");
+    if (e.injected) e.injected->Ensure(m, rowStart, rowEnd, cancel, "matrix");
     ThrowInvalid("matrix has an out-of-range column or an infinite weight");
-  }
-  for (auto& err : errors)
-    if (err) std::rethrow_exception(err);
-  cancel.check();
-  for (const Timing& t : timings) {
-    timing->kernelMs += t.kernelMs, timing->transferMs += t.transferMs;
-    timing->stageInMs += t.stageInMs, timing->waitMs += t.waitMs, timing->stageOutMs += t.stageOutMs;
   }
 }
 
-void DeviceParamsCuda(CudaEngine& e, size_t slot, float* rs, float* lnCs, float* betas) {
+void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs,
+                      float* betas) {
   Device& d = *e.devs.at(slot);
   gpu::DeviceGuard g(d.id);
-  const uint64_t n = uint64_t(e.dim) * e.samples;
-  gpu::DeviceBuffer<float> tr, tc, tb;
-  tr.reset(n, "MinHash rs copy"), tc.reset(n, "MinHash lnCs copy"), tb.reset(n, "MinHash betas copy");
-  UnpackKernel<<<gpu::GridFor(n, kThreads, 1u << 20), kThreads>>>(d.rec.data(), n, tr.data(), tc.data(), tb.data());
+  if (n == 0) return;
+  if (e.injected) e.injected->Gather(cols, n, rs, lnCs, betas);  // names a column without parameters
+  const int s = d.Acquire();
+  struct Give {
+    Device& d;
+    int s;
+    ~Give() { d.Release(s); }
+  } give{d, s};
+  Slot& sl = *d.slots[s];
+  cudaStream_t st = sl.stream;
+  gpu::DeviceBuffer<uint32_t> dc(n, "MinHash parameter columns"), ds(n, "MinHash parameter slots");
+  gpu::DeviceBuffer<float> tr(n * e.samples, "MinHash rs copy"), tc(n * e.samples, "MinHash lnCs copy"),
+      tb(n * e.samples, "MinHash betas copy");
+  gpu::DeviceBuffer<unsigned> flags(1, "MinHash lookup flags");
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(dc.data(), cols, n * 4, cudaMemcpyHostToDevice, st));
+  if (!e.injected) {
+    std::unique_lock<RwLock> write(d.lock);
+    AddColumns(d, st, dc.data(), n, e.dim, e.seed);
+  }
+  std::shared_lock<RwLock> read(d.lock);
+  CUSIM_CUDA_CHECK(cudaMemsetAsync(flags.data(), 0, sizeof(unsigned), st));
+  LookupKernel<<<gpu::GridFor(n, kThreads, 1u << 16), kThreads, 0, st>>>(dc.data(), n, e.dim, d.table.data(),
+                                                                        d.tableMask, d.tableShift, ds.data(),
+                                                                        flags.data());
   CUSIM_LAUNCH_CHECK();
-  CUSIM_CUDA_CHECK(cudaMemcpy(rs, tr.data(), n * 4, cudaMemcpyDeviceToHost));
-  CUSIM_CUDA_CHECK(cudaMemcpy(lnCs, tc.data(), n * 4, cudaMemcpyDeviceToHost));
-  CUSIM_CUDA_CHECK(cudaMemcpy(betas, tb.data(), n * 4, cudaMemcpyDeviceToHost));
+  UnpackKernel<<<gpu::GridFor(n * e.samples, kThreads, 1u << 20), kThreads, 0, st>>>(d.rec.data(), ds.data(), n,
+                                                                                     e.samples, tr.data(), tc.data(),
+                                                                                     tb.data());
+  CUSIM_LAUNCH_CHECK();
+  unsigned hf = 0;
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(&hf, flags.data(), sizeof(unsigned), cudaMemcpyDeviceToHost, st));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(rs, tr.data(), n * e.samples * 4, cudaMemcpyDeviceToHost, st));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(lnCs, tc.data(), n * e.samples * 4, cudaMemcpyDeviceToHost, st));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(betas, tb.data(), n * e.samples * 4, cudaMemcpyDeviceToHost, st));
+  CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
+  if (hf) throw Error(kInternal, "deviceParameters: a column has no slot on GPU " + std::to_string(d.id));
 }
 
 }  // namespace minhash

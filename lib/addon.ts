@@ -8,6 +8,7 @@
 // When none loads, the error says whether no binary matched this host or one
 // matched and failed to load (with the loader's own message), and lists the
 // fixes that apply here.
+import { constants } from 'node:buffer';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
@@ -167,6 +168,9 @@ function packageVersion(): string {
   }
 }
 
+/** Elements one typed array can hold, and bytes Node wraps as external memory (2^32 on Node 20). */
+export const MAX_TYPED_LENGTH: number = constants.MAX_LENGTH;
+
 let cached: Native | undefined;
 let loadError: Error | undefined;
 
@@ -174,7 +178,7 @@ export function native(): Native {
   if (cached) return cached;
   if (loadError) throw loadError;
   try {
-    cached = loadAddon({
+    const n = loadAddon({
       host: currentHost(),
       root: packageRoot,
       version: packageVersion(),
@@ -188,6 +192,9 @@ export function native(): Native {
       },
       load: (file) => require(file) as Native,
     });
+    // Results above this many bytes cannot wrap native memory (see napi_util.h).
+    n.setMaxTypedLength?.(MAX_TYPED_LENGTH);
+    cached = n;
     return cached;
   } catch (e) {
     loadError = e as Error;

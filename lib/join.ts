@@ -1,11 +1,11 @@
 // Exact set similarity join: every pair of sets whose similarity reaches a
 // threshold, with no misses (PPJoin / AllPairs on the CPU, fgssjoin-style
 // index-filter-verify on the GPU).
-import { native } from './addon.js';
+import { MAX_TYPED_LENGTH, native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkEnum, checkInt, checkNumber, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
-import { typeError } from './errors.js';
+import { rangeError, typeError } from './errors.js';
 
 export type JoinMeasure = 'jaccard' | 'cosine' | 'dice' | 'overlap';
 const MEASURES: readonly JoinMeasure[] = ['jaccard', 'cosine', 'dice', 'overlap'];
@@ -30,6 +30,12 @@ export interface JoinOptions {
   blockSize?: number;
   /** CPU algorithm; both are exact. Default 'ppjoin'. */
   algorithm?: 'ppjoin' | 'allpairs';
+  /**
+   * tuning.maxChunkPairs: the most verified pairs one streamed CPU chunk holds
+   * (default 2^26, so a chunk's arrays stay far from a typed array's limit);
+   * a probe step that verifies more hands them out over several chunks.
+   */
+  tuning?: { maxChunkPairs?: number };
   device?: number;
   signal?: AbortSignal;
 }
@@ -83,6 +89,8 @@ function normalize(sets: unknown, options: unknown): Normalized {
   const against = o.against === undefined ? undefined : toCsr(o.against, 'options.against', { values: 'ignore' });
   const algorithm = o.algorithm === undefined ? 'ppjoin' : checkEnum(o.algorithm, 'options.algorithm', ['ppjoin', 'allpairs'] as const);
   const blockSize = o.blockSize === undefined ? 0 : checkInt(o.blockSize, 'options.blockSize', 1, 0x7fffffff);
+  if (o.tuning !== undefined && !isObject(o.tuning)) throw typeError(`options.tuning must be an object, got ${describeValue(o.tuning)}`);
+  const maxChunkPairs = checkInt(o.tuning?.maxChunkPairs ?? 2 ** 26, 'options.tuning.maxChunkPairs', 1, 0xffffffff);
   const requested = o.backend ?? 'auto';
   let backend = resolveBackend(requested, 'options.backend');
   const forced = process.env.CUSIM_BACKEND;
@@ -97,7 +105,7 @@ function normalize(sets: unknown, options: unknown): Normalized {
     measure,
     threshold,
     backend,
-    native: { measure: MEASURES.indexOf(measure), threshold, backend, algorithm, blockSize, devices },
+    native: { measure: MEASURES.indexOf(measure), threshold, backend, algorithm, blockSize, maxChunkPairs, devices },
   };
 }
 
@@ -139,6 +147,11 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
   for await (const c of chunksOf(n, options.signal)) {
     chunks.push(c);
     total += c.left.length;
+    if (total > MAX_TYPED_LENGTH) {
+      throw rangeError(
+        `the join has more than ${MAX_TYPED_LENGTH} pairs, more than one typed array holds; consume them with similarityJoinStream`,
+      );
+    }
     candidates += c.candidates;
     kernelMs += c.kernelMs;
   }

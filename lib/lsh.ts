@@ -1,9 +1,10 @@
-// MinHash LSH over weighted-MinHash signatures: banding, candidate pairs,
-// verified duplicate groups, and the one-call dedup pipeline.
-import { native } from './addon.js';
+// MinHash LSH over MinHash signatures (weighted or classic): banding,
+// candidate pairs, verified duplicate groups, and the one-call dedup pipeline.
+import { MAX_TYPED_LENGTH, native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { disposedError, rangeError, typeError } from './errors.js';
+import { MinHash } from './classic-minhash.js';
 import { WeightedMinHash } from './minhash.js';
 import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
@@ -68,10 +69,25 @@ function checkWeights(w: unknown): [number, number] {
   return [fp, fn];
 }
 
+/**
+ * Which signatures an index holds: 'weighted' (WeightedMinHash: two words,
+ * (k*, t*), per sample) or 'classic' (MinHash: one word per sample).
+ */
+export type SignatureKind = 'weighted' | 'classic';
+
 export type MinHashLSHOptions = (
   | { threshold: number; samples?: number; weights?: readonly [number, number]; bands?: undefined; rows?: undefined }
   | { bands: number; rows: number; samples?: number; threshold?: number; weights?: undefined }
-) & { backend?: BackendOption; devices?: 'all' | number[] };
+) & {
+  backend?: BackendOption;
+  devices?: 'all' | number[];
+  /**
+   * The signature layout. When absent, the first insert decides it from its
+   * length (ids.length × samples words: 'classic'; × samples × 2: 'weighted');
+   * until then query() reads weighted signatures.
+   */
+  kind?: SignatureKind;
+};
 
 export type Verify = 'none' | 'estimate' | 'exact';
 
@@ -109,11 +125,15 @@ export interface GroupsOptions {
 }
 
 const SENTINEL = 0xffffffff;
+const WIDTH: Record<SignatureKind, number> = { weighted: 2, classic: 1 };
 
 /**
- * Banded LSH index over weighted-MinHash signatures (samples (k, t) pairs per
- * row). Band keys are 64-bit hashes of each band's r pairs, one table per
- * band. Rows whose samples are all the empty-row sentinel never match.
+ * Banded LSH index over MinHash signatures: weighted (samples (k, t) pairs
+ * per row) or classic (samples words per row), see `kind`. Band keys are
+ * 64-bit hashes of each band's r samples, one table per band. Rows whose
+ * words are all the empty-row sentinel (0xFFFFFFFF) never match. With 'exact'
+ * verification, weighted rows are compared by weighted Jaccard and classic
+ * rows by the Jaccard of their sets of columns (weights ignored).
  * Candidate pairs, groups and queries are computed in batch over everything
  * inserted so far; the bucketing (band hashing, radix sort, pair emission,
  * sort + unique, signature agreement) runs on the GPU with backend 'cuda';
@@ -134,6 +154,7 @@ export class MinHashLSH implements Disposable {
   readonly threshold: number;
   readonly backend: Backend;
   readonly #devices: number[] | undefined;
+  #kind: SignatureKind | undefined;
   #idChunks: Uint32Array<ArrayBufferLike>[] = [];
   // Native copies (native().stageArray): calls read them in place, and no
   // caller's array is read after insert() returns.
@@ -168,6 +189,12 @@ export class MinHashLSH implements Disposable {
     }
     this.backend = resolveBackend(o.backend);
     this.#devices = resolveDevices(o.devices);
+    this.#kind = o.kind === undefined ? undefined : checkEnum(o.kind, 'kind', ['weighted', 'classic'] as const);
+  }
+
+  /** The signature layout: set by options.kind or by the first insert; undefined until then. */
+  get kind(): SignatureKind | undefined {
+    return this.#kind;
   }
 
   /** Number of inserted rows. */
@@ -183,12 +210,13 @@ export class MinHashLSH implements Disposable {
     if (this.#disposed) throw disposedError('MinHashLSH');
   }
 
-  #sigs(signatures: unknown, rows: number | undefined, name: string): Uint32Array {
+  #sigs(signatures: unknown, rows: number | undefined, name: string, kind: SignatureKind = this.#kind ?? 'weighted'): Uint32Array {
     if (!(signatures instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(signatures)}`);
-    const per = this.samples * 2;
+    const width = WIDTH[kind];
+    const per = this.samples * width;
     if (rows === undefined ? signatures.length % per !== 0 : signatures.length !== rows * per) {
       throw rangeError(
-        `${name} has length ${signatures.length} but ${rows === undefined ? 'a multiple of' : `${rows} rows ×`} samples * 2 = ${per} was expected`,
+        `${name} has length ${signatures.length} but ${rows === undefined ? 'a multiple of' : `${rows} rows ×`} samples * ${width} = ${per} was expected`,
       );
     }
     return signatures;
@@ -203,7 +231,9 @@ export class MinHashLSH implements Disposable {
     this.#check();
     if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
-    const sig = this.#sigs(signatures, n, 'signatures');
+    const kind =
+      this.#kind ?? (n > 0 && signatures instanceof Uint32Array && signatures.length === n * this.samples ? 'classic' : 'weighted');
+    const sig = this.#sigs(signatures, n, 'signatures', kind);
     let idCopy: Uint32Array;
     if (ids instanceof Uint32Array) {
       idCopy = ids.slice();
@@ -217,6 +247,7 @@ export class MinHashLSH implements Disposable {
     }
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
+    this.#kind = kind;
     this.#idChunks.push(idCopy);
     this.#sigChunks.push(native().stageArray([sig]) as Staged);
     this.#size += n;
@@ -246,7 +277,8 @@ export class MinHashLSH implements Disposable {
   }
 
   #nativeOptions(extra: Record<string, unknown> = {}): Record<string, unknown> {
-    return { samples: this.samples, bands: this.bands, rows: this.rows, backend: this.backend, devices: this.#devices, ...extra };
+    const width = WIDTH[this.#kind ?? 'weighted'];
+    return { samples: this.samples, bands: this.bands, rows: this.rows, width, backend: this.backend, devices: this.#devices, ...extra };
   }
 
   /** Candidate ids per query row (sharing at least one band), deduplicated and ascending. */
@@ -277,7 +309,7 @@ export class MinHashLSH implements Disposable {
     const threshold =
       options.threshold === undefined ? this.threshold : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
     let matrix: CsrMatrix | undefined;
-    if (options.matrix !== undefined) matrix = toCsr(options.matrix, 'matrix');
+    if (options.matrix !== undefined) matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
     if (verify === 'exact') {
       if (matrix === undefined) throw typeError("matrix is required for verify 'exact'");
       const { ids } = this.#state();
@@ -332,19 +364,27 @@ function mergeUnique(sorted: Uint32Array<ArrayBufferLike>, ids: Uint32Array<Arra
   return out;
 }
 
-/** True when every sample of signature row `i` is the empty-row sentinel. */
-export function isEmptySignature(signatures: Uint32Array, samples: number, i: number): boolean {
+/** True when every word of signature row `i` is the empty-row sentinel (0xFFFFFFFF). */
+export function isEmptySignature(signatures: Uint32Array, samples: number, i: number, kind: SignatureKind = 'weighted'): boolean {
   if (!(signatures instanceof Uint32Array)) throw typeError(`signatures must be a Uint32Array, got ${describe(signatures)}`);
   checkInt(samples, 'samples', 1, 1 << 20);
-  const rows = Math.floor(signatures.length / (2 * samples));
+  const per = WIDTH[checkEnum(kind, 'kind', ['weighted', 'classic'] as const)] * samples;
+  const rows = Math.floor(signatures.length / per);
   // An out-of-range row reads undefined, which is not the sentinel: a silent false.
-  if (rows === 0) throw rangeError(`signatures has length ${signatures.length}, less than one row of samples * 2 = ${2 * samples}`);
+  if (rows === 0) throw rangeError(`signatures has length ${signatures.length}, less than one row of ${per} words`);
   checkInt(i, 'i', 0, rows - 1);
-  for (let s = 0; s < 2 * samples; s++) if (signatures[i * 2 * samples + s] !== SENTINEL) return false;
+  for (let s = 0; s < per; s++) if (signatures[i * per + s] !== SENTINEL) return false;
   return true;
 }
 
 export interface DedupOptions {
+  /**
+   * 'weighted' (default): WeightedMinHash over the matrix's weights, verified
+   * by weighted Jaccard. 'classic': MinHash over each row's set of columns
+   * (weights ignored; cols up to 2^32, so columns may be token hashes),
+   * verified by set Jaccard.
+   */
+  method?: SignatureKind;
   threshold?: number;
   /** LSH [fpWeight, fnWeight]; weigh false negatives more for recall near the threshold. */
   weights?: readonly [number, number];
@@ -354,7 +394,7 @@ export interface DedupOptions {
   backend?: BackendOption;
   devices?: 'all' | number[];
   signal?: AbortSignal;
-  /** Return the signatures too (rows × samples × 2). */
+  /** Return the signatures too (rows × samples × 2 weighted, rows × samples classic). */
   returnSignatures?: boolean;
 }
 
@@ -366,22 +406,28 @@ export interface DedupResult {
 }
 
 /**
- * Near-duplicate groups of a weighted sparse matrix in one call: weighted
- * MinHash, LSH tuned to `threshold`, and verification at that threshold.
- * Row i has id i. Empty rows (no positive weight) are never grouped.
+ * Near-duplicate groups of a sparse matrix in one call: MinHash (weighted, or
+ * classic over sets with `method: 'classic'`), LSH tuned to `threshold`, and
+ * verification at that threshold. Row i has id i. Empty rows (no positive
+ * weight; classic: no column) are never grouped.
  */
 export async function dedup(matrix: CsrMatrix, options: DedupOptions = {}): Promise<DedupResult> {
   if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
-  const m = toCsr(matrix, 'matrix');
+  const method = checkEnum(options.method ?? 'weighted', 'method', ['weighted', 'classic'] as const);
+  const m = toCsr(matrix, 'matrix', { maxCols: method === 'classic' ? 2 ** 32 : 0xffffffff });
   const threshold = checkNumber(options.threshold ?? 0.9, 'threshold', { min: 0, max: 1, minExclusive: true });
   if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
   const samples = checkInt(options.samples ?? 128, 'samples', 1, 1 << 20);
   const verify = checkEnum(options.verify ?? 'exact', 'verify', ['none', 'estimate', 'exact'] as const);
-  const wmh = new WeightedMinHash({ dim: m.cols, samples, seed: options.seed ?? 1, backend: options.backend, devices: options.devices });
+  const { backend, devices } = options;
+  const wmh =
+    method === 'classic'
+      ? new MinHash({ samples, seed: options.seed ?? 1, backend, devices })
+      : new WeightedMinHash({ dim: m.cols, samples, seed: options.seed ?? 1, backend, devices });
   let lsh: MinHashLSH | undefined;
   try {
     const signatures = await wmh.hash(m, { signal: options.signal });
-    lsh = new MinHashLSH({ threshold, samples, weights: options.weights, backend: options.backend, devices: options.devices });
+    lsh = new MinHashLSH({ threshold, samples, weights: options.weights, backend, devices, kind: method });
     const ids = new Uint32Array(m.rows);
     for (let i = 0; i < ids.length; i++) ids[i] = i;
     lsh.insert(ids, signatures);

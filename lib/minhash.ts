@@ -8,7 +8,7 @@
 //   means every stored entry weighs 1;
 // - a row with no positive weight gets the sentinel (0xFFFFFFFF, 0xFFFFFFFF)
 //   in every sample, and estimates 0 against anything.
-import { native, type Native } from './addon.js';
+import { MAX_TYPED_LENGTH, native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
@@ -23,13 +23,19 @@ export interface WeightedMinHashOptions {
   devices?: 'all' | number[];
 }
 
+/**
+ * Parameter tables in [samples][n] layout (datasketch's [samples][dim] when
+ * the columns are 0..dim-1): entry s * n + i belongs to column columns[i].
+ */
 export interface MinHashParameters {
-  /** [samples][dim], Gamma(2, 1) */
+  /** [samples][n], Gamma(2, 1) */
   rs: Float32Array;
-  /** [samples][dim], ln of Gamma(2, 1) */
+  /** [samples][n], ln of Gamma(2, 1) */
   lnCs: Float32Array;
-  /** [samples][dim], uniform in (0, 1] */
+  /** [samples][n], uniform in (0, 1] */
   betas: Float32Array;
+  /** The n columns the tables hold, in table order; absent means 0..dim-1. */
+  columns?: Uint32Array;
 }
 
 export interface HashOptions {
@@ -66,14 +72,61 @@ function checkSamples(v: unknown, name = 'samples'): number {
   return checkInt(v, name, 1, MAX_SAMPLES);
 }
 
-export class WeightedMinHash extends NativeResource {
-  readonly dim: number;
+/** What WeightedMinHash and MinHash share: the native object, hash calls, their timings and streams. */
+export abstract class MinHashBase extends NativeResource {
   readonly samples: number;
-  readonly seed: number;
   readonly backend: Backend;
   readonly devices: number[];
   /** CUDA-event timings of the most recent hash() call. */
   lastTiming: HashTiming = { kernelMs: 0, transferMs: 0 };
+
+  protected constructor(h: Native, what: string, samples: number, backend: Backend) {
+    super(h, what);
+    this.samples = samples;
+    this.backend = backend;
+    this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
+  }
+
+  /** The matrix checked for this engine, and the output words per row. */
+  protected abstract prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number };
+
+  /**
+   * Signatures of rows [rowStart, rowEnd), row-major, wordsPerRow uint32 per
+   * row (see the class for the layout). Slicing copies nothing.
+   */
+  async hash(matrix: CsrMatrix, options: HashOptions = {}): Promise<Uint32Array> {
+    const r = await this.hashTimed(matrix, options);
+    this.lastTiming = { kernelMs: r.kernelMs, transferMs: r.transferMs };
+    return r.signatures;
+  }
+
+  /** hash() plus the CUDA-event timings of this call. */
+  async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
+    const h = this.handle;
+    const { m, wordsPerRow } = this.prepare(matrix);
+    return callHash(h, m, options, wordsPerRow);
+  }
+
+  /**
+   * Signatures of each chunk, in order. The next chunk's call is issued before
+   * the previous one is awaited, so its staging and copies overlap the
+   * previous chunk's kernels. Each call copies its chunk before the source is
+   * asked for the next, so a source may refill one buffer for every chunk.
+   */
+  hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
+    checkOptions(options);
+    checkSignal(options.signal);
+    return streamHashes(source, (m) => this.hash(m, { signal: options.signal }));
+  }
+}
+
+/**
+ * Signatures are rows × samples × 2 uint32: (k*, t*) per sample, with t* an
+ * int32 cast to uint32.
+ */
+export class WeightedMinHash extends MinHashBase {
+  readonly dim: number;
+  readonly seed: number;
 
   constructor(options: WeightedMinHashOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -84,24 +137,26 @@ export class WeightedMinHash extends NativeResource {
     const devices = backend === 'cuda' ? resolveDevices(options.devices ?? 'all') : undefined;
     const extra = (options as { _tables?: MinHashParameters })._tables;
     const h: Native = new (native().WeightedMinHashNative)({ dim, samples, seed, backend, devices, ...(extra ?? {}) });
-    super(h, 'WeightedMinHash');
+    super(h, 'WeightedMinHash', samples, backend);
     this.dim = dim;
-    this.samples = samples;
     this.seed = seed;
-    this.backend = backend;
-    this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
   }
 
-  /** Uses given tables ([samples][dim], datasketch's layout) instead of the seed. */
+  /**
+   * Uses given tables instead of the seed: [samples][dim] (datasketch's
+   * layout), or with `columns`, [samples][columns.length] for just those
+   * columns (any dim up to 2^32 - 1); hashing any other column is then a RangeError.
+   */
   static fromParameters(p: MinHashParameters & { dim: number; samples: number; backend?: BackendOption; devices?: 'all' | number[] }): WeightedMinHash {
     if (!isObject(p)) throw typeError(`parameters must be an object, got ${describe(p)}`);
     const dim = checkInt(p.dim, 'dim', 1, 0xffffffff);
     const samples = checkSamples(p.samples);
-    const n = dim * samples;
+    const columns = p.columns === undefined ? undefined : checkColumnList(p.columns, 'columns', dim, true);
+    const n = (columns?.length ?? dim) * samples;
     for (const k of ['rs', 'lnCs', 'betas'] as const) {
       const a = p[k];
       if (!(a instanceof Float32Array)) throw typeError(`${k} must be a Float32Array, got ${describe(a)}`);
-      if (a.length !== n) throw rangeError(`${k} has length ${a.length} but samples * dim = ${n}`);
+      if (a.length !== n) throw rangeError(`${k} has length ${a.length} but samples * ${columns ? 'columns.length' : 'dim'} = ${n}`);
     }
     // Non-finite entries (or r <= 0, which divides by zero) give every row
     // the empty sentinel or garbage samples, silently.
@@ -113,86 +168,139 @@ export class WeightedMinHash extends NativeResource {
         }
       }
     }
-    const options = { dim, samples, backend: p.backend, devices: p.devices, _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas } };
+    const options = { dim, samples, backend: p.backend, devices: p.devices, _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas, columns } };
     return new WeightedMinHash(options as WeightedMinHashOptions);
   }
 
-  /**
-   * Signatures of rows [rowStart, rowEnd): rows × samples × 2 uint32, (k*, t*)
-   * per sample with t* an int32 cast to uint32. Slicing copies nothing.
-   */
-  async hash(matrix: CsrMatrix, options: HashOptions = {}): Promise<Uint32Array> {
-    const r = await this.#hash(matrix, options);
-    this.lastTiming = { kernelMs: r.kernelMs, transferMs: r.transferMs };
-    return r.signatures;
-  }
-
-  /** hash() plus the CUDA-event timings of this call. */
-  async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
-    return this.#hash(matrix, options);
-  }
-
-  #hash(matrix: CsrMatrix, options: HashOptions): Promise<{ signatures: Uint32Array } & HashTiming> {
-    const h = this.handle;
+  protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
     const m = toCsr(matrix, 'matrix');
     if (m.cols !== this.dim) throw rangeError(`matrix.cols is ${m.cols} but this WeightedMinHash was built for dim=${this.dim}`);
-    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
-    const signal = (options as HashOptions).signal;
-    const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
-    const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
-    const out = options.out;
-    const need = (rowEnd - rowStart) * this.samples * 2;
-    if (out !== undefined) {
-      if (!(out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(out)}`);
-      if (out.length < need) throw rangeError(`out has length ${out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
-    }
-    type Raw = { signatures: Uint32Array } & HashTiming;
-    const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
-    return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
+    return { m, wordsPerRow: this.samples * 2 };
   }
 
   /**
-   * Signatures of each chunk, in order. The next chunk's call is issued before
-   * the previous one is awaited, so its staging and copies overlap the
-   * previous chunk's kernels. Each call copies its chunk before the source is
-   * asked for the next, so a source may refill one buffer for every chunk.
+   * The random tables of `columns` (default every column, 0..dim-1, which
+   * must fit a typed array: pass the columns wanted when dim is large), in
+   * [samples][n] layout (datasketch's). Computing them caches nothing.
    */
-  async *hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
-    if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
-      throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
-    }
-    checkOptions(options);
-    checkSignal(options.signal);
-    let pending: Promise<Uint32Array> | undefined;
-    try {
-      for await (const chunk of source) {
-        const next = this.hash(chunk, { signal: options.signal });
-        // Rejections surface when awaited below; this only silences the
-        // unhandled-rejection warning while the previous chunk is awaited.
-        next.catch(() => {});
-        if (pending) yield await pending;
-        pending = next;
-      }
-      if (pending) {
-        const last = pending;
-        pending = undefined;
-        yield await last;
-      }
-    } finally {
-      // Wait out a call still in flight so no work outlives the consumer.
-      if (pending) await pending.catch(() => {});
-    }
+  parameters(options: { columns?: Uint32Array | readonly number[] } = {}): MinHashParameters & { columns: Uint32Array } {
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const h = this.handle;
+    const cols = options.columns === undefined ? undefined : checkColumnList(options.columns, 'columns', this.dim, false);
+    return h.parameters(cols) as MinHashParameters & { columns: Uint32Array };
   }
 
-  /** The random tables in [samples][dim] layout (datasketch's). */
-  parameters(): MinHashParameters {
-    return this.handle.parameters() as MinHashParameters;
-  }
-
-  /** Tables as generated on the i-th device in use (tests compare them with the CPU's). */
-  deviceParameters(slot = 0): MinHashParameters {
+  /** Tables as held by the i-th device in use (tests compare them with the CPU's); as parameters(). */
+  deviceParameters(slot = 0, options: { columns?: Uint32Array | readonly number[] } = {}): MinHashParameters & { columns: Uint32Array } {
     checkInt(slot, 'slot', 0, Math.max(0, this.devices.length - 1));
-    return this.handle.deviceParameters(slot) as MinHashParameters;
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const h = this.handle;
+    const cols = options.columns === undefined ? undefined : checkColumnList(options.columns, 'columns', this.dim, false);
+    return h.deviceParameters(slot, cols) as MinHashParameters & { columns: Uint32Array };
+  }
+}
+
+/** Column ids < dim as a Uint32Array; `distinct` rejects repeats. */
+function checkColumnList(v: unknown, name: string, dim: number, distinct: boolean): Uint32Array {
+  if (!(v instanceof Uint32Array) && !Array.isArray(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
+  const out = v instanceof Uint32Array ? v : new Uint32Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const c = v[i] as number;
+    if (!Number.isInteger(c) || c < 0 || c >= dim) throw rangeError(`${name}[${i}]=${c} is out of range for dim=${dim}`);
+    out[i] = c;
+  }
+  if (distinct) {
+    const sorted = out.slice().sort();
+    for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) throw rangeError(`${name} repeats column ${sorted[i]}`);
+  }
+  return out;
+}
+
+/**
+ * A result array of `length` uint32, or undefined to let the native layer
+ * allocate it. Node wraps native memory only up to MAX_TYPED_LENGTH bytes, so
+ * a larger result is allocated here, in JavaScript memory, and filled in
+ * place (no copy); past MAX_TYPED_LENGTH elements no typed array holds it.
+ */
+export function largeOutput(length: number, what: string): Uint32Array | undefined {
+  if (length > MAX_TYPED_LENGTH) {
+    throw rangeError(
+      `the ${what} would hold ${length} elements, more than one typed array holds (${MAX_TYPED_LENGTH}); ` +
+        'hash fewer rows per call (rowStart/rowEnd, or hashStream over rowChunks(matrix, rows))',
+    );
+  }
+  if (length * 4 <= MAX_TYPED_LENGTH) return undefined;
+  try {
+    return new Uint32Array(length);
+  } catch {
+    throw Object.assign(new Error(`could not allocate the ${what} (${length * 4} bytes) in JavaScript memory`), { code: 'CUSIM_OUT_OF_MEMORY' });
+  }
+}
+
+/**
+ * One native hash call over rows [rowStart, rowEnd) of a checked matrix, with
+ * `wordsPerRow` output words per row (WeightedMinHash and MinHash share it).
+ */
+function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: number): Promise<{ signatures: Uint32Array } & HashTiming> {
+  if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+  const signal = (options as HashOptions).signal;
+  const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
+  const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
+  const need = (rowEnd - rowStart) * wordsPerRow;
+  if (options.out !== undefined) {
+    if (!(options.out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(options.out)}`);
+    if (options.out.length < need) throw rangeError(`out has length ${options.out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
+  }
+  const out = options.out ?? largeOutput(need, 'signatures');
+  type Raw = { signatures: Uint32Array } & HashTiming;
+  const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
+  return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
+}
+
+/**
+ * hash() of each chunk of `source`, in order, the next call issued before the
+ * previous one is awaited so its staging and copies overlap the previous
+ * chunk's kernels.
+ */
+async function* streamHashes(
+  source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
+  hash: (m: CsrMatrix) => Promise<Uint32Array>,
+): AsyncGenerator<Uint32Array> {
+  if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
+    throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
+  }
+  let pending: Promise<Uint32Array> | undefined;
+  try {
+    for await (const chunk of source) {
+      const next = hash(chunk);
+      // Rejections surface when awaited below; this only silences the
+      // unhandled-rejection warning while the previous chunk is awaited.
+      next.catch(() => {});
+      if (pending) yield await pending;
+      pending = next;
+    }
+    if (pending) {
+      const last = pending;
+      pending = undefined;
+      yield await last;
+    }
+  } finally {
+    // Wait out a call still in flight so no work outlives the consumer.
+    if (pending) await pending.catch(() => {});
+  }
+}
+
+/**
+ * Views of `matrix`'s rows in chunks of at most `rows` rows, sharing its
+ * arrays (no copy): feed them to hashStream when one call's output would be
+ * too large for one array.
+ */
+export function* rowChunks(matrix: CsrMatrix, rows: number): Generator<CsrMatrix> {
+  const m = toCsr(matrix, 'matrix', { maxCols: 2 ** 32 });
+  checkInt(rows, 'rows', 1);
+  for (let a = 0; a < m.rows; a += rows) {
+    const b = Math.min(m.rows, a + rows);
+    yield { rows: b - a, cols: m.cols, indptr: m.indptr.subarray(a, b + 1), indices: m.indices, values: m.values };
   }
 }
 

@@ -145,12 +145,17 @@ function toF32(v: unknown, name: string): Float32Array {
 
 /**
  * Validates and normalizes a CSR matrix. `values: 'ignore'` drops weights
- * (set inputs); `'optional'` keeps them when present.
+ * (set inputs); `'optional'` keeps them when present. `maxCols` is 2^32 - 1
+ * unless a consumer takes any uint32 as a column (token hashes: 2^32).
  */
-export function toCsr(m: unknown, name: string, { values = 'optional' }: { values?: 'optional' | 'ignore' } = {}): CsrMatrix {
+export function toCsr(
+  m: unknown,
+  name: string,
+  { values = 'optional', maxCols = 0xffffffff }: { values?: 'optional' | 'ignore'; maxCols?: number } = {},
+): CsrMatrix {
   if (!isObject(m)) throw typeError(`${name} must be a CsrMatrix { rows, cols, indptr, indices, values? }, got ${describe(m)}`);
   const rows = checkInt(m.rows, `${name}.rows`, 0, 0xfffffffe);
-  const cols = checkInt(m.cols, `${name}.cols`, 0, 0xffffffff);
+  const cols = checkInt(m.cols, `${name}.cols`, 0, maxCols);
   const indptr =
     m.indptr instanceof Int32Array || m.indptr instanceof Uint32Array ? m.indptr : toU32(m.indptr, `${name}.indptr`);
   const indices = toU32(m.indices, `${name}.indices`);

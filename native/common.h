@@ -37,6 +37,10 @@ struct Error : std::runtime_error {
 };
 
 [[noreturn]] void ThrowInvalid(const std::string& msg, const char* kind = "RangeError");
+// Elements one typed array holds (buffer.constants.MAX_LENGTH: 2^32 on Node
+// 20), so engines can refuse a result that could never reach JavaScript
+// before building it.
+uint64_t MaxTypedLength();
 [[noreturn]] void ThrowOutOfMemory(const std::string& what, uint64_t asked, uint64_t free_bytes);
 std::string FormatBytes(uint64_t bytes);
 

@@ -143,6 +143,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       uint64_t words = 0;
       if (__builtin_mul_overflow(x.rows, uint64_t(flyhash::OutStride(p, o)), &words) || words > (uint64_t(1) << 61))
         ThrowInvalid("X.rows * words per code overflows");
+      CheckTypedLength(words, "the FlyHash codes (X.rows x words per row)", "hash fewer rows per call");
       auto result = std::make_shared<HostBlock>();
       auto timing = std::make_shared<flyhash::Timing>();
       auto memory = memory_;
@@ -188,8 +189,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             if (words == 0) {
               r.Set("data", Napi::Uint32Array::New(env, 0));
             } else {
-              auto buf = Napi::ArrayBuffer::New(env, result->release(), words * 4,
-                                                [](Napi::Env, void* q) { std::free(q); });
+              CheckTypedLength(words, "the FlyHash codes", "hash fewer rows per call");
+              auto buf = ArrayBufferOver(env, result->release(), words * 4, [](void* q, void*) { std::free(q); }, nullptr);
               r.Set("data", Napi::Uint32Array::New(env, words, buf, 0));
             }
             r.Set("kernelMs", timing->kernelMs);

@@ -7,6 +7,7 @@
 #include "hamming.h"
 #include "napi_util.h"
 #include "owned.h"
+#include "uninit_vector.h"
 
 namespace cusim {
 namespace {
@@ -149,8 +150,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       CancelToken cancel = in->Cancel(o);
       const BitsView q = in->Bits(info[0], "queries");
       if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
-      auto ids = std::make_shared<std::vector<uint32_t>>(q.rows * k);
-      auto dist = std::make_shared<std::vector<uint16_t>>(q.rows * k);
+      CheckTypedLength(q.rows * uint64_t(k), "the k-NN results (queries.rows * k)", "search fewer queries per call");
+      // Filled by the search in the worker (a zero fill here would block the event loop).
+      auto ids = std::make_shared<UninitVector<uint32_t>>();
+      auto dist = std::make_shared<UninitVector<uint16_t>>();
       auto timing = std::make_shared<hamming::Timing>();
       auto memory = memory_;
       return RunAsync(
@@ -159,6 +162,8 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
             if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
+            ids->resize(q.rows * k);
+            dist->resize(q.rows * k);
             if (backend == Backend::Cpu) {
               if (ix.ewh)
                 hamming::SearchEwhCpu(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);

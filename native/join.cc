@@ -78,6 +78,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       const auto algo = StrPropOr(opts, "algorithm", "ppjoin") == "allpairs" ? join::Algorithm::AllPairs : join::Algorithm::PPJoin;
       const double bs = NumPropOr(opts, "blockSize", 0);
       if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
+      const double mc = NumPropOr(opts, "maxChunkPairs", double(1 << 26));
+      if (!(mc >= 1 && mc <= 4294967295.0) || mc != std::floor(mc)) ThrowInvalid("options.maxChunkPairs is out of range");
       const int device = DeviceFor(backend, opts);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(opts);
@@ -104,7 +106,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             log.Mark("prepare");
             cancel.check();
             if (backend == Backend::Cpu) {
-              state->joiner = join::MakeCpuJoiner(p, algo);
+              state->joiner = join::MakeCpuJoiner(p, algo, uint64_t(mc));
             } else {
 #ifdef CUSIM_WITH_CUDA
               state->joiner = join::MakeCudaJoiner(p, device, uint64_t(bs));
@@ -143,8 +145,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             if (chunk->block.data()) {
               // Four views of one block; the last view's buffer frees it.
               const size_t n = chunk->count;
-              auto buf = Napi::ArrayBuffer::New(env, chunk->block.release(), n * 16,
-                                                [](Napi::Env, void* q) { std::free(q); });
+              CheckTypedLength(n, "a join chunk");
+              auto buf = ArrayBufferOver(env, chunk->block.release(), n * 16, [](void* q, void*) { std::free(q); }, nullptr);
               r.Set("left", Napi::Uint32Array::New(env, n, buf, 0));
               r.Set("right", Napi::Uint32Array::New(env, n, buf, n * 4));
               r.Set("overlap", Napi::Uint32Array::New(env, n, buf, n * 8));

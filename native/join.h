@@ -131,7 +131,7 @@ struct Hit {
 
 // Applies Accept, maps sorted positions to input ids (self-join: left < right)
 // and sorts the chunk by (left, right).
-void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out);
+void Finalize(const Prepared& p, const Hit* hits, size_t count, Chunk* out);
 
 // Sorts parallel result arrays by (left, right) in place.
 void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::vector<uint32_t>& overlap,
@@ -147,7 +147,8 @@ class Joiner {
 
 enum class Algorithm { PPJoin, AllPairs };
 
-std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo);
+// maxChunk: the most pairs one CPU chunk holds (a step's surplus waits for the next Next()).
+std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo, uint64_t maxChunk);
 #ifdef CUSIM_WITH_CUDA
 std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize);
 #endif

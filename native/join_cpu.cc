@@ -28,9 +28,13 @@ constexpr uint32_t kPruned = 0xffffffffu;
 
 class CpuJoiner final : public Joiner {
  public:
-  CpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo) : p_(std::move(p)), algo_(algo) { BuildIndex(); }
+  CpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo, uint64_t maxChunk)
+      : p_(std::move(p)), algo_(algo), maxChunkHits_(maxChunk) {
+    BuildIndex();
+  }
 
   bool Next(Chunk* out, const CancelToken& cancel) override {
+    if (pendingAt_ < pending_.size()) return EmitPending(out);
     const uint64_t n = p_->probe.n();
     if (next_ >= n) return false;
     const uint64_t end = std::min<uint64_t>(n, next_ + step_);
@@ -53,12 +57,19 @@ class CpuJoiner final : public Joiner {
       s->hits.clear();
       s->candidates = 0;
     }
-    Finalize(*p_, hits, out);
     // Aim for chunks of a few million pairs whatever the output density.
     if (hits.size() > (4u << 20) && step_ > 64) step_ /= 2;
     else if (hits.size() < (1u << 20) && step_ < (1u << 20)) step_ *= 2;
     next_ = end;
-    return true;
+    if (hits.size() <= maxChunkHits_) {
+      Finalize(*p_, hits.data(), hits.size(), out);
+      return true;
+    }
+    // One step's hits past a chunk's cap (a few dense probes) leave in
+    // several chunks, so no chunk's arrays approach a typed array's limit.
+    pending_ = std::move(hits);
+    pendingAt_ = 0;
+    return EmitPending(out);
   }
 
  private:
@@ -170,12 +181,23 @@ class CpuJoiner final : public Joiner {
   std::vector<Scratch*> pool_, free_;
   uint64_t next_ = 0;
   uint64_t step_ = 4096;
+  uint64_t maxChunkHits_;
+  std::vector<Hit> pending_;
+  size_t pendingAt_ = 0;
+
+  bool EmitPending(Chunk* out) {
+    const size_t take = size_t(std::min<uint64_t>(maxChunkHits_, pending_.size() - pendingAt_));
+    Finalize(*p_, pending_.data() + pendingAt_, take, out);
+    pendingAt_ += take;
+    if (pendingAt_ == pending_.size()) std::vector<Hit>().swap(pending_), pendingAt_ = 0;
+    return true;
+  }
 };
 
 }  // namespace
 
-std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo) {
-  return std::make_unique<CpuJoiner>(std::move(p), algo);
+std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo, uint64_t maxChunk) {
+  return std::make_unique<CpuJoiner>(std::move(p), algo, maxChunk);
 }
 
 }  // namespace join

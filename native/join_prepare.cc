@@ -428,13 +428,13 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
   gather(sim);
 }
 
-void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out) {
+void Finalize(const Prepared& p, const Hit* hits, size_t count, Chunk* out) {
   const Collection& X = p.probe;
   const Collection& Y = p.indexed();
   // Two parallel passes over blocks of hits: count the accepted ones, then
   // write each block's at its offset, so the output order is the hits' order.
   constexpr size_t kBlock = 16384;
-  const size_t blocks = (hits.size() + kBlock - 1) / kBlock;
+  const size_t blocks = (count + kBlock - 1) / kBlock;
   std::vector<uint64_t> at(blocks + 1, 0);
   auto accept = [&](const Hit& h, double* s) {
     return Accept(p.bounds.m, p.bounds.t, X.size(h.x), Y.size(h.y), h.o, s);
@@ -443,7 +443,7 @@ void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out) {
     for (size_t blk = b; blk < e; blk++) {
       uint64_t c = 0;
       double s;
-      for (size_t i = blk * kBlock, end = std::min(hits.size(), i + kBlock); i < end; i++) c += accept(hits[i], &s);
+      for (size_t i = blk * kBlock, end = std::min(count, i + kBlock); i < end; i++) c += accept(hits[i], &s);
       at[blk + 1] = c;
     }
   });
@@ -456,7 +456,7 @@ void Finalize(const Prepared& p, const std::vector<Hit>& hits, Chunk* out) {
   ParallelFor(blocks, 1, [&](size_t b, size_t e) {
     for (size_t blk = b; blk < e; blk++) {
       size_t w = base + at[blk];
-      for (size_t i = blk * kBlock, end = std::min(hits.size(), i + kBlock); i < end; i++) {
+      for (size_t i = blk * kBlock, end = std::min(count, i + kBlock); i < end; i++) {
         const Hit& h = hits[i];
         double s;
         if (!accept(h, &s)) continue;

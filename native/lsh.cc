@@ -22,12 +22,22 @@ uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t h
   return uint32_t(v);
 }
 
-lsh::SigView SigArg(Inputs& in, const Napi::Value& v, uint32_t samples, uint64_t n, const char* name) {
+// n rows of samples x width words (width 2: weighted (k, t); 1: classic).
+lsh::SigView SigArg(Inputs& in, const Napi::Value& v, uint32_t samples, uint32_t width, uint64_t n, const char* name) {
   auto a = in.Array<uint32_t>(v, name, true);
-  if (a.length != n * samples * 2)
-    ThrowInvalid(std::string(name) + " has length " + std::to_string(a.length) + " but rows * samples * 2 = " +
-                 std::to_string(n * samples * 2));
-  return lsh::SigView{a.data, n, samples};
+  lsh::SigView s;
+  s.n = n, s.samples = samples, s.width = width;
+  if (a.length != n * s.words())
+    ThrowInvalid(std::string(name) + " has length " + std::to_string(a.length) + " but rows * samples * " +
+                 std::to_string(width) + " = " + std::to_string(n * s.words()));
+  s.data = a.data;
+  return s;
+}
+
+uint32_t WidthProp(const Napi::Object& o) {
+  const double w = NumPropOr(o, "width", 2);
+  if (w != 1 && w != 2) ThrowInvalid("width must be 1 (classic signatures) or 2 (weighted)");
+  return uint32_t(w);
 }
 
 lsh::Params ParamsArg(const Napi::Object& o, uint32_t samples) {
@@ -42,6 +52,7 @@ lsh::Params ParamsArg(const Napi::Object& o, uint32_t samples) {
 Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts, Inputs& in) {
   Common c;
   const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
+  const uint32_t width = WidthProp(opts);
   c.params = ParamsArg(opts, samples);
   Backend backend = BackendProp(opts);
   if (backend == Backend::Cpu) {
@@ -58,7 +69,7 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts, Inpu
   in.ForGpu(backend == Backend::Cuda);
   auto ids = in.Array<uint32_t>(info[1], "ids");
   c.ids = ids.data;
-  c.sig = SigArg(in, info[0], samples, ids.length, "signatures");
+  c.sig = SigArg(in, info[0], samples, width, ids.length, "signatures");
   return c;
 }
 
@@ -115,8 +126,9 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
         info.Env(),
         [=] {
           if (hasMatrix) ValidateCsr(matrix, "matrix");
-          *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.engine, cancel,
-                             timing.get());
+          // Classic signatures stand for sets: exact verification ignores weights.
+          *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.sig.width == 1,
+                             c.engine, cancel, timing.get());
         },
         [=](Napi::Env env) -> Napi::Value {
           auto r = PairsResult(env, std::move(out->pairs), true, *timing);
@@ -134,15 +146,18 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
     Args args(info);
     Napi::Object opts = args.Obj(3, "options");
     const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
+    const uint32_t width = WidthProp(opts);
     lsh::Params p = ParamsArg(opts, samples);
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     auto ids = in->Array<uint32_t>(info[1], "ids");
-    lsh::SigView stored = SigArg(*in, info[0], samples, ids.length, "stored");
+    lsh::SigView stored = SigArg(*in, info[0], samples, width, ids.length, "stored");
     auto q = in->Array<uint32_t>(info[2], "signatures");
-    if (q.length % (uint64_t(samples) * 2) != 0)
-      ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * 2 = " +
-                   std::to_string(uint64_t(samples) * 2));
-    lsh::SigView queries{q.data, q.length / (uint64_t(samples) * 2), samples};
+    const uint64_t per = uint64_t(samples) * width;
+    if (q.length % per != 0)
+      ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * " +
+                   std::to_string(width) + " = " + std::to_string(per));
+    lsh::SigView queries;
+    queries.data = q.data, queries.n = q.length / per, queries.samples = samples, queries.width = width;
     const uint32_t* idp = ids.data;
     auto indptr = std::make_shared<std::vector<uint32_t>>();
     auto hits = std::make_shared<std::vector<uint32_t>>();

@@ -1,6 +1,7 @@
-// MinHash LSH banding over weighted-MinHash signatures: candidate pairs and
-// verified duplicate groups. Backend-neutral; cuda/lsh.cu implements the
-// bucketing step (RepPairsCuda, EstimateCuda) behind this interface.
+// MinHash LSH banding over MinHash signatures: candidate pairs and verified
+// duplicate groups. A sample is one 64-bit value: (k, t) for weighted MinHash
+// (two words), the hash value for classic MinHash (one word). Backend-neutral;
+// cuda/lsh.cu implements the bucketing step (RepPairsCuda) behind this interface.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +18,21 @@ namespace lsh {
 inline constexpr uint32_t kSentinel = 0xFFFFFFFFu;
 inline constexpr uint32_t kNoGroup = 0xFFFFFFFFu;
 
-// n signatures of `samples` (k, t) pairs each, row-major.
+// n signatures of `samples` samples of `width` words each (2: weighted
+// (k, t); 1: classic), row-major.
 struct SigView {
   const uint32_t* data = nullptr;
   uint64_t n = 0;
   uint32_t samples = 0;
-  const uint32_t* row(uint64_t i) const { return data + i * uint64_t(samples) * 2; }
+  uint32_t width = 2;
+  uint64_t words() const { return uint64_t(samples) * width; }
+  const uint32_t* row(uint64_t i) const { return data + i * words(); }
 };
+
+// Sample s of a row as one value: (k | t << 32) for width 2, the word itself for width 1.
+CUSIM_HD uint64_t SampleValue(const uint32_t* row, uint32_t s, uint32_t width) {
+  return width == 2 ? uint64_t(row[2 * s]) | (uint64_t(row[2 * s + 1]) << 32) : uint64_t(row[s]);
+}
 
 struct Params {
   uint32_t bands = 0;
@@ -51,14 +60,14 @@ CUSIM_HD uint64_t HashRound(uint64_t acc, uint64_t v) {
   return acc * 0x9e3779b185ebca87ull;
 }
 
-// 64-bit key of band `band` of a signature: its r (k, t) pairs chained through
-// xxHash64 rounds, seeded by the band index (tables are per band anyway, but
-// distinct seeds keep keys of different bands apart), then Fmix64. Colliding
-// keys of unequal bands only add candidates, which verification removes.
-CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r) {
-  const uint32_t* p = sig + uint64_t(band) * r * 2;
+// 64-bit key of band `band` of a signature: its r sample values chained
+// through xxHash64 rounds, seeded by the band index (tables are per band
+// anyway, but distinct seeds keep keys of different bands apart), then Fmix64.
+// Colliding keys of unequal bands only add candidates, which verification removes.
+CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r, uint32_t width) {
+  const uint32_t* p = sig + uint64_t(band) * r * width;
   uint64_t h = 0x27d4eb2f165667c5ull + band * 0x9e3779b97f4a7c15ull;
-  for (uint32_t i = 0; i < r; ++i) h = HashRound(h, uint64_t(p[2 * i]) | (uint64_t(p[2 * i + 1]) << 32));
+  for (uint32_t i = 0; i < r; ++i) h = HashRound(h, SampleValue(p, i, width));
   return Fmix64(h ^ r);
 }
 
@@ -99,9 +108,10 @@ struct GroupsResult {
 };
 
 // Connected components of verified candidate pairs. For Exact, row i's vector
-// is matrix row ids[i].
+// is matrix row ids[i]: its weighted Jaccard, or with `sets` (classic
+// signatures) the Jaccard of its distinct columns, weights ignored.
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
-                    const CsrView* matrix, const Engine& e, const CancelToken& cancel, Timing* timing);
+                    const CsrView* matrix, bool sets, const Engine& e, const CancelToken& cancel, Timing* timing);
 
 // For each query, the ids of inserted rows sharing a band bucket with it,
 // deduplicated and ascending. indptr has queries + 1 entries.

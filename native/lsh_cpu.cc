@@ -23,16 +23,18 @@ namespace cusim {
 namespace lsh {
 namespace {
 
-bool IsEmptyRow(const uint32_t* s, uint32_t samples) {
-  for (uint32_t i = 0; i < 2 * samples; ++i)
-    if (s[i] != kSentinel) return false;
+bool IsEmptyRow(const SigView& sig, uint64_t i) {
+  const uint32_t* s = sig.row(i);
+  for (uint64_t k = 0; k < sig.words(); ++k)
+    if (s[k] != kSentinel) return false;
   return true;
 }
 
-uint64_t FullHash(const uint32_t* s, uint32_t samples) {
+uint64_t FullHash(const SigView& sig, uint64_t i) {
+  const uint32_t* s = sig.row(i);
   uint64_t h = 0x13198a2e03707344ull;
-  for (uint32_t i = 0; i < samples; ++i) h = HashRound(h, uint64_t(s[2 * i]) | (uint64_t(s[2 * i + 1]) << 32));
-  return Fmix64(h ^ samples);
+  for (uint32_t k = 0; k < sig.samples; ++k) h = HashRound(h, SampleValue(s, k, sig.width));
+  return Fmix64(h ^ sig.samples);
 }
 
 // Sorts and deduplicates packed (hi << 32 | lo) values in parallel: values are
@@ -128,15 +130,14 @@ using SameFn = std::function<bool(uint32_t, uint32_t)>;
 
 Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
   const uint64_t n = sig.n;
-  const uint32_t S = sig.samples;
   Classes c;
   c.rep.assign(n, kNoGroup);
   std::vector<std::pair<uint64_t, uint32_t>> keyed(n);
   std::vector<uint8_t> empty(n);
   ParallelFor(n, 4096, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      empty[i] = IsEmptyRow(sig.row(i), S);
-      keyed[i] = {empty[i] ? 0 : FullHash(sig.row(i), S), uint32_t(i)};
+      empty[i] = IsEmptyRow(sig, i);
+      keyed[i] = {empty[i] ? 0 : FullHash(sig, i), uint32_t(i)};
     }
   });
   size_t w = 0;
@@ -149,7 +150,7 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
   for (size_t i = 0; i < keyed.size(); ++i)
     if (i == 0 || keyed[i].first != keyed[i - 1].first) runStart.push_back(i);
   runStart.push_back(keyed.size());
-  const size_t sigBytes = size_t(S) * 2 * sizeof(uint32_t);
+  const size_t sigBytes = sig.words() * sizeof(uint32_t);
   ParallelFor(runStart.size() - 1, 64, [&](size_t b, size_t e) {
     std::vector<uint32_t> local;
     for (size_t r = b; r < e; ++r) {
@@ -188,10 +189,13 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
 }
 
 // Matrix rows in canonical form (ascending columns, duplicates summed,
-// weights <= 0 or NaN dropped), built only for the rows a call needs.
+// weights <= 0 or NaN dropped), built only for the rows a call needs. As
+// `sets` (classic MinHash), every stored column is a member of weight 1 and
+// repeats count once.
 class NormRows {
  public:
-  NormRows(const CsrView& m, const uint32_t* ids, uint64_t n) : m_(m), ids_(ids), start_(n, -1), len_(n, 0) {}
+  NormRows(const CsrView& m, const uint32_t* ids, uint64_t n, bool sets)
+      : m_(m), ids_(ids), sets_(sets), start_(n, -1), len_(n, 0) {}
 
   void Need(const std::vector<uint32_t>& positions) {
     std::vector<uint32_t> todo;
@@ -213,14 +217,14 @@ class NormRows {
         const uint32_t r = ids_[todo[k]];
         tmp.clear();
         for (uint32_t j = m_.indptr[r]; j < m_.indptr[r + 1]; ++j) {
-          const float w = m_.values ? m_.values[j] : 1.0f;
+          const float w = m_.values && !sets_ ? m_.values[j] : 1.0f;
           if (w > 0) tmp.emplace_back(m_.indices[j], double(w));  // false for NaN
         }
         std::sort(tmp.begin(), tmp.end(), [](auto& a, auto& b) { return a.first < b.first; });
         uint64_t w = off[k];
         for (size_t t = 0; t < tmp.size(); ++t) {
           if (w > off[k] && col_[w - 1] == tmp[t].first) {
-            val_[w - 1] += tmp[t].second;
+            if (!sets_) val_[w - 1] += tmp[t].second;
           } else {
             col_[w] = tmp[t].first;
             val_[w] = tmp[t].second;
@@ -266,6 +270,7 @@ class NormRows {
  private:
   const CsrView& m_;
   const uint32_t* ids_;
+  bool sets_;
   std::vector<int64_t> start_;
   std::vector<uint32_t> len_;
   std::vector<uint32_t> col_;
@@ -318,7 +323,7 @@ std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& 
       const uint32_t* x = sig.row(pairs[k] >> 32);
       const uint32_t* y = sig.row(uint32_t(pairs[k]));
       uint32_t eq = 0;
-      for (uint32_t s = 0; s < sig.samples; ++s) eq += (x[2 * s] == y[2 * s]) & (x[2 * s + 1] == y[2 * s + 1]);
+      for (uint32_t s = 0; s < sig.samples; ++s) eq += SampleValue(x, s, sig.width) == SampleValue(y, s, sig.width);
       out[k] = float(eq) / float(sig.samples);
     }
   });
@@ -335,7 +340,8 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
   std::vector<uint64_t> keys(R * p.bands);
   ParallelFor(R, 2048, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i)
-      for (uint32_t band = 0; band < p.bands; ++band) keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows);
+      for (uint32_t band = 0; band < p.bands; ++band)
+        keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows, sig.width);
   });
   std::vector<std::vector<uint64_t>> perBand(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
@@ -385,6 +391,10 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
     const uint64_t m = sizeOf(c.reps[k]);
     off[rp.size() + k + 1] = off[rp.size() + k] + m * (m - 1) / 2;
   }
+  if (off.back() > MaxTypedLength())
+    ThrowInvalid("candidatePairs would return " + std::to_string(off.back()) + " pairs, more than one typed array holds (" +
+                 std::to_string(MaxTypedLength()) + "); groups() links rows with identical signatures to their first copy "
+                 "instead of listing every pair");
   std::vector<uint64_t> pos(off.back());
   ParallelFor(rp.size() + c.reps.size(), 256, [&](size_t b, size_t e2) {
     for (size_t k = b; k < e2; ++k) {
@@ -405,7 +415,7 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
 }
 
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
-                    const CsrView* matrix, const Engine& e, const CancelToken& cancel, Timing* timing) {
+                    const CsrView* matrix, bool sets, const Engine& e, const CancelToken& cancel, Timing* timing) {
   const uint64_t n = sig.n;
   std::unique_ptr<NormRows> norm;
   Classes c;
@@ -414,7 +424,7 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     for (uint64_t i = 0; i < n; ++i)
       if (ids[i] >= matrix->rows)
         ThrowInvalid("id " + std::to_string(ids[i]) + " has no row in matrix (matrix.rows = " + std::to_string(matrix->rows) + ")");
-    norm = std::make_unique<NormRows>(*matrix, ids, n);
+    norm = std::make_unique<NormRows>(*matrix, ids, n, sets);
     // Signature classes first; rows that share a signature are then split by
     // exact vector equality, so only truly interchangeable rows collapse.
     Classes bySig = BuildClasses(sig, nullptr);
@@ -499,25 +509,26 @@ void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, c
            std::vector<uint32_t>* out) {
   std::vector<uint32_t> live;
   for (uint64_t i = 0; i < stored.n; ++i)
-    if (!IsEmptyRow(stored.row(i), stored.samples)) live.push_back(uint32_t(i));
+    if (!IsEmptyRow(stored, i)) live.push_back(uint32_t(i));
   std::vector<std::vector<std::pair<uint64_t, uint32_t>>> tables(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
     std::vector<Keyed> tmp;
     for (size_t band = b; band < e; ++band) {
       auto& t = tables[band];
       t.resize(live.size());
-      for (size_t k = 0; k < live.size(); ++k) t[k] = {BandKey(stored.row(live[k]), uint32_t(band), p.rows), live[k]};
+      for (size_t k = 0; k < live.size(); ++k)
+        t[k] = {BandKey(stored.row(live[k]), uint32_t(band), p.rows, stored.width), live[k]};
       SortKeyed(t, tmp);
     }
   });
   std::vector<std::vector<uint32_t>> hits(queries.n);
   ParallelFor(queries.n, 64, [&](size_t b, size_t e) {
     for (size_t q = b; q < e; ++q) {
-      if (IsEmptyRow(queries.row(q), queries.samples)) continue;
+      if (IsEmptyRow(queries, q)) continue;
       auto& h = hits[q];
       for (uint32_t band = 0; band < p.bands; ++band) {
         const auto& t = tables[band];
-        const uint64_t key = BandKey(queries.row(q), band, p.rows);
+        const uint64_t key = BandKey(queries.row(q), band, p.rows, queries.width);
         auto it = std::lower_bound(t.begin(), t.end(), std::make_pair(key, uint32_t(0)));
         for (; it != t.end() && it->first == key; ++it) h.push_back(ids[it->second]);
       }
@@ -525,6 +536,12 @@ void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, c
       h.erase(std::unique(h.begin(), h.end()), h.end());
     }
   });
+  uint64_t total = 0;
+  for (const auto& h : hits) total += h.size();
+  // indptr is uint32 (one typed array of ids, at most 2^32 - 1 long).
+  if (total > std::min<uint64_t>(MaxTypedLength(), 0xFFFFFFFFull))
+    ThrowInvalid("query would return " + std::to_string(total) + " candidate ids, more than one typed array holds; "
+                 "query fewer signatures per call");
   indptr->assign(queries.n + 1, 0);
   for (uint64_t q = 0; q < queries.n; ++q) (*indptr)[q + 1] = (*indptr)[q] + uint32_t(hits[q].size());
   out->resize(indptr->back());

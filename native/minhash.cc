@@ -1,19 +1,17 @@
 // N-API glue for weighted MinHash: a native object owning the parameter tables
 // (host and, on CUDA, per device), hash as a Promise, and batched estimates.
-#include <unistd.h>
-#if defined(__linux__)
-#endif
-
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <shared_mutex>
+#include <utility>
 
 #include "gpu.h"
-#include "host_buffer.h"
 #include "minhash.h"
+#include "minhash_glue.h"
 #include "napi_util.h"
 #include "owned.h"
 
@@ -22,96 +20,66 @@ namespace {
 
 struct Engine {
   uint32_t dim = 0, samples = 0;
-  uint64_t seed = 1;
   Backend backend = Backend::Cpu;
   std::vector<int> devices;
-  // Host tables, [dim][samples]. Generated lazily (inside the first async call
-  // or parameters()), so constructing an object never blocks the event loop.
-  std::mutex hostMutex;
-  bool hostReady = false;
-  bool injected = false;  // tables came from fromParameters, not the seed
-  std::vector<float> rs, lnCs, betas;
-  std::atomic<uint64_t> bytes{0};  // host tables + GPU tables, for V8 (ResourceWrap)
+  // Host parameters of the columns met so far (all of them when injected).
+  std::shared_ptr<minhash::ColumnParams> params;
 #ifdef CUSIM_WITH_CUDA
   std::mutex gpuMutex;
   std::shared_ptr<minhash::CudaEngine> gpu;
-#endif
 
-  void EnsureHost() {
-    std::lock_guard<std::mutex> lock(hostMutex);
-    if (hostReady) return;
-    const size_t n = size_t(dim) * samples;
-    // dim × samples can reach 2^48 floats; say so instead of letting the
-    // allocator (or the OOM killer, under overcommit) answer.
-    const uint64_t need = 3 * uint64_t(n) * sizeof(float);
-    const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
-    if (need > physical)
-      ThrowOutOfMemory("weighted MinHash parameter tables on the host (3 x dim x samples floats)", need, physical);
-    rs.resize(n), lnCs.resize(n), betas.resize(n);
-    minhash::GenerateParamsCpu(seed, dim, samples, rs.data(), lnCs.data(), betas.data());
-    hostReady = true;
-    bytes += need;
-  }
-
-#ifdef CUSIM_WITH_CUDA
   minhash::CudaEngine& EnsureGpu() {
     std::lock_guard<std::mutex> lock(gpuMutex);
     if (!gpu) {
-      // Injected tables are uploaded; seeded ones are generated on each device.
-      gpu = minhash::CreateCudaEngine(devices, seed, dim, samples, injected ? rs.data() : nullptr,
-                                      injected ? lnCs.data() : nullptr, injected ? betas.data() : nullptr);
-      bytes += uint64_t(dim) * samples * 18 * devices.size();  // a 16-byte record and a 2-byte bound per entry
+      // Injected tables are uploaded; seeded ones are generated on each device as columns appear.
+      gpu = minhash::CreateCudaEngine(devices, params->seed(), dim, samples, params->injected() ? params.get() : nullptr);
     }
     return *gpu;
   }
 #endif
 };
 
-// [samples][dim] <-> [dim][samples]
+// [samples][n] <-> [n][samples]
 void Transpose(const float* src, uint64_t rows, uint64_t cols, float* dst) {
   for (uint64_t r = 0; r < rows; ++r)
     for (uint64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
 }
 
-Napi::Object TablesToJs(Napi::Env env, const Engine& e, const float* rs, const float* lnCs, const float* betas) {
+// [n][samples] tables of the given columns as { rs, lnCs, betas, columns } in [samples][n].
+Napi::Object TablesToJs(Napi::Env env, uint32_t samples, std::vector<uint32_t>&& cols, const float* rs,
+                        const float* lnCs, const float* betas) {
   auto o = Napi::Object::New(env);
-  const uint64_t n = uint64_t(e.dim) * e.samples;
+  const uint64_t n = cols.size();
   const char* names[3] = {"rs", "lnCs", "betas"};
   const float* src[3] = {rs, lnCs, betas};
   for (int i = 0; i < 3; ++i) {
-    std::vector<float> v(n);
-    Transpose(src[i], e.dim, e.samples, v.data());
-    o.Set(names[i], ToTyped(env, std::move(v)));
+    std::vector<float> v(n * samples);
+    Transpose(src[i], n, samples, v.data());
+    o.Set(names[i], ToTyped(env, std::move(v), "the parameter tables"));
   }
+  o.Set("columns", ToTyped(env, std::move(cols)));
   return o;
 }
 
-// Output of one hash call, handed to JavaScript without a copy, in
-// uninitialized host memory (host_buffer.h): a 1M-row result is 1 GB that the
-// kernels or the CPU overwrite entirely. Or the caller's `out` (owned.h).
-struct Signatures {
-  uint32_t* data = nullptr;
-  uint64_t size = 0;
-  std::unique_ptr<OutputArray> out;
-  ~Signatures() { std::free(data); }
-  uint32_t* target() const { return out ? static_cast<uint32_t*>(out->target()) : data; }
-  void allocate(uint64_t n) {
-    size = n;
-    if (!n || out) return;
-    data = static_cast<uint32_t*>(AllocHostResult(n * 4));
+// The columns argument of parameters()/deviceParameters(): given, or every
+// column < dim (when that fits one typed array per table).
+std::vector<uint32_t> ColumnsArg(const Napi::Value& v, const Engine& e) {
+  if (!v.IsUndefined() && !v.IsNull()) {
+    Inputs in(Inputs::Use::Sync);
+    auto a = in.Array<uint32_t>(v, "columns");
+    for (size_t i = 0; i < a.length; ++i)
+      if (a.data[i] >= e.dim)
+        ThrowInvalid("columns[" + std::to_string(i) + "]=" + std::to_string(a.data[i]) + " is out of range for dim=" +
+                     std::to_string(e.dim));
+    CheckTypedLength(uint64_t(a.length) * e.samples, "the parameter tables");
+    return std::vector<uint32_t>(a.data, a.data + a.length);
   }
-  Napi::Value ToJs(Napi::Env env) {
-    if (out) {
-      out->Deliver(env);
-      return env.Undefined();  // the caller already holds the array
-    }
-    if (size == 0) return Napi::Uint32Array::New(env, 0);
-    uint32_t* p = data;
-    data = nullptr;
-    auto buf = Napi::ArrayBuffer::New(env, p, size * 4, [](Napi::Env, void* q) { std::free(q); });
-    return Napi::Uint32Array::New(env, size, buf, 0);
-  }
-};
+  CheckTypedLength(uint64_t(e.dim) * e.samples, "the parameter tables of every column",
+                   "pass the columns wanted (parameters({ columns }))");
+  std::vector<uint32_t> all(e.dim);
+  for (uint32_t d = 0; d < e.dim; ++d) all[d] = d;
+  return all;
+}
 
 class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
  public:
@@ -123,8 +91,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
                         InstanceMethod("dispose", &MinHashWrap::DisposeJs)});
   }
 
-  // new (options: { dim, samples, seed, backend, devices?, rs?, lnCs?, betas? })
-  // Injected tables arrive in [samples][dim] layout.
+  // new (options: { dim, samples, seed, backend, devices?, rs?, lnCs?, betas?, columns? })
+  // Injected tables arrive in [samples][n] layout, n = columns.length or dim.
   explicit MinHashWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
     try {
       Args args(info);
@@ -134,25 +102,42 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim))) ThrowInvalid("dim must be an integer >= 1");
       if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
         ThrowInvalid("samples must be an integer in [1, 65536]");
-      e->dim = uint32_t(dim), e->samples = uint32_t(samples), e->seed = SeedProp(o, NAN);
+      e->dim = uint32_t(dim), e->samples = uint32_t(samples);
+      const uint64_t seed = SeedProp(o, NAN);
       e->backend = BackendProp(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       Napi::Value rs = o.Get("rs");
-      if (!rs.IsUndefined()) {
-        const uint64_t n = uint64_t(e->dim) * e->samples;
+      Inputs in(Inputs::Use::Sync);
+      if (rs.IsUndefined()) {
+        e->params = std::make_shared<minhash::ColumnParams>(seed, e->samples);
+      } else {
+        std::vector<uint32_t> cols;
+        Napi::Value cv = o.Get("columns");
+        if (cv.IsUndefined() || cv.IsNull()) {
+          cols.resize(e->dim);
+          for (uint32_t d = 0; d < e->dim; ++d) cols[d] = d;
+        } else {
+          auto a = in.Array<uint32_t>(cv, "columns");
+          cols.assign(a.data, a.data + a.length);
+          std::vector<uint32_t> sorted(cols);
+          std::sort(sorted.begin(), sorted.end());
+          for (size_t i = 0; i < sorted.size(); ++i) {
+            if (sorted[i] >= e->dim) ThrowInvalid("columns has " + std::to_string(sorted[i]) + ", out of range for dim");
+            if (i && sorted[i] == sorted[i - 1]) ThrowInvalid("columns repeats " + std::to_string(sorted[i]));
+          }
+        }
+        const uint64_t n = uint64_t(cols.size()) * e->samples;
         const char* names[3] = {"rs", "lnCs", "betas"};
-        std::vector<float>* dst[3] = {&e->rs, &e->lnCs, &e->betas};
-        Inputs in(Inputs::Use::Sync);
+        std::vector<float> t[3];
         for (int i = 0; i < 3; ++i) {
           auto a = in.Prop<float>(o, names[i]);
           if (a.length != n)
-            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * dim = " + std::to_string(n));
-          dst[i]->resize(n);
-          Transpose(a.data, e->samples, e->dim, dst[i]->data());
+            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * columns = " + std::to_string(n));
+          t[i].resize(n);
+          Transpose(a.data, e->samples, cols.size(), t[i].data());
         }
-        e->hostReady = true;
-        e->injected = true;
-        e->bytes = 3 * n * sizeof(float);
+        e->params = std::make_shared<minhash::ColumnParams>(e->samples, cols.data(), cols.size(), t[0].data(),
+                                                            t[1].data(), t[2].data());
       }
       impl_ = e;
       Account();
@@ -162,97 +147,53 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
   }
 
  private:
-  // hash(matrix, { rowStart, rowEnd, cancel }) -> Promise<{ signatures, kernelMs, transferMs }>
+  // hash(matrix, { rowStart, rowEnd, cancel, out }) -> Promise<{ signatures, kernelMs, transferMs, host }>
   Napi::Value Hash(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
-      Args args(info);
-      // Every property is read (getters may run) before any array is staged.
-      const CsrSource src = ReadCsr(info[0], "matrix");
-      Napi::Object opts = args.Obj(1, "options");
-      if (src.cols != e->dim)
-        ThrowInvalid("matrix.cols is " + std::to_string(src.cols) + " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
-      const double rs = NumPropOr(opts, "rowStart", 0), re = NumPropOr(opts, "rowEnd", double(src.rows));
-      if (!(rs >= 0 && rs <= re && re <= double(src.rows)) || rs != double(uint64_t(rs)) || re != double(uint64_t(re)))
-        ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
-      const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
-      const Napi::Value outArg = opts.Get("out");
-      auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-      in->ForGpu(e->backend == Backend::Cuda);
-      CancelToken cancel = in->Cancel(opts);
-      // The owned rows [rowStart, rowEnd), as rows 0.. (positions in messages stay the caller's).
-      const auto tc = std::chrono::steady_clock::now();
-      const CsrView m = in->Csr(src, rowStart, rowEnd);
-      const double copyInMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
-      auto out = std::make_shared<Signatures>();
-      auto timing = std::make_shared<minhash::Timing>();
-      const uint64_t need = m.rows * uint64_t(e->samples) * 2;
-      if (!outArg.IsUndefined()) {
-        out->out = std::make_unique<OutputArray>(outArg, napi_uint32_array, need, "out", *in);
-        // Signatures written over pinned input the GPU is still reading would
-        // change it under the kernels.
-        const auto overlaps = [&](const void* p, uint64_t bytes) {
-          const uintptr_t a = uintptr_t(out->out->target()), b = uintptr_t(p);
-          return out->out->inPlace() && need > 0 && bytes > 0 && a < b + bytes && b < a + need * 4;
-        };
-        const uint64_t nz = m.indptr[m.rows];
-        if (overlaps(m.indices, nz * 4) || (m.values && overlaps(m.values, nz * 4)))
-          ThrowInvalid("out must not share memory with matrix.indices or matrix.values");
-      }
+      HashCall call = ParseHashCall(info, 2 * e->samples, true, e->backend == Backend::Cuda, [&](const CsrSource& src) {
+        if (src.cols != e->dim)
+          ThrowInvalid("matrix.cols is " + std::to_string(src.cols) + " but this WeightedMinHash was built for dim=" +
+                       std::to_string(e->dim));
+      });
       auto memory = memory_;
-      return RunAsync(
-          info.Env(),
-          [=] {
-            const auto t0 = std::chrono::steady_clock::now();
+      return RunHashCall(
+          info.Env(), call,
+          [e](const HashCall& c) {
             if (e->backend == Backend::Cuda) {
-              ValidateIndptr(m, "matrix");  // columns and weights are checked as they are staged
+              ValidateIndptr(c.m, "matrix");  // columns and weights are checked by the kernels that read them
             } else {
-              ValidateCsr(m, "matrix");
-              RejectInfiniteWeights(m, "matrix");
+              ValidateCsr(c.m, "matrix");
+              RejectInfiniteWeights(c.m, "matrix");
             }
-            out->allocate(need);
             if (e->backend == Backend::Cpu) {
-              e->EnsureHost();
-              minhash::HashCpu(m, 0, m.rows, e->samples, e->rs.data(), e->lnCs.data(), e->betas.data(),
-                               out->target(), cancel);
+              e->params->Ensure(c.m, 0, c.m.rows, c.cancel, "matrix");
+              std::shared_lock<RwLock> read(e->params->lock());
+              minhash::HashCpu(c.m, 0, c.m.rows, *e->params, c.out->target(), c.cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), m, 0, m.rows, out->target(), timing.get(), cancel);
+              minhash::HashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), c.timing.get(), c.cancel);
 #endif
             }
-            timing->nativeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
           },
-          [=](Napi::Env env) -> Napi::Value {
-            Account(memory, *e);
-            auto r = Napi::Object::New(env);
-            r.Set("signatures", out->ToJs(env));
-            r.Set("kernelMs", timing->kernelMs);
-            r.Set("transferMs", timing->transferMs);
-            auto host = Napi::Object::New(env);
-            host.Set("stageInMs", timing->stageInMs);
-            host.Set("waitMs", timing->waitMs);
-            host.Set("stageOutMs", timing->stageOutMs);
-            host.Set("nativeMs", timing->nativeMs);
-            host.Set("copyInMs", copyInMs);
-            r.Set("host", host);
-            return r;
-          },
-          {info.This()}, in);
+          [memory, e] { Account(memory, *e); }, info.This());
     });
   }
 
-  // parameters() -> { rs, lnCs, betas } in [samples][dim]; the host tables
-  // (equal to the GPU's by the seed contract, within 1 ulp on rs and lnCs).
+  // parameters(columns?) -> { rs, lnCs, betas, columns }, tables in [samples][n]:
+  // the host's (equal to the GPU's by the seed contract, within 1 ulp on rs and lnCs).
   Napi::Value Parameters(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
-      e->EnsureHost();
-      Account();
-      return TablesToJs(info.Env(), *e, e->rs.data(), e->lnCs.data(), e->betas.data());
+      std::vector<uint32_t> cols = ColumnsArg(info[0], *e);
+      const size_t n = cols.size() * size_t(e->samples);
+      std::vector<float> rs(n), lnCs(n), betas(n);
+      e->params->Gather(cols.data(), cols.size(), rs.data(), lnCs.data(), betas.data());
+      return TablesToJs(info.Env(), e->samples, std::move(cols), rs.data(), lnCs.data(), betas.data());
     });
   }
 
-  // deviceParameters(slot) -> the tables held by the slot-th device, [samples][dim].
+  // deviceParameters(slot, columns?) -> the tables held by the slot-th device, as parameters().
   Napi::Value DeviceParameters(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
@@ -260,11 +201,13 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       const double slot = args.Num(0, "slot");
       if (e->backend != Backend::Cuda) ThrowInvalid("deviceParameters needs the cuda backend");
       if (!(slot >= 0 && slot < double(e->devices.size()))) ThrowInvalid("slot is out of range");
+      std::vector<uint32_t> cols = ColumnsArg(info[1], *e);
 #ifdef CUSIM_WITH_CUDA
-      const size_t n = size_t(e->dim) * e->samples;
+      const size_t n = cols.size() * size_t(e->samples);
       std::vector<float> rs(n), lnCs(n), betas(n);
-      minhash::DeviceParamsCuda(e->EnsureGpu(), size_t(slot), rs.data(), lnCs.data(), betas.data());
-      return TablesToJs(info.Env(), *e, rs.data(), lnCs.data(), betas.data());
+      minhash::DeviceParamsCuda(e->EnsureGpu(), size_t(slot), cols.data(), cols.size(), rs.data(), lnCs.data(),
+                                betas.data());
+      return TablesToJs(info.Env(), e->samples, std::move(cols), rs.data(), lnCs.data(), betas.data());
 #else
       return info.Env().Undefined();
 #endif
@@ -274,16 +217,15 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
   Napi::Value Devices(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto e = Get("WeightedMinHash");
-      auto a = Napi::Array::New(info.Env(), e->devices.size());
-      for (size_t i = 0; i < e->devices.size(); ++i) a.Set(uint32_t(i), e->devices[i]);
-      return a;
+      return DeviceList(info.Env(), e->devices);
     });
   }
 
   Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
 
  public:
-  static uint64_t Bytes(const Engine& e) { return e.bytes.load(); }
+  // Host parameters of the columns met so far; GPU tables are not counted.
+  static uint64_t Bytes(const Engine& e) { return e.params ? e.params->Bytes() : 0; }
 };
 
 // jaccardPairs(signatures, samples, left, right) -> Float32Array

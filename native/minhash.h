@@ -1,13 +1,16 @@
 // Weighted MinHash (Ioffe's improved consistent weighted sampling) behind one
-// backend-neutral interface. Parameter tables are [dim][samples] so that, for
-// one column, every sample's (r, ln c, beta) is contiguous: the CPU inner loop
-// vectorizes over samples and a GPU warp's gather is coalesced.
+// backend-neutral interface. Parameter tables are [slot][samples], one slot per
+// column in use, so that for one column every sample's (r, ln c, beta) is
+// contiguous: the CPU inner loop vectorizes over samples and a GPU warp's
+// gather is coalesced.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "column_map.h"
 #include "common.h"
 
 namespace cusim {
@@ -27,13 +30,76 @@ struct Timing {
 // Signature entry of a row with no positive weight, in both k* and t*.
 inline constexpr uint32_t kSentinel = 0xFFFFFFFFu;
 
-// Fills [dim][samples] tables from the seed contract: Philox(seed, d, 0), five
-// uniforms per sample, logs in double rounded to float. Multi-threaded over d.
-void GenerateParamsCpu(uint64_t seed, uint32_t dim, uint32_t samples, float* rs, float* lnCs, float* betas);
+// Parameters of one column: samples (r, ln c, beta) from the seed contract,
+// Philox(seed, d, 0), five uniforms per sample, logs in double rounded to float.
+void GenerateColumn(uint64_t seed, uint32_t d, uint32_t samples, float* rs, float* lnCs, float* betas);
 
-// Signatures of rows [rowStart, rowEnd) into out (rows x samples x 2).
-void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samples, const float* rs,
-             const float* lnCs, const float* betas, uint32_t* out, const CancelToken& cancel);
+// Parameters of the columns met so far, so memory and setup grow with the
+// columns a corpus uses, not with dim (up to 2^32). Each column gets a slot
+// on first use; per-slot tables ([samples] of r, ln c, beta) live in blocks
+// that never move, so readers keep their pointers while columns are added.
+// Seeded parameters are generated on demand; injected ones (fromParameters)
+// are a fixed set and any other column is an error.
+class ColumnParams {
+ public:
+  ColumnParams(uint64_t seed, uint32_t samples);
+  // Column cols[i] gets row i of the [n][samples] tables; cols are distinct.
+  ColumnParams(uint32_t samples, const uint32_t* cols, size_t n, const float* rs, const float* lnCs,
+               const float* betas);
+  ColumnParams(const ColumnParams&) = delete;
+  ColumnParams& operator=(const ColumnParams&) = delete;
+
+  bool injected() const { return injected_; }
+  uint64_t seed() const { return seed_; }
+  uint32_t samples() const { return samples_; }
+  // Host bytes held (tables and the column map), read without the lock: an
+  // estimate for V8's external-memory accounting.
+  uint64_t Bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+  // Makes every column of m's rows [a, b) present: seeded ones are generated
+  // (multi-threaded); for injected tables the first absent column is named in
+  // a RangeError. Takes the lock itself.
+  void Ensure(const CsrView& m, uint64_t a, uint64_t b, const CancelToken& cancel, const char* name);
+
+  // Readers (Find, the table pointers, size, column) hold lock() shared.
+  RwLock& lock() const { return lock_; }
+  uint32_t Find(uint32_t d) const { return map_.Find(d); }
+  size_t size() const { return cols_.size(); }
+  uint32_t column(uint32_t slot) const { return cols_[slot]; }
+  const float* rs(uint32_t slot) const { return At(0, slot); }
+  const float* lnCs(uint32_t slot) const { return At(1, slot); }
+  const float* betas(uint32_t slot) const { return At(2, slot); }
+
+  // Tables of the given columns into [n][samples] arrays (present or not:
+  // seeded columns are generated, not cached; an absent injected column throws).
+  void Gather(const uint32_t* cols, size_t n, float* rs, float* lnCs, float* betas) const;
+
+ private:
+  const float* At(int table, uint32_t slot) const {
+    return blocks_[slot >> blockShift_].t[table].get() + size_t(slot & blockMask_) * samples_;
+  }
+  float* MutableAt(int table, uint32_t slot) { return const_cast<float*>(At(table, slot)); }
+  void Add(const std::vector<uint32_t>& cols);  // absent columns, under the exclusive lock
+
+  struct Block {
+    std::unique_ptr<float[]> t[3];
+  };
+  uint64_t seed_ = 0;
+  uint32_t samples_ = 0;
+  bool injected_ = false;
+  uint32_t blockShift_ = 0, blockMask_ = 0;
+  ColumnMap map_;
+  std::vector<uint32_t> cols_;  // slot -> column
+  std::vector<Block> blocks_;
+  mutable RwLock lock_;
+  std::atomic<uint64_t> bytes_{0};
+};
+
+// Signatures of rows [rowStart, rowEnd) into out (rows x samples x 2). Every
+// column of those rows must be present in p (Ensure); the caller holds p's
+// lock shared.
+void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, const ColumnParams& p, uint32_t* out,
+             const CancelToken& cancel);
 
 // out[i] = fraction of samples where signatures left[i] and right[i] agree on
 // both k* and t*; 0 when either row is the empty-row sentinel.
@@ -46,19 +112,20 @@ void JaccardPairsCpu(const uint32_t* sigs, uint32_t samples, const uint32_t* lef
 std::vector<uint64_t> SplitRowsByNnz(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, size_t parts);
 
 #ifdef CUSIM_WITH_CUDA
-// Per-device parameter tables plus staging slots; opaque to the glue.
+// Per-device column maps and parameter tables plus staging slots; opaque to the glue.
 struct CudaEngine;
 
-// Builds tables on every device: generated from the seed, or uploaded from
-// host tables ([dim][samples]) when rs is non-null.
+// Seeded engines generate each column's parameters on the device on first
+// use; injected ones upload `injected`'s columns once and reject others.
 std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, uint64_t seed, uint32_t dim,
-                                             uint32_t samples, const float* rs, const float* lnCs,
-                                             const float* betas);
+                                             uint32_t samples, ColumnParams* injected);
 // Rows are split across the engine's devices balanced by nnz.
 void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
               const CancelToken& cancel);
-// Copies device `slot`'s (index into the engine's device list) tables back, [dim][samples].
-void DeviceParamsCuda(CudaEngine& e, size_t slot, float* rs, float* lnCs, float* betas);
+// Device `slot`'s (index into the engine's device list) tables of the given
+// columns, [n][samples] each; seeded columns not yet used are added first.
+void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs,
+                      float* betas);
 #endif
 
 }  // namespace minhash

@@ -1,7 +1,11 @@
+#include <unistd.h>
+
 #include <cmath>
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -74,39 +78,154 @@ void UpdateRow(float lw, uint32_t d, const float* R, const float* C, const float
 
 constexpr uint32_t kAhead = 2;
 
-inline void Prefetch(const float* rs, const float* lnCs, const float* betas, size_t off, uint32_t samples) {
+inline void Prefetch(const float* rs, const float* lnCs, const float* betas, uint32_t samples) {
   const size_t lines = std::min<size_t>((size_t(samples) * 4 + 63) / 64, 8);
   for (size_t l = 0; l < lines; ++l) {
-    __builtin_prefetch(rs + off + l * 16);
-    __builtin_prefetch(lnCs + off + l * 16);
-    __builtin_prefetch(betas + off + l * 16);
+    __builtin_prefetch(rs + l * 16);
+    __builtin_prefetch(lnCs + l * 16);
+    __builtin_prefetch(betas + l * 16);
   }
 }
 
 }  // namespace
 
-void GenerateParamsCpu(uint64_t seed, uint32_t dim, uint32_t samples, float* rs, float* lnCs, float* betas) {
-  ParallelFor(dim, 256, [&](size_t b, size_t e) {
-    for (size_t d = b; d < e; ++d) {
-      Philox p(seed, d, 0);
-      const size_t off = d * size_t(samples);
-      for (uint32_t s = 0; s < samples; ++s) {
-        float u1 = p.Uniform(), u2 = p.Uniform(), u3 = p.Uniform(), u4 = p.Uniform(), u5 = p.Uniform();
-        rs[off + s] = float(-std::log(double(u1) * double(u2)));
-        lnCs[off + s] = float(std::log(-std::log(double(u3) * double(u4))));
-        betas[off + s] = u5;
+void GenerateColumn(uint64_t seed, uint32_t d, uint32_t samples, float* rs, float* lnCs, float* betas) {
+  Philox p(seed, d, 0);
+  for (uint32_t s = 0; s < samples; ++s) {
+    float u1 = p.Uniform(), u2 = p.Uniform(), u3 = p.Uniform(), u4 = p.Uniform(), u5 = p.Uniform();
+    rs[s] = float(-std::log(double(u1) * double(u2)));
+    lnCs[s] = float(std::log(-std::log(double(u3) * double(u4))));
+    betas[s] = u5;
+  }
+}
+
+namespace {
+// About 4 MB per table per block: small enough that a narrow corpus stays
+// small, large enough that blocks are few.
+uint32_t BlockShift(uint32_t samples) {
+  uint32_t shift = 0;
+  while ((uint64_t(4) << 20) >> (shift + 1) >= uint64_t(samples) * 4) ++shift;
+  return shift;
+}
+}  // namespace
+
+ColumnParams::ColumnParams(uint64_t seed, uint32_t samples)
+    : seed_(seed), samples_(samples), blockShift_(BlockShift(samples)), blockMask_((1u << BlockShift(samples)) - 1) {}
+
+ColumnParams::ColumnParams(uint32_t samples, const uint32_t* cols, size_t n, const float* rs, const float* lnCs,
+                           const float* betas)
+    : ColumnParams(0, samples) {
+  injected_ = true;
+  std::vector<uint32_t> all(cols, cols + n);
+  Add(all);
+  const float* src[3] = {rs, lnCs, betas};
+  ParallelFor(n, 256, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      for (int t = 0; t < 3; ++t) std::memcpy(MutableAt(t, uint32_t(i)), src[t] + i * samples_, samples_ * 4);
+  });
+}
+
+void ColumnParams::Add(const std::vector<uint32_t>& cols) {
+  const size_t first = cols_.size(), total = first + cols.size();
+  if (total > size_t(kNoSlot)) ThrowInvalid("more than 2^32 - 1 distinct columns");
+  const size_t perBlock = size_t(1) << blockShift_;
+  // Say so instead of letting the allocator (or the OOM killer, under
+  // overcommit) answer.
+  const uint64_t need = 3 * uint64_t(total) * samples_ * sizeof(float);
+  const uint64_t physical = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (need > physical)
+    ThrowOutOfMemory("weighted MinHash parameters on the host (3 x samples floats for each of " +
+                         std::to_string(total) + " distinct columns)",
+                     need, physical);
+  while (blocks_.size() * perBlock < total) {
+    Block b;
+    for (auto& t : b.t) t.reset(new float[perBlock * samples_]);
+    blocks_.push_back(std::move(b));
+  }
+  cols_.insert(cols_.end(), cols.begin(), cols.end());
+  for (size_t i = first; i < total; ++i) map_.Insert(cols_[i], uint32_t(i));
+  // Tables of every block, the slot list and about 8 bytes per column of map.
+  bytes_.store(uint64_t(blocks_.size()) * perBlock * samples_ * 12 + uint64_t(total) * 12, std::memory_order_relaxed);
+  if (injected_) return;  // the constructor copies the tables in
+  ParallelFor(cols.size(), 16, [&](size_t b, size_t e) {
+    for (size_t i = first + b; i < first + e; ++i) {
+      const uint32_t slot = uint32_t(i);
+      GenerateColumn(seed_, cols_[i], samples_, MutableAt(0, slot), MutableAt(1, slot), MutableAt(2, slot));
+    }
+  });
+}
+
+void ColumnParams::Ensure(const CsrView& m, uint64_t a, uint64_t b, const CancelToken& cancel, const char* name) {
+  if (b <= a) return;
+  const uint64_t nz0 = m.indptr[a], nz1 = m.indptr[b];
+  // Absent columns, deduplicated per chunk in a small set, then merged.
+  std::vector<uint32_t> missing;
+  uint64_t firstMissing = ~0ull;
+  {
+    std::shared_lock<RwLock> read(lock_);
+    std::mutex mu;
+    const uint64_t n = nz1 - nz0;
+    const uint64_t grain = std::max<uint64_t>(1 << 16, n / (NumThreads() * 4) + 1);
+    ParallelFor((n + grain - 1) / grain, 1, [&](size_t cb, size_t ce) {
+      cancel.check();
+      ColumnMap seen;
+      std::vector<uint32_t> local;
+      uint64_t firstLocal = ~0ull;
+      for (uint64_t j = nz0 + cb * grain; j < std::min<uint64_t>(nz1, nz0 + ce * grain); ++j) {
+        const uint32_t d = m.indices[j];
+        if (map_.Find(d) != kNoSlot || seen.Find(d) != kNoSlot) continue;
+        seen.Insert(d, 0);
+        local.push_back(d);
+        firstLocal = std::min(firstLocal, j);
+      }
+      if (local.empty()) return;
+      std::lock_guard<std::mutex> l(mu);
+      missing.insert(missing.end(), local.begin(), local.end());
+      firstMissing = std::min(firstMissing, firstLocal);
+    });
+  }
+  if (missing.empty()) return;
+  if (injected_)
+    ThrowInvalid(std::string(name) + ".indices[" + std::to_string(firstMissing) + "]=" +
+                 std::to_string(m.indices[firstMissing]) + " has no parameters (fromParameters was given other columns)");
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  std::unique_lock<RwLock> write(lock_);
+  // Another call may have added some meanwhile.
+  missing.erase(std::remove_if(missing.begin(), missing.end(), [&](uint32_t d) { return map_.Find(d) != kNoSlot; }),
+                missing.end());
+  cancel.check();
+  if (!missing.empty()) Add(missing);
+}
+
+void ColumnParams::Gather(const uint32_t* cols, size_t n, float* rs, float* lnCs, float* betas) const {
+  std::shared_lock<RwLock> read(lock_);
+  ParallelFor(n, 64, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const uint32_t slot = map_.Find(cols[i]);
+      const size_t off = i * samples_;
+      if (slot != kNoSlot) {
+        std::memcpy(rs + off, At(0, slot), samples_ * 4);
+        std::memcpy(lnCs + off, At(1, slot), samples_ * 4);
+        std::memcpy(betas + off, At(2, slot), samples_ * 4);
+      } else if (!injected_) {
+        GenerateColumn(seed_, cols[i], samples_, rs + off, lnCs + off, betas + off);
+      } else {
+        ThrowInvalid("columns[" + std::to_string(i) + "]=" + std::to_string(cols[i]) +
+                     " has no parameters (fromParameters was given other columns)");
       }
     }
   });
 }
 
-void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samples, const float* rs,
-             const float* lnCs, const float* betas, uint32_t* out, const CancelToken& cancel) {
+void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, const ColumnParams& p, uint32_t* out,
+             const CancelToken& cancel) {
   const uint64_t rows = rowEnd - rowStart;
+  const uint32_t samples = p.samples();
   ParallelFor(rows, 16, [&](size_t b, size_t e) {
     cancel.check();
     std::vector<float> minA(samples), minT(samples);
-    std::vector<uint32_t> minK(samples);
+    std::vector<uint32_t> minK(samples), slots;
     float* A = minA.data();
     float* T = minT.data();
     uint32_t* K = minK.data();
@@ -115,17 +234,26 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samp
       std::fill(minA.begin(), minA.end(), std::numeric_limits<float>::infinity());
       std::fill(minK.begin(), minK.end(), kSentinel);
       std::fill(minT.begin(), minT.end(), 0.0f);
-      const uint32_t jEnd = m.indptr[r + 1];
-      for (uint32_t j = m.indptr[r]; j < jEnd; ++j) {
+      const uint32_t j0 = m.indptr[r], jEnd = m.indptr[r + 1];
+      // Slots first, so the loop below can fetch a column's tables ahead.
+      slots.resize(jEnd - j0);
+      for (uint32_t j = j0; j < jEnd; ++j) {
+        const uint32_t slot = p.Find(m.indices[j]);
+        if (slot == kNoSlot) throw Error(kInternal, "MinHash column without parameters (Ensure was skipped)");
+        slots[j - j0] = slot;
+      }
+      for (uint32_t j = j0; j < jEnd; ++j) {
         // The tables are far larger than cache and each nonzero reads three
         // scattered runs of `samples` floats: fetch the next column's early.
-        if (j + kAhead < jEnd) Prefetch(rs, lnCs, betas, size_t(m.indices[j + kAhead]) * samples, samples);
+        if (j + kAhead < jEnd) {
+          const uint32_t ahead = slots[j + kAhead - j0];
+          Prefetch(p.rs(ahead), p.lnCs(ahead), p.betas(ahead), samples);
+        }
         const float w = m.values ? m.values[j] : 1.0f;
         if (!(w > 0.0f)) continue;  // zero, negative and NaN weights carry no mass
         const float lw = float(std::log(double(w)));
-        const uint32_t d = m.indices[j];
-        const size_t off = size_t(d) * samples;
-        UpdateRow(lw, d, rs + off, lnCs + off, betas + off, samples, A, T, K);
+        const uint32_t slot = slots[j - j0];
+        UpdateRow(lw, m.indices[j], p.rs(slot), p.lnCs(slot), p.betas(slot), samples, A, T, K);
       }
       uint32_t* o = out + i * size_t(samples) * 2;
       for (uint32_t s = 0; s < samples; ++s) {

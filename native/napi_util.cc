@@ -1,9 +1,15 @@
 #include "napi_util.h"
 
+#include <algorithm>
+#include <atomic>
+
 #include "gpu.h"
 
 #include <cmath>
+#include <cstring>
 #include <new>
+
+#include "parallel.h"
 
 namespace cusim {
 
@@ -119,6 +125,12 @@ std::vector<int> DevicesProp(const Napi::Object& o) {
   return out;
 }
 
+Napi::Array DeviceList(Napi::Env env, const std::vector<int>& devices) {
+  auto a = Napi::Array::New(env, devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) a.Set(uint32_t(i), devices[i]);
+  return a;
+}
+
 int DeviceFor(Backend backend, const Napi::Object& o) {
   return backend == Backend::Cuda ? ResolveDevices(DevicesProp(o)).at(0) : 0;
 }
@@ -127,6 +139,69 @@ bool HasByteData(const Napi::Value& v) {
   if (!v.IsObject()) return false;
   const Napi::Value data = v.As<Napi::Object>().Get("data");
   return data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
+}
+
+static std::atomic<uint64_t> gMaxTypedLength{uint64_t(1) << 32};
+
+uint64_t MaxTypedLength() { return gMaxTypedLength.load(std::memory_order_relaxed); }
+void SetMaxTypedLength(uint64_t n) { gMaxTypedLength.store(n, std::memory_order_relaxed); }
+
+void CheckTypedLength(uint64_t elements, const std::string& what, const std::string& hint) {
+  if (elements <= MaxTypedLength()) return;
+  ThrowInvalid(what + " would hold " + std::to_string(elements) + " elements, more than one typed array holds (" +
+               std::to_string(MaxTypedLength()) + ")" + (hint.empty() ? "" : "; " + hint));
+}
+
+namespace {
+struct Release {
+  void (*fn)(void*, void*);
+  void* hint;
+};
+}  // namespace
+
+Napi::ArrayBuffer NewJsArrayBuffer(Napi::Env env, uint64_t bytes) {
+  // Not napi_create_arraybuffer: V8 aborts the process when that allocation
+  // fails, where `new ArrayBuffer(bytes)` throws a RangeError.
+  try {
+    return env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))}).As<Napi::ArrayBuffer>();
+  } catch (const Napi::Error&) {
+    throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes (" + FormatBytes(bytes) +
+                                  ") of host memory for a JavaScript array");
+  }
+}
+
+Napi::ArrayBuffer ArrayBufferOver(Napi::Env env, void* p, uint64_t bytes, void (*release)(void*, void*), void* hint) {
+  if (bytes <= MaxTypedLength()) {
+    auto* r = new Release{release, hint};
+    napi_value ab;
+    const napi_status s = napi_create_external_arraybuffer(
+        env, p, bytes,
+        [](napi_env, void* data, void* h) {
+          auto* rel = static_cast<Release*>(h);
+          rel->fn(data, rel->hint);
+          delete rel;
+        },
+        r, &ab);
+    // On failure Node may already have run (or scheduled) the finalizer, so
+    // nothing is freed here: a leak on an error path rather than a double free.
+    if (s != napi_ok) throw Error(kOutOfMemory, "could not wrap a " + FormatBytes(bytes) + " result for JavaScript");
+    return Napi::ArrayBuffer(env, ab);
+  }
+  Napi::ArrayBuffer ab;
+  try {
+    ab = NewJsArrayBuffer(env, bytes);
+  } catch (...) {
+    release(p, hint);
+    throw;
+  }
+  void* data = ab.Data();
+  constexpr uint64_t kChunk = 64ull << 20;
+  ParallelFor((bytes + kChunk - 1) / kChunk, 1, [&](size_t b, size_t e) {
+    const uint64_t lo = b * kChunk, hi = std::min<uint64_t>(bytes, e * kChunk);
+    std::memcpy(static_cast<char*>(data) + lo, static_cast<const char*>(p) + lo, hi - lo);
+  });
+  release(p, hint);
+  return ab;
 }
 
 Task::Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& keep, std::shared_ptr<Inputs> inputs)

@@ -59,6 +59,8 @@ bool BoolPropOr(const Napi::Object& o, const char* key, bool fallback);
 std::string StrPropOr(const Napi::Object& o, const char* key, const std::string& fallback);
 Backend BackendProp(const Napi::Object& o);  // o.backend: 'cpu' | 'cuda'
 std::vector<int> DevicesProp(const Napi::Object& o);  // o.devices: number[] or absent (all)
+// devices as a JavaScript array of GPU indices.
+Napi::Array DeviceList(Napi::Env env, const std::vector<int>& devices);
 // The GPU a single-device call runs on: the first of o.devices (checked
 // against this host) for the CUDA backend, 0 (unused) for the CPU.
 int DeviceFor(Backend backend, const Napi::Object& o);
@@ -72,6 +74,7 @@ template <> struct TypedArrayTraits<double> { static constexpr napi_typedarray_t
 template <> struct TypedArrayTraits<uint32_t> { static constexpr napi_typedarray_type type = napi_uint32_array; static constexpr const char* name = "Uint32Array"; };
 template <> struct TypedArrayTraits<int32_t> { static constexpr napi_typedarray_type type = napi_int32_array; static constexpr const char* name = "Int32Array"; };
 template <> struct TypedArrayTraits<uint16_t> { static constexpr napi_typedarray_type type = napi_uint16_array; static constexpr const char* name = "Uint16Array"; };
+template <> struct TypedArrayTraits<uint64_t> { static constexpr napi_typedarray_type type = napi_biguint64_array; static constexpr const char* name = "BigUint64Array"; };
 template <> struct TypedArrayTraits<uint8_t> { static constexpr napi_typedarray_type type = napi_uint8_array; static constexpr const char* name = "Uint8Array"; };
 
 template <typename T>
@@ -84,17 +87,36 @@ struct ArrayArg {
 bool HasByteData(const Napi::Value& v);
 
 // ---- outputs ----------------------------------------------------------------
-// Hands a vector's storage to JavaScript without a copy.
-template <typename T>
-Napi::TypedArrayOf<T> ToTyped(Napi::Env env, std::vector<T>&& v) {
-  auto* owned = new std::vector<T>(std::move(v));
-  if (owned->empty()) {
-    delete owned;
-    return Napi::TypedArrayOf<T>::New(env, 0);
-  }
-  auto buf = Napi::ArrayBuffer::New(env, owned->data(), owned->size() * sizeof(T),
-                                    [](Napi::Env, void*, std::vector<T>* p) { delete p; }, owned);
-  return Napi::TypedArrayOf<T>::New(env, owned->size(), buf, 0);
+// A typed array holds at most MaxTypedLength() elements (buffer.constants.
+// MAX_LENGTH, 2^32 on Node 20; the loader sets it), and Node wraps external
+// memory only up to that many bytes: past it Node frees the memory itself and
+// node-addon-api's ArrayBuffer::New frees its record a second time (the
+// "double free" abort of a 4.5 GB signature array). Every result goes through
+// ArrayBufferOver, never ArrayBuffer::New on external memory.
+void SetMaxTypedLength(uint64_t n);  // MaxTypedLength() is in common.h
+// Coded RangeError when `elements` cannot be one typed array; `what` names the
+// result and `hint` says how to ask for less.
+void CheckTypedLength(uint64_t elements, const std::string& what, const std::string& hint = "");
+// Gives `bytes` at p to JavaScript. Up to MaxTypedLength() bytes the buffer
+// wraps p and release(p, hint) runs at garbage collection; larger blocks are
+// copied (on all cores) into a V8-owned buffer and released at once. Owns p
+// from the call on, also when it throws.
+Napi::ArrayBuffer ArrayBufferOver(Napi::Env env, void* p, uint64_t bytes, void (*release)(void* p, void* hint), void* hint);
+
+// A zero-filled ArrayBuffer owned by V8 (no size limit but memory); coded
+// CUSIM_OUT_OF_MEMORY instead of V8's abort when it cannot be allocated.
+Napi::ArrayBuffer NewJsArrayBuffer(Napi::Env env, uint64_t bytes);
+
+// Hands a vector's storage to JavaScript without a copy (see ArrayBufferOver).
+template <typename T, typename A>
+Napi::TypedArrayOf<T> ToTyped(Napi::Env env, std::vector<T, A>&& v, const char* what = "a result") {
+  CheckTypedLength(v.size(), what);
+  if (v.empty()) return Napi::TypedArrayOf<T>::New(env, 0);
+  auto* owned = new std::vector<T, A>(std::move(v));
+  const size_t n = owned->size();
+  auto buf = ArrayBufferOver(env, owned->data(), n * sizeof(T),
+                             [](void*, void* h) { delete static_cast<std::vector<T, A>*>(h); }, owned);
+  return Napi::TypedArrayOf<T>::New(env, n, buf, 0);
 }
 
 // ---- async work ---------------------------------------------------------------

@@ -384,7 +384,9 @@ CUSIM_REGISTER(owned, Init);
 
 Napi::Object NewLentBuffer(Napi::Env env, uint64_t bytes) {
   auto out = Napi::Object::New(env);
-  void* p = bytes ? HostPinnedAlloc(bytes) : nullptr;
+  // Node wraps external memory only up to MaxTypedLength() bytes (napi_util.h);
+  // a larger array is an ordinary one (isPinned() says so).
+  void* p = bytes && bytes <= MaxTypedLength() ? HostPinnedAlloc(bytes) : nullptr;
   out.Set("pinned", Napi::Boolean::New(env, p != nullptr));
   if (p) {
     auto block = std::make_shared<LentBlock>();
@@ -393,20 +395,13 @@ Napi::Object NewLentBuffer(Napi::Env env, uint64_t bytes) {
     // The buffer's own reference; its finalizer runs once no ArrayBuffer
     // (here or in a worker it was transferred to) uses the memory.
     auto* ref = new std::shared_ptr<LentBlock>(block);
-    out.Set("buffer", Napi::ArrayBuffer::New(env, p, bytes, [](Napi::Env, void*, std::shared_ptr<LentBlock>* r) {
-      Lent().Remove(r->get());
-      delete r;
+    out.Set("buffer", ArrayBufferOver(env, p, bytes, [](void*, void* r) {
+      auto* b = static_cast<std::shared_ptr<LentBlock>*>(r);
+      Lent().Remove(b->get());
+      delete b;
     }, ref));
   } else {
-    // Not napi_create_arraybuffer: V8 aborts the process when that
-    // allocation fails. `new ArrayBuffer(bytes)` throws a RangeError instead.
-    Napi::Value buf;
-    try {
-      buf = env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))});
-    } catch (const Napi::Error&) {
-      throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes of host memory");
-    }
-    out.Set("buffer", buf);
+    out.Set("buffer", NewJsArrayBuffer(env, bytes));
   }
   return out;
 }

@@ -157,8 +157,20 @@ Napi::Value DeviceMemoryJs(const Napi::CallbackInfo& info) {
   });
 }
 
+// setMaxTypedLength(n): buffer.constants.MAX_LENGTH of this Node, set by the loader.
+Napi::Value SetMaxTyped(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    const double n = args.Num(0, "maxLength");
+    if (!(n >= 1 && n <= 9007199254740991.0) || n != double(uint64_t(n))) ThrowInvalid("maxLength must be a positive safe integer");
+    SetMaxTypedLength(uint64_t(n));
+    return info.Env().Undefined();
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceMemory", Napi::Function::New(env, DeviceMemoryJs, "deviceMemory"));
+  exports.Set("setMaxTypedLength", Napi::Function::New(env, SetMaxTyped, "setMaxTypedLength"));
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));
   exports.Set("cudaSupport", Napi::Function::New(env, CudaSupport, "cudaSupport"));

@@ -439,13 +439,14 @@ describe('WeightedMinHash: bad input', () => {
     expectInvalid(() => new Ctor({ dim: NaN, samples: 4, seed: 1 }), RangeError, /options\.dim must be finite/);
   });
 
-  it('tables too large for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
-    const dim = 0xffffffff;
-    using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cpu' });
-    const bytes = 3 * dim * 128 * 4;
-    const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
+  it('parameters of too many distinct columns for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
+    // 40,000 distinct columns x 65,536 samples x 12 bytes = 31 GB, more than a CI host has.
+    const n = 40_000;
+    using wmh = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cpu' });
+    const indices = new Uint32Array(n).map((_, i) => 0xffffffff - 1 - 3 * i);
+    const p = wmh.hash({ rows: 1, cols: 0xffffffff, indptr: Uint32Array.of(0, n), indices });
     await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
-    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${bytes} bytes\\)`));
+    await expect(p).rejects.toThrow(new RegExp(`${n} distinct columns.*\\(${3 * n * 65536 * 4} bytes\\)`));
   });
 
   it('use after dispose throws CUSIM_DISPOSED', async () => {
@@ -454,6 +455,92 @@ describe('WeightedMinHash: bad input', () => {
     expect(wmh.disposed).toBe(true);
     expect(() => wmh.parameters()).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
     await expect(wmh.hash(csr(10, [[[1, 1]]]))).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
+  });
+});
+
+describe('WeightedMinHash: parameter cost follows the columns used', () => {
+  /** Rows over a few columns spread across [0, 2^32 - 1), including the largest legal one. */
+  function hugeDimCsr(seed: number, rows: number, distinct: number): { m: CsrMatrix; cols: Uint32Array } {
+    const r = rng(seed);
+    const pool = new Set<number>([0xfffffffe, 0, 0x80000000]);
+    while (pool.size < distinct) pool.add(Math.floor(r() * 0xffffffff));
+    const cols = Uint32Array.from(pool);
+    const m = randomCsr(r, rows, distinct, (i) => (i % 9 === 0 ? 0 : 1 + randInt(r, 40)));
+    // Columns of the random matrix index the pool: same structure, huge ids.
+    m.indices = m.indices.map((k) => cols[k]);
+    m.cols = 0xffffffff;
+    return { m, cols };
+  }
+
+  it('dim 2^32 - 1 with ids near 2^32: equals the float32 oracle over parameters({ columns }), which follow the seed contract', async () => {
+    const { m, cols } = hugeDimCsr(5, 300, 500);
+    using wmh = new WeightedMinHash({ dim: 0xffffffff, samples: 16, seed: 3, backend: 'cpu' });
+    const sig = await wmh.hash(m);
+    const p = wmh.parameters({ columns: cols });
+    expect(p.columns).toEqual(cols);
+    // Oracle in a compact column space: remap ids to their index in `cols`, then back for k*.
+    const index = new Map<number, number>();
+    cols.forEach((c, i) => index.set(c, i));
+    const local = { ...m, cols: cols.length, indices: m.indices.map((c) => index.get(c)!) };
+    const want = oracleHash(local, p, 16);
+    for (let i = 0; i < want.length; i += 2) if (want[i] !== EMPTY_ROW_SENTINEL) want[i] = cols[want[i]];
+    expect(firstDiff(sig, want)).toBe(-1);
+    // The largest column's parameters are Philox(seed, 2^32 - 2, 0)'s first uniforms.
+    const last = wmh.parameters({ columns: [0xfffffffe] });
+    const bits = native().philoxStream(3n, 0xfffffffen, 0n, 5 * 16, true) as Uint32Array;
+    const u = new Float32Array(bits.buffer);
+    for (let s = 0; s < 16; s++) expect(last.betas[s]).toBe(u[5 * s + 4]);
+  });
+
+  it('columns are kept across calls: calls over different columns equal one fresh object each (bit for bit)', async () => {
+    const { m } = hugeDimCsr(8, 400, 3000);
+    using seen = new WeightedMinHash({ dim: 0xffffffff, samples: 32, seed: 9, backend: 'cpu' });
+    const parts = [sliceRows(m, 0, 100), sliceRows(m, 100, 250), sliceRows(m, 250, 400)];
+    const got: Uint32Array[] = [];
+    for (const part of parts) got.push(await seen.hash(part));
+    // Concurrent calls that add columns at the same time.
+    const again = await Promise.all(parts.map((part) => seen.hash(part)));
+    for (let i = 0; i < parts.length; i++) {
+      using fresh = new WeightedMinHash({ dim: 0xffffffff, samples: 32, seed: 9, backend: 'cpu' });
+      const want = await fresh.hash(parts[i]);
+      expect(firstDiff(got[i], want)).toBe(-1);
+      expect(firstDiff(again[i], want)).toBe(-1);
+    }
+  });
+
+  it('parameters() without columns needs dim x samples to fit a typed array, and says to pass columns', () => {
+    using wmh = new WeightedMinHash({ dim: 0xffffffff, samples: 4, backend: 'cpu' });
+    expect(() => wmh.parameters()).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT' }));
+    expect(() => wmh.parameters()).toThrow(/pass the columns wanted/);
+    expectInvalid(() => wmh.parameters({ columns: [0xffffffff] }), RangeError, /columns\[0\]=4294967295 is out of range/);
+  });
+
+  it('fromParameters({ columns }): tables for chosen columns of a huge dim; any other column is a RangeError naming it', async () => {
+    const { m, cols } = hugeDimCsr(12, 200, 300);
+    using seeded = new WeightedMinHash({ dim: 0xffffffff, samples: 8, seed: 4, backend: 'cpu' });
+    const p = seeded.parameters({ columns: cols });
+    using inj = WeightedMinHash.fromParameters({ ...p, dim: 0xffffffff, samples: 8, backend: 'cpu' });
+    expect(firstDiff(await inj.hash(m), await seeded.hash(m))).toBe(-1);
+    expect(inj.parameters({ columns: cols.subarray(0, 5) }).rs).toEqual(seeded.parameters({ columns: cols.subarray(0, 5) }).rs);
+    const bad = { ...m, indices: m.indices.slice() };
+    const at = bad.indptr[7];
+    bad.indices[at] = 12345;
+    await expectCoded(inj.hash(bad), RangeError, new RegExp(`matrix\\.indices\\[${at}\\]=12345 has no parameters`));
+    expectInvalid(() => inj.parameters({ columns: [12345] }), RangeError, /columns\[0\]=12345 has no parameters/);
+    expectInvalid(
+      () => WeightedMinHash.fromParameters({ ...p, columns: Uint32Array.of(...cols.subarray(0, cols.length - 1), cols[0]), dim: 0xffffffff, samples: 8 }),
+      RangeError,
+      /columns repeats column/,
+    );
+  });
+
+  it('memory grows with the columns used: 2,000 columns of a 2^32 - 1 dim cost megabytes, not 2^32 x samples x 12 bytes', async () => {
+    const before = process.memoryUsage().rss;
+    const { m } = hugeDimCsr(13, 20_000, 2000);
+    using wmh = new WeightedMinHash({ dim: 0xffffffff, samples: 128, seed: 1, backend: 'cpu' });
+    await wmh.hash(m);
+    // 2,000 x 128 x 12 B = 3 MB of tables (in 4 MB blocks) plus the 20,000-row output (20 MB).
+    expect(process.memoryUsage().rss - before).toBeLessThan(300 << 20);
   });
 });
 
@@ -583,12 +670,88 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     }
   });
 
-  it('device tables that do not fit reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
-    const dim = 0xffffffff;
-    using wmh = new WeightedMinHash({ dim, samples: 128, backend: 'cuda', devices: [0] });
-    const p = wmh.hash({ rows: 1, cols: dim, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(5) });
+  it('parameters of more distinct columns than fit the GPU reject with CUSIM_OUT_OF_MEMORY naming the bytes; the object still works', async () => {
+    // 200,000 distinct columns x 65,536 samples x 18 bytes = 236 GB.
+    const n = 200_000;
+    using wmh = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cuda', devices: [0] });
+    const indices = new Uint32Array(n).map((_, i) => 0xfffffffe - 7 * i);
+    const p = wmh.hash({ rows: 1, cols: 0xffffffff, indptr: Uint32Array.of(0, n), indices });
     await expect(p).rejects.toMatchObject({ code: 'CUSIM_OUT_OF_MEMORY' });
-    await expect(p).rejects.toThrow(new RegExp(`parameter tables.*\\(${dim * 128 * 16 + dim * 128 * 2} bytes\\)`));
+    await expect(p).rejects.toThrow(new RegExp(`${n} distinct columns, 65536 samples\\)`));
+    // The failed call left no half-added columns behind: a small call hashes as the CPU does.
+    const small = { rows: 2, cols: 0xffffffff, indptr: Uint32Array.of(0, 2, 3), indices: Uint32Array.of(5, 0xfffffffe, 5) };
+    using c = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cpu' });
+    expect(agreement(await wmh.hash(small), await c.hash(small))).toBeGreaterThanOrEqual(0.999);
+  });
+
+  it('column ids near 2^32 (dim 2^32 - 1): cuda = cpu, and deviceParameters({ columns }) = parameters({ columns })', async () => {
+    const r = rng(21);
+    const pool = Uint32Array.from(new Set([0xfffffffe, 0, 1, 0x80000000, ...Array.from({ length: 3000 }, () => Math.floor(r() * 0xffffffff))]));
+    const base = mixedCsr(22, 1500, pool.length);
+    const m = { ...base, cols: 0xffffffff, indices: base.indices.map((k) => pool[k]) };
+    using g = new WeightedMinHash({ dim: 0xffffffff, samples: 64, seed: 6, backend: 'cuda', devices: [0] });
+    using c = new WeightedMinHash({ dim: 0xffffffff, samples: 64, seed: 6, backend: 'cpu' });
+    const [sg, sc] = await Promise.all([g.hash(m), c.hash(m)]);
+    expect(agreement(sg, sc)).toBeGreaterThanOrEqual(0.9999);
+    for (let i = 0; i < sc.length; i += 2) if (sc[i] === EMPTY_ROW_SENTINEL) expect(sg[i]).toBe(EMPTY_ROW_SENTINEL);
+    // Columns used by the call and columns never seen (added by the request itself).
+    const cols = Uint32Array.of(0xfffffffe, pool[7], 123456789, 0, 4000000000);
+    const gp = g.deviceParameters(0, { columns: cols });
+    const cp = c.parameters({ columns: cols });
+    expect(gp.columns).toEqual(cols);
+    expect(gp.betas).toEqual(cp.betas);
+    for (let i = 0; i < cp.rs.length; i++) {
+      expect(ulpDiff(gp.rs[i], cp.rs[i])).toBeLessThanOrEqual(1);
+      expect(ulpDiff(gp.lnCs[i], cp.lnCs[i])).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('columns added over calls, batches and concurrent calls (map growth past 4096 entries, retried batches) = cpu', async () => {
+    const dim = 50_000_000;
+    const r = rng(23);
+    // Each part brings ~30,000 new columns (the map starts at 4,096 entries) plus columns seen before.
+    const parts: CsrMatrix[] = [];
+    for (let k = 0; k < 4; k++) {
+      const rows = 20_000;
+      const indptr = new Uint32Array(rows + 1);
+      const idx: number[] = [];
+      for (let i = 0; i < rows; i++) {
+        const len = i % 23 === 0 ? 0 : 1 + randInt(r, 12);
+        const row = new Set<number>();
+        while (row.size < len) row.add(r() < 0.5 ? randInt(r, 2000) : 2000 + k * 1_000_000 + randInt(r, 40_000));
+        idx.push(...[...row].sort((a, b) => a - b));
+        indptr[i + 1] = idx.length;
+      }
+      parts.push({ rows, cols: dim, indptr, indices: Uint32Array.from(idx) });
+    }
+    using g = new WeightedMinHash({ dim, samples: 32, seed: 8, backend: 'cuda', devices: 'all' });
+    using c = new WeightedMinHash({ dim, samples: 32, seed: 8, backend: 'cpu' });
+    const first = await g.hash(parts[0]);
+    const rest = await Promise.all(parts.slice(1).map((m) => g.hash(m)));
+    const gpu = [first, ...rest];
+    for (let k = 0; k < parts.length; k++) {
+      const cpu = await c.hash(parts[k]);
+      expect(agreement(gpu[k], cpu), `part ${k}`).toBeGreaterThanOrEqual(0.9999);
+      // Same object, columns all known now: byte-identical to the first pass.
+      expect(firstDiff(await g.hash(parts[k]), gpu[k]), `part ${k} again`).toBe(-1);
+    }
+  });
+
+  it('injected tables for chosen columns of a huge dim: cuda = cpu; a column outside the set is named', async () => {
+    const r = rng(29);
+    const pool = Uint32Array.from(new Set([0xfffffffe, ...Array.from({ length: 800 }, () => Math.floor(r() * 0xffffffff))]));
+    const base = mixedCsr(30, 900, pool.length);
+    const m = { ...base, cols: 0xffffffff, indices: base.indices.map((k) => pool[k]) };
+    using seeded = new WeightedMinHash({ dim: 0xffffffff, samples: 16, seed: 2, backend: 'cpu' });
+    const p = seeded.parameters({ columns: pool });
+    using g = WeightedMinHash.fromParameters({ ...p, dim: 0xffffffff, samples: 16, backend: 'cuda', devices: [0] });
+    using c = WeightedMinHash.fromParameters({ ...p, dim: 0xffffffff, samples: 16, backend: 'cpu' });
+    expect(agreement(await g.hash(m), await c.hash(m))).toBeGreaterThanOrEqual(0.9999);
+    expect(g.deviceParameters(0, { columns: pool.subarray(0, 9) }).betas).toEqual(c.parameters({ columns: pool.subarray(0, 9) }).betas);
+    const bad = { ...m, indices: m.indices.slice() };
+    const at = bad.indptr[bad.rows] - 3;
+    bad.indices[at] = 77;
+    await expectCoded(g.hash(bad), RangeError, new RegExp(`matrix\\.indices\\[${at}\\]=77 has no parameters`));
   });
 
   it('a 1M-nnz row among small rows: cuda = cpu on >= 99.99% of entries', async () => {

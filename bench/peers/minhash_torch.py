@@ -9,32 +9,18 @@ GPU. Prints one JSON line last.
 usage: minhash_torch.py ROWS DIM SAMPLES
 """
 import json
-import sys
+
+from github_rows import begin, github_rows, time_runs
 
 
 def main():
-    rows, dim, samples = (int(a) for a in sys.argv[1:4])
-    try:
-        import numpy as np
-        import torch
-    except ImportError as e:  # the harness reports the skip
-        print(json.dumps({"skipped": f"missing {e.name}"}))
+    started = begin()
+    if started is None:
         return
-    if not torch.cuda.is_available():
-        print(json.dumps({"skipped": "no CUDA device for torch"}))
-        return
+    rows, dim, samples, np, torch = started
     dev = torch.device("cuda")
-    rng = np.random.default_rng(7)
-    sigma = 1.0
-    lens = np.clip(np.rint(rng.lognormal(np.log(340) - sigma * sigma / 2, sigma, rows)), 1, dim).astype(np.int64)
+    lens, cols, vals, row_of = github_rows(np, rows, dim)
     nnz = int(lens.sum())
-    # Zipf(1.1) ranks by the continuous inverse CDF; duplicates within a row are
-    # harmless for timing.
-    s = 1.1
-    u = rng.random(nnz)
-    cols = np.minimum(dim - 1, np.floor((1 - u * (1 - dim ** (1 - s))) ** (1 / (1 - s))) - 1).astype(np.int64)
-    vals = (1 + rng.integers(0, 8, nnz)).astype(np.float32)
-    row_of = np.repeat(np.arange(rows), lens)
 
     g = torch.Generator(device=dev).manual_seed(1)
     u5 = torch.rand((5, dim, samples), generator=g, device=dev, dtype=torch.float32).clamp_min_(1e-12)
@@ -68,24 +54,9 @@ def main():
 
     run()  # warm-up
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(3):
-        start.record()
-        run()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    ms = sorted(times)[len(times) // 2]
-    print(json.dumps({
-        "peer": f"torch {torch.__version__}",
-        "rows": rows,
-        "nnz": nnz,
-        "samples": samples,
-        "ms": ms,
-        "elem_samples_per_s": nnz * samples / (ms / 1e3),
-        "note": "chunked minima are not exact across chunks for the tie rule; timing only",
-    }))
+    result = time_runs(torch, run, rows, nnz, samples)
+    result["note"] = "chunked minima are not exact across chunks for the tie rule; timing only"
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // from any iterable); build() hands back the rows added since the last
 // build, so a corpus of any size flows through in batches while the
 // vocabulary and document frequencies keep growing across them.
+import { MAX_TYPED_LENGTH } from '../addon.js';
 import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
@@ -43,6 +44,9 @@ export interface TextFeaturizerOptions {
 // Batches for the native path: large enough that the per-call cost and the
 // per-batch vocabulary lookups amortize, small enough to bound the copy.
 const BATCH_CHARS = 4 << 20;
+/** Entries and rows a pending CSR can hold: a uint32 indptr, one typed array of indices. */
+const NNZ_MAX = Math.min(MAX_TYPED_LENGTH, 0xffffffff);
+const ROWS_MAX = Math.min(MAX_TYPED_LENGTH, 0xffffffff);
 const BATCH_DOCS = 1 << 16;
 // Below this, one document is tokenized faster in JavaScript than the native
 // call's fixed cost; the result is the same either way.
@@ -110,7 +114,10 @@ export class TextFeaturizer {
   private readonly stop: ReadonlySet<string> | undefined;
   // Rows since the last build(): raw counts, weighted at build time so that
   // TF-IDF uses every document frequency seen up to then.
-  private indptr: number[] = [0];
+  // A typed array, not number[]: V8 aborts the process (no exception) when a
+  // JavaScript array grows past ~10^8 elements.
+  private indptr = new Uint32Array(1024);
+  private rows = 0;
   private indices = new Uint32Array(4096);
   private counts = new Float32Array(4096);
   private nnz = 0;
@@ -183,7 +190,7 @@ export class TextFeaturizer {
 
   /** Rows waiting for build(). */
   get pendingRows(): number {
-    return this.indptr.length - 1;
+    return this.rows;
   }
 
   /** Adds one document as the next row; returns its token count (after filtering). */
@@ -268,7 +275,7 @@ export class TextFeaturizer {
       this.indices.set(r.cols, this.nnz);
       this.counts.set(r.values, this.nnz);
       if (grow) this.vocabulary.countDocuments(r.cols, r.rowPtr);
-      for (let i = 1; i < r.rowPtr.length; i++) this.indptr.push(this.nnz + r.rowPtr[i]);
+      for (let i = 1; i < r.rowPtr.length; i++) this.pushRow(this.nnz + r.rowPtr[i]);
       this.nnz += r.cols.length;
       return r.kept;
     }
@@ -384,7 +391,7 @@ export class TextFeaturizer {
     }
     if (countDf) this.vocabulary.countDocument(this.scratch.subarray(0, m), m);
     this.nnz += m;
-    this.indptr.push(this.nnz);
+    this.pushRow(this.nnz);
   }
 
   /** Where `col` sits in this row's scratch list, or `n` when it is new. */
@@ -452,14 +459,15 @@ export class TextFeaturizer {
    * size now (2^hashBits when hashing), so later batches may be wider.
    */
   build(): CsrMatrix & { values: Float32Array } {
-    const rows = this.indptr.length - 1;
-    const indptr = Uint32Array.from(this.indptr);
+    const rows = this.rows;
+    const indptr = this.indptr.slice(0, rows + 1);
     const indices = this.indices.slice(0, this.nnz);
     const values = this.counts.slice(0, this.nnz);
     const w = this.options.weighting;
     if (w === 'binary') values.fill(1);
     else if (w === 'tfidf') for (let i = 0; i < values.length; i++) values[i] *= this.vocabulary.idf(indices[i]);
-    this.indptr = [0];
+    this.indptr = new Uint32Array(1024);
+    this.rows = 0;
     this.nnz = 0;
     return { rows, cols: this.vocabulary.size, indptr, indices, values };
   }
@@ -493,10 +501,26 @@ export class TextFeaturizer {
     return f;
   }
 
+  private pushRow(end: number): void {
+    if (this.rows + 2 > this.indptr.length) {
+      if (this.rows + 2 > ROWS_MAX) throw rangeError(`pending rows exceed ${ROWS_MAX - 1}; call build() more often`);
+      const next = new Uint32Array(Math.min(ROWS_MAX, this.indptr.length * 2));
+      next.set(this.indptr);
+      this.indptr = next;
+    }
+    this.indptr[++this.rows] = end;
+  }
+
   private reserve(n: number): void {
     if (n <= this.indices.length) return;
+    // A CsrMatrix's indices are one typed array indexed by a uint32 indptr.
+    if (n > NNZ_MAX) {
+      throw rangeError(
+        `pending rows would hold ${n} entries, more than one CsrMatrix holds (${NNZ_MAX}); call build() more often (each build() returns the rows added since the last)`,
+      );
+    }
     let cap = this.indices.length;
-    while (cap < n) cap *= 2;
+    while (cap < n) cap = Math.min(cap * 2, NNZ_MAX);
     const i = new Uint32Array(cap);
     i.set(this.indices.subarray(0, this.nnz));
     const c = new Float32Array(cap);

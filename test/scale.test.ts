@@ -1,0 +1,167 @@
+// Size boundaries: results past 4 GiB and past one typed array's 2^32
+// elements, on the CPU, in bounded memory. One real crossing of 4 GiB (the
+// signature array that used to abort with "double free"); the rest lower the
+// addon's typed-array limit for this process (native setMaxTypedLength), so
+// every engine's result path crosses "more bytes than Node wraps" and "more
+// elements than a typed array holds" at megabytes instead of gigabytes.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { constants } from 'node:buffer';
+import { native } from '../lib/addon.js';
+import {
+  WeightedMinHash,
+  MinHash,
+  MinHashLSH,
+  HammingIndex,
+  FlyHash,
+  popcountRows,
+  similarityJoin,
+  similarityJoinStream,
+  rowChunks,
+  EMPTY_ROW_SENTINEL,
+  type CsrMatrix,
+} from '../lib/index.js';
+import { rng, randInt, randomCsr } from './helpers.js';
+
+async function expectTooLarge(p: Promise<unknown> | (() => unknown), msg: RegExp) {
+  const promise = typeof p === 'function' ? Promise.resolve().then(p) : p;
+  await expect(promise).rejects.toThrow(RangeError);
+  await expect(promise).rejects.toThrow(msg);
+  await expect(promise).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+}
+
+describe('4 GiB of signatures (CPU, the real boundary)', () => {
+  it('WeightedMinHash: 8,193 rows x 65,536 samples = 4.3 GB of signatures, one array, no abort', async () => {
+    // Empty rows cost only their sentinel fill; the last row has one nonzero.
+    const rows = 8193;
+    const indptr = new Uint32Array(rows + 1);
+    indptr[rows] = 1;
+    const m: CsrMatrix = { rows, cols: 10, indptr, indices: Uint32Array.of(7), values: Float32Array.of(2.5) };
+    using wmh = new WeightedMinHash({ dim: 10, samples: 65536, seed: 3, backend: 'cpu' });
+    let sig: Uint32Array | undefined = await wmh.hash(m);
+    expect(sig.length).toBe(rows * 65536 * 2);
+    expect(sig.byteLength).toBeGreaterThan(2 ** 32);
+    for (let i = 0; i < sig.length - 2 * 65536; i += 999_983) expect(sig[i]).toBe(EMPTY_ROW_SENTINEL);
+    const last = await wmh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(7), values: Float32Array.of(2.5) });
+    expect(sig.subarray(sig.length - 2 * 65536)).toEqual(last);
+    // Classic MinHash into the same 4.3 GB (out), 16,385 rows x 65,536 samples past 4 GiB too.
+    using mh = new MinHash({ samples: 65536, seed: 1, backend: 'cpu' });
+    const crows = 16385;
+    const cptr = new Uint32Array(crows + 1);
+    cptr[crows] = 2;
+    const cm: CsrMatrix = { rows: crows, cols: 2 ** 32, indptr: cptr, indices: Uint32Array.of(1, 0xffffffff) };
+    const out = await mh.hash(cm, { out: sig });
+    expect(out.byteLength).toBeGreaterThan(2 ** 32);
+    expect(out[0]).toBe(0xffffffff);
+    const lastC = await mh.hash({ rows: 1, cols: 2 ** 32, indptr: Uint32Array.of(0, 2), indices: Uint32Array.of(1, 0xffffffff) });
+    expect(out.subarray(out.length - 65536)).toEqual(lastC);
+    sig = undefined;
+  });
+
+  it('more than 2^32 signature words is a coded RangeError before anything is allocated, pointing to rowChunks', async () => {
+    const rows = 32769; // x 65,536 x 2 > 2^32
+    const m: CsrMatrix = { rows, cols: 10, indptr: new Uint32Array(rows + 1), indices: new Uint32Array(0) };
+    using wmh = new WeightedMinHash({ dim: 10, samples: 65536, backend: 'cpu' });
+    await expectTooLarge(wmh.hash(m), /more than one typed array holds .*rowChunks/);
+    using mh = new MinHash({ samples: 65536, backend: 'cpu' });
+    await expectTooLarge(mh.hash({ ...m, rows: 65537, indptr: new Uint32Array(65538) }), /more than one typed array holds/);
+    // rowChunks views the same matrix in pieces (no copy) that hashStream takes one call each.
+    using small = new WeightedMinHash({ dim: 10, samples: 8, backend: 'cpu' });
+    let rowsSeen = 0;
+    for await (const s of small.hashStream(rowChunks(m, 8192))) {
+      expect(s.length).toBeLessThanOrEqual(8192 * 16);
+      rowsSeen += s.length / 16;
+    }
+    expect(rowsSeen).toBe(rows);
+  });
+});
+
+describe('every engine past a lowered typed-array limit (2^20 elements or bytes)', () => {
+  const LIMIT = 1 << 20;
+  beforeAll(() => native().setMaxTypedLength(LIMIT));
+  afterAll(() => native().setMaxTypedLength(constants.MAX_LENGTH));
+
+  it('results of more bytes than the limit are copied into JavaScript memory, equal to the result below it', async () => {
+    // WeightedMinHash through the native layer (the TypeScript layer sizes by the real limit):
+    // 4,000 rows x 64 samples x 2 words = 512,000 words = 2 MB > 1 MB.
+    const m = randomCsr(rng(1), 4000, 500, (i) => 1 + (i % 7));
+    const h = new (native().WeightedMinHashNative)({ dim: 500, samples: 64, seed: 1, backend: 'cpu' });
+    const big = (await h.hash(m, {})).signatures as Uint32Array;
+    const parts = [];
+    for (let a = 0; a < 4000; a += 1000) parts.push((await h.hash(m, { rowStart: a, rowEnd: a + 1000 })).signatures as Uint32Array);
+    expect(big.byteLength).toBeGreaterThan(LIMIT);
+    expect(Buffer.from(big.buffer, big.byteOffset, big.byteLength).equals(Buffer.concat(parts.map((p) => Buffer.from(p.buffer, p.byteOffset, p.byteLength))))).toBe(true);
+    h.dispose();
+  });
+
+  it('results of more elements than the limit are coded RangeErrors: signatures, LSH pairs and queries, k-NN, scores, FlyHash', async () => {
+    // Signatures: 10,000 rows x 64 x 2 words > 2^20 words.
+    const h = new (native().WeightedMinHashNative)({ dim: 50, samples: 64, seed: 1, backend: 'cpu' });
+    await expectTooLarge(Promise.resolve().then(() => h.hash({ rows: 10000, cols: 50, indptr: new Uint32Array(10001), indices: new Uint32Array(0) }, {})), /signatures would hold 1280000 elements/);
+    h.dispose();
+    // LSH: 1,500 identical rows are one class; listing every pair (1,124,250) passes the limit.
+    const sig = new Uint32Array(1500 * 8).fill(5);
+    const lsh = new MinHashLSH({ bands: 4, rows: 1, samples: 4, backend: 'cpu' });
+    lsh.insert(Uint32Array.from({ length: 1500 }, (_, i) => i), sig);
+    await expectTooLarge(lsh.candidatePairs(), /candidatePairs would return 1124250 pairs.*groups\(\)/);
+    const g = await lsh.groups({ verify: 'none' });
+    expect(g.count).toBe(1);
+    await expectTooLarge(lsh.query(new Uint32Array(800 * 8).fill(5)), /query would return 1200000 candidate ids/);
+    // k-NN: queries x k > limit.
+    using index = new HammingIndex({ bits: 32, backend: 'cpu' });
+    index.add({ data: new Uint32Array(100).map((_, i) => i), rows: 100, bits: 32 });
+    const queries = { data: new Uint32Array(20000), rows: 20000, bits: 32 };
+    await expectTooLarge(index.search(queries, { k: 64 }), /k-NN results .* would hold 1280000 elements.*fewer queries/);
+    expect((await index.search({ data: new Uint32Array(10), rows: 10, bits: 32 }, { k: 3 })).ids.length).toBe(30);
+    // FlyHash: rows x words > limit.
+    using fly = new FlyHash({ inputDim: 4, hashLength: 64, connections: 2, winners: 4, seed: 1 });
+    await expectTooLarge(fly.hash({ data: new Float32Array(4 * 600_000), rows: 600_000, cols: 4 }, { output: 'indices', backend: 'cpu' }), /FlyHash codes .* would hold 2400000 elements/);
+    // A popcount of 2^20 + 1 rows (one element each).
+    await expectTooLarge(popcountRows({ data: new Uint32Array(LIMIT + 1), rows: LIMIT + 1, bits: 32 }, { backend: 'cpu' }), /would hold 1048577 elements/);
+  });
+
+  it('LSH over signatures held in several arrays (as inserts past the limit are kept) = one array', async () => {
+    const r = rng(4);
+    const n = 3000;
+    const sig = new Uint32Array(n * 16 * 2);
+    for (let i = 0; i < n; i++) {
+      const base = i % 700; // planted near-copies: rows 700 apart share most samples
+      for (let s = 0; s < 32; s++) sig[i * 32 + s] = s < 24 ? base * 97 + s : randInt(r, 1e9);
+    }
+    const ids = Uint32Array.from({ length: n }, (_, i) => n - i);
+    const opts = { samples: 16, bands: 8, rows: 2, width: 2, backend: 'cpu', verify: 'estimate', threshold: 0.5 };
+    const one = await native().lshGroups(sig, ids, opts);
+    const chunks = [sig.subarray(0, 1000 * 32), sig.subarray(1000 * 32, 1001 * 32), sig.subarray(1001 * 32)];
+    const many = await native().lshGroups(chunks, ids, opts);
+    expect(many.group).toEqual(one.group);
+    expect(many.left).toEqual(one.left);
+    expect(many.right).toEqual(one.right);
+    expect(Array.from(one.group).some((x) => x !== 0xffffffff)).toBe(true);
+    const q = await native().lshQuery(chunks, ids, sig.subarray(0, 64), opts);
+    expect(q.ids).toEqual((await native().lshQuery(sig, ids, sig.subarray(0, 64), opts)).ids);
+    await expect(Promise.resolve().then(() => native().lshGroups([sig.subarray(0, 33)], ids, opts))).rejects.toThrow(/not a multiple of samples \* 2/);
+  });
+});
+
+describe('join chunks', () => {
+  it('a probe step with more verified pairs than tuning.maxChunkPairs leaves in several chunks; together they are the join', async () => {
+    // 700 identical sets: 244,650 pairs, many per probe step.
+    const rows = 700;
+    const indptr = Uint32Array.from({ length: rows + 1 }, (_, i) => 3 * i);
+    const indices = new Uint32Array(3 * rows).map((_, i) => i % 3);
+    const m = { rows, cols: 3, indptr, indices };
+    const want = await similarityJoin(m, { threshold: 0.9, backend: 'cpu' });
+    expect(want.left.length).toBe((rows * (rows - 1)) / 2);
+    const seen = new Set<number>();
+    let chunks = 0;
+    for await (const c of similarityJoinStream(m, { threshold: 0.9, backend: 'cpu', tuning: { maxChunkPairs: 10_000 } })) {
+      chunks++;
+      expect(c.left.length).toBeLessThanOrEqual(10_000);
+      for (let i = 0; i < c.left.length; i++) seen.add(c.left[i] * rows + c.right[i]);
+    }
+    expect(chunks).toBeGreaterThan(20);
+    expect(seen.size).toBe(want.left.length);
+    const got = await similarityJoin(m, { threshold: 0.9, backend: 'cpu', tuning: { maxChunkPairs: 10_000 } });
+    expect(got.left).toEqual(want.left);
+    expect(got.right).toEqual(want.right);
+  });
+});
