@@ -138,11 +138,13 @@ describeGpu('GPU out of memory: coded error, then the same object works', () => 
 });
 
 it('out-of-memory errors carry bytesRequested and bytesFree (host tables too large)', async () => {
-  // 3 x 2^32 x 65536 floats of host tables: refused before allocating.
+  // Tables for 2^20 distinct columns at 65536 samples: 3 x 2^20 x 65536
+  // floats (824 GB), refused before allocating.
   using w = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cpu' });
-  const one: CsrMatrix = { rows: 1, cols: 0xffffffff, indptr: new Uint32Array([0, 1]), indices: new Uint32Array([1]) };
+  const cols = 1 << 20;
+  const one: CsrMatrix = { rows: 1, cols: 0xffffffff, indptr: new Uint32Array([0, cols]), indices: Uint32Array.from({ length: cols }, (_, i) => i * 4093) };
   const err = (await w.hash(one).catch((e: unknown) => e)) as { code: string; bytesRequested: number; bytesFree: number };
   expect(err.code).toBe('CUSIM_OUT_OF_MEMORY');
-  expect(err.bytesRequested).toBe(3 * 0xffffffff * 65536 * 4);
+  expect(err.bytesRequested).toBe(3 * cols * 65536 * 4);
   expect(err.bytesFree).toBeGreaterThan(0);
 });

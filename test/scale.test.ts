@@ -119,7 +119,7 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     await expectTooLarge(popcountRows({ data: new Uint32Array(LIMIT + 1), rows: LIMIT + 1, bits: 32 }, { backend: 'cpu' }), /would hold 1048577 elements/);
   });
 
-  it('LSH over signatures held in several arrays (as inserts past the limit are kept) = one array', async () => {
+  it('LSH over signatures inserted in several batches (joined natively, past any typed-array limit) = one insert', async () => {
     const r = rng(4);
     const n = 3000;
     const sig = new Uint32Array(n * 16 * 2);
@@ -130,15 +130,21 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     const ids = Uint32Array.from({ length: n }, (_, i) => n - i);
     const opts = { samples: 16, bands: 8, rows: 2, width: 2, backend: 'cpu', verify: 'estimate', threshold: 0.5 };
     const one = await native().lshGroups(sig, ids, opts);
-    const chunks = [sig.subarray(0, 1000 * 32), sig.subarray(1000 * 32, 1001 * 32), sig.subarray(1001 * 32)];
-    const many = await native().lshGroups(chunks, ids, opts);
+    // What MinHashLSH keeps after three inserts: their native copies, joined once.
+    const parts = [sig.subarray(0, 1000 * 32), sig.subarray(1000 * 32, 1001 * 32), sig.subarray(1001 * 32)];
+    const staged = parts.map((p) => native().stageArray([p]));
+    const joined = native().stageArray(staged);
+    const many = await native().lshGroups(joined, ids, opts);
     expect(many.group).toEqual(one.group);
     expect(many.left).toEqual(one.left);
     expect(many.right).toEqual(one.right);
     expect(Array.from(one.group).some((x) => x !== 0xffffffff)).toBe(true);
-    const q = await native().lshQuery(chunks, ids, sig.subarray(0, 64), opts);
+    const q = await native().lshQuery(joined, ids, sig.subarray(0, 64), opts);
     expect(q.ids).toEqual((await native().lshQuery(sig, ids, sig.subarray(0, 64), opts)).ids);
-    await expect(Promise.resolve().then(() => native().lshGroups([sig.subarray(0, 33)], ids, opts))).rejects.toThrow(/not a multiple of samples \* 2/);
+    await expect(Promise.resolve().then(() => native().lshGroups(native().stageArray([sig.subarray(0, 33)]), ids, opts))).rejects.toThrow(
+      /but rows \* samples \* 2/,
+    );
+    for (const s of [...staged, joined]) s.dispose();
   });
 });
 
