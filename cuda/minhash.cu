@@ -684,6 +684,7 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
             try {
               RunBatch(dev, *dev.slots[s], m, rowStart, plans[k][i], needs[k], e.samples, kernel, direct, out,
                        &timings[k * kSlots + t]);
+              cancel.advance(plans[k][i].r1 - plans[k][i].r0);
             } catch (...) {
               dev.Release(s);
               throw;

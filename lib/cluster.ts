@@ -16,9 +16,10 @@
 //   similarity 0, created 0; it still advances the stream clock;
 // - decay: cluster c is active for the document at stream position t iff
 //   t - lastSeen(c) <= maxAge, lastSeen being the position of its latest member.
-import { native } from './addon.js';
+import { native, type Native } from './addon.js';
 import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkColumns, checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
@@ -62,6 +63,8 @@ export interface AddOptions {
    */
   mode?: 'auto' | 'sequential' | 'batch';
   signal?: AbortSignal;
+  /** Documents assigned so far: `{ stage: 'cluster', done, total }` (see ProgressEvent). */
+  onProgress?: OnProgress;
 }
 
 // Unsorted rows are checked for repeated terms through an open-addressing
@@ -165,9 +168,11 @@ export class StreamClusterer extends NativeResource {
     const handle = this.handle;
     const m = checkDocs(docs);
     const mode = checkEnum(options.mode ?? 'auto', 'mode', ['auto', 'sequential', 'batch'] as const);
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
-        const r = await handle.add(m, { mode, cancel });
+        const r = await withNativeProgress<Native>(reporter, ['cluster'], (progress) => handle.add(m, { mode, cancel, progress }), m.rows);
+        reporter.finish('cluster', m.rows, m.rows);
         return {
           cluster: r.cluster,
           similarity: r.similarity,

@@ -4,6 +4,7 @@
 import { native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { checkEnum, checkInt, checkNumber, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
 import { typeError } from './errors.js';
 
@@ -32,6 +33,11 @@ export interface JoinOptions {
   algorithm?: 'ppjoin' | 'allpairs';
   device?: number;
   signal?: AbortSignal;
+  /**
+   * Rows probed so far: `{ stage: 'join', done, total }` (see ProgressEvent);
+   * on the GPU, rows of the indexed collection whose block has been reached.
+   */
+  onProgress?: OnProgress;
 }
 
 /**
@@ -110,12 +116,17 @@ function normalize(sets: unknown, options: unknown): Normalized {
 export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOptions): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const n = normalize(sets, options);
   const signal = options.signal;
+  const reporter = new ProgressReporter(checkOnProgress(options.onProgress, 'options.onProgress'));
   const handle = new (native().JoinHandle)();
   try {
     await withCancel(signal, (cancel) => handle.open(n.sets, n.against, { ...n.native, cancel }));
     for (;;) {
-      const c = await withCancel(signal, (cancel) => handle.next({ cancel }));
-      if (c === null) return;
+      const c = await withCancel(signal, (cancel) => withNativeProgress(reporter, ['join'], (progress) => handle.next({ cancel, progress })));
+      if (c === null) {
+        const rows = (n.against ?? n.sets).rows;
+        reporter.finish('join', rows, rows);
+        return;
+      }
       yield { ...(c as JoinChunk), backend: n.backend };
     }
   } finally {

@@ -11,6 +11,7 @@
 import { native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkInt, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
@@ -42,6 +43,8 @@ export interface HashOptions {
    * copy into it directly (no staging copy); reuse it across calls.
    */
   out?: Uint32Array;
+  /** Rows hashed so far: `{ stage: 'hash', done, total }` (see ProgressEvent). */
+  onProgress?: OnProgress;
 }
 
 /** What the GPU spent on the last hash() call (0 on CPU). */
@@ -145,7 +148,14 @@ export class WeightedMinHash extends NativeResource {
       if (out.length < need) throw rangeError(`out has length ${out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
     }
     type Raw = { signatures: Uint32Array } & HashTiming;
-    const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
+    const rows = rowEnd - rowStart;
+    const call = withCancel(signal, (cancel) =>
+      withNativeProgress(reporter, ['hash'], (progress) => h.hash(m, { rowStart, rowEnd, cancel, out, progress }) as Promise<Raw>, rows),
+    ).then((r) => {
+      reporter.finish('hash', rows, rows);
+      return r;
+    });
     return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
   }
 
@@ -154,10 +164,18 @@ export class WeightedMinHash extends NativeResource {
    * the previous one is awaited, so its staging and copies overlap the
    * previous chunk's kernels.
    */
-  async *hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
+  async *hashStream(
+    source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
+    options: { signal?: AbortSignal; onProgress?: OnProgress; totalRows?: number } = {},
+  ): AsyncGenerator<Uint32Array> {
     if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
       throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
     }
+    // Rows of the chunks yielded so far, out of totalRows when the caller knows it.
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
+    const total = options.totalRows === undefined ? undefined : checkInt(options.totalRows, 'totalRows', 0);
+    let done = 0;
+    const rowsOf = (sig: Uint32Array): number => sig.length / (2 * this.samples);
     let pending: Promise<Uint32Array> | undefined;
     try {
       for await (const chunk of source) {
@@ -165,13 +183,19 @@ export class WeightedMinHash extends NativeResource {
         // Rejections surface when awaited below; this only silences the
         // unhandled-rejection warning while the previous chunk is awaited.
         next.catch(() => {});
-        if (pending) yield await pending;
+        if (pending) {
+          const sig = await pending;
+          reporter.update('hash', (done += rowsOf(sig)), total);
+          yield sig;
+        }
         pending = next;
       }
       if (pending) {
         const last = pending;
         pending = undefined;
-        yield await last;
+        const sig = await last;
+        reporter.finish('hash', (done += rowsOf(sig)), total ?? done);
+        yield sig;
       }
     } finally {
       // Wait out a call still in flight so no work outlives the consumer.

@@ -108,7 +108,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
     });
   }
 
-  // next({ cancel }) -> Promise<chunk | null>
+  // next({ cancel, progress }) -> Promise<chunk | null>
   Napi::Value Next(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       Args args(info);
@@ -147,7 +147,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             r.Set("kernelMs", chunk->kernelMs);
             return r;
           },
-          {opts.Get("cancel")});
+          {opts.Get("cancel"), opts.Get("progress")});
     });
   }
 };

@@ -189,6 +189,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         keep.push_back(o);
       }
       if (opts.Has("cancel")) keep.push_back(opts.Get("cancel"));
+      if (opts.Has("progress")) keep.push_back(opts.Get("progress"));
       return RunAsync(
           info.Env(),
           [=] {

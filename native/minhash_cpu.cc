@@ -132,6 +132,7 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t samp
         o[2 * s] = K[s];
         o[2 * s + 1] = K[s] == kSentinel ? kSentinel : ToInt32Bits(T[s]);
       }
+      cancel.advance(1);
     }
   });
 }

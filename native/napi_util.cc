@@ -219,6 +219,12 @@ BitsView BitsArg(const Napi::Value& v, const char* name) {
 
 CancelToken CancelArg(const Napi::Object& options) {
   CancelToken t;
+  Napi::Value pr = options.Get("progress");
+  if (!pr.IsUndefined() && !pr.IsNull()) {
+    auto a = TypedArg<uint64_t>(pr, "progress");
+    if (a.length < 3) ThrowInvalid("progress must be a BigUint64Array of length >= 3");
+    t.progress = a.data;
+  }
   Napi::Value f = options.Get("cancel");
   if (f.IsUndefined() || f.IsNull()) return t;
   auto a = TypedArg<int32_t>(f, "cancel");

@@ -70,6 +70,7 @@ template <> struct TypedArrayTraits<double> { static constexpr napi_typedarray_t
 template <> struct TypedArrayTraits<uint32_t> { static constexpr napi_typedarray_type type = napi_uint32_array; static constexpr const char* name = "Uint32Array"; };
 template <> struct TypedArrayTraits<int32_t> { static constexpr napi_typedarray_type type = napi_int32_array; static constexpr const char* name = "Int32Array"; };
 template <> struct TypedArrayTraits<uint16_t> { static constexpr napi_typedarray_type type = napi_uint16_array; static constexpr const char* name = "Uint16Array"; };
+template <> struct TypedArrayTraits<uint64_t> { static constexpr napi_typedarray_type type = napi_biguint64_array; static constexpr const char* name = "BigUint64Array"; };
 template <> struct TypedArrayTraits<uint8_t> { static constexpr napi_typedarray_type type = napi_uint8_array; static constexpr const char* name = "Uint8Array"; };
 
 template <typename T>

@@ -1,0 +1,114 @@
+// Progress of long calls. One shape everywhere: `onProgress({ stage, done,
+// total })`, always called on the JS thread, at most every `PROGRESS_INTERVAL_MS`
+// per call plus once when a stage completes. Native engines count into a
+// BigUint64Array [done, total, stage] that a timer here reads; nothing calls
+// into JavaScript from worker threads.
+import { typeError } from './errors.js';
+import { describe } from './validate.js';
+
+export interface ProgressEvent {
+  /** What is being done: 'hash', 'candidates', 'verify', 'join', 'search', 'cluster', 'featurize', … */
+  stage: string;
+  /** Units done so far in this stage (rows, pairs, queries, documents). */
+  done: number;
+  /** Units in this stage, when known. */
+  total?: number;
+}
+
+export type OnProgress = (p: ProgressEvent) => void;
+
+export const PROGRESS_INTERVAL_MS = 100;
+
+export function checkOnProgress(v: unknown, name = 'onProgress'): OnProgress | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'function') throw typeError(`${name} must be a function, got ${describe(v)}`);
+  return v as OnProgress;
+}
+
+/**
+ * Throttled reporting for one call: `update` may be called as often as
+ * convenient; the callback sees at most one event per interval and stage, and
+ * always the last one of a stage (`finish`). An exception thrown by the
+ * callback is rethrown from the call that triggered it.
+ */
+export class ProgressReporter {
+  #last = -Infinity;
+  #stage = '';
+  #done = 0;
+  #total: number | undefined;
+  #emitted = true;
+
+  constructor(private readonly cb: OnProgress | undefined) {}
+
+  get enabled(): boolean {
+    return this.cb !== undefined;
+  }
+
+  update(stage: string, done: number, total?: number): void {
+    if (!this.cb) return;
+    if (stage !== this.#stage && !this.#emitted) this.#emit();
+    this.#stage = stage;
+    this.#done = done;
+    this.#total = total;
+    this.#emitted = false;
+    const now = performance.now();
+    if (now - this.#last >= PROGRESS_INTERVAL_MS) this.#emit(now);
+  }
+
+  /** Reports the stage as complete (done = total when known). */
+  finish(stage: string, done: number, total?: number): void {
+    if (!this.cb) return;
+    this.#stage = stage;
+    this.#done = done;
+    this.#total = total;
+    this.#emit();
+  }
+
+  #emit(now = performance.now()): void {
+    this.#last = now;
+    this.#emitted = true;
+    this.cb!(this.#total === undefined ? { stage: this.#stage, done: this.#done } : { stage: this.#stage, done: this.#done, total: this.#total });
+  }
+}
+
+/**
+ * Runs a native call that counts into `progress` ([done, total, stage]),
+ * polling it on a timer while the call runs. `stages[i]` names native stage i;
+ * `total`, when given, is the stage total the JS side knows (native totals of
+ * 0 mean unknown). Without a reporter the native call gets no counter.
+ */
+export async function withNativeProgress<T>(
+  reporter: ProgressReporter | undefined,
+  stages: readonly string[],
+  run: (progress: BigUint64Array | undefined) => Promise<T>,
+  total?: number,
+): Promise<T> {
+  if (!reporter?.enabled) return run(undefined);
+  const progress = new BigUint64Array(3);
+  let lastStage = -1;
+  const read = (): void => {
+    const s = Number(progress[2]);
+    const nativeTotal = Number(progress[1]);
+    const t = nativeTotal > 0 ? nativeTotal : s === 0 ? total : undefined;
+    const done = Number(progress[0]);
+    const name = stages[Math.min(s, stages.length - 1)];
+    // A stage that ended between two reads is reported complete.
+    if (lastStage >= 0 && s !== lastStage) reporter.finish(stages[Math.min(lastStage, stages.length - 1)], lastDone, lastTotal);
+    lastStage = s;
+    lastDone = t === undefined ? done : Math.min(done, t);
+    lastTotal = t;
+    reporter.update(name, lastDone, t);
+  };
+  let lastDone = 0;
+  let lastTotal: number | undefined;
+  reporter.update(stages[0], 0, total);
+  const timer = setInterval(read, PROGRESS_INTERVAL_MS);
+  try {
+    const r = await run(progress);
+    read();
+    reporter.finish(stages[Math.min(lastStage, stages.length - 1)], lastDone, lastTotal);
+    return r;
+  } finally {
+    clearInterval(timer);
+  }
+}
