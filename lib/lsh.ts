@@ -545,7 +545,11 @@ export interface DedupOptions {
   margin?: number;
   /** LSH [fpWeight, fnWeight] for datasketch's choice of (bands, rows) instead of the recall target. */
   weights?: readonly [number, number];
-  /** Default 128, or the fewest that reach `recall` when 128 cannot (see `lsh.samples` in the result). */
+  /**
+   * Samples hashed. Left out: bands * rows of the choice made within 128 samples
+   * (or, where 128 cannot reach `recall`, within the fewest that can); see
+   * `lsh.samples` in the result.
+   */
   samples?: number;
   seed?: number;
   verify?: Verify;
@@ -581,7 +585,8 @@ export function dedupParams(options: Pick<DedupOptions, 'threshold' | 'recall' |
     throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs at least ${r.samples} samples, got samples = ${samples}`);
   }
   if (r.samples > MAX_SAMPLES) throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs ${r.samples} samples, more than ${MAX_SAMPLES}`);
-  return { bands: r.bands, rows: r.rows, samples: r.samples };
+  // Samples past bands * rows would be hashed and never read.
+  return { bands: r.bands, rows: r.rows, samples: options.samples === undefined ? r.bands * r.rows : samples };
 }
 
 // WeightedMinHash's limit.
