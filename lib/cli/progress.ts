@@ -48,7 +48,10 @@ export function progress(enabled: boolean, stream: NodeJS.WritableStream): Progr
   let last = 0;
   const payload = (): Record<string, unknown> => {
     const s = (performance.now() - t0) / 1000;
+    // Our own ETA: cli-progress's is undefined until its buffer fills ("NULL").
+    const left = total !== undefined && done > 0 ? ((total - done) * s) / done : undefined;
     return {
+      remaining: left === undefined ? '…' : left < 60 ? `${Math.ceil(left)} s` : `${Math.floor(left / 60)} min ${Math.ceil(left % 60)} s`,
       done: total === undefined ? count(done, unit) : `${count(done, unit === 'bytes' ? unit : '')} / ${count(total, unit)}`,
       rate: rate(done, s, unit),
       elapsed: `${s.toFixed(0)} s`,
@@ -60,7 +63,7 @@ export function progress(enabled: boolean, stream: NodeJS.WritableStream): Progr
       {
         // A stage that counts nothing (unit '') shows only its elapsed time.
         format: known
-          ? `${label} |{bar}| {percentage}% | {done} | {rate} | ETA {eta_formatted}`
+          ? `${label} |{bar}| {percentage}% | {done} | {rate} | ETA {remaining}`
           : unit
             ? `${label} | {done} | {rate} | {elapsed}`
             : `${label} | {elapsed}`,
