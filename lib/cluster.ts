@@ -172,7 +172,6 @@ export class StreamClusterer extends NativeResource {
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
         const r = await withNativeProgress<Native>(reporter, ['cluster'], (progress) => handle.add(m, { mode, cancel, progress }), m.rows);
-        reporter.finish('cluster', m.rows, m.rows);
         return {
           cluster: r.cluster,
           similarity: r.similarity,

@@ -147,7 +147,6 @@ export class HammingIndex extends NativeResource {
         (progress) => h.search(q, { k, backend: this.backend, devices: this.#devices(), exactKernel, cancel, progress }),
         q.rows,
       );
-      reporter.finish('search', q.rows, q.rows);
       return { ...r, backend: this.backend } as HammingSearchResult;
     });
   }

@@ -152,10 +152,7 @@ export class WeightedMinHash extends NativeResource {
     const rows = rowEnd - rowStart;
     const call = withCancel(signal, (cancel) =>
       withNativeProgress(reporter, ['hash'], (progress) => h.hash(m, { rowStart, rowEnd, cancel, out, progress }) as Promise<Raw>, rows),
-    ).then((r) => {
-      reporter.finish('hash', rows, rows);
-      return r;
-    });
+    );
     return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
   }
 

@@ -44,6 +44,11 @@ export class ProgressReporter {
     return this.cb !== undefined;
   }
 
+  /** The stage last reported ('' before any). */
+  get stage(): string {
+    return this.#stage;
+  }
+
   update(stage: string, done: number, total?: number): void {
     if (!this.cb) return;
     if (stage !== this.#stage && !this.#emitted) this.#emit();
@@ -58,6 +63,7 @@ export class ProgressReporter {
   /** Reports the stage as complete (done = total when known). */
   finish(stage: string, done: number, total?: number): void {
     if (!this.cb) return;
+    if (this.#emitted && stage === this.#stage && done === this.#done && total === this.#total) return;
     this.#stage = stage;
     this.#done = done;
     this.#total = total;
@@ -74,8 +80,11 @@ export class ProgressReporter {
 /**
  * Runs a native call that counts into `progress` ([done, total, stage]),
  * polling it on a timer while the call runs. `stages[i]` names native stage i;
- * `total`, when given, is the stage total the JS side knows (native totals of
- * 0 mean unknown). Without a reporter the native call gets no counter.
+ * `total`, when given, is the total of a single-stage call that the JS side
+ * knows (native totals of 0 mean unknown). When the call returns, a stage
+ * known to be complete is reported as such; otherwise (a chunk of a longer
+ * job) the last count is reported as progress. Without a reporter the native
+ * call gets no counter.
  */
 export async function withNativeProgress<T>(
   reporter: ProgressReporter | undefined,
@@ -85,28 +94,31 @@ export async function withNativeProgress<T>(
 ): Promise<T> {
   if (!reporter?.enabled) return run(undefined);
   const progress = new BigUint64Array(3);
-  let lastStage = -1;
-  const read = (): void => {
-    const s = Number(progress[2]);
+  const name = (i: number): string => stages[Math.min(i, stages.length - 1)];
+  let last: { stage: number; done: number; total: number | undefined } | undefined;
+  const read = (): { stage: number; done: number; total: number | undefined } => {
+    const stage = Number(progress[2]);
     const nativeTotal = Number(progress[1]);
-    const t = nativeTotal > 0 ? nativeTotal : s === 0 ? total : undefined;
-    const done = Number(progress[0]);
-    const name = stages[Math.min(s, stages.length - 1)];
+    const t = nativeTotal > 0 ? nativeTotal : stages.length === 1 ? total : undefined;
+    const raw = Number(progress[0]);
+    const now = { stage, done: t === undefined ? raw : Math.min(raw, t), total: t };
     // A stage that ended between two reads is reported complete.
-    if (lastStage >= 0 && s !== lastStage) reporter.finish(stages[Math.min(lastStage, stages.length - 1)], lastDone, lastTotal);
-    lastStage = s;
-    lastDone = t === undefined ? done : Math.min(done, t);
-    lastTotal = t;
-    reporter.update(name, lastDone, t);
+    if (last && now.stage !== last.stage) reporter.finish(name(last.stage), last.total ?? last.done, last.total ?? last.done);
+    last = now;
+    return now;
   };
-  let lastDone = 0;
-  let lastTotal: number | undefined;
-  reporter.update(stages[0], 0, total);
-  const timer = setInterval(read, PROGRESS_INTERVAL_MS);
+  // A later chunk of the same job continues from where the last one stopped.
+  if (reporter.stage !== stages[0]) reporter.update(stages[0], 0, stages.length === 1 ? total : undefined);
+  const timer = setInterval(() => {
+    const now = read();
+    reporter.update(name(now.stage), now.done, now.total);
+  }, PROGRESS_INTERVAL_MS);
   try {
     const r = await run(progress);
-    read();
-    reporter.finish(stages[Math.min(lastStage, stages.length - 1)], lastDone, lastTotal);
+    const now = read();
+    if (stages.length === 1 && total !== undefined) reporter.finish(stages[0], total, total);
+    else if (now.total !== undefined && now.done >= now.total) reporter.finish(name(now.stage), now.done, now.total);
+    else reporter.update(name(now.stage), now.done, now.total);
     return r;
   } finally {
     clearInterval(timer);
