@@ -238,3 +238,34 @@ describe('directory walks', () => {
     expect(members(['--exclude', 'src'])).toEqual(['keep.log', 'other/gen-2.js', 'sub/d.js', 'test/fixtures/e.js']);
   });
 });
+
+describe('skip reasons say what happened', () => {
+  const tree = path.join(dir, 'skips');
+  beforeAll(() => {
+    mkdirSync(tree, { recursive: true });
+    const text = 'export function shared(a, b) { return a + b; } // the same in both files';
+    writeFileSync(path.join(tree, 'a.js'), text);
+    writeFileSync(path.join(tree, 'b.js'), text);
+    writeFileSync(path.join(tree, 'latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x20, 0x6f, 0x6b]));
+    // 600 MB of holes: past V8's longest string, and costs no disk.
+    const fd = openSync(path.join(tree, 'huge.txt'), 'w');
+    spawnSync('truncate', ['-s', '600M', path.join(tree, 'huge.txt')]);
+    closeSync(fd);
+  });
+
+  it('too-large names the limit passed (--max-size, or the longest string a document can be); not-utf8 only for bad UTF-8', () => {
+    const skips = (args: string[]): Record<string, { reason: string; detail: string }> => {
+      const r = cusim(['dedup', '.', '--json', '--quiet', ...args], { cwd: tree });
+      expect(r.status, r.stderr).toBe(0);
+      const rep = JSON.parse(r.stdout);
+      expect(rep.groups).toHaveLength(1);
+      return Object.fromEntries(rep.input.skipped.map((s: { id: string; reason: string; detail: string }) => [s.id, s]));
+    };
+    const dflt = skips([]);
+    expect(dflt['huge.txt']).toEqual({ id: 'huge.txt', reason: 'too-large', detail: '600 MiB > --max-size 4.0 MiB' });
+    expect(dflt['latin1.txt']).toEqual({ id: 'latin1.txt', reason: 'not-utf8', detail: 'invalid UTF-8' });
+    const big = skips(['--max-size', String(2 ** 31)]);
+    expect(big['huge.txt'].reason).toBe('too-large');
+    expect(big['huge.txt'].detail).toMatch(/^600 MiB > 512 MiB, the longest text one document can hold \(read it as records with --format\)$/);
+  });
+});

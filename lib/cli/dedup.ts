@@ -10,7 +10,7 @@ import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
 import type { Backend } from '../backend.js';
 import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
-import type { LshParams } from '../lsh.js';
+import type { GroupsResult, LshParams } from '../lsh.js';
 import { WeightedMinHash } from '../minhash.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
@@ -134,53 +134,30 @@ function lshParamsFor(o: DedupOptions, say: (s: string) => void): LshParams & { 
   }
 }
 
-async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<number> {
-  const t0 = performance.now();
-  if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
-  const say = (s: string): void => {
-    if (!o.quiet) io.stderr.write(s + '\n');
-  };
-  const stages: { stage: string; ms: number }[] = [];
-  let tStage = performance.now();
-  const endStage = (stage: string): void => {
-    const now = performance.now();
-    stages.push({ stage, ms: Math.round(now - tStage) });
-    tStage = now;
-  };
-  const backend = resolveBackend(o.backend, '--backend');
-  const params = lshParamsFor(o, say);
-  say(backendLine(backend));
+interface Featurized {
+  matrix: CsrMatrix & { values: Float32Array };
+  ids: string[];
+  skipped: Skip[];
+  documents: number;
+  tooSmall: number;
+}
 
-  const scan = paths.length === 0;
-  let extensions: string[] | undefined = o.ext
-    ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim()))
-    : undefined;
-  const { records, docRoots } = planInputs(paths, o, io);
-  let source: string;
-  if (scan) {
-    const root = defaultScanRoot(packageRoot);
-    docRoots.push(root);
-    extensions ??= SOURCE_EXTENSIONS;
-    source = displayPath(root);
-    say(`cusim: no path given; scanning ${escapeText(source)} for near-duplicate source files and packages`);
-  } else {
-    source = paths.map((p) => (p === '-' ? 'stdin' : p)).join(' ');
-  }
-  const walkOptions = { extensions, gitignore: o.gitignore, exclude: o.exclude };
-  const { files, unreadable } = expandPaths(docRoots, walkOptions);
-  // With an explicit --format, files found in directories are records too.
-  const docFiles: string[] = [];
-  for (const f of files) {
-    if (o.format !== 'auto') {
-      const name = displayPath(f);
-      records.push({ name, format: o.format, open: () => createReadStream(f), size: statSync(f).size });
-    } else docFiles.push(f);
-  }
-  const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
-  const minTokens = o.minTokens ?? (scan ? 10 : 1);
-  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, ...(o.native ? {} : { native: false }) };
+/**
+ * Reads every input and featurizes it; the featurizer (and its buffers) is
+ * dropped on return, leaving only the matrix and the row ids.
+ */
+async function featurize(
+  records: RecordInput[],
+  docFiles: string[],
+  unreadable: string[],
+  o: DedupOptions,
+  io: Io,
+  bar: Progress,
+  mode: TextMode,
+  minTokens: number,
+  featOptions: TextFeaturizerOptions,
+): Promise<Featurized> {
   const feat = new TextFeaturizer(featOptions);
-  const bar = progress(wantsProgress(o), io.stderr);
   const skipped: Skip[] = unreadable.map((u) => ({ id: displayPath(u), reason: 'unreadable' as const, detail: 'cannot list the directory' }));
 
   // Records: streamed, featurized in batches as they arrive.
@@ -250,8 +227,88 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     }
     bar.stop();
   }
+  return { matrix: feat.build(), ids, skipped, documents, tooSmall };
+}
+
+/** Signatures, then LSH candidates verified exactly; the signatures are dropped on return. */
+async function findGroups(
+  matrix: CsrMatrix,
+  params: LshParams & { samples: number },
+  o: DedupOptions,
+  backend: Backend,
+  bar: Progress,
+  signal: AbortSignal | undefined,
+  endStage: (stage: string) => void,
+): Promise<GroupsResult> {
+  const sigs = await signatures(matrix, params, o, backend, bar, signal);
+  bar.stop();
+  endStage('hash');
+  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices });
+  try {
+    const rowIds = new Uint32Array(matrix.rows);
+    for (let i = 0; i < rowIds.length; i++) rowIds[i] = i;
+    lsh.insert(rowIds, sigs);
+    return await lsh.groups({
+      verify: 'exact',
+      threshold: o.threshold,
+      matrix,
+      signal,
+      onProgress: bar.listener({ candidates: 'finding candidate pairs', verify: 'verifying pairs' }, { verify: 'pairs' }),
+    });
+  } finally {
+    bar.stop();
+    lsh.dispose();
+  }
+}
+
+async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<number> {
+  const t0 = performance.now();
+  if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
+  const say = (s: string): void => {
+    if (!o.quiet) io.stderr.write(s + '\n');
+  };
+  const stages: { stage: string; ms: number }[] = [];
+  let tStage = performance.now();
+  const endStage = (stage: string): void => {
+    const now = performance.now();
+    stages.push({ stage, ms: Math.round(now - tStage) });
+    tStage = now;
+  };
+  const backend = resolveBackend(o.backend, '--backend');
+  const params = lshParamsFor(o, say);
+  say(backendLine(backend));
+
+  const scan = paths.length === 0;
+  let extensions: string[] | undefined = o.ext
+    ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim()))
+    : undefined;
+  const { records, docRoots } = planInputs(paths, o, io);
+  let source: string;
+  if (scan) {
+    const root = defaultScanRoot(packageRoot);
+    docRoots.push(root);
+    extensions ??= SOURCE_EXTENSIONS;
+    source = displayPath(root);
+    say(`cusim: no path given; scanning ${escapeText(source)} for near-duplicate source files and packages`);
+  } else {
+    source = paths.map((p) => (p === '-' ? 'stdin' : p)).join(' ');
+  }
+  const walkOptions = { extensions, gitignore: o.gitignore, exclude: o.exclude };
+  const { files, unreadable } = expandPaths(docRoots, walkOptions);
+  // With an explicit --format, files found in directories are records too.
+  const docFiles: string[] = [];
+  for (const f of files) {
+    if (o.format !== 'auto') {
+      const name = displayPath(f);
+      records.push({ name, format: o.format, open: () => createReadStream(f), size: statSync(f).size });
+    } else docFiles.push(f);
+  }
+  const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
+  const minTokens = o.minTokens ?? (scan ? 10 : 1);
+  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, ...(o.native ? {} : { native: false }) };
+  const bar = progress(wantsProgress(o), io.stderr);
+  const { matrix, ids, skipped, documents, tooSmall } = await featurize(records, docFiles, unreadable, o, io, bar, mode, minTokens, featOptions);
   if (io.signal?.aborted) return 0;
-  const matrix = feat.build();
   endStage('read + featurize');
   let skipSummary = '';
   if (skipped.length) {
@@ -279,26 +336,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
       `${matrix.cols.toLocaleString('en-US')} features; hashing ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
-  const sigs = await signatures(matrix, params, o, backend, bar, io.signal);
-  bar.stop();
-  endStage('hash');
-  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices });
-  let result;
-  try {
-    const rowIds = new Uint32Array(matrix.rows);
-    for (let i = 0; i < rowIds.length; i++) rowIds[i] = i;
-    lsh.insert(rowIds, sigs);
-    result = await lsh.groups({
-      verify: 'exact',
-      threshold: o.threshold,
-      matrix,
-      signal: io.signal,
-      onProgress: bar.listener({ candidates: 'finding candidate pairs', verify: 'verifying pairs' }, { verify: 'pairs' }),
-    });
-  } finally {
-    bar.stop();
-    lsh.dispose();
-  }
+  const result = await findGroups(matrix, params, o, backend, bar, io.signal, endStage);
   endStage('lsh + verify');
   const groups = buildGroups(ids, result);
   const report: DedupReport = {
