@@ -16,6 +16,7 @@
 // verification).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -108,6 +109,11 @@ lines.push('');
 lines.push(
   `${report.input.documents.toLocaleString('en-US')} documents, ${report.groups.length.toLocaleString('en-US')} groups; ` +
     `LSH ${bands} × ${rows} over ${report.lsh.samples} samples; wall ${wallS.toFixed(1)} s; peak RSS ${(rssKb / 1048576).toFixed(2)} GiB`,
+);
+lines.push('');
+lines.push(
+  `host: ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB; node ${process.version}; ` +
+    `${args.threads ? `CUSIM_THREADS=${args.threads}; ` : ''}${new Date().toISOString().slice(0, 10)}`,
 );
 lines.push('');
 lines.push('| stage | s | share |');
