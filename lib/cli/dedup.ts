@@ -63,6 +63,14 @@ const DEFAULT_SAMPLES = 128;
 const DEFAULT_THRESHOLD = 0.9;
 const DEFAULT_RECALL = 0.95;
 
+/** What the stages of one run share. */
+interface Run {
+  o: DedupOptions;
+  backend: Backend;
+  bar: Progress;
+  signal: AbortSignal | undefined;
+}
+
 interface RecordInput {
   /** As shown to the user. */
   name: string;
@@ -103,14 +111,8 @@ function planInputs(paths: string[], o: DedupOptions, io: Io): { records: Record
  * another signature family is chosen, e.g. classic MinHash for binary
  * features, it is decided here; the LSH below takes any signature rows.)
  */
-async function signatures(
-  matrix: CsrMatrix,
-  params: LshParams & { samples: number },
-  o: DedupOptions,
-  backend: Backend,
-  bar: Progress,
-  signal: AbortSignal | undefined,
-): Promise<Uint32Array> {
+async function signatures(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run): Promise<Uint32Array> {
+  const { o, backend, bar, signal } = run;
   const wmh = new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
   try {
     return await wmh.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
@@ -231,16 +233,9 @@ async function featurize(
 }
 
 /** Signatures, then LSH candidates verified exactly; the signatures are dropped on return. */
-async function findGroups(
-  matrix: CsrMatrix,
-  params: LshParams & { samples: number },
-  o: DedupOptions,
-  backend: Backend,
-  bar: Progress,
-  signal: AbortSignal | undefined,
-  endStage: (stage: string) => void,
-): Promise<GroupsResult> {
-  const sigs = await signatures(matrix, params, o, backend, bar, signal);
+async function findGroups(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run, endStage: (stage: string) => void): Promise<GroupsResult> {
+  const { o, backend, bar, signal } = run;
+  const sigs = await signatures(matrix, params, run);
   bar.stop();
   endStage('hash');
   const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices });
@@ -336,7 +331,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
       `${matrix.cols.toLocaleString('en-US')} features; hashing ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
-  const result = await findGroups(matrix, params, o, backend, bar, io.signal, endStage);
+  const result = await findGroups(matrix, params, { o, backend, bar, signal: io.signal }, endStage);
   endStage('lsh + verify');
   const groups = buildGroups(ids, result);
   const report: DedupReport = {
