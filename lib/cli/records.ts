@@ -133,6 +133,8 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
     bom: true,
     info: true,
     skip_empty_lines: true,
+    // Mixed line endings (files edited on several systems) are common.
+    record_delimiter: ['\r\n', '\n', '\r'],
     relax_column_count: true,
     max_record_size: o.maxRecordBytes,
   });
