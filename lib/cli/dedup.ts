@@ -369,14 +369,14 @@ function defaultThreads(): number {
 function recallHelp(): string {
   const p = recallParams(DEFAULT_THRESHOLD, DEFAULT_SAMPLES, { recall: DEFAULT_RECALL });
   const rows = recallCurve(p.bands, p.rows, DEFAULT_THRESHOLD, p.at)
-    .map((c) => `  ${c.similarity.toFixed(3)}  ${c.probability.toFixed(3)}`)
+    .map((c) => `  ${c.similarity.toFixed(3).padStart(10)}  ${c.probability.toFixed(3)}`)
     .join('\n');
   return (
     `\nLSH banding: (bands, rows) are chosen so a pair at similarity threshold + 0.05 becomes a candidate\n` +
     `with probability at least --recall (default ${DEFAULT_RECALL}), with the fewest false candidates; pairs\n` +
     `are then verified exactly. With --samples left out, ${DEFAULT_SAMPLES} samples bound the choice (more are\n` +
     `hashed, and said so, where ${DEFAULT_SAMPLES} cannot reach the recall). At the defaults (threshold ${DEFAULT_THRESHOLD}):\n` +
-    `${p.bands} bands × ${p.rows} rows, P(candidate) by similarity:\n${rows}\n` +
+    `${p.bands} bands × ${p.rows} rows, P(candidate) by similarity:\n  similarity  P(candidate)\n${rows}\n` +
     `--json reports the curve for the options given.\n` +
     `\nRecords: files named with .jsonl/.ndjson/.csv/.tsv (or any file with --format) are read as records,\n` +
     `streamed; other files are one document each. Directory walks honour .gitignore files and --exclude.\n`
