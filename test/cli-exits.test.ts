@@ -3,15 +3,16 @@
 // hostile names never reach the output raw; progress shows on a terminal and
 // never on a pipe or with --quiet.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bin, cusim, ensureDist } from './cli-helpers.js';
 import { rng, randInt } from './helpers.js';
 
 beforeAll(() => ensureDist());
 const dir = mkdtempSync(path.join(tmpdir(), 'cusim-cli-exits-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const node = JSON.stringify(process.execPath);
 const cli = `${node} ${JSON.stringify(bin)}`;
 const hasScript = spawnSync('script', ['--version']).status === 0;

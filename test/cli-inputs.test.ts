@@ -4,15 +4,16 @@
 // records, csv-parse-independent expectations written out by hand, and
 // process RSS.
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cusim, ensureDist, oracleGroups, root } from './cli-helpers.js';
 import { rng, randInt } from './helpers.js';
 
 beforeAll(() => ensureDist());
 const dir = mkdtempSync(path.join(tmpdir(), 'cusim-cli-inputs-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 // Records with planted near-duplicates: one word of 30 changed (J ≈ 0.935, found at
 // t = 0.8 with probability 1 - (1 - 0.935^9)^12 > 0.9999).
