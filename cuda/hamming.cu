@@ -934,6 +934,7 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
 
   for (uint64_t q0 = 0; q0 < queries.rows; q0 += batch) {
     cancel.check();
+    cancel.report(q0, queries.rows);
     const uint32_t nb = uint32_t(std::min<uint64_t>(batch, queries.rows - q0));
     gpu::Event t[4];
     t[0].record(stream);
@@ -1041,6 +1042,7 @@ void SearchEwhCuda(HostIndex& ix, const BitsView& queries, uint32_t k, uint32_t*
   const uint32_t minCut = uint32_t(std::max<int32_t>(p.minScore, 0));
   for (uint64_t q0 = 0; q0 < queries.rows; q0 += batch) {
     cancel.check();
+    cancel.report(q0, queries.rows);
     const uint32_t nb = uint32_t(std::min<uint64_t>(batch, queries.rows - q0));
     gpu::Event t[4];
     t[0].record(stream);

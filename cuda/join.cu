@@ -454,6 +454,7 @@ class CudaJoiner final : public Joiner {
     log_.Skip();
     for (;;) {
       cancel.check();
+      cancel.report(blockStart_, p_->indexed().n());
       if (pendingDone_ < pendingCands_) {
         // The filtered batch is verified in slices that cannot overflow the
         // chunk (a candidate yields at most one pair); a full chunk goes out

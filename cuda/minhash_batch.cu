@@ -181,6 +181,7 @@ bool RunBatches(const std::vector<Pipe*>& pipes, const CsrView& m, uint64_t rowS
             const int s = pipe.Acquire();
             try {
               run(k, *pipe.slots[s], job, &timings[k * kSlots + t]);
+              cancel.advance(bt.r1 - bt.r0);
             } catch (...) {
               pipe.Release(s);
               throw;

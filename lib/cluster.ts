@@ -16,9 +16,10 @@
 //   similarity 0, created 0; it still advances the stream clock;
 // - decay: cluster c is active for the document at stream position t iff
 //   t - lastSeen(c) <= maxAge, lastSeen being the position of its latest member.
-import { native } from './addon.js';
+import { native, type Native } from './addon.js';
 import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkColumns, checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
@@ -62,6 +63,8 @@ export interface AddOptions {
    */
   mode?: 'auto' | 'sequential' | 'batch';
   signal?: AbortSignal;
+  /** Documents assigned so far: `{ stage: 'cluster', done, total }` (see ProgressEvent). */
+  onProgress?: OnProgress;
 }
 
 // Unsorted rows are checked for repeated terms through an open-addressing
@@ -167,12 +170,13 @@ export class StreamClusterer extends NativeResource {
     checkOptions(options);
     const mode = checkEnum(options.mode ?? 'auto', 'mode', ['auto', 'sequential', 'batch'] as const);
     checkSignal(options.signal);
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     // Copied now: the add may wait behind earlier ones, and the caller may
     // reuse or transfer its arrays as soon as this returns.
     const staged = native().stageCsr(m);
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
-        const r = await handle.add(staged, { mode, cancel });
+        const r = await withNativeProgress<Native>(reporter, ['cluster'], (progress) => handle.add(staged, { mode, cancel, progress }), m.rows);
         return {
           cluster: r.cluster,
           similarity: r.similarity,

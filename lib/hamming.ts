@@ -1,8 +1,9 @@
 // Hamming k-NN over packed binary codes: an exact scan, or Error Weighted
 // Hashing (EWH) with atomic scoring then an exact re-rank of a shortlist.
-import { native } from './addon.js';
+import { native, type Native } from './addon.js';
 import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, type BitWords, type Tuning } from './validate.js';
@@ -38,6 +39,8 @@ export interface HammingIndexOptions {
 export interface HammingSearchOptions {
   k: number;
   signal?: AbortSignal;
+  /** Queries answered so far: `{ stage: 'search', done, total }` (see ProgressEvent). */
+  onProgress?: OnProgress;
   /** Exact scan kernel on CUDA: scalar popcount, the 1-bit tensor-core MMA ('mma': first version; 'mma2': register-tiled, default from 128 bits). */
   exactKernel?: ExactKernel;
 }
@@ -147,8 +150,14 @@ export class HammingIndex extends NativeResource {
     }
     const h = this.handle;
     if (this.size === 0) throw rangeError('search on an empty index: add codes first');
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await h.search(q, { k, backend: this.backend, devices: this.#devices(), exactKernel, cancel });
+      const r = await withNativeProgress<Native>(
+        reporter,
+        ['search'],
+        (progress) => h.search(q, { k, backend: this.backend, devices: this.#devices(), exactKernel, cancel, progress }),
+        q.rows,
+      );
       return { ...r, backend: this.backend } as HammingSearchResult;
     });
   }

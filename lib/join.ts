@@ -4,6 +4,7 @@
 import { MAX_TYPED_LENGTH, native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { checkEnum, checkInt, checkNumber, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
 import { rangeError, typeError } from './errors.js';
 
@@ -38,6 +39,11 @@ export interface JoinOptions {
   tuning?: { maxChunkPairs?: number };
   device?: number;
   signal?: AbortSignal;
+  /**
+   * Rows probed so far: `{ stage: 'join', done, total }` (see ProgressEvent);
+   * on the GPU, rows of the indexed collection whose block has been reached.
+   */
+  onProgress?: OnProgress;
 }
 
 /**
@@ -117,18 +123,22 @@ function normalize(sets: unknown, options: unknown): Normalized {
  */
 export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOptions): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const n = normalize(sets, options);
-  yield* chunksOf(n, options.signal);
+  yield* chunksOf(n, options.signal, new ProgressReporter(checkOnProgress(options.onProgress, 'options.onProgress')));
 }
 
 // The join's chunks. The inputs are staged (copied) by open(), which runs
 // before the first await: the caller's arrays are not read afterwards.
-async function* chunksOf(n: Normalized, signal: AbortSignal | undefined): AsyncGenerator<JoinChunk & { backend: Backend }> {
+async function* chunksOf(n: Normalized, signal: AbortSignal | undefined, reporter: ProgressReporter): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const handle = new (native().JoinHandle)();
   try {
     await withCancel(signal, (cancel) => handle.open(n.sets, n.against, { ...n.native, cancel }));
     for (;;) {
-      const c = await withCancel(signal, (cancel) => handle.next({ cancel }));
-      if (c === null) return;
+      const c = await withCancel(signal, (cancel) => withNativeProgress(reporter, ['join'], (progress) => handle.next({ cancel, progress })));
+      if (c === null) {
+        const rows = (n.against ?? n.sets).rows;
+        reporter.finish('join', rows, rows);
+        return;
+      }
       yield { ...(c as JoinChunk), backend: n.backend };
     }
   } finally {
@@ -144,7 +154,7 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
   let total = 0;
   let candidates = 0;
   let kernelMs = 0;
-  for await (const c of chunksOf(n, options.signal)) {
+  for await (const c of chunksOf(n, options.signal, new ProgressReporter(checkOnProgress(options.onProgress, 'options.onProgress')))) {
     chunks.push(c);
     total += c.left.length;
     if (total > MAX_TYPED_LENGTH) {

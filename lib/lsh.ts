@@ -1,8 +1,9 @@
 // MinHash LSH over MinHash signatures (weighted or classic): banding,
 // candidate pairs, verified duplicate groups, and the one-call dedup pipeline.
-import { MAX_TYPED_LENGTH, native } from './addon.js';
+import { MAX_TYPED_LENGTH, native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { disposedError, rangeError, typeError } from './errors.js';
 import { MinHash } from './classic-minhash.js';
 import { WeightedMinHash } from './minhash.js';
@@ -17,8 +18,12 @@ export interface LshParams {
 }
 
 // Composite Simpson's rule; 256 panels put the error far below the gaps
-// between neighbouring (bands, rows) choices.
-function simpson(f: (x: number) => number, a: number, b: number, panels = 256): number {
+// between neighbouring (bands, rows) choices. Every weight is positive, so a
+// pointwise monotone integrand gives a monotone integral (optimalParams'
+// bounds rely on it).
+const PANELS = 256;
+
+function simpson(f: (x: number) => number, a: number, b: number, panels = PANELS): number {
   if (b <= a) return 0;
   const h = (b - a) / panels;
   let s = f(a) + f(b);
@@ -26,40 +31,211 @@ function simpson(f: (x: number) => number, a: number, b: number, panels = 256): 
   return (s * h) / 3;
 }
 
+/** P(a pair of Jaccard similarity s shares a band) with b bands of r rows: 1 - (1 - s^r)^b. */
+export function candidateProbability(s: number, bands: number, rows: number): number {
+  return 1 - Math.pow(1 - Math.pow(s, rows), bands);
+}
+
+// datasketch's objective terms: P(candidate) integrated below the threshold
+// (false positives) and P(not candidate) above it (false negatives).
+function falsePositive(t: number, b: number, r: number): number {
+  return simpson((s) => 1 - Math.pow(1 - Math.pow(s, r), b), 0, t);
+}
+function falseNegative(t: number, b: number, r: number): number {
+  return simpson((s) => Math.pow(1 - Math.pow(s, r), b), t, 1);
+}
+
 /**
  * (bands, rows) minimizing fpWeight * P(false positive) + fnWeight *
  * P(false negative) for a Jaccard threshold, with bands * rows <= samples,
  * as datasketch's MinHashLSH chooses them: the probabilities are the
  * integrals of the S-curve 1 - (1 - s^r)^b below and above the threshold.
+ *
+ * The answer equals an exhaustive scan of every (b, r) (ties to the smaller
+ * b, then r, as the scan finds them) but costs milliseconds for any samples.
+ * For a fixed r the error is unimodal in b: its derivative is
+ * sum_low a_i q_i^b - sum_high c_i q_i^b with a, c >= 0 and q_i = 1 - s_i^r,
+ * whose low-side q_i all exceed the high-side ones, so divided by
+ * (1 - t^r)^b it is nondecreasing and changes sign once; a binary search on
+ * E(b + 1) - E(b) finds the first minimum. Over a range of r, P(false
+ * positive) grows with b and shrinks with r and P(false negative) the
+ * reverse, so the error is at least fpWeight * FP(1, r_hi) + fnWeight *
+ * FN(b_max(r_lo), r_lo); ranges are split best-first and dropped once that
+ * bound exceeds the best error found.
  */
 export function optimalParams(threshold: number, samples: number, weights: readonly [number, number] = [0.5, 0.5]): LshParams {
   checkNumber(threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
   if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
-  checkInt(samples, 'samples', 1, 1 << 20);
+  checkInt(samples, 'samples', 1, MAX_LSH_SAMPLES);
   const [fpW, fnW] = checkWeights(weights);
-  // The search costs O(samples log samples) integrals; answers are memoized.
   const key = `${threshold},${samples},${fpW},${fnW}`;
   const hit = paramCache.get(key);
   if (hit) return { ...hit };
-  let best = Infinity;
+  const fpMemo = new Map<number, number>();
+  const fnMemo = new Map<number, number>();
+  // b and r are at most 2^20, so b * 2^21 + r is an exact key.
+  const fp = (b: number, r: number): number => {
+    const k = b * 2097152 + r;
+    let v = fpMemo.get(k);
+    if (v === undefined) fpMemo.set(k, (v = falsePositive(threshold, b, r)));
+    return v;
+  };
+  const fn = (b: number, r: number): number => {
+    const k = b * 2097152 + r;
+    let v = fnMemo.get(k);
+    if (v === undefined) fnMemo.set(k, (v = falseNegative(threshold, b, r)));
+    return v;
+  };
+  // The objective exactly as the exhaustive scan computes it.
+  const err = (b: number, r: number): number => fp(b, r) * fpW + fn(b, r) * fnW;
+  let best = err(1, 1);
   let opt: LshParams = { bands: 1, rows: 1 };
-  for (let b = 1; b <= samples; b++) {
-    for (let r = 1; r <= Math.floor(samples / b); r++) {
-      const fp = simpson((s) => 1 - Math.pow(1 - Math.pow(s, r), b), 0, threshold);
-      const fn = simpson((s) => Math.pow(1 - Math.pow(s, r), b), threshold, 1);
-      const err = fp * fpW + fn * fnW;
-      if (err < best) {
-        best = err;
-        opt = { bands: b, rows: r };
-      }
+  const consider = (b: number, r: number): void => {
+    const e = err(b, r);
+    if (e < best || (e === best && (b < opt.bands || (b === opt.bands && r < opt.rows)))) {
+      best = e;
+      opt = { bands: b, rows: r };
     }
+  };
+  // The first minimum over b in [1, bMax] for this r; neighbours are checked
+  // too, in case float rounding blurs a flat stretch by an ulp.
+  const solveRow = (r: number): void => {
+    const bMax = Math.floor(samples / r);
+    let lo = 1;
+    let hi = bMax;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (err(mid + 1, r) - err(mid, r) >= 0) hi = mid;
+      else lo = mid + 1;
+    }
+    for (let b = Math.max(1, lo - 2); b <= Math.min(bMax, lo + 2); b++) consider(b, r);
+  };
+  const slack = 1e-12;
+  const heap: { r1: number; r2: number; lb: number }[] = [];
+  const push = (r1: number, r2: number): void => {
+    if (r1 > r2) return;
+    if (r1 === r2) return solveRow(r1);
+    const lb = fp(1, r2) * fpW + fn(Math.floor(samples / r1), r1) * fnW;
+    if (lb > best + slack) return;
+    heapPush(heap, { r1, r2, lb });
+  };
+  push(1, samples);
+  while (heap.length > 0) {
+    const box = heapPop(heap);
+    if (box.lb > best + slack) break;
+    const m = Math.floor((box.r1 + box.r2) / 2);
+    push(box.r1, m);
+    push(m + 1, box.r2);
   }
   if (paramCache.size > 256) paramCache.clear();
   paramCache.set(key, opt);
   return { ...opt };
 }
 
+type Keyed = { lb: number };
+function heapPush<T extends Keyed>(h: T[], x: T): void {
+  h.push(x);
+  for (let i = h.length - 1; i > 0; ) {
+    const p = (i - 1) >> 1;
+    if (h[p].lb <= h[i].lb) break;
+    [h[p], h[i]] = [h[i], h[p]];
+    i = p;
+  }
+}
+function heapPop<T extends Keyed>(h: T[]): T {
+  const top = h[0];
+  const last = h.pop()!;
+  if (h.length > 0) {
+    h[0] = last;
+    for (let i = 0; ; ) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < h.length && h[l].lb < h[m].lb) m = l;
+      if (r < h.length && h[r].lb < h[m].lb) m = r;
+      if (m === i) break;
+      [h[m], h[i]] = [h[i], h[m]];
+      i = m;
+    }
+  }
+  return top;
+}
+
 const paramCache = new Map<string, LshParams>();
+
+/** The largest samples MinHashLSH accepts. */
+export const MAX_LSH_SAMPLES = 1 << 20;
+
+export interface RecallTarget {
+  /** Least probability that a pair at similarity `threshold + margin` becomes a candidate. Default 0.95. */
+  recall?: number;
+  /** Default 0.05; the target similarity is min(threshold + margin, (1 + threshold) / 2). */
+  margin?: number;
+}
+
+export interface RecallParams extends LshParams {
+  /** Samples the choice needs: bands * rows rounded up to what was asked, or more where that cannot reach the recall. */
+  samples: number;
+  /** The similarity the recall is promised at. */
+  at: number;
+  /** The exact candidate probability 1 - (1 - at^rows)^bands there. */
+  probability: number;
+}
+
+/**
+ * (bands, rows) under which a pair at similarity threshold + margin becomes a
+ * candidate with probability at least `recall`, choosing among those the one
+ * with the fewest false candidates (the least integral of the S-curve below
+ * the threshold). When `samples` cannot reach the recall, the result names
+ * the fewest samples that can (its `samples` exceeds the one asked).
+ */
+export function recallParams(threshold: number, samples: number, target: RecallTarget = {}): RecallParams {
+  checkNumber(threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+  checkInt(samples, 'samples', 1, MAX_LSH_SAMPLES);
+  if (!isObject(target as unknown)) throw typeError(`target must be an object, got ${describe(target)}`);
+  const recall = checkNumber(target.recall ?? 0.95, 'recall', { min: 0, max: 1, minExclusive: true });
+  if (recall >= 1) throw rangeError(`recall must be in (0, 1), got ${recall}`);
+  const margin = checkNumber(target.margin ?? 0.05, 'margin', { min: 0, max: 1 });
+  const at = Math.min(threshold + margin, (1 + threshold) / 2);
+  // Fewest bands of r rows reaching the recall; grows with r, so b(r) * r does too.
+  const bandsFor = (r: number): number => {
+    const q = 1 - Math.pow(at, r);
+    if (q >= 1) return Infinity;
+    let b = Math.max(1, Math.ceil(Math.log(1 - recall) / Math.log(q)));
+    while (candidateProbability(at, b, r) < recall) b++;
+    while (b > 1 && candidateProbability(at, b - 1, r) >= recall) b--;
+    return b;
+  };
+  let best: { bands: number; rows: number; fp: number } | undefined;
+  for (let r = 1; r <= samples; r++) {
+    const b = bandsFor(r);
+    if (b * r > samples) break;
+    const fp = falsePositive(threshold, b, r);
+    if (!best || fp < best.fp) best = { bands: b, rows: r, fp };
+  }
+  if (!best) {
+    // Single-row bands need the fewest samples; that many is the least that works.
+    const fewest = bandsFor(1);
+    if (fewest > MAX_LSH_SAMPLES) throw rangeError(`recall ${recall} at similarity ${at} needs more than ${MAX_LSH_SAMPLES} samples`);
+    return recallParams(threshold, fewest, target);
+  }
+  return { bands: best.bands, rows: best.rows, samples, at, probability: candidateProbability(at, best.bands, best.rows) };
+}
+
+/** The S-curve at similarities from threshold - 0.25 to 1 in steps of 0.05, plus the threshold and `at`. */
+export function recallCurve(bands: number, rows: number, threshold: number, at?: number): { similarity: number; probability: number }[] {
+  const xs = new Set<number>();
+  for (let i = 1; i <= 20; i++) {
+    const s = i / 20;
+    if (s >= threshold - 0.25 - 1e-9) xs.add(s);
+  }
+  xs.add(threshold);
+  if (at !== undefined) xs.add(at);
+  return [...xs]
+    .sort((a, b) => a - b)
+    .map((s) => ({ similarity: Math.round(s * 1e6) / 1e6, probability: Math.round(candidateProbability(s, bands, rows) * 1e6) / 1e6 }));
+}
 
 function checkWeights(w: unknown): [number, number] {
   if (!Array.isArray(w) || w.length !== 2) throw typeError(`weights must be an array [fpWeight, fnWeight], got ${describe(w)}`);
@@ -70,14 +246,21 @@ function checkWeights(w: unknown): [number, number] {
 }
 
 /**
+/**
  * Which signatures an index holds: 'weighted' (WeightedMinHash: two words,
  * (k*, t*), per sample) or 'classic' (MinHash: one word per sample).
  */
 export type SignatureKind = 'weighted' | 'classic';
 
+/**
+ * With `threshold` alone, (bands, rows) are datasketch's (optimalParams, with
+ * `weights`); with `recall` they are recallParams' (a pair at threshold +
+ * margin is a candidate with at least that probability); or give them.
+ */
 export type MinHashLSHOptions = (
-  | { threshold: number; samples?: number; weights?: readonly [number, number]; bands?: undefined; rows?: undefined }
-  | { bands: number; rows: number; samples?: number; threshold?: number; weights?: undefined }
+  | { threshold: number; samples?: number; weights?: readonly [number, number]; recall?: undefined; bands?: undefined; rows?: undefined }
+  | { threshold: number; samples?: number; recall: number; margin?: number; weights?: undefined; bands?: undefined; rows?: undefined }
+  | { bands: number; rows: number; samples?: number; threshold?: number; weights?: undefined; recall?: undefined }
 ) & {
   backend?: BackendOption;
   devices?: 'all' | number[];
@@ -122,6 +305,11 @@ export interface GroupsOptions {
   /** Defaults to the LSH's threshold, or (1/bands)^(1/rows) when built from bands and rows. */
   threshold?: number;
   signal?: AbortSignal;
+  /**
+   * Stages 'candidates' (banding; no total) and 'verify' (candidate pairs
+   * checked, of total) as ProgressEvents.
+   */
+  onProgress?: OnProgress;
 }
 
 const SENTINEL = 0xffffffff;
@@ -181,7 +369,17 @@ export class MinHashLSH implements Disposable {
       const threshold = checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
       if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
       const samples = o.samples === undefined ? 128 : checkInt(o.samples, 'samples', 1, 1 << 20);
-      const p = optimalParams(threshold, samples, (o.weights as [number, number] | undefined) ?? [0.5, 0.5]);
+      let p: LshParams;
+      if (o.recall !== undefined) {
+        if (o.weights !== undefined) throw typeError('give recall or weights, not both');
+        const r = recallParams(threshold, samples, { recall: o.recall as number, margin: o.margin as number | undefined });
+        if (r.samples > samples) {
+          throw rangeError(`recall ${o.recall} at similarity ${r.at} needs at least ${r.samples} samples, got samples = ${samples}`);
+        }
+        p = r;
+      } else {
+        p = optimalParams(threshold, samples, (o.weights as [number, number] | undefined) ?? [0.5, 0.5]);
+      }
       this.bands = p.bands;
       this.rows = p.rows;
       this.samples = samples;
@@ -291,12 +489,15 @@ export class MinHashLSH implements Disposable {
   }
 
   /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
-  async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
+  async candidatePairs(options: { signal?: AbortSignal; onProgress?: OnProgress } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
     checkOptions(options);
     const { ids, sigs } = this.#state();
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel }));
+      const r = await withNativeProgress<Native>(reporter, ['candidates'], (progress) =>
+        native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel, progress })),
+      );
       return { left: r.left, right: r.right, kernelMs: r.kernelMs, transferMs: r.transferMs };
     });
   }
@@ -318,8 +519,11 @@ export class MinHashLSH implements Disposable {
       }
     }
     const { ids, sigs } = this.#state();
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await native().lshGroups(sigs, ids, this.#nativeOptions({ verify, threshold, matrix, cancel }));
+      const r = await withNativeProgress<Native>(reporter, ['candidates', 'verify'], (progress) =>
+        native().lshGroups(sigs, ids, this.#nativeOptions({ verify, threshold, matrix, cancel, progress })),
+      );
       return {
         group: r.group,
         count: r.count,
@@ -386,14 +590,28 @@ export interface DedupOptions {
    */
   method?: SignatureKind;
   threshold?: number;
-  /** LSH [fpWeight, fnWeight]; weigh false negatives more for recall near the threshold. */
+  /**
+   * Least probability that a pair at similarity threshold + margin is found
+   * (default 0.95; see recallParams). Ignored when `weights` is given.
+   */
+  recall?: number;
+  /** Default 0.05. */
+  margin?: number;
+  /** LSH [fpWeight, fnWeight] for datasketch's choice of (bands, rows) instead of the recall target. */
   weights?: readonly [number, number];
+  /**
+   * Samples hashed. Left out: bands * rows of the choice made within 128 samples
+   * (or, where 128 cannot reach `recall`, within the fewest that can); see
+   * `lsh.samples` in the result.
+   */
   samples?: number;
   seed?: number;
   verify?: Verify;
   backend?: BackendOption;
   devices?: 'all' | number[];
   signal?: AbortSignal;
+  /** Stages 'hash' (rows), 'candidates' and 'verify' (pairs) as ProgressEvents. */
+  onProgress?: OnProgress;
   /** Return the signatures too (rows × samples × 2 weighted, rows × samples classic). */
   returnSignatures?: boolean;
 }
@@ -402,37 +620,63 @@ export interface DedupResult {
   group: Uint32Array;
   count: number;
   pairs: PairSet & { similarity: Float32Array };
+  /** The banding used and the samples hashed. */
+  lsh: LshParams & { samples: number };
   signatures?: Uint32Array;
 }
 
+/** (bands, rows, samples) dedup uses for these options. */
+export function dedupParams(options: Pick<DedupOptions, 'threshold' | 'recall' | 'margin' | 'weights' | 'samples'> = {}): LshParams & { samples: number } {
+  const threshold = checkNumber(options.threshold ?? 0.9, 'threshold', { min: 0, max: 1, minExclusive: true });
+  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+  const samples = checkInt(options.samples ?? 128, 'samples', 1, MAX_SAMPLES);
+  if (options.weights !== undefined) {
+    if (options.recall !== undefined) throw typeError('give recall or weights, not both');
+    return { ...optimalParams(threshold, samples, options.weights), samples };
+  }
+  const r = recallParams(threshold, samples, { recall: options.recall, margin: options.margin });
+  if (r.samples > samples && options.samples !== undefined) {
+    throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs at least ${r.samples} samples, got samples = ${samples}`);
+  }
+  if (r.samples > MAX_SAMPLES) throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs ${r.samples} samples, more than ${MAX_SAMPLES}`);
+  // Samples past bands * rows would be hashed and never read.
+  return { bands: r.bands, rows: r.rows, samples: options.samples === undefined ? r.bands * r.rows : samples };
+}
+
+// WeightedMinHash's limit.
+const MAX_SAMPLES = 65536;
+
+/**
 /**
  * Near-duplicate groups of a sparse matrix in one call: MinHash (weighted, or
- * classic over sets with `method: 'classic'`), LSH tuned to `threshold`, and
- * verification at that threshold. Row i has id i. Empty rows (no positive
+ * classic over sets with `method: 'classic'`), LSH tuned so a pair at
+ * threshold + 0.05 is found with probability 0.95 (see `recall`), and
+ * verification at the threshold. Row i has id i. Empty rows (no positive
  * weight; classic: no column) are never grouped.
  */
 export async function dedup(matrix: CsrMatrix, options: DedupOptions = {}): Promise<DedupResult> {
   if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
   const method = checkEnum(options.method ?? 'weighted', 'method', ['weighted', 'classic'] as const);
   const m = toCsr(matrix, 'matrix', { maxCols: method === 'classic' ? 2 ** 32 : 0xffffffff });
-  const threshold = checkNumber(options.threshold ?? 0.9, 'threshold', { min: 0, max: 1, minExclusive: true });
-  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
-  const samples = checkInt(options.samples ?? 128, 'samples', 1, 1 << 20);
+  const threshold = options.threshold ?? 0.9;
+  const params = dedupParams(options);
   const verify = checkEnum(options.verify ?? 'exact', 'verify', ['none', 'estimate', 'exact'] as const);
+  const onProgress = checkOnProgress(options.onProgress);
   const { backend, devices } = options;
+  const seed = options.seed ?? 1;
   const wmh =
     method === 'classic'
-      ? new MinHash({ samples, seed: options.seed ?? 1, backend, devices })
-      : new WeightedMinHash({ dim: m.cols, samples, seed: options.seed ?? 1, backend, devices });
+      ? new MinHash({ samples: params.samples, seed, backend, devices })
+      : new WeightedMinHash({ dim: m.cols, samples: params.samples, seed, backend, devices });
   let lsh: MinHashLSH | undefined;
   try {
-    const signatures = await wmh.hash(m, { signal: options.signal });
-    lsh = new MinHashLSH({ threshold, samples, weights: options.weights, backend, devices, kind: method });
+    const signatures = await wmh.hash(m, { signal: options.signal, onProgress });
+    lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold, backend, devices, kind: method });
     const ids = new Uint32Array(m.rows);
     for (let i = 0; i < ids.length; i++) ids[i] = i;
     lsh.insert(ids, signatures);
-    const g = await lsh.groups({ verify, threshold, matrix: m, signal: options.signal });
-    const out: DedupResult = { group: g.group, count: g.count, pairs: g.pairs };
+    const g = await lsh.groups({ verify, threshold, matrix: m, signal: options.signal, onProgress });
+    const out: DedupResult = { group: g.group, count: g.count, pairs: g.pairs, lsh: params };
     if (options.returnSignatures) out.signatures = signatures;
     return out;
   } finally {

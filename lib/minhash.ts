@@ -11,6 +11,7 @@
 import { MAX_TYPED_LENGTH, native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
+import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkInt, checkOptions, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
@@ -50,6 +51,8 @@ export interface HashOptions {
    * staging copy); reuse it across calls.
    */
   out?: Uint32Array;
+  /** Rows hashed so far: `{ stage: 'hash', done, total }` (see ProgressEvent). */
+  onProgress?: OnProgress;
 }
 
 /** What the GPU spent on the last hash() call (0 on CPU). */
@@ -113,11 +116,23 @@ export abstract class MinHashBase extends NativeResource {
    * previous chunk's kernels. Each call copies its chunk before the source is
    * asked for the next, so a source may refill one buffer for every chunk.
    */
-  hashStream(source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>, options: { signal?: AbortSignal } = {}): AsyncGenerator<Uint32Array> {
+  hashStream(
+    source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
+    options: { signal?: AbortSignal; onProgress?: OnProgress; totalRows?: number } = {},
+  ): AsyncGenerator<Uint32Array> {
     checkOptions(options);
     checkSignal(options.signal);
-    return streamHashes(source, (m) => this.hash(m, { signal: options.signal }));
+    // Rows of the chunks yielded so far, out of totalRows when the caller knows it.
+    const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
+    const total = options.totalRows === undefined ? undefined : checkInt(options.totalRows, 'totalRows', 0);
+    const hash = async (m: CsrMatrix) => {
+      const { m: checked, wordsPerRow } = this.prepare(m);
+      const sig = await this.hash(checked, { signal: options.signal });
+      return { sig, rows: sig.length / wordsPerRow };
+    };
+    return streamHashes(source, hash, reporter, total);
   }
+
 }
 
 /**
@@ -253,7 +268,10 @@ function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: nu
   }
   const out = options.out ?? largeOutput(need, 'signatures');
   type Raw = { signatures: Uint32Array } & HashTiming;
-  const call = withCancel(signal, (cancel) => h.hash(m, { rowStart, rowEnd, cancel, out }) as Promise<Raw>);
+  const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
+  const call = withCancel(signal, (cancel) =>
+    withNativeProgress(reporter, ['hash'], (progress) => h.hash(m, { rowStart, rowEnd, cancel, out, progress }) as Promise<Raw>, rowEnd - rowStart),
+  );
   return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
 }
 
@@ -264,25 +282,34 @@ function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: nu
  */
 async function* streamHashes(
   source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
-  hash: (m: CsrMatrix) => Promise<Uint32Array>,
+  hash: (m: CsrMatrix) => Promise<{ sig: Uint32Array; rows: number }>,
+  reporter: ProgressReporter,
+  total: number | undefined,
 ): AsyncGenerator<Uint32Array> {
   if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
     throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
   }
-  let pending: Promise<Uint32Array> | undefined;
+  let done = 0;
+  let pending: Promise<{ sig: Uint32Array; rows: number }> | undefined;
   try {
     for await (const chunk of source) {
       const next = hash(chunk);
       // Rejections surface when awaited below; this only silences the
       // unhandled-rejection warning while the previous chunk is awaited.
       next.catch(() => {});
-      if (pending) yield await pending;
+      if (pending) {
+        const r = await pending;
+        reporter.update('hash', (done += r.rows), total);
+        yield r.sig;
+      }
       pending = next;
     }
     if (pending) {
       const last = pending;
       pending = undefined;
-      yield await last;
+      const r = await last;
+      reporter.finish('hash', (done += r.rows), total ?? done);
+      yield r.sig;
     }
   } finally {
     // Wait out a call still in flight so no work outlives the consumer.

@@ -76,6 +76,7 @@ void ClassicHashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, const 
         for (uint32_t s = 0; s < samples; ++s) o[s] = std::min(o[s], UniversalHash(a[s], b[s], h));
       }
     }
+    cancel.advance(hi - lo);
   });
 }
 

@@ -430,7 +430,10 @@ void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddO
   };
   if (!batch) {
     for (uint64_t d = 0; d < n; d++) {
-      if ((d & 63) == 0) cancel.check();
+      if ((d & 63) == 0) {
+        cancel.check();
+        cancel.report(d, n);
+      }
       const uint64_t p = docs.ptr[d];
       const uint32_t len = uint32_t(docs.ptr[d + 1] - p);
       commit(d, len ? scorer_->ScoreOne(docs.terms.data() + p, docs.weights.data() + p, len, time_) : 0);
@@ -461,6 +464,7 @@ void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddO
   uint64_t batchNo = 0;
   for (uint64_t b = 0; b < n; b += B) {
     cancel.check();
+    cancel.report(b, n);
     const uint64_t e = std::min(n, b + B);
     const auto c0 = std::chrono::steady_clock::now();
     post.Build(docs, b, e);

@@ -46,8 +46,12 @@ std::string FormatBytes(uint64_t bytes);
 
 // Cancellation requested from JavaScript through an AbortSignal. The flag lives
 // in an Int32Array that the worker keeps referenced; engines poll it between chunks.
+// The token also carries the call's progress when JavaScript asked for it: a
+// BigUint64Array [done, total, stage] that engines bump where they poll the
+// flag, and that the JS thread reads on a timer (no callbacks from workers).
 struct CancelToken {
   const int32_t* flag = nullptr;
+  uint64_t* progress = nullptr;
   bool requested() const {
     return flag != nullptr &&
            reinterpret_cast<const std::atomic<int32_t>*>(flag)->load(std::memory_order_relaxed) != 0;
@@ -55,6 +59,24 @@ struct CancelToken {
   void check() const {
     if (requested()) throw Error(kAborted, "The operation was aborted");
   }
+  // Starts stage `stage` (engine-specific index) with `total` units (0: unknown).
+  void begin(uint64_t stage, uint64_t total) const {
+    if (!progress) return;
+    slot(0)->store(0, std::memory_order_relaxed);
+    slot(1)->store(total, std::memory_order_relaxed);
+    slot(2)->store(stage, std::memory_order_relaxed);
+  }
+  void advance(uint64_t n) const {
+    if (progress) slot(0)->fetch_add(n, std::memory_order_relaxed);
+  }
+  void report(uint64_t done, uint64_t total) const {
+    if (!progress) return;
+    slot(1)->store(total, std::memory_order_relaxed);
+    slot(0)->store(done, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t>* slot(int i) const { return reinterpret_cast<std::atomic<uint64_t>*>(progress + i); }
 };
 
 enum class Backend { Cpu, Cuda };

@@ -150,6 +150,7 @@ void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k,
       for (auto& t : tops) t.reset(k);
       ScanTile(index.codes.data(), n, w, block, queries.words, q0, q1, tops.data());
       for (uint64_t q = q0; q < q1; ++q) tops[q - q0].emit(index.bits, ids + q * k, dist + q * k);
+      cancel.advance(q1 - q0);
     }
   });
 }
@@ -250,6 +251,7 @@ void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_
       top.reset(k);
       ShortlistRerank(index.codes.data(), n, w, qc, score.data(), cut, atCut, top, localScored, localShort);
       top.emit(index.bits, ids + q * k, dist + q * k);
+      cancel.advance(1);
     }
     scored += localScored;
     shortlisted += localShort;

@@ -121,7 +121,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
     });
   }
 
-  // next({ cancel }) -> Promise<chunk | null>
+  // next({ cancel, progress }) -> Promise<chunk | null>
   Napi::Value Next(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       Args args(info);

@@ -38,6 +38,7 @@ class CpuJoiner final : public Joiner {
     const uint64_t n = p_->probe.n();
     if (next_ >= n) return false;
     const uint64_t end = std::min<uint64_t>(n, next_ + step_);
+    cancel.report(next_, n);
     std::vector<Scratch*> used;
     std::mutex mu;
     ParallelFor(end - next_, 16, [&](size_t b, size_t e) {
@@ -45,6 +46,7 @@ class CpuJoiner final : public Joiner {
       for (size_t i = b; i < e; i++) {
         if (((i - b) & 63) == 0) cancel.check();
         Probe(next_ + i, s);
+        cancel.advance(1);
       }
       std::lock_guard<std::mutex> lock(mu);
       used.push_back(s);

@@ -417,6 +417,7 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
                     const CsrView* matrix, bool sets, const Engine& e, const CancelToken& cancel, Timing* timing) {
   const uint64_t n = sig.n;
+  cancel.begin(0, 0);
   std::unique_ptr<NormRows> norm;
   Classes c;
   if (verify == Verify::Exact) {
@@ -454,12 +455,16 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
     norm->Need(ends);
     sim.resize(rp.size());
+    cancel.begin(1, rp.size());
     ParallelFor(rp.size(), 256, [&](size_t b, size_t e2) {
       for (size_t k = b; k < e2; ++k) {
+        if (((k - b) & 255) == 0) cancel.check();
         const double j = norm->Jaccard(uint32_t(rp[k] >> 32), uint32_t(rp[k]));
         sim[k] = float(j);
         keep[k] = j >= threshold;
+        if (((k - b) & 255) == 255) cancel.advance(256);
       }
+      cancel.advance((e2 - b) & 255);
     });
   } else {
     if (verify == Verify::Estimate)

@@ -260,6 +260,7 @@ void HashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, const ColumnP
         o[2 * s] = K[s];
         o[2 * s + 1] = K[s] == kSentinel ? kSentinel : ToInt32Bits(T[s]);
       }
+      cancel.advance(1);
     }
   });
 }

@@ -266,6 +266,35 @@ class CancelFlag : public Napi::ObjectWrap<CancelFlag> {
   std::shared_ptr<std::atomic<int32_t>> flag_;
 };
 
+// A long call's progress (lib/progress.ts): workers count into it, a timer on
+// the JavaScript thread reads it. Native memory shared like CancelFlag's.
+const napi_type_tag kProgressTag = {0x6375736970726f67ull, 0x7265737363747231ull};
+
+struct ProgressSlots {
+  std::atomic<uint64_t> v[3] = {{0}, {0}, {0}};  // done, total, stage (CancelToken's layout)
+};
+
+class ProgressCounter : public Napi::ObjectWrap<ProgressCounter> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "ProgressCounter", {InstanceMethod("read", &ProgressCounter::Read)});
+  }
+  explicit ProgressCounter(const Napi::CallbackInfo& info)
+      : Napi::ObjectWrap<ProgressCounter>(info), slots_(std::make_shared<ProgressSlots>()) {
+    napi_type_tag_object(info.Env(), info.This(), &kProgressTag);
+  }
+  const std::shared_ptr<ProgressSlots>& slots() const { return slots_; }
+
+ private:
+  // read() -> [done, total, stage]
+  Napi::Value Read(const Napi::CallbackInfo& info) {
+    auto a = Napi::Array::New(info.Env(), 3);
+    for (uint32_t i = 0; i < 3; ++i) a.Set(i, double(slots_->v[i].load(std::memory_order_relaxed)));
+    return a;
+  }
+  std::shared_ptr<ProgressSlots> slots_;
+};
+
 const napi_type_tag kStagedTag = {0x6375736973746167ull, 0x6564696e70757431ull};
 
 class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
@@ -371,6 +400,7 @@ Napi::Value StageArray(const Napi::CallbackInfo& info) {
 
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("CancelFlag", CancelFlag::Define(env));
+  exports.Set("ProgressCounter", ProgressCounter::Define(env));
   auto staged = StagedWrap::Define(env);
   auto* c = new StagedCtor{Napi::Persistent(staged)};
   env.SetInstanceData<StagedCtor>(c);
@@ -637,6 +667,16 @@ BitsView Inputs::Bits(const Napi::Value& v, const char* name) {
 
 CancelToken Inputs::Cancel(const Napi::Object& options) {
   CancelToken t;
+  Napi::Value pr = options.Get("progress");
+  if (!pr.IsUndefined() && !pr.IsNull()) {
+    bool tagged = false;
+    if (!pr.IsObject() || napi_check_object_type_tag(pr.Env(), pr, &kProgressTag, &tagged) != napi_ok || !tagged)
+      ThrowInvalid("progress must be a ProgressCounter", "TypeError");
+    auto slots = ProgressCounter::Unwrap(pr.As<Napi::Object>())->slots();
+    static_assert(sizeof(ProgressSlots) == 3 * sizeof(uint64_t), "CancelToken reads three counters");
+    t.progress = reinterpret_cast<uint64_t*>(slots.get());
+    held_.push_back(slots);
+  }
   Napi::Value f = options.Get("cancel");
   if (f.IsUndefined() || f.IsNull()) return t;
   bool tagged = false;

@@ -64,7 +64,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
   });
 
   it('reports the binary file as skipped and the empty file as too small', () => {
-    expect(report.input.skipped).toEqual([{ id: 'assets/logo.png', reason: 'binary' }]);
+    expect(report.input.skipped).toEqual([{ id: 'assets/logo.png', reason: 'binary', detail: 'a NUL byte in the first 8000 bytes' }]);
     expect(report.input.documents).toBe(12);
     expect(report.input.tooSmall).toBe(1);
     expect(report.input.featurized).toBe(11);
@@ -80,7 +80,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
     const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} dedup . -t 0.8`;
     const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { cwd: fixture, encoding: 'utf8' });
     expect(r.status).toBe(0);
-    expect(r.stdout).toMatch(/featurizing \(bag of names\) \|.*\| \d+% \| 13\/13 \| [\d,]+\/s \| ETA/);
+    expect(r.stdout).toMatch(/featurizing \(bag of names\) \|.*\| \d+% \| 13 \/ 13 files \| [\d,]+\/s \| ETA/);
   });
 
   it('names the backend (and GPU) on stderr', () => {
@@ -101,8 +101,9 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
         documents: 'number',
         featurized: 'number',
         tooSmall: 'number',
-        skipped: [{ id: 'string', reason: 'string' }],
+        skipped: [{ id: 'string', reason: 'string', detail: 'string' }],
       },
+      lsh: { bands: 'number', rows: 'number', samples: 'number', recall: [{ similarity: 'number', probability: 'number' }] },
       groups: [
         {
           id: 'number',
@@ -112,9 +113,12 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
         },
       ],
       packages: [],
+      stages: [{ stage: 'string', ms: 'number' }],
       elapsedMs: 'number',
     });
-    expect(report.options).toEqual({ threshold: 0.8, samples: 128, seed: 1, mode: 'code', weighting: 'count' });
+    // The recall target's choice within 128 samples, hashing only the samples it reads.
+    expect(report.lsh).toMatchObject({ bands: 12, rows: 9, samples: 108 });
+    expect(report.options).toEqual({ threshold: 0.8, samples: 108, seed: 1, mode: 'code', weighting: 'count' });
     expect(report.groups.map((g: { id: number }) => g.id)).toEqual([0, 1]);
   });
 
@@ -145,6 +149,7 @@ describe('cusim dedup with worker threads', () => {
     const strip = (out: string): unknown => {
       const r = JSON.parse(out);
       delete r.elapsedMs;
+      delete r.stages;
       return r;
     };
     const one = cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '1'], { cwd: fixture });
@@ -254,7 +259,7 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
     const r = cusim(['dedup', dir, '--json', '-t', '0.8'], { ...asUser, cwd: dir });
     expect(r.status).toBe(0);
     const rep = JSON.parse(r.stdout);
-    expect(rep.input.skipped).toEqual([{ id: 'locked.js', reason: 'unreadable' }]);
+    expect(rep.input.skipped).toEqual([{ id: 'locked.js', reason: 'unreadable', detail: 'EACCES' }]);
     expect(rep.groups).toHaveLength(1);
   });
 
@@ -262,7 +267,7 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
     [['--threshold', '1.5'], /threshold must be a number in \(0, 1\)/],
     [['--threshold', 'abc'], /threshold must be a number/],
     [['--threshold', '1'], /threshold must be a number in \(0, 1\)/],
-    [['--samples', '0'], /samples must be an integer in \[1, 4096\]/],
+    [['--samples', '0'], /samples must be an integer in \[1, 65536\]/],
     [['--mode', 'chars'], /Allowed choices are code, words, qgrams/],
     [['--backend', 'tpu'], /Allowed choices are auto, cpu, cuda/],
     [['--devices', 'x'], /devices must be 'all' or GPU indices/],

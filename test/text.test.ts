@@ -14,7 +14,9 @@ import {
   ENGLISH_STOP_WORDS,
   type CsrMatrix,
 } from '../lib/index.js';
-import { readDoc, parseCsv, parseRecords } from '../lib/cli/sources.js';
+import { Readable } from 'node:stream';
+import { readRecords, type RecordFormat } from '../lib/cli/records.js';
+import { readDoc } from '../lib/cli/sources.js';
 import { expectInvalid } from './helpers.js';
 
 /** Row r of a CSR as a token → weight map, through the featurizer's vocabulary. */
@@ -247,29 +249,38 @@ describe('file and record sources', () => {
     writeFileSync(path.join(dir, 'latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9]));
     writeFileSync(path.join(dir, 'uni.txt'), 'naïve 東京 😀');
     expect(readDoc(path.join(dir, 'empty.js'), 'e', 1e6)).toEqual({ id: 'e', text: '' });
-    expect(readDoc(path.join(dir, 'bin.dat'), 'b', 1e6)).toEqual({ id: 'b', reason: 'binary' });
-    expect(readDoc(path.join(dir, 'latin1.txt'), 'l', 1e6)).toEqual({ id: 'l', reason: 'not-utf8' });
+    expect(readDoc(path.join(dir, 'bin.dat'), 'b', 1e6)).toEqual({ id: 'b', reason: 'binary', detail: 'a NUL byte in the first 8000 bytes' });
+    expect(readDoc(path.join(dir, 'latin1.txt'), 'l', 1e6)).toEqual({ id: 'l', reason: 'not-utf8', detail: 'invalid UTF-8' });
     expect(readDoc(path.join(dir, 'uni.txt'), 'u', 1e6)).toEqual({ id: 'u', text: 'naïve 東京 😀' });
-    expect(readDoc(path.join(dir, 'uni.txt'), 'u', 4)).toEqual({ id: 'u', reason: 'too-large' });
-    expect(readDoc(path.join(dir, 'missing'), 'm', 4)).toEqual({ id: 'm', reason: 'unreadable' });
+    expect(readDoc(path.join(dir, 'uni.txt'), 'u', 4)).toEqual({ id: 'u', reason: 'too-large', detail: '18 B > --max-size 4 B' });
+    expect(readDoc(path.join(dir, 'missing'), 'm', 4)).toEqual({ id: 'm', reason: 'unreadable', detail: 'ENOENT' });
   });
 
-  it('CSV with quotes and newlines, JSONL ids, auto-detection', () => {
-    expect(parseCsv('id,text\n1,"a, ""b""\nc"\r\n2,d\n')).toEqual([
-      ['id', 'text'],
-      ['1', 'a, "b"\nc'],
-      ['2', 'd'],
-    ]);
-    expect(parseRecords('{"id":"x","text":"hi"}\n\n{"text":"yo"}\n', 'auto', 'text', 'id')).toEqual([
-      { id: 'x', text: 'hi' },
-      { id: '3', text: 'yo' },
-    ]);
-    expect(parseRecords('one\n\ntwo', 'auto', 'text', 'id')).toEqual([
-      { id: '1', text: 'one' },
-      { id: '3', text: 'two' },
-    ]);
-    expect(parseRecords('name,body\nk,v\n', 'csv', 'body', 'name')).toEqual([{ id: 'k', text: 'v' }]);
-    expect(() => parseRecords('{"t":1}', 'jsonl', 'text', 'id')).toThrow(/no string field 'text'/);
+  it('CSV with quotes and newlines, JSONL ids, auto-detection, chunks split anywhere', async () => {
+    // Every input also arrives one byte per chunk: lines and UTF-8 sequences split across reads.
+    const parse = async (s: string, format: RecordFormat, field: string, idField: string, bytewise = false) => {
+      const buf = Buffer.from(s);
+      const input = Readable.from(bytewise ? [...buf].map((b) => Buffer.from([b])) : [buf]);
+      const out = [];
+      for await (const d of readRecords(input, { format, field, idField, source: 'stdin', maxRecordBytes: 1 << 20 })) out.push(d);
+      return out;
+    };
+    for (const bytewise of [false, true]) {
+      expect(await parse('id,text\n1,"a, ""b""\nc"\r\n2,d\n', 'csv', 'text', 'id', bytewise)).toEqual([
+        { id: '1', text: 'a, "b"\nc' },
+        { id: '2', text: 'd' },
+      ]);
+      expect(await parse('{"id":"x","text":"hi"}\n\n{"text":"yo é"}\n', 'auto', 'text', 'id', bytewise)).toEqual([
+        { id: 'x', text: 'hi' },
+        { id: '3', text: 'yo é' },
+      ]);
+      expect(await parse('one\r\n\ntwo 東京', 'auto', 'text', 'id', bytewise)).toEqual([
+        { id: '1', text: 'one' },
+        { id: '3', text: 'two 東京' },
+      ]);
+      expect(await parse('name\tbody\nk\t"v"\n', 'tsv', 'body', 'name', bytewise)).toEqual([{ id: 'k', text: '"v"' }]);
+    }
+    await expect(parse('{"t":1}', 'jsonl', 'text', 'id')).rejects.toThrow(/stdin line 1 has no string field 'text'/);
   });
 });
 

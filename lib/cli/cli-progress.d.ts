@@ -12,6 +12,7 @@ declare module 'cli-progress' {
     constructor(options: BarOptions, preset?: unknown);
     start(total: number, value: number, payload?: Record<string, unknown>): void;
     update(value: number, payload?: Record<string, unknown>): void;
+    setTotal(total: number): void;
     stop(): void;
   }
   export const Presets: { shades_classic: unknown; legacy: unknown; rect: unknown };

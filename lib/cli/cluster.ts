@@ -3,13 +3,18 @@
 // micro-batch is assigned. Features: words (or code names, q-grams) with
 // TF-IDF over the document frequencies seen so far.
 import { Command, Option } from 'commander';
-import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { resolveBackend } from '../backend.js';
 import { NO_CLUSTER, StreamClusterer } from '../cluster.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextMode } from '../text/index.js';
 import { CliError } from './errors.js';
-import { backendLine, integer } from './options.js';
+import { safeJson } from './escape.js';
+import { backendLine, integer, wantsProgress } from './options.js';
+import { progress } from './progress.js';
+import { readRecords } from './records.js';
+import type { Doc } from './records.js';
+import { MAX_DOC_BYTES } from './sources.js';
 import type { Io } from './options.js';
 
 interface ClusterCliOptions {
@@ -18,11 +23,12 @@ interface ClusterCliOptions {
   decay?: number;
   batch: number;
   mode: TextMode;
-  format: 'auto' | 'lines' | 'jsonl';
+  format: 'auto' | 'lines' | 'jsonl' | 'csv' | 'tsv';
   field: string;
   idField: string;
   backend: 'auto' | 'cpu' | 'cuda';
   quiet?: boolean;
+  progress: boolean;
 }
 
 function unitInterval(v: string): number {
@@ -44,12 +50,14 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
     decay: o.decay === undefined ? undefined : { maxAge: o.decay },
   });
   const feat = new TextFeaturizer({ mode: o.mode, weighting: 'tfidf' });
-  let format = o.format;
-  let lineNo = 0;
-  let pending: { id: string; text: string }[] = [];
+  let pending: Doc[] = [];
   let chain: Promise<void> = Promise.resolve();
   let failure: unknown;
   let timer: NodeJS.Timeout | undefined;
+  let documents = 0;
+  // A bar only where it cannot interleave with the result lines on one terminal.
+  const bar = progress(wantsProgress(o) && !(io.stdout as { isTTY?: boolean }).isTTY, io.stderr);
+  bar.stage('clustering', undefined, 'docs');
 
   const flush = (): void => {
     if (timer) clearTimeout(timer);
@@ -58,7 +66,7 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
     const batch = pending;
     pending = [];
     chain = chain.then(async () => {
-      if (failure) return;
+      if (failure || io.signal?.aborted) return;
       try {
         feat.addBatch(batch.map((d) => d.text));
         const r = await clusterer.add(feat.build());
@@ -66,43 +74,31 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
         batch.forEach((d, i) => {
           const c = r.cluster[i];
           out +=
-            JSON.stringify({
+            safeJson({
               id: d.id,
               cluster: c === NO_CLUSTER ? null : c,
               similarity: Math.round(r.similarity[i] * 1e6) / 1e6,
               created: r.created[i] === 1,
             }) + '\n';
         });
-        io.stdout.write(out);
+        if (!io.stdoutClosed?.()) io.stdout.write(out);
+        bar.update((documents += batch.length));
       } catch (e) {
         failure = e;
       }
     });
   };
 
-  const parse = (line: string): { id: string; text: string } | undefined => {
-    lineNo++;
-    if (line.trim() === '') return undefined;
-    if (format === 'auto') format = line.trim().startsWith('{') ? 'jsonl' : 'lines';
-    if (format === 'lines') return { id: String(lineNo), text: line };
-    let rec: unknown;
-    try {
-      rec = JSON.parse(line);
-    } catch {
-      throw new CliError(`stdin line ${lineNo} is not valid JSON`, 'fix the line or use --format lines', 1);
-    }
-    const obj = (rec ?? {}) as Record<string, unknown>;
-    if (typeof obj[o.field] !== 'string') throw new CliError(`stdin line ${lineNo} has no string field '${o.field}'`, 'name it with --field', 1);
-    const id = obj[o.idField];
-    return { id: id === undefined || id === null ? String(lineNo) : String(id), text: obj[o.field] as string };
-  };
-
   try {
-    const rl = createInterface({ input: io.stdin, crlfDelay: Infinity });
-    for await (const line of rl) {
-      if (failure) break;
-      const d = parse(line);
-      if (!d) continue;
+    const records = readRecords(io.stdin as Readable, {
+      format: o.format,
+      field: o.field,
+      idField: o.idField,
+      source: 'stdin',
+      maxRecordBytes: MAX_DOC_BYTES,
+    });
+    for await (const d of records) {
+      if (failure || io.signal?.aborted) break;
       pending.push(d);
       if (pending.length >= o.batch) flush();
       // Interactive streams: a short pause assigns what has arrived so far.
@@ -110,12 +106,16 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
     }
     flush();
     await chain;
+    bar.stop();
     if (failure) throw failure;
+    if (io.signal?.aborted) return 0;
+    if (clusterer.documents === 0) throw new CliError('no documents found in stdin', 'pipe documents in, one per line or JSONL', 1);
     if (!o.quiet) io.stderr.write(`cusim: ${clusterer.documents} documents, ${clusterer.size} clusters\n`);
     return 0;
   } finally {
     if (timer) clearTimeout(timer);
     await chain;
+    bar.stop();
     clusterer.dispose();
   }
 }
@@ -129,10 +129,11 @@ export function registerCluster(program: Command, io: Io, done: (code: number) =
     .option('--decay <n>', 'a cluster expires after this many documents without a new member', integer('decay', 0, 2 ** 31))
     .option('--batch <n>', 'documents per micro-batch (at most)', integer('batch', 1, 1 << 20), 256)
     .addOption(new Option('-m, --mode <mode>', 'features').choices(['words', 'code', 'qgrams']).default('words'))
-    .addOption(new Option('-f, --format <f>', 'input lines: text or JSON objects').choices(['auto', 'lines', 'jsonl']).default('auto'))
-    .option('--field <name>', 'JSONL field holding the text', 'text')
-    .option('--id-field <name>', 'JSONL field holding the document id (default: line number)', 'id')
+    .addOption(new Option('-f, --format <f>', 'input records: text lines, JSON objects, CSV or TSV with a header').choices(['auto', 'lines', 'jsonl', 'csv', 'tsv']).default('auto'))
+    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
+    .option('--id-field <name>', 'JSONL/CSV/TSV field holding the document id (default: line number)', 'id')
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
+    .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result lines')
     .option('-v, --verbose', 'print stack traces on errors')
     .action(async (opts: ClusterCliOptions) => done(await clusterCommand(opts, io)));

@@ -1,25 +1,39 @@
 // `cusim dedup`: near-duplicate groups over files, trees, node_modules or
-// stdin records (weighted MinHash + LSH + exact verification).
-import { Command, Option } from 'commander';
+// records (JSONL, CSV, TSV, lines; files or stdin): featurize as records
+// arrive, MinHash signatures, LSH banding tuned to a recall target, exact
+// verification.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { createReadStream, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import type { Readable } from 'node:stream';
 import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
-import { dedup } from '../lsh.js';
+import type { Backend } from '../backend.js';
+import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
+import type { GroupsResult, LshParams } from '../lsh.js';
+import { WeightedMinHash } from '../minhash.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
-import { availableParallelism } from 'node:os';
-import { featurizeFilesParallel } from './parallel.js';
-import { CliError } from './errors.js';
-import { backendLine, between, deviceList, integer } from './options.js';
+import type { CsrMatrix } from '../validate.js';
+import { escapeText } from './escape.js';
+import { CliError, fsError } from './errors.js';
+import { backendLine, between, deviceList, integer, wantsProgress } from './options.js';
 import type { Io } from './options.js';
+import { featurizeFilesParallel } from './parallel.js';
+import { StreamFeaturizer } from './pipeline.js';
 import { progress } from './progress.js';
-import { buildGroups, buildPackagePairs, renderCsv, renderTable } from './report.js';
-import type { DedupReport, DedupResultLike } from './report.js';
-import { SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, parseRecords, readDoc } from './sources.js';
-import type { Doc, RecordFormat, Skip } from './sources.js';
+import type { Progress } from './progress.js';
+import { formatOfFile, readRecords } from './records.js';
+import type { RecordFormat } from './records.js';
+import { buildGroups, buildPackagePairs, renderCsv, renderJson, renderTable } from './report.js';
+import type { DedupReport } from './report.js';
+import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
+import type { Skip } from './sources.js';
 
 interface DedupOptions {
   threshold: number;
-  samples: number;
+  samples?: number;
+  recall: number;
   seed: number;
   mode?: TextMode;
   weighting: Weighting;
@@ -31,7 +45,10 @@ interface DedupOptions {
   format: RecordFormat;
   field: string;
   idField: string;
+  delimiter?: string;
   ext?: string;
+  exclude: string[];
+  gitignore: boolean;
   maxSize: number;
   minTokens?: number;
   limit: number;
@@ -42,138 +59,301 @@ interface DedupOptions {
   verbose?: boolean;
 }
 
+const DEFAULT_SAMPLES = 128;
+const DEFAULT_THRESHOLD = 0.9;
+const DEFAULT_RECALL = 0.95;
+
+/** What the stages of one run share. */
+interface Run {
+  o: DedupOptions;
+  backend: Backend;
+  bar: Progress;
+  signal: AbortSignal | undefined;
+}
+
+interface RecordInput {
+  /** As shown to the user. */
+  name: string;
+  format: RecordFormat;
+  open: () => Readable;
+  /** Bytes, when known (files). */
+  size?: number;
+}
+
+/** Records inputs and document files named on the command line. */
+function planInputs(paths: string[], o: DedupOptions, io: Io): { records: RecordInput[]; docRoots: string[] } {
+  const records: RecordInput[] = [];
+  const docRoots: string[] = [];
+  for (const p of paths) {
+    if (p === '-') {
+      if (io.stdinIsTTY) throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe data in, e.g. cat docs.jsonl | cusim dedup -', 2);
+      records.push({ name: 'stdin', format: o.format, open: () => io.stdin as Readable });
+      continue;
+    }
+    let st;
+    try {
+      st = statSync(p);
+    } catch (e) {
+      throw fsError(e, p);
+    }
+    const format = o.format !== 'auto' ? o.format : formatOfFile(p);
+    if (st.isFile() && format) {
+      records.push({ name: displayPath(p), format, size: st.size, open: () => createReadStream(p) });
+    } else {
+      docRoots.push(p);
+    }
+  }
+  return { records, docRoots };
+}
+
+/**
+ * Signatures for the LSH: weighted MinHash over the featurized rows. (Where
+ * another signature family is chosen, e.g. classic MinHash for binary
+ * features, it is decided here; the LSH below takes any signature rows.)
+ */
+async function signatures(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run): Promise<Uint32Array> {
+  const { o, backend, bar, signal } = run;
+  const wmh = new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
+  try {
+    return await wmh.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
+  } finally {
+    wmh.dispose();
+  }
+}
+
+function lshParamsFor(o: DedupOptions, say: (s: string) => void): LshParams & { samples: number } {
+  try {
+    const p = dedupParams({ threshold: o.threshold, recall: o.recall, samples: o.samples });
+    if (o.samples === undefined && p.samples > DEFAULT_SAMPLES) {
+      say(`cusim: ${DEFAULT_SAMPLES} samples cannot reach --recall ${o.recall} at threshold ${o.threshold}; hashing ${p.samples}`);
+    }
+    return p;
+  } catch (e) {
+    if ((e as { code?: string }).code === 'CUSIM_INVALID_ARGUMENT' && /needs/.test((e as Error).message)) {
+      throw new CliError((e as Error).message.replace(/^recall/, '--recall').replace('samples = ', '--samples '), 'raise --samples, lower --recall, or leave --samples out', 2);
+    }
+    throw e;
+  }
+}
+
+interface Featurized {
+  matrix: CsrMatrix & { values: Float32Array };
+  ids: string[];
+  skipped: Skip[];
+  documents: number;
+  tooSmall: number;
+}
+
+/**
+ * Reads every input and featurizes it; the featurizer (and its buffers) is
+ * dropped on return, leaving only the matrix and the row ids.
+ */
+async function featurize(
+  records: RecordInput[],
+  docFiles: string[],
+  unreadable: string[],
+  o: DedupOptions,
+  io: Io,
+  bar: Progress,
+  mode: TextMode,
+  minTokens: number,
+  featOptions: TextFeaturizerOptions,
+): Promise<Featurized> {
+  const feat = new TextFeaturizer(featOptions);
+  const skipped: Skip[] = unreadable.map((u) => ({ id: displayPath(u), reason: 'unreadable' as const, detail: 'cannot list the directory' }));
+
+  // Records: streamed, featurized in batches as they arrive.
+  const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS);
+  for (const input of records) {
+    if (io.signal?.aborted) break;
+    bar.stage(`reading ${escapeText(input.name)}`, input.size, 'bytes');
+    let bytes = 0;
+    const docs = readRecords(input.open(), {
+      format: input.format,
+      field: o.field,
+      idField: o.idField,
+      delimiter: o.delimiter,
+      source: input.name,
+      idPrefix: records.length > 1 ? input.name : undefined,
+      maxRecordBytes: Math.min(o.maxSize, MAX_DOC_BYTES),
+      onBytes: (n) => bar.update((bytes += n)),
+    });
+    try {
+      for await (const d of docs) {
+        if (io.signal?.aborted) break;
+        await stream.add(d);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code && !(e instanceof CliError) && input.name !== 'stdin') throw fsError(e, input.name);
+      throw e;
+    }
+  }
+  await stream.finish();
+  bar.stop();
+  const ids = stream.ids;
+  let tooSmall = stream.tooSmall;
+  let documents = stream.documents;
+
+  // Whole files as documents: worker threads where there are cores to spare.
+  if (docFiles.length > 0) {
+    bar.stage(mode === 'code' ? 'featurizing (bag of names)' : `featurizing (${mode})`, docFiles.length, 'files');
+    if (o.threads > 1 && docFiles.length > 4 * o.threads) {
+      const r = await featurizeFilesParallel(feat, {
+        files: docFiles,
+        ids: docFiles.map(displayPath),
+        options: featOptions,
+        maxBytes: o.maxSize,
+        minTokens,
+        threads: o.threads,
+        onFiles: (n) => bar.tick(n),
+      });
+      ids.push(...r.rows);
+      skipped.push(...r.skipped);
+      tooSmall += r.tooSmall;
+      documents += r.documents;
+    } else {
+      const files = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, (n) => bar.tick(n));
+      for (const f of docFiles) {
+        if (io.signal?.aborted) break;
+        const d = readDoc(f, displayPath(f), o.maxSize);
+        if ('text' in d) await files.add(d);
+        else {
+          skipped.push(d);
+          bar.tick();
+        }
+      }
+      await files.finish();
+      ids.push(...files.ids);
+      tooSmall += files.tooSmall;
+      documents += files.documents;
+    }
+    bar.stop();
+  }
+  return { matrix: feat.build(), ids, skipped, documents, tooSmall };
+}
+
+/** Signatures, then LSH candidates verified exactly; the signatures are dropped on return. */
+async function findGroups(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run, endStage: (stage: string) => void): Promise<GroupsResult> {
+  const { o, backend, bar, signal } = run;
+  const sigs = await signatures(matrix, params, run);
+  bar.stop();
+  endStage('hash');
+  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices });
+  try {
+    const rowIds = new Uint32Array(matrix.rows);
+    for (let i = 0; i < rowIds.length; i++) rowIds[i] = i;
+    lsh.insert(rowIds, sigs);
+    return await lsh.groups({
+      verify: 'exact',
+      threshold: o.threshold,
+      matrix,
+      signal,
+      onProgress: bar.listener({ candidates: 'finding candidate pairs', verify: 'verifying pairs' }, { verify: 'pairs' }),
+    });
+  } finally {
+    bar.stop();
+    lsh.dispose();
+  }
+}
+
 async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<number> {
   const t0 = performance.now();
   if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
   const say = (s: string): void => {
     if (!o.quiet) io.stderr.write(s + '\n');
   };
+  const stages: { stage: string; ms: number }[] = [];
+  let tStage = performance.now();
+  const endStage = (stage: string): void => {
+    const now = performance.now();
+    stages.push({ stage, ms: Math.round(now - tStage) });
+    tStage = now;
+  };
   const backend = resolveBackend(o.backend, '--backend');
+  const params = lshParamsFor(o, say);
   say(backendLine(backend));
 
   const scan = paths.length === 0;
-  const stdin = paths.includes('-');
-  const named = paths.filter((p) => p !== '-');
-  let source: string;
   let extensions: string[] | undefined = o.ext
     ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim()))
     : undefined;
-  let roots = named;
+  const { records, docRoots } = planInputs(paths, o, io);
+  let source: string;
   if (scan) {
     const root = defaultScanRoot(packageRoot);
-    roots = [root];
+    docRoots.push(root);
     extensions ??= SOURCE_EXTENSIONS;
     source = displayPath(root);
-    say(`cusim: no path given; scanning ${source} for near-duplicate source files and packages`);
+    say(`cusim: no path given; scanning ${escapeText(source)} for near-duplicate source files and packages`);
   } else {
-    source = paths.join(' ');
+    source = paths.map((p) => (p === '-' ? 'stdin' : p)).join(' ');
   }
-  const mode: TextMode = o.mode ?? (stdin && named.length === 0 ? 'words' : 'code');
+  const walkOptions = { extensions, gitignore: o.gitignore, exclude: o.exclude };
+  const { files, unreadable } = expandPaths(docRoots, walkOptions);
+  // With an explicit --format, files found in directories are records too.
+  const docFiles: string[] = [];
+  for (const f of files) {
+    if (o.format !== 'auto') {
+      const name = displayPath(f);
+      records.push({ name, format: o.format, open: () => createReadStream(f), size: statSync(f).size });
+    } else docFiles.push(f);
+  }
+  const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
   const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, ...(o.native ? {} : { native: false }) };
-  const feat = new TextFeaturizer(featOptions);
-
-  const ids: string[] = [];
-  const skipped: Skip[] = [];
-  let tooSmall = 0;
-  let documents = 0;
-  // Documents are featurized in batches (tokenized natively over all cores
-  // where the addon loads); rows keep the order documents arrive in.
-  let pending: Doc[] = [];
-  let pendingChars = 0;
-  const flush = (): void => {
-    const tokens = feat.addBatch(pending.map((d) => d.text), minTokens);
-    pending.forEach((d, i) => {
-      if (tokens[i] < minTokens) tooSmall++;
-      else ids.push(d.id);
-    });
-    documents += pending.length;
-    pending = [];
-    pendingChars = 0;
-  };
-  const addDoc = (d: Doc): void => {
-    pending.push(d);
-    pendingChars += d.text.length;
-    if (pendingChars >= BATCH_CHARS) flush();
-  };
-
-  if (stdin) {
-    if (io.stdinIsTTY) throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe data in, e.g. cat docs.jsonl | cusim dedup -', 2);
-    for (const d of parseRecords(await io.readStdin(), o.format, o.field, o.idField)) addDoc(d);
-    flush();
-  }
-  const { files, unreadable } = expandPaths(roots, extensions);
-  for (const u of unreadable) skipped.push({ id: displayPath(u), reason: 'unreadable' });
-  const bar = progress(o.progress && !o.quiet);
-  bar.start(files.length, mode === 'code' ? 'featurizing (bag of names)' : `featurizing (${mode})`);
-  if (o.threads > 1 && files.length > 4 * o.threads) {
-    const r = await featurizeFilesParallel(feat, {
-      files,
-      ids: files.map(displayPath),
-      options: featOptions,
-      maxBytes: o.maxSize,
-      minTokens,
-      threads: o.threads,
-      onFiles: (n) => bar.tick(n),
-    });
-    ids.push(...r.rows);
-    skipped.push(...r.skipped);
-    tooSmall += r.tooSmall;
-    documents += r.documents;
-  } else {
-    for (const f of files) {
-      const d = readDoc(f, displayPath(f), o.maxSize);
-      if ('text' in d) addDoc(d);
-      else skipped.push(d);
-      bar.tick();
-    }
-    flush();
-  }
-  bar.stop();
-  const matrix = feat.build();
+  const bar = progress(wantsProgress(o), io.stderr);
+  const { matrix, ids, skipped, documents, tooSmall } = await featurize(records, docFiles, unreadable, o, io, bar, mode, minTokens, featOptions);
+  if (io.signal?.aborted) return 0;
+  endStage('read + featurize');
+  let skipSummary = '';
   if (skipped.length) {
     const by = new Map<string, number>();
     for (const s of skipped) by.set(s.reason, (by.get(s.reason) ?? 0) + 1);
-    say(`cusim: skipped ${skipped.length} file(s): ${[...by].map(([r, n]) => `${n} ${r}`).join(', ')}${o.verbose ? '' : ' (--verbose lists them)'}`);
-    if (o.verbose) for (const s of skipped) say(`  skipped (${s.reason}): ${s.id}`);
+    skipSummary = [...by].map(([r, n]) => `${n} ${r}`).join(', ');
+    say(`cusim: skipped ${skipped.length} file(s): ${skipSummary}${o.verbose ? '' : ' (--verbose lists them)'}`);
+    if (o.verbose) for (const s of skipped) say(`  skipped (${s.reason}${s.detail ? `: ${s.detail}` : ''}): ${escapeText(s.id)}`);
   }
-  if (!scan && !stdin && documents === 0) {
-    throw new CliError(`no files found under ${source}${extensions ? ` with extensions ${extensions.join(',')}` : ''}`, 'check the path or --ext', 1);
+  if (matrix.rows === 0 || matrix.cols === 0) {
+    const where = escapeText(source) + (extensions && docFiles.length === 0 && records.length === 0 ? ` with extensions ${extensions.join(',')}` : '');
+    const why =
+      documents === 0
+        ? skipped.length
+          ? `: ${skipped.length} file(s) skipped (${skipSummary})`
+          : ''
+        : `: ${documents} read, none with at least ${Math.max(1, minTokens)} token(s)`;
+    const fix =
+      documents > 0 ? 'lower --min-tokens or pick another --mode' : scan ? 'install packages first or name a path' : 'check the path, --ext, --exclude or --format';
+    throw new CliError(`no documents found in ${where}${why}`, fix, 1);
   }
-  say(`cusim: ${matrix.rows} documents, ${matrix.indices.length} nonzeros over ${matrix.cols} features; hashing ${o.samples} samples…`);
+  const curve = recallCurve(params.bands, params.rows, o.threshold, recallParams(o.threshold, DEFAULT_SAMPLES, { recall: o.recall }).at);
+  say(
+    `cusim: ${matrix.rows.toLocaleString('en-US')} documents, ${matrix.indices.length.toLocaleString('en-US')} nonzeros over ` +
+      `${matrix.cols.toLocaleString('en-US')} features; hashing ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
+  );
 
-  // Ctrl-C cancels the native work between chunks instead of killing the
-  // process mid-copy.
-  const ac = new AbortController();
-  const onInt = (): void => ac.abort();
-  process.once('SIGINT', onInt);
-  let result: DedupResultLike;
-  try {
-    result = await dedup(matrix, {
-      threshold: o.threshold,
-      samples: o.samples,
-      seed: o.seed,
-      backend,
-      devices: o.devices,
-      signal: ac.signal,
-    });
-  } finally {
-    process.off('SIGINT', onInt);
-  }
+  const result = await findGroups(matrix, params, { o, backend, bar, signal: io.signal }, endStage);
+  endStage('lsh + verify');
   const groups = buildGroups(ids, result);
   const report: DedupReport = {
     schema: 'cusim.dedup/1',
     backend,
     gpus: backend === 'cuda' ? devices().gpus.map((g) => g.name) : [],
-    options: { threshold: o.threshold, samples: o.samples, seed: o.seed, mode, weighting: o.weighting },
+    options: { threshold: o.threshold, samples: params.samples, seed: o.seed, mode, weighting: o.weighting },
     input: { source, documents, featurized: matrix.rows, tooSmall, skipped },
+    lsh: { bands: params.bands, rows: params.rows, samples: params.samples, recall: curve },
     groups,
-    packages: scan ? buildPackagePairs(groups, ids, roots[0]) : [],
-    elapsedMs: Math.round(performance.now() - t0),
+    packages: scan ? buildPackagePairs(groups, ids, docRoots[docRoots.length - 1]) : [],
+    stages,
+    elapsedMs: 0,
   };
-  if (o.json) io.stdout.write(JSON.stringify(report, null, 2) + '\n');
-  else if (o.csv) io.stdout.write(renderCsv(report));
-  else io.stdout.write(renderTable(report, o.limit === 0 ? Infinity : o.limit));
+  endStage('groups');
+  report.elapsedMs = Math.round(performance.now() - t0);
+  const chunks = o.json ? renderJson(report) : o.csv ? renderCsv(report) : renderTable(report, o.limit === 0 ? Infinity : o.limit);
+  for (const c of chunks) {
+    if (io.stdoutClosed?.()) break;
+    io.stdout.write(c);
+  }
+  if (!o.json && !o.csv && o.verbose) say(`cusim: stages ${stages.map((s) => `${s.stage} ${(s.ms / 1000).toFixed(2)} s`).join(', ')}`);
   return 0;
 }
 
@@ -186,38 +366,73 @@ function defaultThreads(): number {
   return n >= 4 ? Math.min(n - 1, 16) : 1;
 }
 
+function recallHelp(): string {
+  const p = recallParams(DEFAULT_THRESHOLD, DEFAULT_SAMPLES, { recall: DEFAULT_RECALL });
+  const rows = recallCurve(p.bands, p.rows, DEFAULT_THRESHOLD, p.at)
+    .map((c) => `  ${c.similarity.toFixed(3).padStart(10)}  ${c.probability.toFixed(3)}`)
+    .join('\n');
+  return (
+    `\nLSH banding: (bands, rows) are chosen so a pair at similarity threshold + 0.05 becomes a candidate\n` +
+    `with probability at least --recall (default ${DEFAULT_RECALL}), with the fewest false candidates; pairs\n` +
+    `are then verified exactly. With --samples left out, ${DEFAULT_SAMPLES} samples bound the choice (more are\n` +
+    `hashed, and said so, where ${DEFAULT_SAMPLES} cannot reach the recall). At the defaults (threshold ${DEFAULT_THRESHOLD}):\n` +
+    `${p.bands} bands × ${p.rows} rows, P(candidate) by similarity:\n  similarity  P(candidate)\n${rows}\n` +
+    `--json reports the curve for the options given.\n` +
+    `\nRecords: files named with .jsonl/.ndjson/.csv/.tsv (or any file with --format) are read as records,\n` +
+    `streamed; other files are one document each. Directory walks honour .gitignore files and --exclude.\n`
+  );
+}
+
 export function registerDedup(program: Command, io: Io, done: (code: number) => void): void {
   program
     .command('dedup')
     .description(
-      'find near-duplicate files or records (weighted MinHash + LSH + exact verification); ' +
+      'find near-duplicate files or records (MinHash + LSH + exact verification); ' +
         'with no path, scans ./node_modules for copied source files and packages',
     )
     .argument('[paths...]', "files, directories (recursive) or '-' for records on stdin")
-    .option('-t, --threshold <x>', 'weighted Jaccard similarity threshold', between('threshold', 0, 1), 0.9)
-    .option('-s, --samples <n>', 'MinHash samples per document', integer('samples', 1, 4096), 128)
+    .option('-t, --threshold <x>', 'weighted Jaccard similarity threshold', between('threshold', 0, 1), DEFAULT_THRESHOLD)
+    .option('-r, --recall <p>', 'least probability of finding a pair at similarity threshold + 0.05', between('recall', 0, 1), DEFAULT_RECALL)
+    .option('-s, --samples <n>', `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`, integer('samples', 1, 65536))
     .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)
-    .addOption(new Option('-m, --mode <mode>', 'features: code (identifier names), words, qgrams (default: code for files, words for stdin)').choices(['code', 'words', 'qgrams']))
+    .addOption(new Option('-m, --mode <mode>', 'features: code (identifier names), words, qgrams (default: words for records, code for files)').choices(['code', 'words', 'qgrams']))
     .addOption(new Option('-w, --weighting <w>', 'feature weights').choices(['count', 'binary', 'tfidf']).default('count'))
     .option('-q, --q <n>', 'q for --mode qgrams', integer('q', 1, 16), 3)
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('-d, --devices <list>', "GPUs to use: 'all' or indices like 0,1", deviceList)
     .option('--json', 'print the report as JSON (schema cusim.dedup/1)')
     .option('--csv', 'print one CSV row per group member: group,size,id,similarity')
-    .addOption(new Option('-f, --format <f>', 'stdin record format').choices(['auto', 'lines', 'jsonl', 'csv']).default('auto'))
-    .option('--field <name>', 'JSONL/CSV field holding the text', 'text')
-    .option('--id-field <name>', 'JSONL/CSV field holding the record id', 'id')
+    .addOption(
+      new Option('-f, --format <f>', 'record format of stdin and files (auto: by extension for files, JSONL or lines for stdin)')
+        .choices(['auto', 'lines', 'jsonl', 'csv', 'tsv'])
+        .default('auto'),
+    )
+    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
+    .option('--id-field <name>', 'JSONL/CSV/TSV field holding the record id (default: line number)', 'id')
+    .option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter)
     .option('--ext <list>', 'only files with these extensions, e.g. js,ts (default: all files; .js/.ts family for node_modules scans)')
-    .option('--max-size <bytes>', 'skip files larger than this', integer('max-size', 1, 2 ** 31), 4 * 1024 * 1024)
+    .option('--exclude <glob>', 'leave out paths matching this glob in directory walks (repeatable), e.g. "**/test/**"', collect, [])
+    .option('--no-gitignore', 'walk files that .gitignore files exclude')
+    .option('--max-size <bytes>', 'skip files (and records) larger than this', integer('max-size', 1, 2 ** 31), 4 * 1024 * 1024)
     .option('--min-tokens <n>', 'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)', integer('min-tokens', 0, 1e9))
     .option('--limit <n>', 'groups shown in the table (0: all)', integer('limit', 0, 1e9), 50)
     .option('--threads <n>', 'worker threads reading and featurizing files (1: main thread only)', integer('threads', 1, 256), defaultThreads())
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
-    .option('--no-progress', 'never show a progress bar')
+    .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
-    .option('-v, --verbose', 'list skipped files; print stack traces on errors')
+    .option('-v, --verbose', 'list skipped files and stage times; print stack traces on errors')
+    .addHelpText('after', recallHelp)
     .action(async (paths: string[], opts: DedupOptions) => {
       done(await dedupCommand(paths, opts, io));
     });
+}
 
+function collect(v: string, prev: string[]): string[] {
+  return [...prev, v];
+}
+
+export function delimiter(v: string): string {
+  const d = v === '\\t' || v.toLowerCase() === 'tab' ? '\t' : v;
+  if ([...d].length !== 1) throw new InvalidArgumentError(`--delimiter must be one character (or 'tab'), got '${escapeText(v)}'`);
+  return d;
 }

@@ -1,4 +1,6 @@
 // CLI errors carry the fix: printed as one line, exit code attached.
+import { escapeText } from './escape.js';
+
 export class CliError extends Error {
   constructor(
     message: string,
@@ -11,7 +13,8 @@ export class CliError extends Error {
 }
 
 /** Turns an fs error on `path` into a one-line message with a fix. */
-export function fsError(e: unknown, path: string): CliError {
+export function fsError(e: unknown, rawPath: string): CliError {
+  const path = escapeText(rawPath);
   const code = (e as NodeJS.ErrnoException).code;
   if (code === 'ENOENT') return new CliError(`no such file or directory: ${path}`, 'check the path', 1);
   if (code === 'EACCES' || code === 'EPERM') {

@@ -5,6 +5,7 @@ import { parentPort } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TokenBatch } from '../text/index.js';
 import { readDoc } from './sources.js';
+import type { Skip } from './sources.js';
 
 export interface FeaturizeTask {
   task: number;
@@ -19,7 +20,7 @@ export interface FeaturizeTask {
 export interface FeaturizeTaskResult {
   task: number;
   kinds: Uint8Array;
-  reasons: (string | null)[];
+  reasons: (Omit<Skip, 'id'> | null)[];
   /** The readable files, counted against a task-local dictionary. */
   batch: TokenBatch;
 }
@@ -34,14 +35,14 @@ function run(t: FeaturizeTask): FeaturizeTaskResult {
     optionsKey = key;
   }
   const kinds = new Uint8Array(t.files.length);
-  const reasons: (string | null)[] = [];
+  const reasons: (Omit<Skip, 'id'> | null)[] = [];
   const texts: string[] = [];
   const read: number[] = [];
   t.files.forEach((file, i) => {
     const d = readDoc(file, t.ids[i], t.maxBytes);
     if (!('text' in d)) {
       kinds[i] = 2;
-      reasons.push(d.reason);
+      reasons.push(d.detail === undefined ? { reason: d.reason } : { reason: d.reason, detail: d.detail });
       return;
     }
     reasons.push(null);

@@ -1,16 +1,22 @@
 // `cusim join`: every pair of records whose token sets are at least
 // `threshold` similar (exact set similarity join), e.g. q-gram sets of names.
 import { Command, Option } from 'commander';
-import { readFileSync, statSync } from 'node:fs';
+import { createReadStream, statSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { resolveBackend } from '../backend.js';
 import { similarityJoin } from '../join.js';
 import type { JoinMeasure } from '../join.js';
 import { TextFeaturizer } from '../text/index.js';
+import { delimiter } from './dedup.js';
+import { csvField, escapeText, safeJson } from './escape.js';
 import { CliError, fsError } from './errors.js';
-import { backendLine, integer } from './options.js';
+import { backendLine, integer, wantsProgress } from './options.js';
 import type { Io } from './options.js';
-import { parseRecords } from './sources.js';
-import type { Doc, RecordFormat } from './sources.js';
+import { StreamFeaturizer } from './pipeline.js';
+import { progress } from './progress.js';
+import { formatOfFile, readRecords } from './records.js';
+import type { RecordFormat } from './records.js';
+import { MAX_DOC_BYTES } from './sources.js';
 
 interface JoinCliOptions {
   threshold: string;
@@ -21,28 +27,30 @@ interface JoinCliOptions {
   format: RecordFormat;
   field: string;
   idField: string;
+  delimiter?: string;
   json?: boolean;
   csv?: boolean;
   limit: number;
   quiet?: boolean;
+  progress: boolean;
 }
 
-/** Records of a file, or of stdin for '-'. */
-export async function readRecords(file: string, io: Io, format: RecordFormat, field: string, idField: string): Promise<Doc[]> {
-  let text: string;
+/** The records of a file, or of stdin for '-', as a stream with its size where known. */
+function openRecords(file: string, io: Io, format: RecordFormat): { input: Readable; size?: number; format: RecordFormat; name: string } {
   if (file === '-') {
     if (io.stdinIsTTY) throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe records in', 2);
-    text = await io.readStdin();
-  } else {
-    try {
-      if (!statSync(file).isFile()) throw new CliError(`not a file: ${file}`, 'pass a file of records (one per line, JSONL or CSV)', 1);
-      text = readFileSync(file, 'utf8');
-    } catch (e) {
-      if (e instanceof CliError) throw e;
-      throw fsError(e, file);
-    }
+    return { input: io.stdin as Readable, format, name: 'stdin' };
   }
-  return parseRecords(text, format, field, idField);
+  let size: number;
+  try {
+    const st = statSync(file);
+    if (!st.isFile()) throw new CliError(`not a file: ${escapeText(file)}`, 'pass a file of records (one per line, JSONL, CSV or TSV)', 1);
+    size = st.size;
+  } catch (e) {
+    if (e instanceof CliError) throw e;
+    throw fsError(e, file);
+  }
+  return { input: createReadStream(file), size, format: format === 'auto' ? formatOfFile(file) ?? 'auto' : format, name: file };
 }
 
 function checkThreshold(v: string, measure: JoinMeasure): number {
@@ -55,6 +63,8 @@ function checkThreshold(v: string, measure: JoinMeasure): number {
   return x;
 }
 
+const CLIP = 60;
+
 async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<number> {
   const t0 = performance.now();
   if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
@@ -62,42 +72,98 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
   const threshold = checkThreshold(o.threshold, o.measure);
   const backend = resolveBackend(o.backend, '--backend');
   if (!o.quiet) io.stderr.write(backendLine(backend) + '\n');
-  const records = await readRecords(file, io, o.format, o.field, o.idField);
+  const bar = progress(wantsProgress(o), io.stderr);
+  const src = openRecords(file, io, o.format);
   const q = o.qgram ?? 3;
   const feat = new TextFeaturizer(o.words ? { mode: 'words', weighting: 'binary' } : { mode: 'qgrams', q, weighting: 'binary' });
-  const sets = feat.transform(records.map((r) => r.text));
-  const r = await similarityJoin(sets, { threshold, measure: o.measure, backend: o.backend });
+  // Every record is a row (empty ones never match); only ids and a clip of
+  // each text are kept for the report.
+  const ids: string[] = [];
+  const clips: string[] = [];
+  const stream = new StreamFeaturizer(feat, 0, 4 << 20, (d) => {
+    ids.push(d.id);
+    if (!o.json && !o.csv) clips.push(d.text.length > CLIP ? d.text.slice(0, CLIP - 1) + '…' : d.text);
+  });
+  bar.stage(`reading ${escapeText(src.name)}`, src.size, 'bytes');
+  let bytes = 0;
+  try {
+    for await (const d of readRecords(src.input, {
+      format: src.format,
+      field: o.field,
+      idField: o.idField,
+      delimiter: o.delimiter,
+      source: src.name,
+      maxRecordBytes: MAX_DOC_BYTES,
+      onBytes: (n) => bar.update((bytes += n)),
+    })) {
+      if (io.signal?.aborted) break;
+      await stream.add(d);
+    }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code && !(e instanceof CliError) && file !== '-') throw fsError(e, file);
+    throw e;
+  }
+  await stream.finish();
+  bar.stop();
+  if (io.signal?.aborted) return 0;
+  if (ids.length === 0) throw new CliError(`no records found in ${file === '-' ? 'stdin' : escapeText(file)}`, 'check the file, --format and --field', 1);
+  const sets = feat.build();
+  const r = await similarityJoin(sets, {
+    threshold,
+    measure: o.measure,
+    backend: o.backend,
+    signal: io.signal,
+    onProgress: bar.listener({ join: 'joining' }, { join: 'records' }),
+  });
+  bar.stop();
   const order = Array.from(r.left.keys()).sort((a, b) => r.left[a] - r.left[b] || r.right[a] - r.right[b]);
-  const pairs = order.map((i) => ({
-    left: records[r.left[i]].id,
-    right: records[r.right[i]].id,
-    overlap: r.overlap[i],
-    similarity: Math.round(r.similarity[i] * 1e6) / 1e6,
-  }));
+  const round = (x: number): number => Math.round(x * 1e6) / 1e6;
   const tokens = o.words ? 'words' : `${q}-grams`;
+  const write = (s: string): boolean => {
+    if (io.stdoutClosed?.()) return false;
+    io.stdout.write(s);
+    return true;
+  };
   if (o.json) {
-    const report = {
+    const head = {
       schema: 'cusim.join/1',
       backend: r.backend,
       options: { threshold, measure: o.measure, tokens },
-      records: records.length,
-      pairs,
-      elapsedMs: Math.round(performance.now() - t0),
+      records: ids.length,
     };
-    io.stdout.write(JSON.stringify(report, null, 2) + '\n');
-  } else if (o.csv) {
-    io.stdout.write('left,right,overlap,similarity\n');
-    const f = (s: string): string => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
-    for (const p of pairs) io.stdout.write(`${f(p.left)},${f(p.right)},${p.overlap},${p.similarity}\n`);
-  } else {
-    const text = new Map(records.map((d) => [d.id, d.text]));
-    const clip = (s: string): string => (s.length > 60 ? s.slice(0, 59) + '…' : s);
-    const limit = o.limit === 0 ? Infinity : o.limit;
-    for (const p of pairs.slice(0, limit)) {
-      io.stdout.write(`${p.similarity.toFixed(3)}  ${p.left}: ${clip(text.get(p.left) ?? '')}  ~  ${p.right}: ${clip(text.get(p.right) ?? '')}\n`);
+    // Pairs a few thousand at a time: a large result is never one string.
+    let out = safeJson(head, 2).replace(/\n}$/, ',\n  "pairs": [');
+    for (let k = 0; k < order.length; k++) {
+      const i = order[k];
+      out += (k ? ',' : '') + '\n    ' + safeJson({ left: ids[r.left[i]], right: ids[r.right[i]], overlap: r.overlap[i], similarity: round(r.similarity[i]) });
+      if (out.length > 1 << 16 && !write(out)) return 0;
+      else if (out.length > 1 << 16) out = '';
     }
-    if (pairs.length > limit) io.stdout.write(`… ${pairs.length - limit} more pairs (use --limit 0 for all, or --json)\n`);
-    io.stdout.write(`\n${records.length} records, ${pairs.length} pairs with ${o.measure} ≥ ${threshold} over ${tokens} (${r.backend})\n`);
+    write(out + `${order.length ? '\n  ' : ''}],\n  "elapsedMs": ${Math.round(performance.now() - t0)}\n}\n`);
+  } else if (o.csv) {
+    let out = 'left,right,overlap,similarity\n';
+    for (const i of order) {
+      out += `${csvField(ids[r.left[i]])},${csvField(ids[r.right[i]])},${r.overlap[i]},${round(r.similarity[i])}\n`;
+      if (out.length > 1 << 16) {
+        if (!write(out)) return 0;
+        out = '';
+      }
+    }
+    write(out);
+  } else {
+    const limit = o.limit === 0 ? Infinity : o.limit;
+    let out = '';
+    for (const i of order.slice(0, limit)) {
+      const a = r.left[i];
+      const b = r.right[i];
+      out += `${round(r.similarity[i]).toFixed(3)}  ${escapeText(ids[a])}: ${escapeText(clips[a])}  ~  ${escapeText(ids[b])}: ${escapeText(clips[b])}\n`;
+      if (out.length > 1 << 16) {
+        if (!write(out)) return 0;
+        out = '';
+      }
+    }
+    if (order.length > limit) out += `… ${order.length - limit} more pairs (use --limit 0 for all, or --json)\n`;
+    write(out + `\n${ids.length} records, ${order.length} pairs with ${o.measure} ≥ ${threshold} over ${tokens} (${r.backend})\n`);
   }
   return 0;
 }
@@ -106,18 +172,20 @@ export function registerJoin(program: Command, io: Io, done: (code: number) => v
   program
     .command('join')
     .description('similar record pairs: exact set similarity join over q-grams (or words) of each record')
-    .argument('<file>', "records: one per line, JSONL or CSV (see --format); '-' reads stdin")
+    .argument('<file>', "records: one per line, JSONL, CSV or TSV (see --format); '-' reads stdin")
     .requiredOption('-t, --threshold <x>', 'similarity threshold; an integer token count for --measure overlap')
     .addOption(new Option('--measure <m>', 'set similarity').choices(['jaccard', 'cosine', 'dice', 'overlap']).default('jaccard'))
     .option('--qgram <q>', 'character q-grams (default 3)', integer('qgram', 1, 16))
     .option('--words', 'use words instead of q-grams')
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
-    .addOption(new Option('-f, --format <f>', 'record format').choices(['auto', 'lines', 'jsonl', 'csv']).default('auto'))
-    .option('--field <name>', 'JSONL/CSV field holding the text', 'text')
-    .option('--id-field <name>', 'JSONL/CSV field holding the record id (default: line number)', 'id')
+    .addOption(new Option('-f, --format <f>', 'record format (auto: by extension, else JSONL or lines)').choices(['auto', 'lines', 'jsonl', 'csv', 'tsv']).default('auto'))
+    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
+    .option('--id-field <name>', 'JSONL/CSV/TSV field holding the record id (default: line number)', 'id')
+    .option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter)
     .option('--json', 'print JSON (schema cusim.join/1)')
     .option('--csv', 'print CSV: left,right,overlap,similarity')
     .option('--limit <n>', 'pairs shown in the table (0: all)', integer('limit', 0, 1e9), 50)
+    .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'print stack traces on errors')
     .action(async (file: string, opts: JoinCliOptions) => done(await joinCommand(file, opts, io)));

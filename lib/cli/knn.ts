@@ -5,7 +5,9 @@ import { readFileSync, statSync } from 'node:fs';
 import { resolveBackend } from '../backend.js';
 import { HammingIndex, MISSING_ID } from '../hamming.js';
 import { CliError, fsError } from './errors.js';
-import { backendLine, integer } from './options.js';
+import { escapeText } from './escape.js';
+import { backendLine, integer, wantsProgress } from './options.js';
+import { progress } from './progress.js';
 import type { Io } from './options.js';
 
 interface KnnOptions {
@@ -18,20 +20,22 @@ interface KnnOptions {
   json?: boolean;
   csv?: boolean;
   quiet?: boolean;
+  progress: boolean;
 }
 
 function readCodes(file: string, flag: string, bits: number): { data: Uint32Array; rows: number } {
   let buf: Buffer;
   try {
-    if (!statSync(file).isFile()) throw new CliError(`${flag} ${file} is not a file`, 'pass a file of packed codes', 1);
+    if (!statSync(file).isFile()) throw new CliError(`${flag} ${escapeText(file)} is not a file`, 'pass a file of packed codes', 1);
     buf = readFileSync(file);
   } catch (e) {
     if (e instanceof CliError) throw e;
     throw fsError(e, file);
   }
   const row = bits / 8;
+  if (buf.length === 0) throw new CliError(`no codes found in ${flag} ${escapeText(file)} (the file is empty)`, 'pass a file of packed codes', 1);
   if (buf.length % row !== 0) {
-    throw new CliError(`${flag} ${file} has ${buf.length} bytes, not a multiple of ${row} (${bits}-bit codes)`, 'check --bits', 1);
+    throw new CliError(`${flag} ${escapeText(file)} has ${buf.length} bytes, not a multiple of ${row} (${bits}-bit codes)`, 'check --bits', 1);
   }
   // A fresh copy starts at offset 0, so it can be viewed as little-endian words.
   return { data: new Uint32Array(new Uint8Array(buf).buffer, 0, buf.length / 4), rows: buf.length / row };
@@ -47,7 +51,12 @@ async function knnCommand(o: KnnOptions, io: Io): Promise<number> {
   const index = new HammingIndex({ bits: o.bits, method: o.method, backend });
   try {
     index.add({ data: base.data, rows: base.rows, bits: o.bits });
-    const r = await index.search({ data: queries.data, rows: queries.rows, bits: o.bits }, { k: o.k });
+    const bar = progress(wantsProgress(o), io.stderr);
+    const r = await index.search(
+      { data: queries.data, rows: queries.rows, bits: o.bits },
+      { k: o.k, signal: io.signal, onProgress: bar.listener({ search: 'searching' }, { search: 'queries' }) },
+    );
+    bar.stop();
     const results = [];
     for (let q = 0; q < queries.rows; q++) {
       const ids: number[] = [];
@@ -60,15 +69,28 @@ async function knnCommand(o: KnnOptions, io: Io): Promise<number> {
       }
       results.push({ query: q, ids, distances });
     }
+    // Written a few thousand lines at a time; a closed stdout stops it.
+    let out = '';
+    const put = (s: string): boolean => {
+      out += s;
+      if (out.length < 1 << 16) return true;
+      if (io.stdoutClosed?.()) return false;
+      io.stdout.write(out);
+      out = '';
+      return true;
+    };
     if (o.json) {
-      const report = { schema: 'cusim.knn/1', backend: r.backend, bits: o.bits, k: o.k, method: o.method, indexed: base.rows, results };
-      io.stdout.write(JSON.stringify(report) + '\n');
+      const head = JSON.stringify({ schema: 'cusim.knn/1', backend: r.backend, bits: o.bits, k: o.k, method: o.method, indexed: base.rows });
+      put(head.slice(0, -1) + ',"results":[');
+      for (let i = 0; i < results.length; i++) if (!put((i ? ',' : '') + JSON.stringify(results[i]))) return 0;
+      put(']}\n');
     } else if (o.csv) {
-      io.stdout.write('query,rank,id,distance\n');
-      for (const x of results) x.ids.forEach((id, j) => io.stdout.write(`${x.query},${j + 1},${id},${x.distances[j]}\n`));
+      put('query,rank,id,distance\n');
+      for (const x of results) if (!put(x.ids.map((id, j) => `${x.query},${j + 1},${id},${x.distances[j]}\n`).join(''))) return 0;
     } else {
-      for (const x of results) io.stdout.write(`${x.query}: ${x.ids.map((id, j) => `${id}(${x.distances[j]})`).join(' ')}\n`);
+      for (const x of results) if (!put(`${x.query}: ${x.ids.map((id, j) => `${id}(${x.distances[j]})`).join(' ')}\n`)) return 0;
     }
+    if (!io.stdoutClosed?.()) io.stdout.write(out);
     return 0;
   } finally {
     index.dispose();
@@ -87,6 +109,7 @@ export function registerKnn(program: Command, io: Io, done: (code: number) => vo
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('--json', 'print JSON (schema cusim.knn/1)')
     .option('--csv', 'print CSV: query,rank,id,distance')
+    .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'print stack traces on errors')
     .action(async (opts: KnnOptions) => done(await knnCommand(opts, io)));

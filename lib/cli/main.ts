@@ -8,6 +8,7 @@ import { packageRoot } from '../addon.js';
 import { registerCluster } from './cluster.js';
 import { registerDedup } from './dedup.js';
 import { CliError } from './errors.js';
+import { escapeText } from './escape.js';
 import { registerJoin } from './join.js';
 import { registerKnn } from './knn.js';
 import { defaultIo } from './options.js';
@@ -22,9 +23,54 @@ function version(): string {
 }
 
 /** Runs the CLI; resolves to the exit code. */
-export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+export async function main(argv: string[], baseIo: Io = defaultIo): Promise<number> {
   const verbose = argv.includes('--verbose');
   let exitCode = 0;
+  // One signal ends a command early: Ctrl-C (exit 130), or stdout closed by
+  // its reader (`| head`: nothing more can be shown, so exit 0 quietly).
+  const ac = new AbortController();
+  const state = { ac, closed: false };
+  guardStdout(baseIo.stdout, baseIo.stderr);
+  current = state;
+  const onInt = (): void => ac.abort();
+  process.once('SIGINT', onInt);
+  const io: Io = { ...baseIo, signal: ac.signal, stdoutClosed: () => state.closed };
+  try {
+    return await run(argv, io, verbose, (c) => (exitCode = c), () => exitCode, () => state.closed);
+  } finally {
+    process.off('SIGINT', onInt);
+  }
+}
+
+// The run a late stdout error belongs to: write errors are emitted after the
+// write (for a pipe, when it completes), possibly after main() returned.
+let current: { ac: AbortController; closed: boolean } | undefined;
+const guarded = new WeakSet<object>();
+
+function guardStdout(stdout: NodeJS.WritableStream, stderr: NodeJS.WritableStream): void {
+  if (guarded.has(stdout)) return;
+  guarded.add(stdout);
+  stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE' || e.code === 'ERR_STREAM_DESTROYED') {
+      if (current) {
+        current.closed = true;
+        current.ac.abort();
+      }
+      return;
+    }
+    stderr.write(`cusim: cannot write the output: ${e.message}\n`);
+    process.exitCode = 1;
+  });
+}
+
+async function run(
+  argv: string[],
+  io: Io,
+  verbose: boolean,
+  setExit: (code: number) => void,
+  exitCode: () => number,
+  stdoutClosed: () => boolean,
+): Promise<number> {
   const program = new Command('cusim')
     .description('GPU similarity search and near-duplicate detection')
     .version(version())
@@ -35,9 +81,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       outputError: (s, write) => write(`cusim: ${s.replace(/^error: /, '').trim()} (see cusim --help)\n`),
     });
 
-  const done = (code: number): void => {
-    exitCode = code;
-  };
+  const done = (code: number): void => setExit(code);
   registerDedup(program, io, done);
   registerJoin(program, io, done);
   registerKnn(program, io, done);
@@ -45,8 +89,9 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
   try {
     await program.parseAsync(argv);
-    return exitCode;
+    return stdoutClosed() ? 0 : exitCode();
   } catch (e) {
+    if (stdoutClosed()) return 0;
     if (e instanceof CommanderError) {
       // Help and version exit 0; parse errors were already printed as one line.
       return e.exitCode === 0 ? 0 : 2;
@@ -65,7 +110,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       // The whole diagnosis: what was tried, why it failed, the fixes.
       io.stderr.write(`cusim: ${err.message}\n`);
     } else {
-      io.stderr.write(`cusim: ${String(err.message ?? e).split('\n')[0]} (rerun with --verbose for details)\n`);
+      io.stderr.write(`cusim: ${escapeText(String(err.message ?? e).split('\n')[0])} (rerun with --verbose for details)\n`);
     }
     if (verbose && err.stack) io.stderr.write(err.stack + '\n');
     return e instanceof CliError ? e.exitCode : 1;

@@ -6,9 +6,11 @@ import { devices } from '../backend.js';
 export interface Io {
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
-  readStdin: () => Promise<string>;
   stdinIsTTY: boolean;
   stdin: NodeJS.ReadableStream;
+  /** Aborted on Ctrl-C or when stdout's reader has gone (set by main). */
+  signal?: AbortSignal;
+  stdoutClosed?: () => boolean;
 }
 
 export const defaultIo: Io = {
@@ -16,12 +18,12 @@ export const defaultIo: Io = {
   stderr: process.stderr,
   stdinIsTTY: !!process.stdin.isTTY,
   stdin: process.stdin,
-  readStdin: async () => {
-    const chunks: Buffer[] = [];
-    for await (const c of process.stdin) chunks.push(c as Buffer);
-    return Buffer.concat(chunks).toString('utf8');
-  },
 };
+
+/** Whether progress bars may be drawn: asked for, not --quiet, and stderr a terminal (checked by progress()). */
+export function wantsProgress(o: { progress?: boolean; quiet?: boolean }): boolean {
+  return o.progress !== false && !o.quiet;
+}
 
 /** A number strictly between lo and hi. */
 export function between(name: string, lo: number, hi: number) {

@@ -49,7 +49,7 @@ export async function featurizeFilesParallel(f: TextFeaturizer, p: ParallelInput
       f.addTokenBatch(r.batch);
       for (let i = 0; i < task.files.length; i++) {
         if (r.kinds[i] === 2) {
-          out.skipped.push({ id: task.ids[i], reason: r.reasons[i] as Skip['reason'] });
+          out.skipped.push({ id: task.ids[i], ...r.reasons[i]! });
           continue;
         }
         out.documents++;

@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { Skip } from './sources.js';
 import { packageLabel, packageOf } from './sources.js';
+import { csvField, escapeText, safeJson } from './escape.js';
 
 export interface DedupResultLike {
   group: Uint32Array;
@@ -42,8 +43,12 @@ export interface DedupReport {
   gpus: string[];
   options: { threshold: number; samples: number; seed: number; mode: string; weighting: string };
   input: { source: string; documents: number; featurized: number; tooSmall: number; skipped: Skip[] };
+  /** The banding used and its expected recall: P(candidate) by similarity. */
+  lsh: { bands: number; rows: number; samples: number; recall: { similarity: number; probability: number }[] };
   groups: ReportGroup[];
   packages: ReportPackagePair[];
+  /** Wall time per stage, in order. */
+  stages: { stage: string; ms: number }[];
   elapsedMs: number;
 }
 
@@ -125,33 +130,57 @@ export function buildPackagePairs(groups: ReportGroup[], files: readonly string[
     );
 }
 
-const csvField = (s: string | number): string => {
-  const t = String(s);
-  return /[",\n\r]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
-};
-
-/** One row per group member: group,size,id,similarity. */
-export function renderCsv(r: DedupReport): string {
-  const out = ['group,size,id,similarity'];
-  for (const g of r.groups) for (const m of g.members) out.push([g.id, g.size, m.id, m.similarity].map(csvField).join(','));
-  return out.join('\n') + '\n';
+/** One row per group member: group,size,id,similarity (ids escaped as for tables). */
+export function* renderCsv(r: DedupReport): Generator<string> {
+  yield 'group,size,id,similarity\n';
+  for (const g of r.groups) {
+    let out = '';
+    for (const m of g.members) out += [g.id, g.size, m.id, m.similarity].map(csvField).join(',') + '\n';
+    yield out;
+  }
 }
 
-export function renderTable(r: DedupReport, limit: number): string {
-  const lines: string[] = [];
+/**
+ * The report as JSON, a group at a time (a large report is never one
+ * string); parses to the same value as JSON.stringify(report).
+ */
+export function* renderJson(r: DedupReport): Generator<string> {
+  const entries = Object.entries(r);
+  yield '{\n';
+  for (let i = 0; i < entries.length; i++) {
+    const [k, v] = entries[i];
+    const comma = i < entries.length - 1 ? ',' : '';
+    if (Array.isArray(v) && v.length > 0) {
+      yield `  ${JSON.stringify(k)}: [\n`;
+      for (let j = 0; j < v.length; j++) {
+        yield '    ' + safeJson(v[j], 2).replace(/\n/g, '\n    ') + (j < v.length - 1 ? ',\n' : '\n');
+      }
+      yield `  ]${comma}\n`;
+    } else {
+      yield `  ${JSON.stringify(k)}: ${safeJson(v, 2).replace(/\n/g, '\n  ')}${comma}\n`;
+    }
+  }
+  yield '}\n';
+}
+
+export function* renderTable(r: DedupReport, limit: number): Generator<string> {
   const shown = r.groups.slice(0, limit);
   for (const g of shown) {
-    const min = g.pairs.length ? Math.min(...g.pairs.map((p) => p.similarity)) : 0;
-    lines.push(`group ${g.id + 1}: ${g.size} near-duplicates (similarity ≥ ${min.toFixed(3)})`);
-    for (const m of g.members) lines.push(`  ${m.similarity.toFixed(3)}  ${m.id}`);
+    const min = g.pairs.length ? g.pairs.reduce((a, p) => Math.min(a, p.similarity), Infinity) : 0;
+    let out = `group ${g.id + 1}: ${g.size} near-duplicates (similarity ≥ ${min.toFixed(3)})\n`;
+    for (const m of g.members) out += `  ${m.similarity.toFixed(3)}  ${escapeText(m.id)}\n`;
+    yield out;
   }
+  const lines: string[] = [];
   if (r.groups.length > shown.length) {
     lines.push(`… ${r.groups.length - shown.length} more groups (use --limit 0 for all, or --json)`);
   }
   if (r.packages.length) {
     lines.push('', 'packages sharing near-duplicate files (shared groups / files):');
     for (const p of r.packages.slice(0, limit)) {
-      lines.push(`  ${p.sharedGroups} / ${p.leftFiles}, ${p.rightFiles}  ${p.leftName} (${p.left})  ~  ${p.rightName} (${p.right})`);
+      lines.push(
+        `  ${p.sharedGroups} / ${p.leftFiles}, ${p.rightFiles}  ${escapeText(p.leftName)} (${escapeText(p.left)})  ~  ${escapeText(p.rightName)} (${escapeText(p.right)})`,
+      );
     }
     if (r.packages.length > limit) lines.push(`  … ${r.packages.length - limit} more package pairs`);
   }
@@ -161,5 +190,5 @@ export function renderTable(r: DedupReport, limit: number): string {
     `${r.input.featurized} documents, ${r.groups.length} groups holding ${dups} near-duplicates ` +
       `(threshold ${r.options.threshold}, ${r.options.samples} samples, mode ${r.options.mode}) in ${(r.elapsedMs / 1000).toFixed(2)} s`,
   );
-  return lines.join('\n') + '\n';
+  yield lines.join('\n') + '\n';
 }

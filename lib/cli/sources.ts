@@ -1,19 +1,22 @@
-// Where documents come from: files, directory trees, node_modules, stdin
-// records. Documents stream out one at a time so a large tree is never held
-// in memory; skipped inputs are collected with their reason.
+// Where documents come from: files, directory trees, node_modules. Files
+// stream out one at a time so a large tree is never held in memory; walks
+// honour .gitignore files (nested ones too) and --exclude globs; skipped
+// inputs are collected with their reason.
 import { closeSync, existsSync, openSync, readSync, readdirSync, statSync, readFileSync, fstatSync } from 'node:fs';
+import { constants as bufferConstants } from 'node:buffer';
 import path from 'node:path';
+import ignore, { type Ignore } from 'ignore';
+import picomatch from 'picomatch';
 import { CliError, fsError } from './errors.js';
+import type { Doc } from './records.js';
 
-export interface Doc {
-  /** File path (relative to the working directory when inside it) or record id. */
-  id: string;
-  text: string;
-}
+export type { Doc } from './records.js';
 
 export interface Skip {
   id: string;
   reason: 'binary' | 'too-large' | 'unreadable' | 'not-utf8';
+  /** What happened, in words (the limit that was passed, the error met). */
+  detail?: string;
 }
 
 /** Source extensions read when scanning node_modules. */
@@ -30,17 +33,35 @@ export function looksBinary(buf: Uint8Array): boolean {
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
+/** The longest file read as one document: V8's longest string, in bytes of UTF-8 (at least one character each). */
+export const MAX_DOC_BYTES = bufferConstants.MAX_STRING_LENGTH;
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = -1;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v >= 100 ? Math.round(v) : v.toFixed(1)} ${units[u]}`;
+}
+
 /** Reads one file as a document, or says why it is skipped. */
 export function readDoc(file: string, id: string, maxBytes: number): Doc | Skip {
   let fd: number;
   try {
     fd = openSync(file, 'r');
-  } catch {
-    return { id, reason: 'unreadable' };
+  } catch (e) {
+    return { id, reason: 'unreadable', detail: (e as NodeJS.ErrnoException).code ?? String(e) };
   }
   try {
     const size = fstatSync(fd).size;
-    if (size > maxBytes) return { id, reason: 'too-large' };
+    if (size > maxBytes) return { id, reason: 'too-large', detail: `${formatBytes(size)} > --max-size ${formatBytes(maxBytes)}` };
+    if (size > MAX_DOC_BYTES) {
+      return { id, reason: 'too-large', detail: `${formatBytes(size)} > ${formatBytes(MAX_DOC_BYTES)}, the longest text one document can hold (read it as records with --format)` };
+    }
     const buf = Buffer.allocUnsafe(size);
     let off = 0;
     while (off < size) {
@@ -49,14 +70,16 @@ export function readDoc(file: string, id: string, maxBytes: number): Doc | Skip 
       off += n;
     }
     const bytes = buf.subarray(0, off);
-    if (looksBinary(bytes)) return { id, reason: 'binary' };
+    if (looksBinary(bytes)) return { id, reason: 'binary', detail: 'a NUL byte in the first 8000 bytes' };
     try {
       return { id, text: decoder.decode(bytes) };
-    } catch {
-      return { id, reason: 'not-utf8' };
+    } catch (e) {
+      if (e instanceof TypeError) return { id, reason: 'not-utf8', detail: 'invalid UTF-8' };
+      // V8 cannot make the string (too long once decoded).
+      return { id, reason: 'too-large', detail: `${formatBytes(size)}: ${(e as Error).message}` };
     }
-  } catch {
-    return { id, reason: 'unreadable' };
+  } catch (e) {
+    return { id, reason: 'unreadable', detail: (e as NodeJS.ErrnoException).code ?? (e as Error).message };
   } finally {
     closeSync(fd);
   }
@@ -67,37 +90,90 @@ export function displayPath(abs: string): string {
   return rel && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : abs;
 }
 
+export interface WalkOptions {
+  extensions?: readonly string[];
+  /** Honour .gitignore files found on the way down (default true). */
+  gitignore?: boolean;
+  /** Globs matched against paths relative to the walk's root (and, without a slash, against names). */
+  exclude?: readonly string[];
+}
+
+interface IgnoreLevel {
+  dir: string;
+  rules: Ignore;
+}
+
+// Git's rule: a path is ignored by the deepest .gitignore that has an opinion
+// on it; a directory once ignored is not entered, so nothing under it returns.
+function ignoredBy(levels: readonly IgnoreLevel[], p: string, isDir: boolean): boolean {
+  let ignored = false;
+  for (const l of levels) {
+    const rel = path.relative(l.dir, p).split(path.sep).join('/') + (isDir ? '/' : '');
+    const r = l.rules.test(rel);
+    if (r.ignored) ignored = true;
+    else if (r.unignored) ignored = false;
+  }
+  return ignored;
+}
+
+function readGitignore(dir: string): IgnoreLevel | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path.join(dir, '.gitignore'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  return { dir, rules: ignore().add(text) };
+}
+
 /**
  * Files under `root`, depth first in name order (stable output). Symlinks are
  * not followed (node_modules/.bin, and no cycles); .git is skipped.
  */
-export function* walk(root: string, extensions?: readonly string[]): Generator<string> {
-  let entries;
-  try {
-    entries = readdirSync(root, { withFileTypes: true });
-  } catch (e) {
-    throw fsError(e, displayPath(root));
-  }
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const e of entries) {
-    const p = path.join(root, e.name);
-    if (e.isDirectory()) {
-      if (e.name === '.git') continue;
-      try {
-        yield* walk(p, extensions);
-      } catch (err) {
-        // A subdirectory we cannot list is reported like an unreadable file.
-        if (err instanceof CliError) yield `\0unreadable:${p}`;
-        else throw err;
+export function* walk(root: string, options: WalkOptions = {}): Generator<string> {
+  const excluded = options.exclude?.length ? picomatch(options.exclude as string[], { dot: true }) : undefined;
+  const excludedName = options.exclude?.length
+    ? picomatch(options.exclude.filter((g) => !g.includes('/')), { dot: true })
+    : undefined;
+  const gitignore = options.gitignore ?? true;
+  function* inner(dir: string, levels: IgnoreLevel[]): Generator<string> {
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (e) {
+      throw fsError(e, displayPath(dir));
+    }
+    const here = gitignore && entries.some((e) => e.name === '.gitignore' && e.isFile()) ? readGitignore(dir) : undefined;
+    const active = here ? [...levels, here] : levels;
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const e of entries) {
+      const p = path.join(dir, e.name);
+      const isDir = e.isDirectory();
+      if (isDir && e.name === '.git') continue;
+      if (!isDir && !e.isFile()) continue;
+      if (excluded) {
+        const rel = path.relative(root, p).split(path.sep).join('/');
+        if (excluded(rel) || excluded(rel + (isDir ? '/' : '')) || excludedName!(e.name)) continue;
       }
-    } else if (e.isFile()) {
-      if (!extensions || extensions.some((x) => e.name.endsWith(x))) yield p;
+      if (active.length && ignoredBy(active, p, isDir)) continue;
+      if (isDir) {
+        try {
+          yield* inner(p, active);
+        } catch (err) {
+          // A subdirectory we cannot list is reported like an unreadable file.
+          if (err instanceof CliError) yield `\0unreadable:${p}`;
+          else throw err;
+        }
+      } else if (!options.extensions || options.extensions.some((x) => e.name.endsWith(x))) {
+        yield p;
+      }
     }
   }
+  yield* inner(root, []);
 }
 
 /** The files named on the command line, expanded; bad paths fail up front. */
-export function expandPaths(paths: string[], extensions?: readonly string[]): { files: string[]; unreadable: string[] } {
+export function expandPaths(paths: string[], options: WalkOptions = {}): { files: string[]; unreadable: string[] } {
   const files: string[] = [];
   const unreadable: string[] = [];
   for (const p of paths) {
@@ -109,7 +185,7 @@ export function expandPaths(paths: string[], extensions?: readonly string[]): { 
       throw fsError(e, p);
     }
     if (st.isDirectory()) {
-      for (const f of walk(abs, extensions)) {
+      for (const f of walk(abs, options)) {
         if (f.startsWith('\0unreadable:')) unreadable.push(f.slice('\0unreadable:'.length));
         else files.push(f);
       }
@@ -163,96 +239,4 @@ export function packageLabel(dir: string): string {
     // fall through: unnamed or unreadable manifest
   }
   return path.basename(dir);
-}
-
-export type RecordFormat = 'auto' | 'lines' | 'jsonl' | 'csv';
-
-/** RFC 4180 CSV: quoted fields may hold commas, quotes ("") and newlines. */
-export function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"') {
-        if (text[i + 1] === '"') {
-          field += '"';
-          i++;
-        } else quoted = false;
-      } else field += c;
-    } else if (c === '"' && field === '') quoted = true;
-    else if (c === ',') {
-      row.push(field);
-      field = '';
-    } else if (c === '\n' || c === '\r') {
-      if (c === '\r' && text[i + 1] === '\n') i++;
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-    } else field += c;
-  }
-  if (quoted) throw new CliError('CSV input ends inside a quoted field', 'close the quote or use --format lines', 1);
-  if (field !== '' || row.length > 0) {
-    row.push(field);
-    rows.push(row);
-  }
-  return rows;
-}
-
-/**
- * Records from text read on stdin. `lines`: one document per non-empty line,
- * id = line number. `jsonl`: objects, text in `field`, id in `idField` (else
- * the line number). `csv`: a header row names the columns. `auto` picks jsonl
- * when the first non-empty line is a JSON object, else lines.
- */
-export function parseRecords(input: string, format: RecordFormat, field: string, idField: string): Doc[] {
-  const lines = input.split(/\r?\n/);
-  if (format === 'auto') {
-    const first = lines.find((l) => l.trim() !== '')?.trim() ?? '';
-    format = first.startsWith('{') ? 'jsonl' : 'lines';
-  }
-  const docs: Doc[] = [];
-  if (format === 'lines') {
-    lines.forEach((l, i) => {
-      if (l.trim() !== '') docs.push({ id: String(i + 1), text: l });
-    });
-  } else if (format === 'jsonl') {
-    lines.forEach((l, i) => {
-      if (l.trim() === '') return;
-      let o: unknown;
-      try {
-        o = JSON.parse(l);
-      } catch {
-        throw new CliError(`stdin line ${i + 1} is not valid JSON`, 'fix the line or use --format lines', 1);
-      }
-      if (typeof o !== 'object' || o === null || Array.isArray(o)) {
-        throw new CliError(`stdin line ${i + 1} is not a JSON object`, 'each JSONL line must be an object', 1);
-      }
-      const rec = o as Record<string, unknown>;
-      const text = rec[field];
-      if (typeof text !== 'string') {
-        throw new CliError(`stdin line ${i + 1} has no string field '${field}'`, `name the text field with --field`, 1);
-      }
-      const id = rec[idField];
-      docs.push({ id: id === undefined || id === null ? String(i + 1) : String(id), text });
-    });
-  } else {
-    const rows = parseCsv(input);
-    if (rows.length === 0) return docs;
-    const header = rows[0];
-    const ti = header.indexOf(field);
-    if (ti < 0) {
-      throw new CliError(`CSV header has no column '${field}' (columns: ${header.join(', ')})`, 'name it with --field', 1);
-    }
-    const ii = header.indexOf(idField);
-    for (let r = 1; r < rows.length; r++) {
-      const row = rows[r];
-      if (row.length === 1 && row[0] === '') continue;
-      docs.push({ id: ii >= 0 && row[ii] !== undefined ? row[ii] : String(r + 1), text: row[ti] ?? '' });
-    }
-  }
-  return docs;
 }

@@ -1,0 +1,186 @@
+// Records from a byte stream (a file or stdin), one at a time: lines, JSONL,
+// CSV or TSV. Streams are pulled chunk by chunk, so memory holds one chunk
+// and the record being read, whatever the input's size; CSV and TSV go
+// through csv-parse. Ids come from `idField`, else the record's line number.
+import { parse } from 'csv-parse';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { escapeText } from './escape.js';
+import { CliError } from './errors.js';
+
+export interface Doc {
+  /** File path (relative to the working directory when inside it) or record id. */
+  id: string;
+  text: string;
+}
+
+export type RecordFormat = 'auto' | 'lines' | 'jsonl' | 'csv' | 'tsv';
+
+/** Files named with these extensions are read as records even without --format. */
+export const RECORD_EXTENSIONS: Readonly<Record<string, Exclude<RecordFormat, 'auto' | 'lines'>>> = {
+  '.jsonl': 'jsonl',
+  '.ndjson': 'jsonl',
+  '.csv': 'csv',
+  '.tsv': 'tsv',
+};
+
+export function formatOfFile(file: string): RecordFormat | undefined {
+  return RECORD_EXTENSIONS[path.extname(file).toLowerCase()];
+}
+
+export interface RecordOptions {
+  format: RecordFormat;
+  field: string;
+  idField: string;
+  /** CSV/TSV field separator (default ',' for CSV, tab for TSV). */
+  delimiter?: string;
+  /** Names the input in messages: a path or 'stdin'. */
+  source: string;
+  /** Prepended to line-number ids ("file:line") when several inputs are read. */
+  idPrefix?: string;
+  /** Longest record accepted, in bytes; longer ones are an error naming the line. */
+  maxRecordBytes: number;
+  /** Called with the bytes of each chunk read (progress). */
+  onBytes?: (n: number) => void;
+}
+
+const NEWLINE = 0x0a;
+
+/**
+ * Lines of a byte stream (LF or CRLF), decoded as UTF-8, with their 1-based
+ * numbers. A line longer than `max` bytes is an error, not an allocation.
+ */
+async function* lines(input: Readable, o: RecordOptions): AsyncGenerator<[string, number]> {
+  const decoder = new TextDecoder('utf-8');
+  let carry: Buffer[] = [];
+  let carryBytes = 0;
+  let lineNo = 0;
+  const tooLong = (): CliError =>
+    new CliError(
+      `${escapeText(o.source)} line ${lineNo + 1} is longer than ${o.maxRecordBytes} bytes`,
+      'raise --max-size, or check that the input has line breaks',
+      1,
+    );
+  for await (const chunk of input as AsyncIterable<Buffer | string>) {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    o.onBytes?.(buf.length);
+    let start = 0;
+    for (let nl = buf.indexOf(NEWLINE); nl >= 0; nl = buf.indexOf(NEWLINE, start)) {
+      let piece = buf.subarray(start, nl);
+      if (carryBytes + piece.length > o.maxRecordBytes) throw tooLong();
+      if (carryBytes > 0) {
+        carry.push(piece);
+        piece = Buffer.concat(carry);
+        carry = [];
+        carryBytes = 0;
+      }
+      const end = piece.length > 0 && piece[piece.length - 1] === 0x0d ? piece.length - 1 : piece.length;
+      yield [decoder.decode(piece.subarray(0, end)), ++lineNo];
+      start = nl + 1;
+    }
+    if (start < buf.length) {
+      carryBytes += buf.length - start;
+      if (carryBytes > o.maxRecordBytes) throw tooLong();
+      carry.push(buf.subarray(start));
+    }
+  }
+  if (carryBytes > 0) {
+    const piece = Buffer.concat(carry);
+    const end = piece[piece.length - 1] === 0x0d ? piece.length - 1 : piece.length;
+    yield [decoder.decode(piece.subarray(0, end)), ++lineNo];
+  }
+}
+
+function lineId(o: RecordOptions, line: number): string {
+  return o.idPrefix === undefined ? String(line) : `${o.idPrefix}:${line}`;
+}
+
+function fromJson(l: string, line: number, o: RecordOptions): Doc {
+  const where = `${escapeText(o.source)} line ${line}`;
+  let v: unknown;
+  try {
+    v = JSON.parse(l);
+  } catch {
+    throw new CliError(`${where} is not valid JSON`, 'fix the line or use --format lines', 1);
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) {
+    throw new CliError(`${where} is not a JSON object`, 'each JSONL line must be an object', 1);
+  }
+  const rec = v as Record<string, unknown>;
+  const text = rec[o.field];
+  if (typeof text !== 'string') {
+    throw new CliError(`${where} has no string field '${escapeText(o.field)}'`, 'name the text field with --field', 1);
+  }
+  const id = rec[o.idField];
+  return { id: id === undefined || id === null ? lineId(o, line) : String(id), text };
+}
+
+async function* lineRecords(input: Readable, o: RecordOptions): AsyncGenerator<Doc> {
+  let format = o.format;
+  for await (const [l, n] of lines(input, o)) {
+    if (l.trim() === '') continue;
+    if (format === 'auto') format = l.trimStart().startsWith('{') ? 'jsonl' : 'lines';
+    yield format === 'jsonl' ? fromJson(l, n, o) : { id: lineId(o, n), text: l };
+  }
+}
+
+/** CSV or TSV with a header row naming the columns. TSV has no quoting (IANA text/tab-separated-values). */
+async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<Doc> {
+  const tsv = o.format === 'tsv';
+  const parser = parse({
+    delimiter: o.delimiter ?? (tsv ? '\t' : ','),
+    quote: tsv ? false : '"',
+    bom: true,
+    info: true,
+    skip_empty_lines: true,
+    // Mixed line endings (files edited on several systems) are common.
+    record_delimiter: ['\r\n', '\n', '\r'],
+    relax_column_count: true,
+    max_record_size: o.maxRecordBytes,
+  });
+  let failure: unknown;
+  input.on('error', (e) => parser.destroy(e));
+  if (o.onBytes) input.on('data', (c: Buffer) => o.onBytes!(c.length));
+  input.pipe(parser);
+  let ti = -1;
+  let ii = -1;
+  let header: string[] | undefined;
+  try {
+    for await (const row of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+      const rec = row.record;
+      if (!header) {
+        header = rec;
+        ti = header.indexOf(o.field);
+        ii = header.indexOf(o.idField);
+        if (ti < 0) {
+          throw new CliError(
+            `${escapeText(o.source)}: the header has no column '${escapeText(o.field)}' (columns: ${header.map(escapeText).join(', ')})`,
+            'name the text column with --field',
+            1,
+          );
+        }
+        continue;
+      }
+      const line = row.info.lines;
+      yield { id: ii >= 0 && rec[ii] !== undefined ? rec[ii] : lineId(o, line), text: rec[ti] ?? '' };
+    }
+  } catch (e) {
+    failure = e;
+  } finally {
+    input.unpipe(parser);
+    parser.destroy();
+  }
+  if (failure instanceof CliError) throw failure;
+  if (failure) {
+    const e = failure as Error & { code?: string };
+    if (typeof e.code === 'string' && e.code.startsWith('CSV_')) {
+      throw new CliError(`${escapeText(o.source)}: ${escapeText(e.message)}`, `check the ${tsv ? 'TSV' : 'CSV'} or pass --format lines`, 1);
+    }
+    throw failure;
+  }
+}
+
+/** The records of one input, in order. */
+export function readRecords(input: Readable, o: RecordOptions): AsyncGenerator<Doc> {
+  return o.format === 'csv' || o.format === 'tsv' ? tableRecords(input, o) : lineRecords(input, o);
+}
