@@ -5,6 +5,12 @@ export type CusimErrorCode =
   | 'CUSIM_OUT_OF_MEMORY'
   | 'CUSIM_DISPOSED'
   | 'CUSIM_INTERNAL'
+  /** A saved file that is truncated, corrupted, foreign, or of another engine or format version. */
+  | 'CUSIM_BAD_FILE'
+  /** The operating system refused a file operation (the message names the errno). */
+  | 'CUSIM_IO_ERROR'
+  /** A storage service (Redis) failed or holds data this index cannot use. */
+  | 'CUSIM_STORAGE_ERROR'
   | 'ABORT_ERR';
 
 export type CodedError = Error & { code: CusimErrorCode };
@@ -34,4 +40,8 @@ export function abortError(reason?: unknown): CodedError {
   const err = coded(new Error('The operation was aborted', { cause: reason }), 'ABORT_ERR');
   err.name = 'AbortError';
   return err;
+}
+
+export function codedError(message: string, code: CusimErrorCode, options?: ErrorOptions): CodedError {
+  return coded(new Error(message, options), code);
 }

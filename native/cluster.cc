@@ -7,6 +7,7 @@
 #include "cluster.h"
 #include "gpu.h"
 #include "napi_util.h"
+#include "persist.h"
 
 namespace cusim {
 namespace {
@@ -154,17 +155,29 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
     });
   }
 
+  // The file is opened (and, for a save, renamed into place) without the
+  // engine lock, so a slow or odd path never blocks the synchronous getters.
   Napi::Value PathTask(const Napi::CallbackInfo& info, bool save) {
     return Guard(info, [&]() -> Napi::Value {
       auto h = Get("StreamClusterer");
       if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
       const std::string path = info[0].As<Napi::String>().Utf8Value();
+      persist::CheckPath(path);
       return RunAsync(
           info.Env(),
           [=] {
-            std::lock_guard<std::mutex> lock(h->mu);
-            if (save) h->engine->Save(path);
-            else h->engine->Load(path);
+            if (save) {
+              persist::Writer w(path, "stream-cluster", 1);
+              {
+                std::lock_guard<std::mutex> lock(h->mu);
+                h->engine->Save(w);
+              }
+              w.Commit();
+            } else {
+              persist::Reader r(path, "stream-cluster", 1);
+              std::lock_guard<std::mutex> lock(h->mu);
+              h->engine->Load(r);
+            }
           },
           [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()});
     });
