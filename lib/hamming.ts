@@ -4,6 +4,7 @@ import { native } from './addon.js';
 import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
+import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
 import { checkEnum, checkInt, describe, isObject, toBits, type BitWords } from './validate.js';
 
@@ -76,9 +77,14 @@ function toCodes(v: unknown, name: string, bits: number): BitWords {
   throw typeError(`${name} must be a packed Uint32Array or Uint8Array of ${bits}-bit codes, got ${describe(v)}`);
 }
 
+/**
+ * Ids: the i-th code ever added has id i. remove() retires ids for good
+ * (later adds continue after the largest id given out); searches never
+ * return a removed id, on either backend.
+ */
 export class HammingIndex extends NativeResource {
-  readonly bits: number;
-  readonly method: HammingMethod;
+  readonly bits!: number;
+  readonly method!: HammingMethod;
   readonly backend: Backend;
   readonly #device: number | undefined;
 
@@ -107,18 +113,17 @@ export class HammingIndex extends NativeResource {
     const backend = resolveBackend(options.backend);
     const Ctor = native().HammingIndex;
     super(new Ctor({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
-    this.bits = bits;
-    this.method = method;
+    Object.assign(this as { bits: number; method: HammingMethod }, { bits, method });
     this.backend = backend;
     this.#device = device;
   }
 
-  /** Number of codes added so far. */
+  /** Number of codes in the index (added and not removed). */
   get size(): number {
     return this.handle.size() as number;
   }
 
-  /** Appends codes; their ids continue the insertion order. Returns the new size. */
+  /** Appends codes; their ids continue the insertion order. Returns the new size (codes not removed). */
   add(codes: Uint32Array | Uint8Array | BitWords): number {
     const c = toCodes(codes, 'codes', this.bits);
     return this.handle.add(c.data) as number;
@@ -152,6 +157,48 @@ export class HammingIndex extends NativeResource {
   /** Builds the EWH buckets now (search builds lazily); returns the CUDA build's device time. */
   async build(): Promise<{ buildMs: number; transferMs: number }> {
     return this.handle.build({ backend: this.backend, devices: this.#devices() });
+  }
+
+  /**
+   * Removes codes by id; ids not in the index (never added or already
+   * removed) are skipped. Returns how many were removed. The rows are
+   * compacted away before the next search, build, scores or save.
+   */
+  remove(ids: Uint32Array | readonly number[]): number {
+    let a: Uint32Array;
+    if (ids instanceof Uint32Array) a = ids;
+    else if (Array.isArray(ids)) a = Uint32Array.from(ids, (v, i) => checkInt(v, `ids[${i}]`, 0, 0xffffffff));
+    else throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
+    return this.handle.remove(a) as number;
+  }
+
+  /** The ids in the index, ascending: the column order of scores(). */
+  ids(): Uint32Array {
+    return this.handle.ids() as Uint32Array;
+  }
+
+  /**
+   * Writes the index (codes, ids and parameters; EWH buckets are rebuilt on
+   * load) as a checksummed file, atomically (docs/persistence.md).
+   */
+  async save(path: string): Promise<void> {
+    checkPath(path);
+    await this.handle.save(path);
+  }
+
+  /** Reads an index written by save(): codes go straight into their final buffer. */
+  static async load(path: string, options: { backend?: BackendOption; device?: number } = {}): Promise<HammingIndex> {
+    checkPath(path);
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const ix = new HammingIndex({ bits: 32, backend: options.backend, device: options.device });
+    try {
+      const o = (await ix.handle.load(path)) as { bits: number; method: HammingMethod };
+      Object.assign(ix as { bits: number; method: HammingMethod }, { bits: o.bits, method: o.method });
+    } catch (e) {
+      ix.dispose();
+      throw e;
+    }
+    return ix;
   }
 
   /** EWH key bit positions, tables × keyBits (empty for 'exact'). */

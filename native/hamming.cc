@@ -5,6 +5,7 @@
 #include "gpu.h"
 #include "hamming.h"
 #include "napi_util.h"
+#include "persist.h"
 
 namespace cusim {
 namespace {
@@ -28,6 +29,8 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
                        {InstanceMethod("add", &HammingWrap::Add), InstanceMethod("search", &HammingWrap::Search),
                         InstanceMethod("scores", &HammingWrap::Scores), InstanceMethod("build", &HammingWrap::Build),
                         InstanceMethod("positions", &HammingWrap::Positions),
+                        InstanceMethod("remove", &HammingWrap::Remove), InstanceMethod("ids", &HammingWrap::Ids),
+                        InstanceMethod("save", &HammingWrap::Save), InstanceMethod("load", &HammingWrap::Load),
                         InstanceMethod("size", &HammingWrap::Size), InstanceMethod("dispose", &HammingWrap::DisposeJs)});
   }
 
@@ -76,9 +79,9 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       std::lock_guard<std::mutex> lock(st->mu);
       const uint32_t w = st->index.wordsPerRow();
       if (a.length % w) ThrowInvalid("codes length must be a multiple of bits / 32");
-      if (st->index.rows + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index holds at most 2^32 - 2 codes");
+      if (st->index.nextId + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index gives out at most 2^32 - 2 ids");
       hamming::AddCodes(st->index, a.data, a.length / w);
-      return Napi::Number::New(info.Env(), double(st->index.rows));
+      return Napi::Number::New(info.Env(), double(hamming::LiveRows(st->index)));
     });
   }
 
@@ -86,7 +89,92 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
       std::lock_guard<std::mutex> lock(st->mu);
-      return Napi::Number::New(info.Env(), double(st->index.rows));
+      return Napi::Number::New(info.Env(), double(hamming::LiveRows(st->index)));
+    });
+  }
+
+  // remove(ids: Uint32Array) -> number removed
+  Napi::Value Remove(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      auto a = TypedArg<uint32_t>(info[0], "ids");
+      std::lock_guard<std::mutex> lock(st->mu);
+      return Napi::Number::New(info.Env(), double(hamming::RemoveIds(st->index, a.data, a.length)));
+    });
+  }
+
+  // ids() -> Uint32Array: the live ids, ascending (the column order of scores()).
+  Napi::Value Ids(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      std::lock_guard<std::mutex> lock(st->mu);
+      const auto& ix = st->index;
+      std::vector<uint32_t> out;
+      out.reserve(hamming::LiveRows(ix));
+      for (uint64_t r = 0; r < ix.rows; ++r) {
+        if (r / 64 < ix.dead.size() && (ix.dead[r / 64] >> (r % 64)) & 1) continue;
+        out.push_back(ix.rowIds.empty() ? uint32_t(r) : ix.rowIds[r]);
+      }
+      return ToTyped(info.Env(), std::move(out));
+    });
+  }
+
+  // save(path) -> Promise<void>. The file is created and renamed into place
+  // without the lock; only writing the sections holds it.
+  Napi::Value Save(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
+      const std::string path = info[0].As<Napi::String>().Utf8Value();
+      persist::CheckPath(path);
+      return RunAsync(
+          info.Env(),
+          [=] {
+            persist::Writer w(path, "hamming", 1);
+            {
+              std::lock_guard<std::mutex> lock(st->mu);
+              hamming::SaveIndex(st->index, w);
+            }
+            w.Commit();
+          },
+          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()});
+    });
+  }
+
+  // load(path) -> Promise<options>: replaces the state with the file's.
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
+      const std::string path = info[0].As<Napi::String>().Utf8Value();
+      persist::CheckPath(path);
+      return RunAsync(
+          info.Env(),
+          [=] {
+            persist::Reader r(path, "hamming", 1);
+            hamming::HostIndex loaded = hamming::LoadIndex(r);
+            r.Close();
+            std::lock_guard<std::mutex> lock(st->mu);
+            st->index = std::move(loaded);
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            std::lock_guard<std::mutex> lock(st->mu);
+            const auto& ix = st->index;
+            auto o = Napi::Object::New(env);
+            o.Set("bits", double(ix.bits));
+            o.Set("method", ix.ewh ? "ewh" : "exact");
+            o.Set("tables", double(ix.params.tables));
+            o.Set("keyBits", double(ix.params.keyBits));
+            o.Set("maxErrors", double(ix.params.maxErrors));
+            auto w = Napi::Array::New(env, ix.params.weights.size());
+            for (uint32_t i = 0; i < ix.params.weights.size(); ++i) w.Set(i, double(ix.params.weights[i]));
+            o.Set("weights", w);
+            o.Set("minScore", double(ix.params.minScore));
+            o.Set("shortlist", double(ix.params.shortlist));
+            o.Set("seed", double(ix.params.seed));
+            return o;
+          },
+          {info.This()});
     });
   }
 
@@ -126,6 +214,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            hamming::Compact(ix);
             if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
             if (backend == Backend::Cpu) {
               if (ix.ewh)
@@ -142,6 +231,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
               (void)device, (void)kernel;
 #endif
             }
+            hamming::MapToIds(ix, ids->data(), ids->size());
           },
           [=](Napi::Env env) -> Napi::Value {
             auto r = Napi::Object::New(env);
@@ -175,6 +265,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            hamming::Compact(ix);
             out->assign(q.rows * ix.rows, 0);
             if (backend == Backend::Cpu) {
               hamming::ScoresCpu(ix, q, out->data());
@@ -204,6 +295,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            hamming::Compact(ix);
             if (!ix.ewh) return;
             if (backend == Backend::Cpu) {
               ix.built = false;
