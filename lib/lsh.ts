@@ -5,6 +5,7 @@ import { resolveBackend, resolveDevices, type Backend, type BackendOption } from
 import { withCancel } from './cancel.js';
 import { disposedError, rangeError, typeError } from './errors.js';
 import { WeightedMinHash } from './minhash.js';
+import { badFile, checkPath, openSections, saveSections, u32View } from './persist.js';
 import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 export interface LshParams {
@@ -199,17 +200,7 @@ export class MinHashLSH implements Disposable {
     if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
     const sig = this.#sigs(signatures, n, 'signatures');
-    let idCopy: Uint32Array;
-    if (ids instanceof Uint32Array) {
-      idCopy = ids.slice();
-    } else {
-      idCopy = new Uint32Array(n);
-      for (let i = 0; i < n; i++) {
-        const id = ids[i];
-        if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`ids[${i}]=${id} is not a uint32`);
-        idCopy[i] = id;
-      }
-    }
+    const idCopy = ids instanceof Uint32Array ? ids.slice() : toIdArray(ids, 'ids');
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#idChunks.push(idCopy);
@@ -286,6 +277,106 @@ export class MinHashLSH implements Disposable {
     });
   }
 
+  /**
+   * Removes rows by id; ids not in the index are skipped. Returns how many
+   * were removed. Queries, pairs and groups never see a removed id, and an
+   * id can be inserted again after its removal.
+   */
+  remove(ids: Uint32Array | readonly number[]): number {
+    this.#check();
+    const drop = toIdArray(ids, 'ids').slice().sort();
+    if (drop.length === 0 || this.#size === 0) return 0;
+    const { ids: have, sigs } = this.#state();
+    const per = this.samples * 2;
+    const keep = new Uint8Array(have.length);
+    let kept = 0;
+    for (let i = 0; i < have.length; i++) {
+      // binary search in the sorted removal list
+      let lo = 0;
+      let hi = drop.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (drop[mid] < have[i]) lo = mid + 1;
+        else hi = mid;
+      }
+      keep[i] = lo < drop.length && drop[lo] === have[i] ? 0 : 1;
+      kept += keep[i];
+    }
+    const removed = have.length - kept;
+    if (removed === 0) return 0;
+    const nextIds = new Uint32Array(kept);
+    const nextSigs = new Uint32Array(kept * per);
+    for (let i = 0, o = 0; i < have.length; i++) {
+      if (!keep[i]) continue;
+      nextIds[o] = have[i];
+      nextSigs.set(sigs.subarray(i * per, (i + 1) * per), o * per);
+      o++;
+    }
+    this.#idChunks = kept ? [nextIds] : [];
+    this.#sigChunks = kept ? [nextSigs] : [];
+    this.#sortedIds = nextIds.slice().sort();
+    this.#size = kept;
+    return removed;
+  }
+
+  /**
+   * Writes the index (parameters, ids in insertion order, signatures) as a
+   * checksummed file, atomically (docs/persistence.md, kind 'minhash-lsh').
+   */
+  async save(path: string): Promise<void> {
+    this.#check();
+    checkPath(path);
+    const { ids, sigs } = this.#state();
+    const parm = new DataView(new ArrayBuffer(32));
+    parm.setUint32(0, this.samples, true);
+    parm.setUint32(4, this.bands, true);
+    parm.setUint32(8, this.rows, true);
+    parm.setUint32(12, 0, true);
+    parm.setFloat64(16, this.threshold, true);
+    parm.setBigUint64(24, BigInt(ids.length), true);
+    await saveSections(path, LSH_KIND, LSH_VERSION, [
+      ['PARM', new Uint8Array(parm.buffer)],
+      ['IDS_', ids],
+      ['SIGS', sigs],
+    ]);
+  }
+
+  /** Reads an index written by save(); the result equals the index saved (same rows in the same order). */
+  static async load(path: string, options: { backend?: BackendOption; devices?: 'all' | number[] } = {}): Promise<MinHashLSH> {
+    checkPath(path);
+    if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const f = await openSections(path, LSH_KIND, LSH_VERSION);
+    try {
+      const bad = (why: string) => badFile(path, LSH_KIND, why);
+      if (f.sections.PARM !== 32) throw bad(`parameter section has ${f.sections.PARM ?? 0} bytes, not 32`);
+      const p = new DataView((await f.read('PARM', 32)).slice().buffer);
+      const samples = p.getUint32(0, true);
+      const bands = p.getUint32(4, true);
+      const rows = p.getUint32(8, true);
+      const threshold = p.getFloat64(16, true);
+      const count = Number(p.getBigUint64(24, true));
+      if (samples < 1 || samples > 1 << 20 || bands < 1 || rows < 1 || bands * rows > samples || p.getUint32(12, true) !== 0) {
+        throw bad(`bad parameters (samples ${samples}, bands ${bands}, rows ${rows})`);
+      }
+      if (!(threshold > 0 && threshold <= 1)) throw bad(`threshold ${threshold} is not in (0, 1]`);
+      if (count > 0xffffffff || count * samples * 8 > Number.MAX_SAFE_INTEGER) throw bad(`row count ${count} is out of range`);
+      if (f.sections.IDS_ !== count * 4 || f.sections.SIGS !== count * samples * 8) {
+        throw bad(`sections do not hold ${count} rows of ${samples} samples`);
+      }
+      const ids = u32View(await f.read('IDS_', count * 4));
+      const sigs = u32View(await f.read('SIGS', count * samples * 8));
+      const lsh = new MinHashLSH({ bands, rows, samples, threshold, backend: options.backend, devices: options.devices });
+      try {
+        if (count > 0) lsh.insert(ids, sigs);
+      } catch (e) {
+        throw bad(`${(e as Error).message}`);
+      }
+      return lsh;
+    } finally {
+      f.close();
+    }
+  }
+
   dispose(): void {
     this.#disposed = true;
     this.#idChunks = [];
@@ -296,6 +387,22 @@ export class MinHashLSH implements Disposable {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+const LSH_KIND = 'minhash-lsh';
+const LSH_VERSION = 1;
+
+/** ids as a Uint32Array (arrays are checked element by element). */
+export function toIdArray(ids: unknown, name: string): Uint32Array {
+  if (ids instanceof Uint32Array) return ids;
+  if (!Array.isArray(ids)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(ids)}`);
+  const out = new Uint32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`${name}[${i}]=${id} is not a uint32`);
+    out[i] = id;
+  }
+  return out;
 }
 
 // Sorted union of `sorted` and `ids`; throws naming the first id of `ids`
