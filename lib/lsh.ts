@@ -5,6 +5,7 @@ import { resolveBackend, resolveDevices, type Backend, type BackendOption } from
 import { withCancel } from './cancel.js';
 import { disposedError, rangeError, typeError } from './errors.js';
 import { WeightedMinHash } from './minhash.js';
+import { checkRedisOptions, RedisLsh, type RedisStorageOptions } from './lsh-redis.js';
 import { badFile, checkPath, openSections, saveSections, u32View } from './persist.js';
 import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
@@ -66,10 +67,21 @@ function checkWeights(w: unknown): [number, number] {
   return [fp, fn];
 }
 
+export type { RedisStorageOptions } from './lsh-redis.js';
+
 export type MinHashLSHOptions = (
   | { threshold: number; samples?: number; weights?: readonly [number, number]; bands?: undefined; rows?: undefined }
   | { bands: number; rows: number; samples?: number; threshold?: number; weights?: undefined }
-) & { backend?: BackendOption; devices?: 'all' | number[] };
+) & {
+  backend?: BackendOption;
+  devices?: 'all' | number[];
+  /**
+   * Where rows live: in this process (default), or in Redis, shared by every
+   * process that opens the same url and prefix with the same parameters
+   * (docs/redis-lsh.md). With Redis, insert, remove and count are async.
+   */
+  storage?: { type: 'memory' } | RedisStorageOptions;
+};
 
 export type Verify = 'none' | 'estimate' | 'exact';
 
@@ -79,7 +91,9 @@ export interface PairSet {
 }
 
 export interface GroupsResult {
-  /** One group id per inserted row, in insertion order; 0xFFFFFFFF = no verified partner. */
+  /** The id of each entry of `group`: insertion order in memory, ascending with Redis storage. */
+  ids: Uint32Array;
+  /** One group id per row (of `ids`); 0xFFFFFFFF = no verified partner. */
   group: Uint32Array;
   /** Groups are numbered 0..count-1 in order of their first-inserted member. */
   count: number;
@@ -132,6 +146,7 @@ export class MinHashLSH implements Disposable {
   readonly threshold: number;
   readonly backend: Backend;
   readonly #devices: number[] | undefined;
+  readonly #redis: RedisLsh | undefined;
   #idChunks: Uint32Array<ArrayBufferLike>[] = [];
   #sigChunks: Uint32Array<ArrayBufferLike>[] = [];
   #sortedIds: Uint32Array<ArrayBufferLike> = new Uint32Array(0);
@@ -164,11 +179,26 @@ export class MinHashLSH implements Disposable {
     }
     this.backend = resolveBackend(o.backend);
     this.#devices = resolveDevices(o.devices);
+    if (o.storage !== undefined && !(isObject(o.storage) && o.storage.type === 'memory' && Object.keys(o.storage).length === 1)) {
+      this.#redis = new RedisLsh({ samples: this.samples, bands: this.bands, rows: this.rows }, checkRedisOptions(o.storage));
+    }
   }
 
-  /** Number of inserted rows. */
+  /** Number of inserted rows (in memory; with Redis storage use count()). */
   get size(): number {
+    if (this.#redis) throw typeError('size is not known synchronously with Redis storage: use await lsh.count()');
     return this.#size;
+  }
+
+  /** Number of rows in the index. */
+  async count(): Promise<number> {
+    this.#check();
+    return this.#redis ? this.#redis.count() : this.#size;
+  }
+
+  /** The Redis storage's key prefix, or undefined in memory. */
+  get storagePrefix(): string | undefined {
+    return this.#redis?.prefix;
   }
 
   get disposed(): boolean {
@@ -192,14 +222,25 @@ export class MinHashLSH implements Disposable {
 
   /**
    * Adds rows: ids (unique uint32; also each row's index into groups'
-   * `matrix`) and their signatures. The index keeps a reference to
-   * `signatures` without copying: do not modify it afterwards.
+   * `matrix`) and their signatures. In memory the index keeps a reference to
+   * `signatures` without copying: do not modify it afterwards. With Redis
+   * storage it returns a Promise, resolved once every row is stored (visible
+   * to every process); `options.vectors` (row i is ids[i]'s weighted vector)
+   * stores the rows for groups({ verify: 'exact' }) without a matrix.
    */
-  insert(ids: Uint32Array | readonly number[], signatures: Uint32Array): void {
+  insert(ids: Uint32Array | readonly number[], signatures: Uint32Array, options?: { vectors?: CsrMatrix }): void | Promise<void> {
     this.#check();
     if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
     const sig = this.#sigs(signatures, n, 'signatures');
+    if (options !== undefined && !isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+    if (this.#redis) {
+      const idArr = toIdArray(ids, 'ids');
+      const sorted = idArr.slice().sort();
+      for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) throw rangeError(`ids repeat ${sorted[i]}`);
+      return this.#redis.insert(idArr, sig, options?.vectors);
+    }
+    if (options?.vectors !== undefined) throw typeError('vectors are stored only with Redis storage; in memory pass groups({ matrix })');
     const idCopy = ids instanceof Uint32Array ? ids.slice() : toIdArray(ids, 'ids');
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
@@ -233,6 +274,7 @@ export class MinHashLSH implements Disposable {
   async query(signatures: Uint32Array): Promise<{ indptr: Uint32Array; ids: Uint32Array }> {
     this.#check();
     const q = this.#sigs(signatures, undefined, 'signatures');
+    if (this.#redis) return this.#redis.query(q);
     const { ids, sigs } = this.#state();
     const r = await native().lshQuery(sigs, ids, q, this.#nativeOptions());
     return { indptr: r.indptr, ids: r.ids };
@@ -241,6 +283,7 @@ export class MinHashLSH implements Disposable {
   /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
   async candidatePairs(options: { signal?: AbortSignal } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
+    if (this.#redis) return { ...(await this.#redis.candidatePairs()), kernelMs: 0, transferMs: 0 };
     const { ids, sigs } = this.#state();
     return withCancel(options.signal, async (cancel) => {
       const r = await native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel }));
@@ -257,6 +300,10 @@ export class MinHashLSH implements Disposable {
       options.threshold === undefined ? this.threshold : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
     let matrix: CsrMatrix | undefined;
     if (options.matrix !== undefined) matrix = toCsr(options.matrix, 'matrix');
+    if (this.#redis) {
+      const r = await this.#redis.groups(verify, threshold, matrix);
+      return { ...r, kernelMs: 0, transferMs: 0 };
+    }
     if (verify === 'exact') {
       if (matrix === undefined) throw typeError("matrix is required for verify 'exact'");
       const { ids } = this.#state();
@@ -268,6 +315,7 @@ export class MinHashLSH implements Disposable {
     return withCancel(options.signal, async (cancel) => {
       const r = await native().lshGroups(sigs, ids, this.#nativeOptions({ verify, threshold, matrix, cancel }));
       return {
+        ids: ids.slice(),
         group: r.group,
         count: r.count,
         pairs: { left: r.left, right: r.right, similarity: r.similarity },
@@ -282,8 +330,9 @@ export class MinHashLSH implements Disposable {
    * were removed. Queries, pairs and groups never see a removed id, and an
    * id can be inserted again after its removal.
    */
-  remove(ids: Uint32Array | readonly number[]): number {
+  remove(ids: Uint32Array | readonly number[]): number | Promise<number> {
     this.#check();
+    if (this.#redis) return this.#redis.remove(toIdArray(ids, 'ids'));
     const drop = toIdArray(ids, 'ids').slice().sort();
     if (drop.length === 0 || this.#size === 0) return 0;
     const { ids: have, sigs } = this.#state();
@@ -326,6 +375,7 @@ export class MinHashLSH implements Disposable {
   async save(path: string): Promise<void> {
     this.#check();
     checkPath(path);
+    if (this.#redis) throw typeError('an index with Redis storage lives in Redis: save() applies to in-memory indexes');
     const { ids, sigs } = this.#state();
     const parm = new DataView(new ArrayBuffer(32));
     parm.setUint32(0, this.samples, true);
@@ -377,7 +427,22 @@ export class MinHashLSH implements Disposable {
     }
   }
 
+  /** Closes the Redis connection (in memory: nothing to wait for). */
+  async close(): Promise<void> {
+    this.dispose();
+    await this.#redis?.close();
+  }
+
+  /** Deletes this index's keys from Redis (its prefix), then closes. */
+  async clear(): Promise<void> {
+    this.#check();
+    if (!this.#redis) throw typeError('clear() applies to Redis storage');
+    this.#disposed = true;
+    await this.#redis.clear();
+  }
+
   dispose(): void {
+    void this.#redis?.close();
     this.#disposed = true;
     this.#idChunks = [];
     this.#sigChunks = [];

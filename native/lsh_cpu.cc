@@ -21,19 +21,6 @@
 
 namespace cusim {
 namespace lsh {
-namespace {
-
-bool IsEmptyRow(const uint32_t* s, uint32_t samples) {
-  for (uint32_t i = 0; i < 2 * samples; ++i)
-    if (s[i] != kSentinel) return false;
-  return true;
-}
-
-uint64_t FullHash(const uint32_t* s, uint32_t samples) {
-  uint64_t h = 0x13198a2e03707344ull;
-  for (uint32_t i = 0; i < samples; ++i) h = HashRound(h, uint64_t(s[2 * i]) | (uint64_t(s[2 * i + 1]) << 32));
-  return Fmix64(h ^ samples);
-}
 
 // Sorts and deduplicates packed (hi << 32 | lo) values in parallel: values are
 // scattered into buckets by their high word (whose largest value is maxHigh),
@@ -87,6 +74,8 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
   out.resize(w);
   v.swap(out);
 }
+
+namespace {
 
 using Keyed = std::pair<uint64_t, uint32_t>;
 
@@ -311,7 +300,9 @@ PairList ToIdPairs(const std::vector<uint64_t>& pos, const std::vector<float>* s
   return out;
 }
 
-std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs) {
+}  // namespace
+
+std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs) {
   std::vector<float> out(pairs.size());
   ParallelFor(pairs.size(), 1024, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
@@ -325,7 +316,22 @@ std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& 
   return out;
 }
 
-}  // namespace
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, double* jaccard, uint8_t* same) {
+  std::vector<uint32_t> rows(m.rows);
+  std::iota(rows.begin(), rows.end(), 0u);
+  NormRows norm(m, rows.data(), m.rows);
+  std::vector<uint32_t> ends(a, a + n);
+  ends.insert(ends.end(), b, b + n);
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  norm.Need(ends);
+  ParallelFor(n, 256, [&](size_t lo, size_t hi) {
+    for (size_t k = lo; k < hi; ++k) {
+      if (jaccard) jaccard[k] = norm.Jaccard(a[k], b[k]);
+      if (same) same[k] = norm.Same(a[k], b[k]);
+    }
+  });
+}
 
 std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
                                   std::vector<float>* estimate, Timing*) {
@@ -364,7 +370,7 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
     }
   });
   SortUnique(all, reps.empty() ? 0 : reps.back());
-  if (estimate) *estimate = EstimateCpu(sig, all);
+  if (estimate) *estimate = EstimatePairs(sig, all);
   return all;
 }
 
