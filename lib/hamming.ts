@@ -6,7 +6,7 @@ import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, describe, isObject, toBits, type BitWords } from './validate.js';
+import { checkEnum, checkInt, describe, isObject, toBits, toU32, type BitWords } from './validate.js';
 
 export type HammingMethod = 'exact' | 'ewh';
 export type ExactKernel = 'auto' | 'popc' | 'mma' | 'mma2';
@@ -165,11 +165,7 @@ export class HammingIndex extends NativeResource {
    * compacted away before the next search, build, scores or save.
    */
   remove(ids: Uint32Array | readonly number[]): number {
-    let a: Uint32Array;
-    if (ids instanceof Uint32Array) a = ids;
-    else if (Array.isArray(ids)) a = Uint32Array.from(ids, (v, i) => checkInt(v, `ids[${i}]`, 0, 0xffffffff));
-    else throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
-    return this.handle.remove(a) as number;
+    return this.handle.remove(toU32(ids, 'ids')) as number;
   }
 
   /** The ids in the index, ascending: the column order of scores(). */

@@ -7,7 +7,7 @@ import { disposedError, rangeError, typeError } from './errors.js';
 import { WeightedMinHash } from './minhash.js';
 import { checkRedisOptions, RedisLsh, type RedisStorageOptions } from './lsh-redis.js';
 import { badFile, checkPath, openSections, saveSections, u32View } from './persist.js';
-import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkEnum, checkInt, checkNumber, describe, isObject, toCsr, toU32, type CsrMatrix } from './validate.js';
 
 export interface LshParams {
   bands: number;
@@ -235,13 +235,13 @@ export class MinHashLSH implements Disposable {
     const sig = this.#sigs(signatures, n, 'signatures');
     if (options !== undefined && !isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
     if (this.#redis) {
-      const idArr = toIdArray(ids, 'ids');
+      const idArr = toU32(ids, 'ids');
       const sorted = idArr.slice().sort();
       for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) throw rangeError(`ids repeat ${sorted[i]}`);
       return this.#redis.insert(idArr, sig, options?.vectors);
     }
     if (options?.vectors !== undefined) throw typeError('vectors are stored only with Redis storage; in memory pass groups({ matrix })');
-    const idCopy = ids instanceof Uint32Array ? ids.slice() : toIdArray(ids, 'ids');
+    const idCopy = ids instanceof Uint32Array ? ids.slice() : toU32(ids, 'ids');
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#idChunks.push(idCopy);
@@ -332,8 +332,8 @@ export class MinHashLSH implements Disposable {
    */
   remove(ids: Uint32Array | readonly number[]): number | Promise<number> {
     this.#check();
-    if (this.#redis) return this.#redis.remove(toIdArray(ids, 'ids'));
-    const drop = toIdArray(ids, 'ids').slice().sort();
+    if (this.#redis) return this.#redis.remove(toU32(ids, 'ids'));
+    const drop = toU32(ids, 'ids').slice().sort();
     if (drop.length === 0 || this.#size === 0) return 0;
     const { ids: have, sigs } = this.#state();
     const per = this.samples * 2;
@@ -456,19 +456,6 @@ export class MinHashLSH implements Disposable {
 
 const LSH_KIND = 'minhash-lsh';
 const LSH_VERSION = 1;
-
-/** ids as a Uint32Array (arrays are checked element by element). */
-export function toIdArray(ids: unknown, name: string): Uint32Array {
-  if (ids instanceof Uint32Array) return ids;
-  if (!Array.isArray(ids)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(ids)}`);
-  const out = new Uint32Array(ids.length);
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i];
-    if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`${name}[${i}]=${id} is not a uint32`);
-    out[i] = id;
-  }
-  return out;
-}
 
 // Sorted union of `sorted` and `ids`; throws naming the first id of `ids`
 // that repeats, within the call or against earlier inserts.

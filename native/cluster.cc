@@ -7,7 +7,7 @@
 #include "cluster.h"
 #include "gpu.h"
 #include "napi_util.h"
-#include "persist.h"
+#include "persist_napi.h"
 
 namespace cusim {
 namespace {
@@ -155,35 +155,26 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
     });
   }
 
-  // The file is opened (and, for a save, renamed into place) without the
-  // engine lock, so a slow or odd path never blocks the synchronous getters.
-  Napi::Value PathTask(const Napi::CallbackInfo& info, bool save) {
+  Napi::Value Save(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto h = Get("StreamClusterer");
-      if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
-      const std::string path = info[0].As<Napi::String>().Utf8Value();
-      persist::CheckPath(path);
-      return RunAsync(
-          info.Env(),
-          [=] {
-            if (save) {
-              persist::Writer w(path, "stream-cluster", 1);
-              {
-                std::lock_guard<std::mutex> lock(h->mu);
-                h->engine->Save(w);
-              }
-              w.Commit();
-            } else {
-              persist::Reader r(path, "stream-cluster", 1);
-              std::lock_guard<std::mutex> lock(h->mu);
-              h->engine->Load(r);
-            }
-          },
-          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()});
+      return SaveTask(info, "stream-cluster", 1, std::shared_ptr<std::mutex>(h, &h->mu),
+                      [h](persist::Writer& w) { h->engine->Save(w); });
     });
   }
-  Napi::Value Save(const Napi::CallbackInfo& info) { return PathTask(info, true); }
-  Napi::Value Load(const Napi::CallbackInfo& info) { return PathTask(info, false); }
+
+  // Reading and validating replace nothing; the engine is swapped only once the whole file checked out.
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto h = Get("StreamClusterer");
+      return LoadTask(
+          info, "stream-cluster", 1, std::shared_ptr<std::mutex>(h, &h->mu),
+          [h](persist::Reader& r) -> std::function<void()> {
+            return [h, &r] { h->engine->Load(r); };
+          },
+          [](Napi::Env env) -> Napi::Value { return env.Undefined(); });
+    });
+  }
   Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
 };
 

@@ -5,7 +5,7 @@
 #include "gpu.h"
 #include "hamming.h"
 #include "napi_util.h"
-#include "persist.h"
+#include "persist_napi.h"
 
 namespace cusim {
 namespace {
@@ -119,25 +119,12 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     });
   }
 
-  // save(path) -> Promise<void>. The file is created and renamed into place
-  // without the lock; only writing the sections holds it.
+  // save(path) -> Promise<void>
   Napi::Value Save(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
-      if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
-      const std::string path = info[0].As<Napi::String>().Utf8Value();
-      persist::CheckPath(path);
-      return RunAsync(
-          info.Env(),
-          [=] {
-            persist::Writer w(path, "hamming", 1);
-            {
-              std::lock_guard<std::mutex> lock(st->mu);
-              hamming::SaveIndex(st->index, w);
-            }
-            w.Commit();
-          },
-          [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()});
+      return SaveTask(info, "hamming", 1, std::shared_ptr<std::mutex>(st, &st->mu),
+                      [st](persist::Writer& w) { hamming::SaveIndex(st->index, w); });
     });
   }
 
@@ -145,17 +132,11 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
   Napi::Value Load(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
-      if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
-      const std::string path = info[0].As<Napi::String>().Utf8Value();
-      persist::CheckPath(path);
-      return RunAsync(
-          info.Env(),
-          [=] {
-            persist::Reader r(path, "hamming", 1);
-            hamming::HostIndex loaded = hamming::LoadIndex(r);
-            r.Close();
-            std::lock_guard<std::mutex> lock(st->mu);
-            st->index = std::move(loaded);
+      return LoadTask(
+          info, "hamming", 1, std::shared_ptr<std::mutex>(st, &st->mu),
+          [st](persist::Reader& r) -> std::function<void()> {
+            auto loaded = std::make_shared<hamming::HostIndex>(hamming::LoadIndex(r));
+            return [st, loaded] { st->index = std::move(*loaded); };
           },
           [=](Napi::Env env) -> Napi::Value {
             std::lock_guard<std::mutex> lock(st->mu);
@@ -173,8 +154,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             o.Set("shortlist", double(ix.params.shortlist));
             o.Set("seed", double(ix.params.seed));
             return o;
-          },
-          {info.This()});
+          });
     });
   }
 

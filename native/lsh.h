@@ -120,6 +120,13 @@ struct GroupsResult {
   PairList pairs;
 };
 
+// Groups from verified representative pairs (packed a << 32 | b, a < b) plus an
+// edge (rep[i], i) with similarity 1 for every other member of a class
+// (rep[i] == kNoGroup: an empty row): union-find labels groups by smallest
+// row; the edges come back as id pairs (ids[row]), sorted.
+GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
+                        const uint32_t* ids);
+
 // Connected components of verified candidate pairs. For Exact, row i's vector
 // is matrix row ids[i].
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,

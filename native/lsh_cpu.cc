@@ -410,6 +410,41 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
   return ToIdPairs(pos, nullptr, ids, sig.n);
 }
 
+GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
+                        const uint32_t* ids) {
+  const uint64_t n = rep.size();
+  for (uint64_t i = 0; i < n; ++i)
+    if (rep[i] != kNoGroup && rep[i] != i) {
+      edges.push_back(Pack(rep[i], uint32_t(i)));
+      edgeSim.push_back(1.0f);
+    }
+  // Union-find whose root is always the smallest row of its component, so
+  // labelling rows in order numbers groups by their smallest member.
+  std::vector<uint32_t> parent(n);
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::vector<uint8_t> linked(n, 0);
+  for (uint64_t x : edges) {
+    uint32_t a = find(uint32_t(x >> 32)), b = find(uint32_t(x));
+    linked[x >> 32] = linked[uint32_t(x)] = 1;
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  }
+  GroupsResult out;
+  out.group.assign(n, kNoGroup);
+  std::vector<uint32_t> label(n, kNoGroup);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!linked[i]) continue;
+    const uint32_t r = find(uint32_t(i));
+    if (label[r] == kNoGroup) label[r] = out.count++;
+    out.group[i] = label[r];
+  }
+  out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
+  return out;
+}
+
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
                     const CsrView* matrix, const Engine& e, const CancelToken& cancel, Timing* timing) {
   const uint64_t n = sig.n;
@@ -469,36 +504,7 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
       edges.push_back(rp[k]);
       edgeSim.push_back(sim[k]);
     }
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.rep[i] != kNoGroup && c.rep[i] != i) {
-      edges.push_back(Pack(c.rep[i], uint32_t(i)));
-      edgeSim.push_back(1.0f);
-    }
-  // Union-find whose root is always the smallest row of its component, so
-  // labelling rows in order numbers groups by their smallest member.
-  std::vector<uint32_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0u);
-  auto find = [&](uint32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
-  std::vector<uint8_t> linked(n, 0);
-  for (uint64_t x : edges) {
-    uint32_t a = find(uint32_t(x >> 32)), b = find(uint32_t(x));
-    linked[x >> 32] = linked[uint32_t(x)] = 1;
-    if (a != b) parent[std::max(a, b)] = std::min(a, b);
-  }
-  GroupsResult out;
-  out.group.assign(n, kNoGroup);
-  std::vector<uint32_t> label(n, kNoGroup);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!linked[i]) continue;
-    const uint32_t r = find(uint32_t(i));
-    if (label[r] == kNoGroup) label[r] = out.count++;
-    out.group[i] = label[r];
-  }
-  out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
-  return out;
+  return Components(c.rep, std::move(edges), std::move(edgeSim), ids);
 }
 
 void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p, std::vector<uint32_t>* indptr,

@@ -334,6 +334,8 @@ Napi::Value Pairs(const Napi::CallbackInfo& info) {
     auto live = TypedArg<uint32_t>(info[1], "live");
     auto rep = TypedArg<uint32_t>(info[2], "rep");
     if (rep.length != live.length) ThrowInvalid("rep must have one entry per live id");
+    for (size_t i = 0; i < rep.length; ++i)
+      if (rep.data[i] != kNone && rep.data[i] >= rep.length) ThrowInvalid("rep out of range");
     if (e.length % kBandEntry) throw Error("CUSIM_STORAGE_ERROR", "a band key holds a partial entry: not a cusim LSH index, or damaged");
     const uint8_t* ed = e.data;
     const uint64_t ne = e.length / kBandEntry;
@@ -444,9 +446,8 @@ Napi::Value RowPairs(const Napi::CallbackInfo& info) {
 
 // lshStoreFinish(live, rep, edges: BigUint64Array, similarity: Float32Array)
 //   -> { group, count, left, right, similarity }
-// edges are verified representative pairs (indices, a < b, ascending); each
-// other member of a class links to its representative with similarity 1, and
-// union-find labels groups by their smallest member, as lsh::Groups does.
+// edges are verified representative pairs (indices, a < b); lsh::Components
+// adds the class members and labels groups, as lsh::Groups does.
 Napi::Value Finish(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     auto live = TypedArg<uint32_t>(info[0], "live");
@@ -457,50 +458,17 @@ Napi::Value Finish(const Napi::CallbackInfo& info) {
     if (rep.length != n || sims.length != edges.length) ThrowInvalid("bad finish arguments");
     for (uint64_t k = 0; k < edges.length; ++k)
       if ((edges.data[k] >> 32) >= n || uint32_t(edges.data[k]) >= n) ThrowInvalid("edge out of range");
-    std::vector<uint64_t> e(edges.data, edges.data + edges.length);
-    std::vector<float> s(sims.data, sims.data + sims.length);
     for (uint64_t i = 0; i < n; ++i)
-      if (rep.data[i] != kNone && rep.data[i] != i) {
-        e.push_back((uint64_t(rep.data[i]) << 32) | i);
-        s.push_back(1.0f);
-      }
-    std::vector<uint32_t> parent(n);
-    std::iota(parent.begin(), parent.end(), 0u);
-    auto find = [&](uint32_t x) {
-      while (parent[x] != x) x = parent[x] = parent[parent[x]];
-      return x;
-    };
-    std::vector<uint8_t> linked(n, 0);
-    for (uint64_t x : e) {
-      const uint32_t a = find(uint32_t(x >> 32)), b = find(uint32_t(x));
-      linked[x >> 32] = linked[uint32_t(x)] = 1;
-      if (a != b) parent[std::max(a, b)] = std::min(a, b);
-    }
-    std::vector<uint32_t> group(n, kNone), label(n, kNone);
-    uint32_t count = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      if (!linked[i]) continue;
-      const uint32_t r = find(uint32_t(i));
-      if (label[r] == kNone) label[r] = count++;
-      group[i] = label[r];
-    }
-    // Indices ascend with ids, so sorting indices sorts ids.
-    std::vector<uint32_t> order(e.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return e[a] < e[b]; });
-    std::vector<uint32_t> left(e.size()), right(e.size());
-    std::vector<float> sim(e.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      left[k] = live.data[e[order[k]] >> 32];
-      right[k] = live.data[uint32_t(e[order[k]])];
-      sim[k] = s[order[k]];
-    }
+      if (rep.data[i] != kNone && rep.data[i] >= n) ThrowInvalid("rep out of range");
+    lsh::GroupsResult g = lsh::Components(std::vector<uint32_t>(rep.data, rep.data + n),
+                                          std::vector<uint64_t>(edges.data, edges.data + edges.length),
+                                          std::vector<float>(sims.data, sims.data + sims.length), live.data);
     auto r = Napi::Object::New(info.Env());
-    r.Set("group", Typed(info.Env(), std::move(group)));
-    r.Set("count", double(count));
-    r.Set("left", Typed(info.Env(), std::move(left)));
-    r.Set("right", Typed(info.Env(), std::move(right)));
-    r.Set("similarity", Typed(info.Env(), std::move(sim)));
+    r.Set("group", Typed(info.Env(), std::move(g.group)));
+    r.Set("count", double(g.count));
+    r.Set("left", Typed(info.Env(), std::move(g.pairs.left)));
+    r.Set("right", Typed(info.Env(), std::move(g.pairs.right)));
+    r.Set("similarity", Typed(info.Env(), std::move(g.pairs.similarity)));
     return r;
   });
 }

@@ -3,11 +3,9 @@
 // at its section sizes, and read the sections the caller's checks accept.
 #include <cstdio>
 
-#include "napi_util.h"
-#include "persist.h"
+#include "persist_napi.h"
 
 namespace cusim {
-namespace {
 
 std::string PathArg(const Napi::Value& v) {
   if (!v.IsString()) ThrowInvalid("path must be a string", "TypeError");
@@ -15,6 +13,40 @@ std::string PathArg(const Napi::Value& v) {
   persist::CheckPath(p);
   return p;
 }
+
+Napi::Value SaveTask(const Napi::CallbackInfo& info, const char* kind, uint32_t version, std::shared_ptr<std::mutex> mu,
+                     std::function<void(persist::Writer&)> write) {
+  const std::string path = PathArg(info[0]);
+  const std::string k = kind;
+  return RunAsync(
+      info.Env(),
+      [=] {
+        persist::Writer w(path, k.c_str(), version);
+        {
+          std::lock_guard<std::mutex> lock(*mu);
+          write(w);
+        }
+        w.Commit();
+      },
+      [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()});
+}
+
+Napi::Value LoadTask(const Napi::CallbackInfo& info, const char* kind, uint32_t version, std::shared_ptr<std::mutex> mu,
+                     std::function<std::function<void()>(persist::Reader&)> read, Task::Done done) {
+  const std::string path = PathArg(info[0]);
+  const std::string k = kind;
+  return RunAsync(
+      info.Env(),
+      [=] {
+        persist::Reader r(path, k.c_str(), version);
+        std::function<void()> install = read(r);
+        std::lock_guard<std::mutex> lock(*mu);
+        install();
+      },
+      std::move(done), {info.This()});
+}
+
+namespace {
 
 std::string KindArg(const Napi::Value& v) {
   if (!v.IsString()) ThrowInvalid("kind must be a string", "TypeError");

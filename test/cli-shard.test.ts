@@ -4,9 +4,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { bin, cusim, ensureDist, fixture, root } from './cli-helpers.js';
-import { describeRedis, startRedis, type RedisHandle } from './redis-helpers.js';
+import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
 
 const input = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k.tsv'), 'utf8');
 // 2^14 hashed columns keep the MinHash tables small (their cost grows with the column count).
@@ -42,27 +42,21 @@ function report(url: string, prefix: string) {
 }
 
 function suite(cluster: boolean) {
-  let redis: RedisHandle;
-  beforeAll(async () => {
-    redis = await startRedis({ cluster });
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const handle = useRedis({ cluster });
 
   it('4 workers with --shard i/4 give exactly the single-process groups', async () => {
-    const runs = await Promise.all([0, 1, 2, 3].map((i) => worker(redis.url, 'four', `${i}/4`, ['--batch-docs', '200']).done));
+    const runs = await Promise.all([0, 1, 2, 3].map((i) => worker(handle().url, 'four', `${i}/4`, ['--batch-docs', '200']).done));
     for (const r of runs) expect(r.code, r.err).toBe(0);
-    const got = report(redis.url, 'four');
+    const got = report(handle().url, 'four');
     expect(got.groups).toEqual(single.groups);
     expect(got.input).toEqual({ ...(single.input as object), source: '-' });
   });
 
   it('a worker killed mid-shard and restarted loses and duplicates nothing', async () => {
-    const first = worker(redis.url, 'killed', '1/4', ['--batch-docs', '20']);
+    const first = worker(handle().url, 'killed', '1/4', ['--batch-docs', '20']);
     // Kill it once a few batches are recorded, whatever it is doing then.
     const key = 'killed:progress{1/4}';
-    const cliArgs = ['-h', '127.0.0.1', '-p', String(redis.ports[0]), ...(cluster ? ['-c'] : []), 'hlen', key];
+    const cliArgs = ['-h', '127.0.0.1', '-p', String(handle().ports[0]), ...(cluster ? ['-c'] : []), 'hlen', key];
     for (let t = 0; ; t++) {
       const n = Number(spawnSync('redis-cli', cliArgs, { encoding: 'utf8' }).stdout.trim());
       if (n >= 3) break;
@@ -71,18 +65,18 @@ function suite(cluster: boolean) {
     }
     first.p.kill('SIGKILL');
     expect((await first.done).signal).toBe('SIGKILL');
-    const again = await worker(redis.url, 'killed', '1/4', ['--batch-docs', '20']).done;
+    const again = await worker(handle().url, 'killed', '1/4', ['--batch-docs', '20']).done;
     expect(again.code, again.err).toBe(0);
     expect(again.err).toMatch(/batches were already done/);
     // The report refuses to run before every shard has finished.
-    const early = cusim(['dedup', '--redis', redis.url, '--prefix', 'killed', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    const early = cusim(['dedup', '--redis', handle().url, '--prefix', 'killed', '--report', '--json', '--backend', 'cpu', '--quiet']);
     expect(early.status).toBe(1);
     expect(early.stderr).toMatch(/shard 0\/4 of job 'killed' has not finished/);
-    const rest = await Promise.all([0, 2, 3].map((i) => worker(redis.url, 'killed', `${i}/4`, ['--batch-docs', '20']).done));
+    const rest = await Promise.all([0, 2, 3].map((i) => worker(handle().url, 'killed', `${i}/4`, ['--batch-docs', '20']).done));
     for (const r of rest) expect(r.code, r.err).toBe(0);
     // A worker run again after finishing changes nothing either.
-    expect((await worker(redis.url, 'killed', '2/4', ['--batch-docs', '20']).done).code).toBe(0);
-    const got = report(redis.url, 'killed');
+    expect((await worker(handle().url, 'killed', '2/4', ['--batch-docs', '20']).done).code).toBe(0);
+    const got = report(handle().url, 'killed');
     expect(got.groups).toEqual(single.groups);
     expect(got.input).toEqual({ ...(single.input as object), source: '-' });
   });

@@ -1,10 +1,10 @@
 // MinHashLSH with Redis storage against the in-memory index on the same
 // inserts: one real redis-server and a real 3-node Redis Cluster.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { MinHashLSH, type CsrMatrix } from '../lib/index.js';
 import { randInt, rng } from './helpers.js';
 import { lshCorpus, sigRows, type LshCorpus } from './lsh-corpus.js';
-import { describeRedis, startRedis, type RedisHandle } from './redis-helpers.js';
+import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
 
 let corpus: LshCorpus;
 beforeAll(async () => {
@@ -47,20 +47,14 @@ function sameGroups(a: Awaited<ReturnType<typeof everything>>, b: Awaited<Return
 }
 
 function suite(cluster: boolean) {
-  let redis: RedisHandle;
-  beforeAll(async () => {
-    redis = await startRedis({ cluster });
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const handle = useRedis({ cluster });
   let n = 0;
   const open = (prefix: string, extra: Record<string, unknown> = {}) =>
     new MinHashLSH({
       threshold: 0.7,
       samples: corpus.samples,
       backend: 'cpu',
-      storage: { type: 'redis', url: redis.url, prefix, partitions: 16, signatures: true, ...extra },
+      storage: { type: 'redis', url: handle().url, prefix, partitions: 16, signatures: true, ...extra },
     });
 
   it('equals the in-memory index on the same inserts: queries, pairs, groups under every verification', async () => {
@@ -113,7 +107,7 @@ function suite(cluster: boolean) {
     expect(await b.count()).toBe(2);
     const q = await b.query(sigRows(c.sigs, c.samples, 5, 6));
     expect([...q.ids]).toContain(5);
-    const wrong = new MinHashLSH({ bands: 3, rows: 2, samples: c.samples, storage: { type: 'redis', url: redis.url, prefix: a.storagePrefix! } });
+    const wrong = new MinHashLSH({ bands: 3, rows: 2, samples: c.samples, storage: { type: 'redis', url: handle().url, prefix: a.storagePrefix! } });
     await expect(wrong.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/has bands=\d+, this MinHashLSH has bands=3/) });
     await wrong.close();
     // One id with two different signatures.

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe } from 'vitest';
+import { afterAll, beforeAll, describe } from 'vitest';
 
 function which(cmd: string): string | undefined {
   const r = spawnSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' });
@@ -96,4 +96,16 @@ export async function startRedis({ cluster = false }: { cluster?: boolean } = {}
     throw e;
   }
   return { url: `redis://127.0.0.1:${ports[0]}`, ports, stop };
+}
+
+/** Starts a server (or cluster) before the enclosing block's tests and stops it after; call handle() inside tests. */
+export function useRedis(options: { cluster?: boolean } = {}): () => RedisHandle {
+  let redis: RedisHandle | undefined;
+  beforeAll(async () => {
+    redis = await startRedis(options);
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  return () => redis!;
 }

@@ -15,39 +15,14 @@ import { WeightedMinHash } from '../minhash.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import { CliError } from './errors.js';
+import type { DedupOptions } from './dedup.js';
 import type { Io } from './options.js';
 import { buildGroups, renderCsv, renderTable } from './report.js';
 import type { DedupReport } from './report.js';
 import { displayPath, expandPaths, parseRecords, readDoc } from './sources.js';
-import type { Doc, RecordFormat, Skip } from './sources.js';
+import type { Doc, Skip } from './sources.js';
 
-export interface ShardOptions {
-  redis: string;
-  shard?: string;
-  report?: boolean;
-  prefix: string;
-  batchDocs: number;
-  threshold: number;
-  samples: number;
-  seed: number;
-  mode?: TextMode;
-  weighting: Weighting;
-  q: number;
-  hashBits?: number;
-  backend: 'cpu' | 'cuda';
-  devices?: 'all' | number[];
-  json?: boolean;
-  csv?: boolean;
-  format: RecordFormat;
-  field: string;
-  idField: string;
-  ext?: string;
-  maxSize: number;
-  minTokens?: number;
-  limit: number;
-  native: boolean;
-  quiet?: boolean;
-}
+export type ShardOptions = Omit<DedupOptions, 'redis' | 'backend'> & { redis: string; backend: 'cpu' | 'cuda' };
 
 /** What every worker of one job must agree on (stored once, checked by each). */
 interface Job {

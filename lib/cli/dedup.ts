@@ -18,7 +18,7 @@ import type { DedupReport, DedupResultLike } from './report.js';
 import { SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, parseRecords, readDoc } from './sources.js';
 import type { Doc, RecordFormat, Skip } from './sources.js';
 
-interface DedupOptions {
+export interface DedupOptions {
   threshold: number;
   samples: number;
   seed: number;
