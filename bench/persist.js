@@ -8,7 +8,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 
 function xorshift(seed) {
@@ -57,6 +57,7 @@ async function startRedis(log) {
 }
 
 async function redisInserts({ cusim, quick, log }) {
+  const loadAtStart = loadavg()[0].toFixed(1);
   const redis = await startRedis(log);
   if (!redis) return { title: 'Redis inserts', rows: [], columns: [], notes: ['skipped: redis-server not found (apt-get install redis-server)'] };
   const samples = 128;
@@ -116,7 +117,8 @@ async function redisInserts({ cusim, quick, log }) {
     rows,
     columns: ['layout', 'signatures', 'seconds', 'signatures/s'],
     notes: [
-      `Redis: ${redis.version}, loopback, no persistence. Signatures are random (every band key distinct: the most keys per batch).`,
+      `Redis: ${redis.version}, loopback, no persistence, on the same host (its one thread competes with the worker's). Signatures are random (every band key distinct: the most keys per batch).`,
+      `Host load average when the section started: ${loadAtStart} (1 min).`,
       'cusim writes one APPEND of packed 12-byte (band key, id) entries per (band, partition) key and a 16-byte record per row per batch of 65,536 rows; target >= 1M/s.',
     ],
   };

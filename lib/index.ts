@@ -14,7 +14,7 @@ export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, Ha
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
 export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';
 export { MinHashLSH, optimalParams, dedup, isEmptySignature } from './lsh.js';
-export type { LshParams, MinHashLSHOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
+export type { LshParams, MinHashLSHOptions, RedisStorageOptions, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL } from './minhash.js';
 export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
 export {
