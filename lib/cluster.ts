@@ -21,6 +21,7 @@ import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
+import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
 import { checkColumns, checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
@@ -231,15 +232,18 @@ export class StreamClusterer extends NativeResource {
     return this.handle.active(this.#id(id));
   }
 
-  /** Writes the whole state; load() continues the stream identically. */
+  /**
+   * Writes the whole state (docs/persistence.md: checksummed, written to a
+   * temporary file and renamed over `path`); load() continues the stream identically.
+   */
   async save(path: string): Promise<void> {
-    if (typeof path !== 'string' || path === '') throw typeError(`path must be a non-empty string, got ${describe(path)}`);
+    checkPath(path);
     const handle = this.handle;
     await this.#serial(() => handle.save(path));
   }
 
   static async load(path: string, options: { backend?: BackendOption; device?: number } = {}): Promise<StreamClusterer> {
-    if (typeof path !== 'string' || path === '') throw typeError(`path must be a non-empty string, got ${describe(path)}`);
+    checkPath(path);
     const c = new StreamClusterer({ threshold: 0, maxTerms: 1, capacity: 1, backend: options.backend, device: options.device });
     try {
       await c.handle.load(path);

@@ -7,6 +7,12 @@ export type CusimErrorCode =
   | 'CUSIM_INTERNAL'
   | 'CUSIM_ADDON_NOT_FOUND'
   | 'CUSIM_ADDON_LOAD_FAILED'
+  /** A saved file that is truncated, corrupted, foreign, or of another engine or format version. */
+  | 'CUSIM_BAD_FILE'
+  /** The operating system refused a file operation (the message names the errno). */
+  | 'CUSIM_IO_ERROR'
+  /** A storage service (Redis) failed or holds data this index cannot use. */
+  | 'CUSIM_STORAGE_ERROR'
   | 'ABORT_ERR';
 
 export type CodedError = Error & {
@@ -41,4 +47,8 @@ export function abortError(reason?: unknown): CodedError {
   const err = coded(new Error('The operation was aborted', { cause: reason }), 'ABORT_ERR');
   err.name = 'AbortError';
   return err;
+}
+
+export function codedError(message: string, code: CusimErrorCode, options?: ErrorOptions): CodedError {
+  return coded(new Error(message, options), code);
 }

@@ -5,8 +5,9 @@ import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
+import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, type BitWords, type Tuning } from './validate.js';
+import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, toU32, type BitWords, type Tuning } from './validate.js';
 
 export type HammingMethod = 'exact' | 'ewh';
 export type ExactKernel = 'auto' | 'popc' | 'mma' | 'mma2';
@@ -81,9 +82,14 @@ function toCodes(v: unknown, name: string, bits: number): BitWords {
   throw typeError(`${name} must be a packed Uint32Array or Uint8Array of ${bits}-bit codes, got ${describe(v)}`);
 }
 
+/**
+ * Ids: the i-th code ever added has id i. remove() retires ids for good
+ * (later adds continue after the largest id given out); searches never
+ * return a removed id, on either backend.
+ */
 export class HammingIndex extends NativeResource {
-  readonly bits: number;
-  readonly method: HammingMethod;
+  readonly bits!: number;
+  readonly method!: HammingMethod;
   readonly backend: Backend;
   readonly tuning: Required<Tuning>;
   readonly #device: number | undefined;
@@ -114,19 +120,18 @@ export class HammingIndex extends NativeResource {
     const backend = resolveBackend(options.backend);
     const Ctor = native().HammingIndex;
     super(new Ctor({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
-    this.bits = bits;
-    this.method = method;
+    Object.assign(this as { bits: number; method: HammingMethod }, { bits, method });
     this.backend = backend;
     this.tuning = tuning;
     this.#device = device;
   }
 
-  /** Number of codes added so far. */
+  /** Number of codes in the index (added and not removed). */
   get size(): number {
     return this.handle.size() as number;
   }
 
-  /** Appends codes; their ids continue the insertion order. Returns the new size. */
+  /** Appends codes; their ids continue the insertion order. Returns the new size (codes not removed). */
   add(codes: Uint32Array | Uint8Array | BitWords): number {
     const c = toCodes(codes, 'codes', this.bits);
     return this.handle.add(c.data) as number;
@@ -172,6 +177,44 @@ export class HammingIndex extends NativeResource {
   /** Builds the EWH buckets now (search builds lazily); returns the CUDA build's device time. */
   async build(): Promise<{ buildMs: number; transferMs: number }> {
     return this.handle.build({ backend: this.backend, devices: this.#devices() });
+  }
+
+  /**
+   * Removes codes by id; ids not in the index (never added or already
+   * removed) are skipped. Returns how many were removed. The rows are
+   * compacted away before the next search, build, scores or save.
+   */
+  remove(ids: Uint32Array | readonly number[]): number {
+    return this.handle.remove(toU32(ids, 'ids')) as number;
+  }
+
+  /** The ids in the index, ascending: the column order of scores(). */
+  ids(): Uint32Array {
+    return this.handle.ids() as Uint32Array;
+  }
+
+  /**
+   * Writes the index (codes, ids and parameters; EWH buckets are rebuilt on
+   * load) as a checksummed file, atomically (docs/persistence.md).
+   */
+  async save(path: string): Promise<void> {
+    checkPath(path);
+    await this.handle.save(path);
+  }
+
+  /** Reads an index written by save(): codes go straight into their final buffer. */
+  static async load(path: string, options: { backend?: BackendOption; device?: number; tuning?: Tuning } = {}): Promise<HammingIndex> {
+    checkPath(path);
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const ix = new HammingIndex({ bits: 32, backend: options.backend, device: options.device, tuning: options.tuning });
+    try {
+      const o = (await ix.handle.load(path)) as { bits: number; method: HammingMethod };
+      Object.assign(ix as { bits: number; method: HammingMethod }, { bits: o.bits, method: o.method });
+    } catch (e) {
+      ix.dispose();
+      throw e;
+    }
+    return ix;
   }
 
   /** EWH key bit positions, tables × keyBits (empty for 'exact'). */

@@ -7,7 +7,9 @@ import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress 
 import { disposedError, rangeError, typeError } from './errors.js';
 import { MinHash } from './classic-minhash.js';
 import { WeightedMinHash } from './minhash.js';
-import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkRedisOptions, RedisLsh, type RedisStorageOptions } from './lsh-redis.js';
+import { badFile, checkPath, openSections, saveSections, u32View } from './persist.js';
+import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, toU32, type CsrMatrix } from './validate.js';
 
 /** A native copy of an array (native/owned.h): opaque to JavaScript. */
 type Staged = { readonly length: number; dispose(): void };
@@ -246,11 +248,12 @@ function checkWeights(w: unknown): [number, number] {
 }
 
 /**
-/**
  * Which signatures an index holds: 'weighted' (WeightedMinHash: two words,
  * (k*, t*), per sample) or 'classic' (MinHash: one word per sample).
  */
 export type SignatureKind = 'weighted' | 'classic';
+
+export type { RedisStorageOptions } from './lsh-redis.js';
 
 /**
  * With `threshold` alone, (bands, rows) are datasketch's (optimalParams, with
@@ -270,6 +273,12 @@ export type MinHashLSHOptions = (
    * until then query() reads weighted signatures.
    */
   kind?: SignatureKind;
+  /**
+   * Where rows live: in this process (default), or in Redis, shared by every
+   * process that opens the same url and prefix with the same parameters
+   * (docs/redis-lsh.md). With Redis, insert, remove and count are async.
+   */
+  storage?: { type: 'memory' } | RedisStorageOptions;
 };
 
 export type Verify = 'none' | 'estimate' | 'exact';
@@ -280,7 +289,9 @@ export interface PairSet {
 }
 
 export interface GroupsResult {
-  /** One group id per inserted row, in insertion order; 0xFFFFFFFF = no verified partner. */
+  /** The id of each entry of `group`: insertion order in memory, ascending with Redis storage. */
+  ids: Uint32Array;
+  /** One group id per row (of `ids`); 0xFFFFFFFF = no verified partner. */
   group: Uint32Array;
   /** Groups are numbered 0..count-1 in order of their first-inserted member. */
   count: number;
@@ -343,6 +354,7 @@ export class MinHashLSH implements Disposable {
   readonly backend: Backend;
   readonly #devices: number[] | undefined;
   #kind: SignatureKind | undefined;
+  readonly #redis: RedisLsh | undefined;
   #idChunks: Uint32Array<ArrayBufferLike>[] = [];
   // Native copies (native().stageArray): calls read them in place, and no
   // caller's array is read after insert() returns.
@@ -388,6 +400,10 @@ export class MinHashLSH implements Disposable {
     this.backend = resolveBackend(o.backend);
     this.#devices = resolveDevices(o.devices);
     this.#kind = o.kind === undefined ? undefined : checkEnum(o.kind, 'kind', ['weighted', 'classic'] as const);
+    if (o.storage !== undefined && !(isObject(o.storage) && o.storage.type === 'memory' && Object.keys(o.storage).length === 1)) {
+      if (this.#kind === 'classic') throw typeError("Redis storage holds weighted signatures: kind 'classic' is in-memory only");
+      this.#redis = new RedisLsh({ samples: this.samples, bands: this.bands, rows: this.rows }, checkRedisOptions(o.storage));
+    }
   }
 
   /** The signature layout: set by options.kind or by the first insert; undefined until then. */
@@ -395,9 +411,21 @@ export class MinHashLSH implements Disposable {
     return this.#kind;
   }
 
-  /** Number of inserted rows. */
+  /** Number of inserted rows (in memory; with Redis storage use count()). */
   get size(): number {
+    if (this.#redis) throw typeError('size is not known synchronously with Redis storage: use await lsh.count()');
     return this.#size;
+  }
+
+  /** Number of rows in the index. */
+  async count(): Promise<number> {
+    this.#check();
+    return this.#redis ? this.#redis.count() : this.#size;
+  }
+
+  /** The Redis storage's key prefix, or undefined in memory. */
+  get storagePrefix(): string | undefined {
+    return this.#redis?.prefix;
   }
 
   get disposed(): boolean {
@@ -423,26 +451,28 @@ export class MinHashLSH implements Disposable {
   /**
    * Adds rows: ids (unique uint32; also each row's index into groups'
    * `matrix`) and their signatures. Both are copied: the arrays may be
-   * reused or transferred as soon as this returns.
+   * reused or transferred as soon as this returns. With Redis storage it
+   * returns a Promise, resolved once every row is stored (visible to every
+   * process); `options.vectors` (row i is ids[i]'s weighted vector) stores the
+   * rows for groups({ verify: 'exact' }) without a matrix.
    */
-  insert(ids: Uint32Array | readonly number[], signatures: Uint32Array): void {
+  insert(ids: Uint32Array | readonly number[], signatures: Uint32Array, options?: { vectors?: CsrMatrix }): void | Promise<void> {
     this.#check();
     if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
     const kind =
       this.#kind ?? (n > 0 && signatures instanceof Uint32Array && signatures.length === n * this.samples ? 'classic' : 'weighted');
     const sig = this.#sigs(signatures, n, 'signatures', kind);
-    let idCopy: Uint32Array;
-    if (ids instanceof Uint32Array) {
-      idCopy = ids.slice();
-    } else {
-      idCopy = new Uint32Array(n);
-      for (let i = 0; i < n; i++) {
-        const id = ids[i];
-        if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw rangeError(`ids[${i}]=${id} is not a uint32`);
-        idCopy[i] = id;
-      }
+    if (options !== undefined && !isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+    if (this.#redis) {
+      if (kind === 'classic') throw typeError('Redis storage holds weighted signatures (samples * 2 words per row)');
+      const idArr = toU32(ids, 'ids');
+      const sorted = idArr.slice().sort();
+      for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) throw rangeError(`ids repeat ${sorted[i]}`);
+      return this.#redis.insert(idArr, sig, options?.vectors);
     }
+    if (options?.vectors !== undefined) throw typeError('vectors are stored only with Redis storage; in memory pass groups({ matrix })');
+    const idCopy = ids instanceof Uint32Array ? ids.slice() : toU32(ids, 'ids');
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#kind = kind;
@@ -483,6 +513,7 @@ export class MinHashLSH implements Disposable {
   async query(signatures: Uint32Array): Promise<{ indptr: Uint32Array; ids: Uint32Array }> {
     this.#check();
     const q = this.#sigs(signatures, undefined, 'signatures');
+    if (this.#redis) return this.#redis.query(q);
     const { ids, sigs } = this.#state();
     const r = await native().lshQuery(sigs, ids, q, this.#nativeOptions());
     return { indptr: r.indptr, ids: r.ids };
@@ -492,6 +523,7 @@ export class MinHashLSH implements Disposable {
   async candidatePairs(options: { signal?: AbortSignal; onProgress?: OnProgress } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
     checkOptions(options);
+    if (this.#redis) return { ...(await this.#redis.candidatePairs()), kernelMs: 0, transferMs: 0 };
     const { ids, sigs } = this.#state();
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
@@ -511,6 +543,10 @@ export class MinHashLSH implements Disposable {
       options.threshold === undefined ? this.threshold : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
     let matrix: CsrMatrix | undefined;
     if (options.matrix !== undefined) matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
+    if (this.#redis) {
+      const r = await this.#redis.groups(verify, threshold, matrix);
+      return { ...r, kernelMs: 0, transferMs: 0 };
+    }
     if (verify === 'exact') {
       if (matrix === undefined) throw typeError("matrix is required for verify 'exact'");
       const { ids } = this.#state();
@@ -525,6 +561,7 @@ export class MinHashLSH implements Disposable {
         native().lshGroups(sigs, ids, this.#nativeOptions({ verify, threshold, matrix, cancel, progress })),
       );
       return {
+        ids: ids.slice(),
         group: r.group,
         count: r.count,
         pairs: { left: r.left, right: r.right, similarity: r.similarity },
@@ -534,7 +571,123 @@ export class MinHashLSH implements Disposable {
     });
   }
 
+  /**
+   * Removes rows by id; ids not in the index are skipped. Returns how many
+   * were removed. Queries, pairs and groups never see a removed id, and an
+   * id can be inserted again after its removal.
+   */
+  remove(ids: Uint32Array | readonly number[]): number | Promise<number> {
+    this.#check();
+    if (this.#redis) return this.#redis.remove(toU32(ids, 'ids'));
+    const drop = toU32(ids, 'ids').slice().sort();
+    if (drop.length === 0 || this.#size === 0) return 0;
+    const { ids: have, sigs } = this.#state();
+    const per = this.samples * WIDTH[this.#kind ?? 'weighted'];
+    const keep = new Uint8Array(have.length);
+    let kept = 0;
+    for (let i = 0; i < have.length; i++) {
+      // binary search in the sorted removal list
+      let lo = 0;
+      let hi = drop.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (drop[mid] < have[i]) lo = mid + 1;
+        else hi = mid;
+      }
+      keep[i] = lo < drop.length && drop[lo] === have[i] ? 0 : 1;
+      kept += keep[i];
+    }
+    const removed = have.length - kept;
+    if (removed === 0) return 0;
+    const nextIds = new Uint32Array(kept);
+    for (let i = 0, o = 0; i < have.length; i++) if (keep[i]) nextIds[o++] = have[i];
+    const nextSigs = native().stageSelect(sigs, per, keep) as Staged;
+    for (const c of this.#sigChunks) c.dispose();
+    this.#idChunks = kept ? [nextIds] : [];
+    this.#sigChunks = kept ? [nextSigs] : [];
+    this.#sortedIds = nextIds.slice().sort();
+    this.#size = kept;
+    return removed;
+  }
+
+  /**
+   * Writes the index (parameters, ids in insertion order, signatures) as a
+   * checksummed file, atomically (docs/persistence.md, kind 'minhash-lsh').
+   */
+  async save(path: string): Promise<void> {
+    this.#check();
+    checkPath(path);
+    if (this.#redis) throw typeError('an index with Redis storage lives in Redis: save() applies to in-memory indexes');
+    const { ids, sigs } = this.#state();
+    const parm = new DataView(new ArrayBuffer(32));
+    parm.setUint32(0, this.samples, true);
+    parm.setUint32(4, this.bands, true);
+    parm.setUint32(8, this.rows, true);
+    parm.setUint32(12, this.#kind === 'classic' ? 1 : 0, true); // the signature layout
+    parm.setFloat64(16, this.threshold, true);
+    parm.setBigUint64(24, BigInt(ids.length), true);
+    await saveSections(path, LSH_KIND, LSH_VERSION, [
+      ['PARM', new Uint8Array(parm.buffer)],
+      ['IDS_', ids],
+      ['SIGS', sigs as unknown as ArrayBufferView],
+    ]);
+  }
+
+  /** Reads an index written by save(); the result equals the index saved (same rows in the same order). */
+  static async load(path: string, options: { backend?: BackendOption; devices?: 'all' | number[] } = {}): Promise<MinHashLSH> {
+    checkPath(path);
+    if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const f = await openSections(path, LSH_KIND, LSH_VERSION);
+    try {
+      const bad = (why: string) => badFile(path, LSH_KIND, why);
+      if (f.sections.PARM !== 32) throw bad(`parameter section has ${f.sections.PARM ?? 0} bytes, not 32`);
+      const p = new DataView((await f.read('PARM', 32)).slice().buffer);
+      const samples = p.getUint32(0, true);
+      const bands = p.getUint32(4, true);
+      const rows = p.getUint32(8, true);
+      const threshold = p.getFloat64(16, true);
+      const count = Number(p.getBigUint64(24, true));
+      const layout = p.getUint32(12, true);
+      const kind: SignatureKind = layout === 1 ? 'classic' : 'weighted';
+      const width = WIDTH[kind];
+      if (samples < 1 || samples > 1 << 20 || bands < 1 || rows < 1 || bands * rows > samples || layout > 1) {
+        throw bad(`bad parameters (samples ${samples}, bands ${bands}, rows ${rows})`);
+      }
+      if (!(threshold > 0 && threshold <= 1)) throw bad(`threshold ${threshold} is not in (0, 1]`);
+      if (count > 0xffffffff || count * samples * 4 * width > Number.MAX_SAFE_INTEGER) throw bad(`row count ${count} is out of range`);
+      if (f.sections.IDS_ !== count * 4 || f.sections.SIGS !== count * samples * 4 * width) {
+        throw bad(`sections do not hold ${count} rows of ${samples} samples`);
+      }
+      const ids = u32View(await f.read('IDS_', count * 4));
+      const sigs = u32View(await f.read('SIGS', count * samples * 4 * width));
+      const lsh = new MinHashLSH({ bands, rows, samples, threshold, backend: options.backend, devices: options.devices, kind });
+      try {
+        if (count > 0) lsh.insert(ids, sigs);
+      } catch (e) {
+        throw bad(`${(e as Error).message}`);
+      }
+      return lsh;
+    } finally {
+      f.close();
+    }
+  }
+
+  /** Closes the Redis connection (in memory: nothing to wait for). */
+  async close(): Promise<void> {
+    this.dispose();
+    await this.#redis?.close();
+  }
+
+  /** Deletes this index's keys from Redis (its prefix), then closes. */
+  async clear(): Promise<void> {
+    this.#check();
+    if (!this.#redis) throw typeError('clear() applies to Redis storage');
+    this.#disposed = true;
+    await this.#redis.clear();
+  }
+
   dispose(): void {
+    void this.#redis?.close();
     this.#disposed = true;
     this.#idChunks = [];
     for (const c of this.#sigChunks) c.dispose();
@@ -546,6 +699,9 @@ export class MinHashLSH implements Disposable {
     this.dispose();
   }
 }
+
+const LSH_KIND = 'minhash-lsh';
+const LSH_VERSION = 1;
 
 // Sorted union of `sorted` and `ids`; throws naming the first id of `ids`
 // that repeats, within the call or against earlier inserts.

@@ -119,7 +119,7 @@ function isArrayLikeNumbers(v: unknown): v is NumericArray {
 
 // Converts number arrays and other typed arrays, checking that each element
 // fits the target type. Typed arrays of the right type pass through uncopied.
-function toU32(v: unknown, name: string): Uint32Array {
+export function toU32(v: unknown, name: string): Uint32Array {
   if (v instanceof Uint32Array) return v;
   if (!isArrayLikeNumbers(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
   const out = new Uint32Array(v.length);

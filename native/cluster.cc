@@ -9,6 +9,7 @@
 #include "gpu.h"
 #include "napi_util.h"
 #include "owned.h"
+#include "persist_napi.h"
 
 namespace cusim {
 namespace {
@@ -163,28 +164,32 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
     });
   }
 
-  Napi::Value PathTask(const Napi::CallbackInfo& info, bool save) {
+  Napi::Value Save(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto h = Get("StreamClusterer");
-      if (!info[0].IsString()) ThrowInvalid("path must be a string", "TypeError");
-      const std::string path = info[0].As<Napi::String>().Utf8Value();
-      return RunAsync(
-          info.Env(),
-          [=] {
-            std::lock_guard<std::mutex> lock(h->mu);
-            if (save) h->engine->Save(path);
-            else h->engine->Load(path);
-            h->bytes = h->engine->bytes();
-          },
-          [=, memory = memory_](Napi::Env env) -> Napi::Value {
-            Account(memory, *h);
-            return env.Undefined();
-          },
-          {info.This()});
+      return SaveTask(info, "stream-cluster", 1, std::shared_ptr<std::mutex>(h, &h->mu),
+                      [h](persist::Writer& w) { h->engine->Save(w); });
     });
   }
-  Napi::Value Save(const Napi::CallbackInfo& info) { return PathTask(info, true); }
-  Napi::Value Load(const Napi::CallbackInfo& info) { return PathTask(info, false); }
+
+  // Reading and validating replace nothing; the engine is swapped only once the whole file checked out.
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto h = Get("StreamClusterer");
+      return LoadTask(
+          info, "stream-cluster", 1, std::shared_ptr<std::mutex>(h, &h->mu),
+          [h](persist::Reader& r) -> std::function<void()> {
+            return [h, &r] {
+              h->engine->Load(r);
+              h->bytes = h->engine->bytes();
+            };
+          },
+          [h, memory = memory_](Napi::Env env) -> Napi::Value {
+            Account(memory, *h);
+            return env.Undefined();
+          });
+    });
+  }
   Napi::Value DisposeJs(const Napi::CallbackInfo& info) { return Dispose(info); }
 
  public:

@@ -13,6 +13,10 @@
 #include "common.h"
 
 namespace cusim {
+namespace persist {
+class Writer;
+class Reader;
+}  // namespace persist
 namespace cluster {
 
 inline constexpr uint32_t kNone = 0xFFFFFFFFu;      // "no cluster" / empty ELL slot
@@ -151,8 +155,9 @@ class Engine {
   const Rows& rows() const { return rows_; }
   uint32_t members(uint32_t c) const { return members_[c]; }
   bool active(uint32_t c, uint64_t t) const;
-  void Save(const std::string& path) const;
-  void Load(const std::string& path);  // replaces config and state
+  // Sections of the "stream-cluster" file (the caller opened it and commits it).
+  void Save(persist::Writer& w) const;
+  void Load(const persist::Reader& r);  // replaces config and state; throws before changing anything
 
  private:
   struct Undo;  // what an add changed, to put back (cluster_cpu.cc)

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,6 +14,7 @@
 
 #include "cluster.h"
 #include "parallel.h"
+#include "persist.h"
 
 namespace cusim {
 namespace cluster {
@@ -165,8 +165,6 @@ uint64_t MergeDot(const uint32_t* t, const float* w, uint32_t n, const uint32_t*
   }
   return acc;
 }
-
-constexpr char kMagic[8] = {'C', 'U', 'S', 'I', 'M', 'C', 'L', '1'};
 
 }  // namespace
 
@@ -551,58 +549,108 @@ void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddO
 }
 
 // ---- persistence ----------------------------------------------------------------
-void Engine::Save(const std::string& path) const {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(kInvalidArgument, "cannot open '" + path + "' for writing", "Error");
-  auto put = [&](const void* p, size_t n) { f.write(static_cast<const char*>(p), std::streamsize(n)); };
-  put(kMagic, 8);
-  put(&cfg_.threshold, 8);
-  put(&cfg_.maxTerms, 4);
-  put(&cfg_.maxAge, 8);
-  put(&time_, 8);
-  put(&rows_.count, 8);
-  const uint64_t K = rows_.K;
-  for (uint64_t c = 0; c < rows_.count; c++) {
-    const uint64_t ns = sums_[c].size();
-    put(&members_[c], 4);
-    put(&rows_.lastSeen[c], 8);
-    put(&rows_.len[c], 4);
-    put(rows_.terms.data() + c * K, rows_.len[c] * 4);
-    put(rows_.weights.data() + c * K, rows_.len[c] * 4);
-    put(&ns, 8);
-    for (auto& s : sums_[c]) put(&s.term, 4), put(&s.v, 8);
+// Container kind "stream-cluster", version 1 (docs/persistence.md): one section
+// per column, so every size is known from PARM before anything is allocated.
+namespace {
+constexpr uint32_t kParm = persist::Tag("PARM"), kMemb = persist::Tag("MEMB"), kSeen = persist::Tag("SEEN"),
+                   kRlen = persist::Tag("RLEN"), kRtrm = persist::Tag("RTRM"), kRwgt = persist::Tag("RWGT"),
+                   kSlen = persist::Tag("SLEN"), kStrm = persist::Tag("STRM"), kSval = persist::Tag("SVAL");
+}  // namespace
+
+void Engine::Save(persist::Writer& w) const {
+  const uint64_t count = rows_.count, K = rows_.K;
+  uint64_t rowEntries = 0, sumEntries = 0;
+  std::vector<uint64_t> slen(count);
+  for (uint64_t c = 0; c < count; c++) {
+    rowEntries += rows_.len[c];
+    slen[c] = sums_[c].size();
+    sumEntries += slen[c];
   }
-  f.flush();
-  if (!f) throw Error(kInternal, "writing '" + path + "' failed");
+  persist::FieldWriter f;
+  f.Put(cfg_.threshold).Put(cfg_.maxTerms).Put(uint32_t(0)).Put(cfg_.maxAge).Put(time_).Put(count).Put(rowEntries).Put(sumEntries);
+  w.Section(kParm, f.bytes().data(), f.bytes().size());
+  w.Section(kMemb, members_.data(), count * 4);
+  w.Section(kSeen, rows_.lastSeen.data(), count * 8);
+  w.Section(kRlen, rows_.len.data(), count * 4);
+  w.Begin(kRtrm);
+  for (uint64_t c = 0; c < count; c++) w.Append(rows_.terms.data() + c * K, rows_.len[c] * 4);
+  w.End();
+  w.Begin(kRwgt);
+  for (uint64_t c = 0; c < count; c++) w.Append(rows_.weights.data() + c * K, rows_.len[c] * 4);
+  w.End();
+  w.Section(kSlen, slen.data(), count * 8);
+  w.Begin(kStrm);
+  for (uint64_t c = 0; c < count; c++)
+    for (const auto& e : sums_[c]) w.Append(&e.term, 4);
+  w.End();
+  w.Begin(kSval);
+  for (uint64_t c = 0; c < count; c++)
+    for (const auto& e : sums_[c]) w.Append(&e.v, 8);
+  w.End();
 }
 
-void Engine::Load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(kInvalidArgument, "cannot open '" + path + "' for reading", "Error");
-  auto bad = [&](const char* why) { return Error(kInvalidArgument, "'" + path + "' is not a cusim cluster file: " + why, "Error"); };
-  auto get = [&](void* p, size_t n) {
-    f.read(static_cast<char*>(p), std::streamsize(n));
-    if (!f) throw bad("truncated");
-  };
-  f.seekg(0, std::ios::end);
-  const uint64_t fileBytes = uint64_t(std::streamoff(f.tellg()));
-  f.seekg(0, std::ios::beg);
-  // Counts read from a damaged file must not size allocations beyond what the
-  // file could hold (that would answer CUSIM_OUT_OF_MEMORY, or worse).
-  auto left = [&] { return fileBytes - uint64_t(std::streamoff(f.tellg())); };
-  char magic[8];
-  get(magic, 8);
-  if (std::memcmp(magic, kMagic, 8) != 0) throw bad("bad magic");
+void Engine::Load(const persist::Reader& r) {
+  const auto parm = r.ReadSmall(kParm, 256);
+  persist::Fields f(parm, r);
   Config cfg;
-  uint64_t time = 0, count = 0;
-  get(&cfg.threshold, 8);
-  get(&cfg.maxTerms, 4);
-  get(&cfg.maxAge, 8);
-  get(&time, 8);
-  get(&count, 8);
-  if (cfg.maxTerms == 0 || cfg.maxTerms > kMaxTerms || !(cfg.threshold >= 0 && cfg.threshold <= 1) || count >= kNone)
-    throw bad("bad header");
-  if (count > left() / 24) throw bad("truncated (cluster count exceeds the file)");  // >= 24 bytes per cluster
+  cfg.threshold = f.Get<double>();
+  cfg.maxTerms = f.Get<uint32_t>();
+  const uint32_t reserved = f.Get<uint32_t>();
+  cfg.maxAge = f.Get<uint64_t>();
+  const uint64_t time = f.Get<uint64_t>(), count = f.Get<uint64_t>(), rowEntries = f.Get<uint64_t>(),
+                 sumEntries = f.Get<uint64_t>();
+  f.End();
+  if (!(cfg.threshold >= 0 && cfg.threshold <= 1)) r.Bad("threshold is not in [0, 1]");
+  if (cfg.maxTerms == 0 || cfg.maxTerms > kMaxTerms) r.Bad("maxTerms is not in [1, 1024]");
+  if (reserved != 0) r.Bad("bad parameters");
+  if (count >= kNone || count > time) r.Bad("more clusters than documents");
+  if (rowEntries > count * cfg.maxTerms) r.Bad("more row entries than clusters * maxTerms");
+  // Every size now follows from PARM; the sections must match before anything is allocated.
+  const std::pair<uint32_t, uint64_t> want[] = {{kMemb, count * 4},     {kSeen, count * 8},      {kRlen, count * 4},
+                                                {kRtrm, rowEntries * 4}, {kRwgt, rowEntries * 4}, {kSlen, count * 8},
+                                                {kStrm, sumEntries * 4}, {kSval, sumEntries * 8}};
+  if (sumEntries > (uint64_t(1) << 40)) r.Bad("sum entry count out of range");
+  for (const auto& [tag, bytes] : want)
+    if (r.Bytes(tag) != bytes) r.Read(tag, nullptr, bytes);  // names the mismatch
+  std::vector<uint32_t> members(count), len(count), rterms(rowEntries), sterms(sumEntries);
+  std::vector<uint64_t> seen(count), slen(count);
+  std::vector<float> rweights(rowEntries);
+  std::vector<double> svals(sumEntries);
+  r.Read(kMemb, members.data(), count * 4);
+  r.Read(kSeen, seen.data(), count * 8);
+  r.Read(kRlen, len.data(), count * 4);
+  r.Read(kRtrm, rterms.data(), rowEntries * 4);
+  r.Read(kRwgt, rweights.data(), rowEntries * 4);
+  r.Read(kSlen, slen.data(), count * 8);
+  r.Read(kStrm, sterms.data(), sumEntries * 4);
+  r.Read(kSval, svals.data(), sumEntries * 8);
+  // Scorers index rows by binary search and sums feed every later row: a
+  // file whose checksums hold but whose values do not must not reach them.
+  uint64_t rowAt = 0, sumAt = 0, memberTotal = 0;
+  for (uint64_t c = 0; c < count; c++) {
+    if (len[c] > cfg.maxTerms || len[c] > rowEntries - rowAt) r.Bad("cluster " + std::to_string(c) + ": bad row length");
+    if (slen[c] > sumEntries - sumAt || len[c] > slen[c]) r.Bad("cluster " + std::to_string(c) + ": bad sum length");
+    if (members[c] == 0 || seen[c] >= time) r.Bad("cluster " + std::to_string(c) + ": bad member count or last-seen time");
+    memberTotal += members[c];
+    const uint32_t* t = rterms.data() + rowAt;
+    const float* w = rweights.data() + rowAt;
+    for (uint32_t k = 0; k < len[c]; k++)
+      if (t[k] == kNone || (k > 0 && t[k] <= t[k - 1]) || !(w[k] >= 0.f && w[k] <= 1.f))
+        r.Bad("cluster " + std::to_string(c) + ": bad row");
+    const uint32_t* st = sterms.data() + sumAt;
+    const double* sv = svals.data() + sumAt;
+    for (uint64_t i = 0; i < slen[c]; i++)
+      if ((i > 0 && st[i] <= st[i - 1]) || !(sv[i] > 0 && std::isfinite(sv[i]))) r.Bad("cluster " + std::to_string(c) + ": bad sum");
+    // A row holds terms of its cluster's sum.
+    for (uint64_t k = 0, i = 0; k < len[c]; k++) {
+      while (i < slen[c] && st[i] < t[k]) i++;
+      if (i == slen[c] || st[i] != t[k]) r.Bad("cluster " + std::to_string(c) + ": row term outside its sum");
+    }
+    rowAt += len[c];
+    sumAt += slen[c];
+  }
+  if (rowAt != rowEntries || sumAt != sumEntries) r.Bad("row or sum lengths do not add up");
+  if (memberTotal > time) r.Bad("more members than documents");
   // Geometric headroom: the stream that follows a load grows into it without
   // copying the matrix (host and device).
   cfg.capacity = std::max<uint64_t>(cfg_.capacity, count + count / 2);
@@ -611,40 +659,25 @@ void Engine::Load(const std::string& path) {
   rows.count = count;
   rows.terms.reserve(cfg.capacity * rows.K);
   rows.weights.reserve(cfg.capacity * rows.K);
-  rows.len.reserve(cfg.capacity);
-  rows.lastSeen.reserve(cfg.capacity);
   rows.terms.assign(count * rows.K, kNone);
   rows.weights.assign(count * rows.K, 0.f);
-  rows.len.resize(count);
-  rows.lastSeen.resize(count);
+  rows.len = std::move(len);
+  rows.len.reserve(cfg.capacity);
+  rows.lastSeen = std::move(seen);
+  rows.lastSeen.reserve(cfg.capacity);
   std::vector<std::vector<SumEntry>> sums;
   sums.reserve(cfg.capacity);
   sums.resize(count);
-  std::vector<uint32_t> members;
-  members.reserve(cfg.capacity);
-  members.resize(count);
+  rowAt = sumAt = 0;
   for (uint64_t c = 0; c < count; c++) {
-    get(&members[c], 4);
-    get(&rows.lastSeen[c], 8);
-    get(&rows.len[c], 4);
-    if (rows.len[c] > rows.K) throw bad("row longer than maxTerms");
-    get(rows.terms.data() + c * rows.K, rows.len[c] * 4);
-    get(rows.weights.data() + c * rows.K, rows.len[c] * 4);
-    uint64_t ns = 0;
-    get(&ns, 8);
-    if (ns > (uint64_t(1) << 32)) throw bad("bad sum length");
-    if (ns > left() / 12) throw bad("truncated (sum length exceeds the file)");
-    sums[c].resize(ns);
-    for (auto& s : sums[c]) get(&s.term, 4), get(&s.v, 8);
-    // Scorers index rows by binary search: a damaged file must not reach them.
-    const uint32_t* t = rows.terms.data() + c * rows.K;
-    const float* w = rows.weights.data() + c * rows.K;
-    for (uint32_t k = 0; k < rows.len[c]; k++)
-      if (t[k] == kNone || (k > 0 && t[k] <= t[k - 1]) || !(w[k] >= 0.f && w[k] <= 1.f)) throw bad("bad row");
-    for (uint64_t i = 1; i < ns; i++)
-      if (sums[c][i].term <= sums[c][i - 1].term) throw bad("bad sum");
-    if (rows.lastSeen[c] >= time || members[c] == 0) throw bad("bad cluster");
+    std::copy(rterms.begin() + rowAt, rterms.begin() + rowAt + rows.len[c], rows.terms.begin() + c * rows.K);
+    std::copy(rweights.begin() + rowAt, rweights.begin() + rowAt + rows.len[c], rows.weights.begin() + c * rows.K);
+    rowAt += rows.len[c];
+    sums[c].resize(slen[c]);
+    for (uint64_t i = 0; i < slen[c]; i++) sums[c][i] = {sterms[sumAt + i], svals[sumAt + i]};
+    sumAt += slen[c];
   }
+  members.reserve(cfg.capacity);
   cfg_ = cfg;
   time_ = time;
   rows_ = std::move(rows);

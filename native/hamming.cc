@@ -7,6 +7,7 @@
 #include "hamming.h"
 #include "napi_util.h"
 #include "owned.h"
+#include "persist_napi.h"
 #include "uninit_vector.h"
 
 namespace cusim {
@@ -21,10 +22,11 @@ struct State {
   // Under mu, after anything that may change what the index holds.
   void Measure() {
     const auto& ix = index;
-    uint64_t b = (ix.codes.capacity() + ix.offsets.capacity() + ix.ids.capacity() + ix.positions.capacity()) * 4;
+    uint64_t b = (ix.codes.capacity() + ix.offsets.capacity() + ix.ids.capacity() + ix.positions.capacity() +
+                  ix.rowIds.capacity()) * 4 + ix.dead.capacity() * 8;
     if (ix.device) b += (ix.codes.size() + ix.offsets.size() + ix.ids.size()) * 4;  // about the GPU's copy
     bytes = b;
-    rows = ix.rows;
+    rows = hamming::LiveRows(ix);
   }
 };
 
@@ -47,6 +49,8 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
                        {InstanceMethod("add", &HammingWrap::Add), InstanceMethod("search", &HammingWrap::Search),
                         InstanceMethod("scores", &HammingWrap::Scores), InstanceMethod("build", &HammingWrap::Build),
                         InstanceMethod("positions", &HammingWrap::Positions),
+                        InstanceMethod("remove", &HammingWrap::Remove), InstanceMethod("ids", &HammingWrap::Ids),
+                        InstanceMethod("save", &HammingWrap::Save), InstanceMethod("load", &HammingWrap::Load),
                         InstanceMethod("size", &HammingWrap::Size), InstanceMethod("dispose", &HammingWrap::DisposeJs)});
   }
 
@@ -104,10 +108,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
         std::lock_guard<std::mutex> lock(st->mu);
         const uint32_t w = st->index.wordsPerRow();
         if (a.length % w) ThrowInvalid("codes length must be a multiple of bits / 32");
-        if (st->index.rows + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index holds at most 2^32 - 2 codes");
+        if (st->index.nextId + a.length / w > 0xFFFFFFFEull) ThrowInvalid("an index gives out at most 2^32 - 2 ids");
         hamming::AddCodes(st->index, a.data, a.length / w);
         st->Measure();
-        rows = st->index.rows;
+        rows = st->rows.load();
       }
       Account();
       return Napi::Number::New(info.Env(), double(rows));
@@ -118,6 +122,80 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
       return Napi::Number::New(info.Env(), double(st->rows.load()));
+    });
+  }
+
+  // remove(ids: Uint32Array) -> number removed
+  Napi::Value Remove(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      Inputs in(Inputs::Use::Sync);
+      auto a = in.Array<uint32_t>(info[0], "ids");
+      uint64_t removed = 0;
+      {
+        std::lock_guard<std::mutex> lock(st->mu);
+        removed = hamming::RemoveIds(st->index, a.data, a.length);
+        st->Measure();
+      }
+      Account();
+      return Napi::Number::New(info.Env(), double(removed));
+    });
+  }
+
+  // ids() -> Uint32Array: the live ids, ascending (the column order of scores()).
+  Napi::Value Ids(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      std::lock_guard<std::mutex> lock(st->mu);
+      const auto& ix = st->index;
+      std::vector<uint32_t> out;
+      out.reserve(hamming::LiveRows(ix));
+      for (uint64_t r = 0; r < ix.rows; ++r) {
+        if (r / 64 < ix.dead.size() && (ix.dead[r / 64] >> (r % 64)) & 1) continue;
+        out.push_back(ix.rowIds.empty() ? uint32_t(r) : ix.rowIds[r]);
+      }
+      return ToTyped(info.Env(), std::move(out));
+    });
+  }
+
+  // save(path) -> Promise<void>
+  Napi::Value Save(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      return SaveTask(info, "hamming", 1, std::shared_ptr<std::mutex>(st, &st->mu),
+                      [st](persist::Writer& w) { hamming::SaveIndex(st->index, w); });
+    });
+  }
+
+  // load(path) -> Promise<options>: replaces the state with the file's.
+  Napi::Value Load(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto st = Get("HammingIndex");
+      return LoadTask(
+          info, "hamming", 1, std::shared_ptr<std::mutex>(st, &st->mu),
+          [st](persist::Reader& r) -> std::function<void()> {
+            auto loaded = std::make_shared<hamming::HostIndex>(hamming::LoadIndex(r));
+            return [st, loaded] { st->index = std::move(*loaded); };
+          },
+          [=, memory = memory_](Napi::Env env) -> Napi::Value {
+            std::lock_guard<std::mutex> lock(st->mu);
+            st->Measure();
+            Account(memory, *st);
+            const auto& ix = st->index;
+            auto o = Napi::Object::New(env);
+            o.Set("bits", double(ix.bits));
+            o.Set("method", ix.ewh ? "ewh" : "exact");
+            o.Set("tables", double(ix.params.tables));
+            o.Set("keyBits", double(ix.params.keyBits));
+            o.Set("maxErrors", double(ix.params.maxErrors));
+            auto w = Napi::Array::New(env, ix.params.weights.size());
+            for (uint32_t i = 0; i < ix.params.weights.size(); ++i) w.Set(i, double(ix.params.weights[i]));
+            o.Set("weights", w);
+            o.Set("minScore", double(ix.params.minScore));
+            o.Set("shortlist", double(ix.params.shortlist));
+            o.Set("seed", double(ix.params.seed));
+            return o;
+          });
     });
   }
 
@@ -161,6 +239,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            hamming::Compact(ix);
             if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
             ids->resize(q.rows * k);
             dist->resize(q.rows * k);
@@ -179,6 +258,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
               (void)device, (void)kernel;
 #endif
             }
+            hamming::MapToIds(ix, ids->data(), ids->size());
             st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {
@@ -222,6 +302,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            hamming::Compact(ix);
             bound(ix.rows);  // codes added since the call
             out->assign(q.rows * ix.rows, 0);
             if (backend == Backend::Cpu) {
@@ -258,6 +339,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
           [=] {
             std::lock_guard<std::mutex> lock(st->mu);
             auto& ix = st->index;
+            hamming::Compact(ix);
             if (!ix.ewh) return;
             if (backend == Backend::Cpu) {
               ix.built = false;

@@ -10,8 +10,13 @@
 #include <vector>
 
 #include "common.h"
+#include "uninit_vector.h"
 
 namespace cusim {
+namespace persist {
+class Writer;
+class Reader;
+}  // namespace persist
 namespace hamming {
 
 constexpr uint32_t kMissing = 0xFFFFFFFFu;
@@ -42,13 +47,21 @@ enum class ExactKernel { Auto, Popc, Mma, Mma2 };
 struct DeviceIndex;  // CUDA-side copy of the codes and buckets (cuda/hamming.cu)
 
 // The database: codes in insertion order plus, for EWH, CSR buckets per table.
+// Searches see row positions; rowIds maps them to the ids callers know (empty:
+// row r has id r). Removal marks rows dead, and the next operation that reads
+// the codes compacts them away (Compact), so every backend sees only live rows,
+// still in ascending id order, and the (distance, id) tie rule holds on positions.
 struct HostIndex {
   uint32_t bits = 0;
   bool ewh = false;
   EwhParams params;
   std::vector<uint32_t> positions;  // tables * keyBits bit positions, drawn once
-  std::vector<uint32_t> codes;      // rows * wordsPerRow
+  UninitVector<uint32_t> codes;     // rows * wordsPerRow (a load reads straight into it)
   uint64_t rows = 0;
+  std::vector<uint32_t> rowIds;     // ascending; empty while every id is its row
+  uint64_t nextId = 0;              // the id the next added code gets
+  std::vector<uint64_t> dead;       // bitmap over rows removed since the last Compact
+  uint64_t deadCount = 0;
   // Buckets (built lazily after adds): offsets[t * (2^h + 1) + b], ids[t * rows + j].
   bool built = false;
   std::vector<uint32_t> offsets;
@@ -64,6 +77,18 @@ std::vector<uint32_t> DrawPositions(uint32_t bits, uint32_t tables, uint32_t key
 std::vector<uint32_t> ProbeMasks(uint32_t keyBits, uint32_t maxErrors);
 
 void AddCodes(HostIndex& index, const uint32_t* words, uint64_t rows);
+// Marks the rows holding these ids dead; unknown and already removed ids are
+// skipped. Returns how many were removed.
+uint64_t RemoveIds(HostIndex& index, const uint32_t* ids, uint64_t n);
+// Drops dead rows (codes and ids); drops the buckets and the device copy if any.
+void Compact(HostIndex& index);
+inline uint64_t LiveRows(const HostIndex& index) { return index.rows - index.deadCount; }
+// Row positions in search results -> ids (kMissing stays).
+void MapToIds(const HostIndex& index, uint32_t* ids, uint64_t n);
+
+// Save and load (docs/persistence.md, kind "hamming"). Save compacts first.
+void SaveIndex(HostIndex& index, persist::Writer& w);
+HostIndex LoadIndex(const persist::Reader& r);
 
 // CPU backend.
 void BuildCpu(HostIndex& index);

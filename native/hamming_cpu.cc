@@ -46,6 +46,9 @@ std::vector<uint32_t> ProbeMasks(uint32_t keyBits, uint32_t maxErrors) {
 
 void AddCodes(HostIndex& index, const uint32_t* words, uint64_t rows) {
   index.codes.insert(index.codes.end(), words, words + rows * index.wordsPerRow());
+  if (!index.rowIds.empty())
+    for (uint64_t i = 0; i < rows; ++i) index.rowIds.push_back(uint32_t(index.nextId + i));
+  index.nextId += rows;
   index.rows += rows;
   index.built = false;
   index.device.reset();

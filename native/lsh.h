@@ -71,6 +71,28 @@ CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r, uint32
   return Fmix64(h ^ r);
 }
 
+inline bool IsEmptyRow(const uint32_t* s, uint32_t samples, uint32_t width) {
+  for (uint64_t i = 0; i < uint64_t(width) * samples; ++i)
+    if (s[i] != kSentinel) return false;
+  return true;
+}
+
+// 64-bit fingerprint of a whole signature: equal signatures collide, always.
+inline uint64_t FullHash(const uint32_t* s, uint32_t samples, uint32_t width) {
+  uint64_t h = 0x13198a2e03707344ull;
+  for (uint32_t i = 0; i < samples; ++i) h = HashRound(h, SampleValue(s, i, width));
+  return Fmix64(h ^ samples);
+}
+
+// Sorts and deduplicates packed (hi << 32 | lo) values, in parallel when large.
+void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh);
+// Per packed pair of rows, the fraction of equal samples (float(equal) / float(samples)).
+std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs);
+// For rows a[k], b[k] of m in verification's canonical form (ascending columns,
+// duplicates summed, weights <= 0 or NaN dropped): the weighted Jaccard, and
+// whether the rows are equal. Either output may be null.
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, double* jaccard, uint8_t* same);
+
 // Candidate pairs among representative rows: positions (a < b) packed as
 // (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is
 // not null it receives, per returned pair, the fraction of equal samples
@@ -106,6 +128,13 @@ struct GroupsResult {
   uint32_t count = 0;
   PairList pairs;
 };
+
+// Groups from verified representative pairs (packed a << 32 | b, a < b) plus an
+// edge (rep[i], i) with similarity 1 for every other member of a class
+// (rep[i] == kNoGroup: an empty row): union-find labels groups by smallest
+// row; the edges come back as id pairs (ids[row]), sorted.
+GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
+                        const uint32_t* ids);
 
 // Connected components of verified candidate pairs. For Exact, row i's vector
 // is matrix row ids[i]: its weighted Jaccard, or with `sets` (classic

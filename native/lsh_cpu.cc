@@ -21,21 +21,6 @@
 
 namespace cusim {
 namespace lsh {
-namespace {
-
-bool IsEmptyRow(const SigView& sig, uint64_t i) {
-  const uint32_t* s = sig.row(i);
-  for (uint64_t k = 0; k < sig.words(); ++k)
-    if (s[k] != kSentinel) return false;
-  return true;
-}
-
-uint64_t FullHash(const SigView& sig, uint64_t i) {
-  const uint32_t* s = sig.row(i);
-  uint64_t h = 0x13198a2e03707344ull;
-  for (uint32_t k = 0; k < sig.samples; ++k) h = HashRound(h, SampleValue(s, k, sig.width));
-  return Fmix64(h ^ sig.samples);
-}
 
 // Sorts and deduplicates packed (hi << 32 | lo) values in parallel: values are
 // scattered into buckets by their high word (whose largest value is maxHigh),
@@ -90,6 +75,8 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
   v.swap(out);
 }
 
+namespace {
+
 using Keyed = std::pair<uint64_t, uint32_t>;
 
 // Sorts (key, row) pairs by key, then row. Large tables use a stable LSD radix
@@ -136,8 +123,8 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
   std::vector<uint8_t> empty(n);
   ParallelFor(n, 4096, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      empty[i] = IsEmptyRow(sig, i);
-      keyed[i] = {empty[i] ? 0 : FullHash(sig, i), uint32_t(i)};
+      empty[i] = IsEmptyRow(sig.row(i), sig.samples, sig.width);
+      keyed[i] = {empty[i] ? 0 : FullHash(sig.row(i), sig.samples, sig.width), uint32_t(i)};
     }
   });
   size_t w = 0;
@@ -316,7 +303,9 @@ PairList ToIdPairs(const std::vector<uint64_t>& pos, const std::vector<float>* s
   return out;
 }
 
-std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& pairs) {
+}  // namespace
+
+std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs) {
   std::vector<float> out(pairs.size());
   ParallelFor(pairs.size(), 1024, [&](size_t b, size_t e) {
     for (size_t k = b; k < e; ++k) {
@@ -330,7 +319,22 @@ std::vector<float> EstimateCpu(const SigView& sig, const std::vector<uint64_t>& 
   return out;
 }
 
-}  // namespace
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, double* jaccard, uint8_t* same) {
+  std::vector<uint32_t> rows(m.rows);
+  std::iota(rows.begin(), rows.end(), 0u);
+  NormRows norm(m, rows.data(), m.rows, false);
+  std::vector<uint32_t> ends(a, a + n);
+  ends.insert(ends.end(), b, b + n);
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  norm.Need(ends);
+  ParallelFor(n, 256, [&](size_t lo, size_t hi) {
+    for (size_t k = lo; k < hi; ++k) {
+      if (jaccard) jaccard[k] = norm.Jaccard(a[k], b[k]);
+      if (same) same[k] = norm.Same(a[k], b[k]);
+    }
+  });
+}
 
 std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
                                   std::vector<float>* estimate, Timing*) {
@@ -370,7 +374,7 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
     }
   });
   SortUnique(all, reps.empty() ? 0 : reps.back());
-  if (estimate) *estimate = EstimateCpu(sig, all);
+  if (estimate) *estimate = EstimatePairs(sig, all);
   return all;
 }
 
@@ -412,6 +416,41 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
   });
   cancel.check();
   return ToIdPairs(pos, nullptr, ids, sig.n);
+}
+
+GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
+                        const uint32_t* ids) {
+  const uint64_t n = rep.size();
+  for (uint64_t i = 0; i < n; ++i)
+    if (rep[i] != kNoGroup && rep[i] != i) {
+      edges.push_back(Pack(rep[i], uint32_t(i)));
+      edgeSim.push_back(1.0f);
+    }
+  // Union-find whose root is always the smallest row of its component, so
+  // labelling rows in order numbers groups by their smallest member.
+  std::vector<uint32_t> parent(n);
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::vector<uint8_t> linked(n, 0);
+  for (uint64_t x : edges) {
+    uint32_t a = find(uint32_t(x >> 32)), b = find(uint32_t(x));
+    linked[x >> 32] = linked[uint32_t(x)] = 1;
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  }
+  GroupsResult out;
+  out.group.assign(n, kNoGroup);
+  std::vector<uint32_t> label(n, kNoGroup);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!linked[i]) continue;
+    const uint32_t r = find(uint32_t(i));
+    if (label[r] == kNoGroup) label[r] = out.count++;
+    out.group[i] = label[r];
+  }
+  out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
+  return out;
 }
 
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
@@ -478,43 +517,14 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
       edges.push_back(rp[k]);
       edgeSim.push_back(sim[k]);
     }
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.rep[i] != kNoGroup && c.rep[i] != i) {
-      edges.push_back(Pack(c.rep[i], uint32_t(i)));
-      edgeSim.push_back(1.0f);
-    }
-  // Union-find whose root is always the smallest row of its component, so
-  // labelling rows in order numbers groups by their smallest member.
-  std::vector<uint32_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0u);
-  auto find = [&](uint32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
-  std::vector<uint8_t> linked(n, 0);
-  for (uint64_t x : edges) {
-    uint32_t a = find(uint32_t(x >> 32)), b = find(uint32_t(x));
-    linked[x >> 32] = linked[uint32_t(x)] = 1;
-    if (a != b) parent[std::max(a, b)] = std::min(a, b);
-  }
-  GroupsResult out;
-  out.group.assign(n, kNoGroup);
-  std::vector<uint32_t> label(n, kNoGroup);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!linked[i]) continue;
-    const uint32_t r = find(uint32_t(i));
-    if (label[r] == kNoGroup) label[r] = out.count++;
-    out.group[i] = label[r];
-  }
-  out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
-  return out;
+  return Components(c.rep, std::move(edges), std::move(edgeSim), ids);
 }
 
 void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p, std::vector<uint32_t>* indptr,
            std::vector<uint32_t>* out) {
   std::vector<uint32_t> live;
   for (uint64_t i = 0; i < stored.n; ++i)
-    if (!IsEmptyRow(stored, i)) live.push_back(uint32_t(i));
+    if (!IsEmptyRow(stored.row(i), stored.samples, stored.width)) live.push_back(uint32_t(i));
   std::vector<std::vector<std::pair<uint64_t, uint32_t>>> tables(p.bands);
   ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
     std::vector<Keyed> tmp;
@@ -529,7 +539,7 @@ void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, c
   std::vector<std::vector<uint32_t>> hits(queries.n);
   ParallelFor(queries.n, 64, [&](size_t b, size_t e) {
     for (size_t q = b; q < e; ++q) {
-      if (IsEmptyRow(queries, q)) continue;
+      if (IsEmptyRow(queries.row(q), queries.samples, queries.width)) continue;
       auto& h = hits[q];
       for (uint32_t band = 0; band < p.bands; ++band) {
         const auto& t = tables[band];

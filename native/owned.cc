@@ -398,7 +398,39 @@ Napi::Value StageArray(const Napi::CallbackInfo& info) {
   });
 }
 
+// stageSelect(staged, rowLength, keep: Uint8Array) -> Staged: the rows of
+// rowLength elements whose keep[i] is nonzero, in order (MinHashLSH.remove).
+Napi::Value StageSelect(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    auto st = StagedOf(info[0]);
+    if (!st || st->csr) ThrowInvalid("staged must be a staged array", "TypeError");
+    const double per = Args(info).Num(1, "rowLength");
+    if (!(per >= 1 && per <= 4294967295.0) || per != double(uint64_t(per))) ThrowInvalid("rowLength must be a positive integer");
+    const uint64_t w = uint64_t(per);
+    Inputs in(Inputs::Use::Sync);
+    auto keep = in.Array<uint8_t>(info[2], "keep");
+    if (st->array.length != keep.length * w)
+      ThrowInvalid("keep has " + std::to_string(keep.length) + " rows but the staged array holds " +
+                   std::to_string(st->array.length) + " elements, not rows of " + std::to_string(w));
+    uint64_t kept = 0;
+    for (size_t i = 0; i < keep.length; ++i) kept += keep.data[i] != 0;
+    auto d = std::make_shared<StagedData>();
+    d->in = std::make_shared<Inputs>(Inputs::Use::Async);
+    d->type = st->type;
+    d->array.elementBytes = st->array.elementBytes;
+    d->array.length = kept * w;
+    const uint64_t rowBytes = w * st->array.elementBytes;
+    auto* dst = static_cast<uint8_t*>(d->in->Allocate(kept * rowBytes, false));
+    d->array.data = dst;
+    const auto* src = static_cast<const uint8_t*>(st->array.data);
+    for (size_t i = 0; i < keep.length; ++i)
+      if (keep.data[i]) std::memcpy(dst, src + i * rowBytes, rowBytes), dst += rowBytes;
+    return NewStaged(info.Env(), d);
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("stageSelect", Napi::Function::New(env, StageSelect, "stageSelect"));
   exports.Set("CancelFlag", CancelFlag::Define(env));
   exports.Set("ProgressCounter", ProgressCounter::Define(env));
   auto staged = StagedWrap::Define(env);
@@ -663,6 +695,20 @@ BitsView Inputs::Bits(const Napi::Value& v, const char* name) {
                  (words || !b.rows ? std::to_string(words) : std::string("more than 2^64")));
   b.words = static_cast<const uint32_t*>(Own(a, 0, a.length, true));
   return b;
+}
+
+std::pair<const uint8_t*, uint64_t> Inputs::Bytes(const Napi::Value& v, const std::string& name) {
+  napi_typedarray_type t;
+  if (auto st = StagedOf(v)) {
+    if (st->csr) ThrowInvalid(name + " is a staged matrix, not an array", "TypeError");
+    t = st->type;
+  } else {
+    bool typed = false;
+    if (napi_is_typedarray(v.Env(), v, &typed) != napi_ok || !typed) ThrowInvalid(name + " must be a typed array", "TypeError");
+    napi_get_typedarray_info(v.Env(), v, &t, nullptr, nullptr, nullptr, nullptr);
+  }
+  const ArrayRef a = ResolveArray(v, t, name);
+  return {static_cast<const uint8_t*>(Own(a, 0, a.length, false)), a.bytes()};
 }
 
 CancelToken Inputs::Cancel(const Napi::Object& options) {

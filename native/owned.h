@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common.h"
@@ -101,6 +102,8 @@ class Inputs {
   DenseView Dense(const Napi::Value& v, const char* name);
   DenseBytesView DenseBytes(const Napi::Value& v, const char* name);
   BitsView Bits(const Napi::Value& v, const char* name);
+  // Any typed array (or staged array) as owned bytes.
+  std::pair<const uint8_t*, uint64_t> Bytes(const Napi::Value& v, const std::string& name);
   // options.cancel: a CancelFlag (lib/cancel.ts), held for the call.
   CancelToken Cancel(const Napi::Object& options);
 

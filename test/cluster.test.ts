@@ -1,3 +1,4 @@
+import { corruptionFuzz, resealed, sectionBytes } from './persist-helpers.js';
 import { readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -286,7 +287,10 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
         if (name === 'header') bad.writeUInt32LE(5000, 16); // maxTerms
         const f = path.join(dir, `bad-${at}.bin`);
         writeFileSync(f, name === 'truncated' ? bad.subarray(0, at) : bad);
-        await expect(StreamClusterer.load(f, { backend: 'cpu' })).rejects.toThrow(/is not a cusim cluster file/);
+        await expect(StreamClusterer.load(f, { backend: 'cpu' })).rejects.toMatchObject({
+          code: 'CUSIM_BAD_FILE',
+          message: expect.stringMatching(/is not a valid cusim stream-cluster file/),
+        });
       }
       const rest = await resumed.add(slice(docs, 170, 300));
       expect(rest.cluster).toEqual(all.cluster.slice(170));
@@ -446,32 +450,62 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     await expect(d.add(csr([{ t: [1] }], 4))).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
   });
 
-  it('load: a damaged cluster count or sum length is rejected as invalid, not sized into an allocation', async () => {
+  it('load: counts whose checksums hold but exceed the file are rejected, not sized into an allocation', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-cluster-bad-'));
     try {
       const c = new StreamClusterer({ threshold: 0.5, maxTerms: 4, backend: 'cpu' });
-      await c.add(csr([{ t: [1, 2] }, { t: [3] }], 4));
+      await c.add(csr([{ t: [1, 2] }, { t: [3] }, { t: [1, 2] }], 4));
       const file = path.join(dir, 'ok.bin');
       await c.save(file);
       const good = readFileSync(file);
-      // Header: magic 8, threshold 8, maxTerms 4, maxAge 8, time 8, then the cluster count (u64 at 36).
-      const hugeCount = Buffer.from(good);
-      hugeCount.writeBigUInt64LE(0x7fffffffn, 36); // below the header bound (2^32 - 1)
-      writeFileSync(path.join(dir, 'count.bin'), hugeCount);
-      const p = StreamClusterer.load(path.join(dir, 'count.bin'), { backend: 'cpu' });
-      await expect(p).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
-      await expect(p).rejects.toThrow(/not a cusim cluster file: truncated \(cluster count exceeds the file\)/);
-      // First cluster: members 4, lastSeen 8, len 4, len terms and weights (4 bytes each), then its sum length (u64).
-      const len = good.readUInt32LE(44 + 12);
-      const hugeSums = Buffer.from(good);
-      hugeSums.writeBigUInt64LE(1n << 31n, 44 + 16 + 8 * len);
-      writeFileSync(path.join(dir, 'sums.bin'), hugeSums);
-      const q = StreamClusterer.load(path.join(dir, 'sums.bin'), { backend: 'cpu' });
-      await expect(q).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
-      await expect(q).rejects.toThrow(/truncated \(sum length exceeds the file\)/);
+      const load = async (bytes: Buffer, name: string) => {
+        writeFileSync(path.join(dir, name), bytes);
+        return StreamClusterer.load(path.join(dir, name), { backend: 'cpu' });
+      };
+      // PARM: threshold f64, maxTerms u32, 0 u32, maxAge u64, time u64 (at 24), count u64 (at 32), row entries, sum entries.
+      const parm = Buffer.from(sectionBytes(good, 'PARM'));
+      parm.writeBigUInt64LE(0x7fffffffn, 32);
+      await expect(load(resealed(good, 'PARM', parm), 'count.bin')).rejects.toMatchObject({
+        code: 'CUSIM_BAD_FILE',
+        message: expect.stringMatching(/more clusters than documents/),
+      });
+      parm.writeBigUInt64LE(0x7fffffffn, 24); // time: now the count is plausible, the sections are not
+      await expect(load(resealed(good, 'PARM', parm), 'count2.bin')).rejects.toThrow(/section MEMB has 8 bytes where its parameters give 8589934588/);
+      // Cluster 0's sum length (SLEN, u64 each).
+      const slen = Buffer.from(sectionBytes(good, 'SLEN'));
+      slen.writeBigUInt64LE(1n << 31n, 0);
+      await expect(load(resealed(good, 'SLEN', slen), 'sums.bin')).rejects.toThrow(/cluster 0: bad sum length/);
+      // A NaN sum, a sum term out of order, a row term outside its sum.
+      const sval = Buffer.from(sectionBytes(good, 'SVAL'));
+      sval.writeDoubleLE(NaN, 0);
+      await expect(load(resealed(good, 'SVAL', sval), 'nan.bin')).rejects.toThrow(/cluster 0: bad sum/);
+      const rtrm = Buffer.from(sectionBytes(good, 'RTRM'));
+      rtrm.writeUInt32LE(3, 0);
+      await expect(load(resealed(good, 'RTRM', rtrm), 'row.bin')).rejects.toThrow(/cluster 0: (bad row|row term outside its sum)/);
+      // Trailing garbage and a foreign file.
+      await expect(load(Buffer.concat([good, Buffer.from('x')]), 'tail.bin')).rejects.toThrow(/1 unexpected bytes after the end/);
+      await expect(load(Buffer.from('{"format":"cusim.text/1"}'), 'json.bin')).rejects.toThrow(/not a cusim file/);
       // The undamaged file still loads.
       const ok = await StreamClusterer.load(file, { backend: 'cpu' });
       expect(ok.size).toBe(c.size);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('load: random truncations and byte flips give only CUSIM_BAD_FILE', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cusim-cluster-fuzz-'));
+    try {
+      using c = new StreamClusterer({ threshold: 0.3, maxTerms: 8, decay: { maxAge: 40 }, backend: 'cpu' });
+      await c.add(randomStream(5, 120, 50, 12));
+      const file = path.join(dir, 'ok.bin');
+      await c.save(file);
+      const bad = path.join(dir, 'bad.bin');
+      const codes = await corruptionFuzz(readFileSync(file), async (b) => {
+        writeFileSync(bad, b);
+        (await StreamClusterer.load(bad, { backend: 'cpu' })).dispose();
+      });
+      expect(codes.get('CUSIM_BAD_FILE')).toBe(181);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

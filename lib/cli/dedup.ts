@@ -16,6 +16,7 @@ import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
 import { escapeText } from './escape.js';
+import { DEFAULT_HASH_BITS, reportCommand, shardCommand } from './dedup-shard.js';
 import { CliError, fsError } from './errors.js';
 import { backendLine, between, deviceList, integer, wantsProgress } from './options.js';
 import type { Io } from './options.js';
@@ -30,7 +31,7 @@ import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Skip } from './sources.js';
 
-interface DedupOptions {
+export interface DedupOptions {
   threshold: number;
   samples?: number;
   recall: number;
@@ -57,6 +58,12 @@ interface DedupOptions {
   quiet?: boolean;
   progress: boolean;
   verbose?: boolean;
+  hashBits?: number;
+  redis?: string;
+  shard?: string;
+  report?: boolean;
+  prefix: string;
+  batchDocs: number;
 }
 
 const DEFAULT_SAMPLES = 128;
@@ -272,6 +279,12 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   const backend = resolveBackend(o.backend, '--backend');
   const params = lshParamsFor(o, say);
   say(backendLine(backend));
+  if (o.redis !== undefined || o.shard !== undefined || o.report) {
+    if (o.redis === undefined) throw new CliError('--shard and --report need --redis URL', 'e.g. --redis redis://127.0.0.1:6379', 2);
+    if (!!o.shard === !!o.report) throw new CliError('--redis needs either --shard i/N (a worker) or --report', 'see "Scaling out" in the README', 2);
+    const so = { ...o, redis: o.redis, backend };
+    return o.report ? reportCommand(so, io) : shardCommand(paths, so, io);
+  }
 
   const scan = paths.length === 0;
   let extensions: string[] | undefined = o.ext
@@ -300,7 +313,13 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
-  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, ...(o.native ? {} : { native: false }) };
+  const featOptions: TextFeaturizerOptions = {
+    mode,
+    weighting: o.weighting,
+    q: o.q,
+    ...(o.hashBits === undefined ? {} : { hashBits: o.hashBits }),
+    ...(o.native ? {} : { native: false }),
+  };
   const bar = progress(wantsProgress(o), io.stderr);
   const { matrix, ids, skipped, documents, tooSmall } = await featurize(records, docFiles, unreadable, o, io, bar, mode, minTokens, featOptions);
   if (io.signal?.aborted) return 0;
@@ -418,6 +437,12 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--limit <n>', 'groups shown in the table (0: all)', integer('limit', 0, 1e9), 50)
     .option('--threads <n>', 'worker threads reading and featurizing files (1: main thread only)', integer('threads', 1, 256), defaultThreads())
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
+    .option('--hash-bits <n>', `hash features into 2^n columns instead of a vocabulary (default with --redis: ${DEFAULT_HASH_BITS})`, integer('hash-bits', 1, 31))
+    .option('--redis <url>', 'scale out: share one index in Redis (redis://host:port; any node of a cluster)')
+    .option('--shard <i/N>', 'with --redis: featurize, hash and insert documents j with j mod N = i of the input')
+    .option('--report', 'with --redis: compute and print the groups of every shard')
+    .option('--prefix <name>', 'with --redis: the job\'s key prefix (one per corpus and settings)', 'cusim-dedup')
+    .option('--batch-docs <n>', 'with --shard: documents per insert batch (a restarted worker resumes after the last finished batch)', integer('batch-docs', 1, 1e7), 4096)
     .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'list skipped files and stage times; print stack traces on errors')

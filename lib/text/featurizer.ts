@@ -68,10 +68,40 @@ interface Settings {
 export interface TextFeaturizerJSON extends Settings {
   format: 'cusim.text/1';
   frozen: boolean;
+  /** Check value of the other fields (fromJSON refuses a copy that does not match; absent: not checked). */
+  checksum?: string;
   vocabulary: ReturnType<Vocabulary['toJSON']> | ReturnType<HashedVocabulary['toJSON']>;
 }
 
 const MODES = ['code', 'words', 'qgrams'] as const;
+const REQUIRED_SETTINGS = ['mode', 'weighting', 'q', 'pad', 'lowercase', 'stopWords', 'dropKeywords', 'minLength', 'frozen', 'vocabulary'];
+const JSON_KEYS = new Set(['format', 'hashBits', 'checksum', ...REQUIRED_SETTINGS]);
+
+/**
+ * 64-bit check value of JSON.stringify(body): FNV-1a and a multiply-xorshift
+ * over its UTF-16 units, each finished with murmur3's fmix32. Any one changed
+ * unit changes FNV-1a (each step is a bijection of the state), so a damaged
+ * copy of a saved featurizer is caught.
+ */
+function jsonChecksum(body: unknown): string {
+  const s = JSON.stringify(body);
+  let a = 0x811c9dc5;
+  let b = 0x9747b28c;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 15;
+  }
+  const fmix = (h: number): number => {
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    return (h ^ (h >>> 16)) >>> 0;
+  };
+  return fmix(a).toString(16).padStart(8, '0') + fmix(b).toString(16).padStart(8, '0');
+}
 const WEIGHTINGS = ['count', 'binary', 'tfidf'] as const;
 
 function settingsFrom(o: unknown, name: string): Settings {
@@ -479,25 +509,52 @@ export class TextFeaturizer {
 
   toJSON(): TextFeaturizerJSON {
     const v = this.vocabulary as Vocabulary | HashedVocabulary;
-    return { format: 'cusim.text/1', ...this.options, frozen: this.isFrozen, vocabulary: v.toJSON() };
+    const body = { format: 'cusim.text/1' as const, ...this.options, frozen: this.isFrozen, vocabulary: v.toJSON() };
+    return { ...body, checksum: jsonChecksum(body) };
   }
 
-  /** Restores a featurizer saved with toJSON() (or JSON.stringify). */
+  /**
+   * Restores a featurizer saved with toJSON() (or JSON.stringify). Every field
+   * is checked: malformed JSON, missing, unknown or inconsistent fields and
+   * impossible statistics are coded TypeError/RangeError, never a silently
+   * different featurizer.
+   */
   static fromJSON(json: unknown): TextFeaturizer {
-    const j = typeof json === 'string' ? (JSON.parse(json) as unknown) : json;
+    let j = json;
+    if (typeof json === 'string') {
+      try {
+        j = JSON.parse(json) as unknown;
+      } catch (e) {
+        throw typeError(`json is not valid JSON: ${(e as Error).message}`);
+      }
+    }
     if (!isObject(j) || j.format !== 'cusim.text/1') {
       throw typeError("json must be a saved TextFeaturizer (format 'cusim.text/1')");
     }
-    const { format: _f, frozen, vocabulary, ...opts } = j;
-    const vocab = (isObject(vocabulary) && vocabulary.kind === 'hashed' ? HashedVocabulary : Vocabulary).fromJSON(
-      vocabulary,
-      'json.vocabulary',
-    );
-    const f = new TextFeaturizer(opts as TextFeaturizerOptions, vocab);
-    if (vocab instanceof HashedVocabulary && vocab.bits !== f.options.hashBits) {
-      throw typeError(`json.vocabulary.bits=${vocab.bits} does not match json.hashBits=${f.options.hashBits}`);
+    for (const k of Object.keys(j)) {
+      if (!JSON_KEYS.has(k)) throw typeError(`json.${k} is not a field of a saved TextFeaturizer`);
     }
-    if (frozen === true) f.freeze();
+    for (const k of REQUIRED_SETTINGS) {
+      if (j[k] === undefined) throw typeError(`json.${k} is missing`);
+    }
+    if (typeof j.frozen !== 'boolean') throw typeError(`json.frozen must be a boolean, got ${describe(j.frozen)}`);
+    const { format: _f, frozen, vocabulary, checksum, ...opts } = j;
+    if (checksum !== undefined) {
+      const { checksum: _c, ...body } = j;
+      if (typeof checksum !== 'string' || checksum !== jsonChecksum(body)) {
+        throw rangeError('json.checksum does not match its contents: the saved featurizer was altered or damaged (delete checksum to load an edited file)');
+      }
+    }
+    const hashed = isObject(vocabulary) && vocabulary.kind === 'hashed';
+    if (hashed !== (opts.hashBits !== undefined)) {
+      throw typeError(`json.vocabulary.kind must be ${opts.hashBits !== undefined ? "'hashed' with json.hashBits" : "'vocabulary' without json.hashBits"}`);
+    }
+    const vocab = (hashed ? HashedVocabulary : Vocabulary).fromJSON(vocabulary, 'json.vocabulary');
+    const f = new TextFeaturizer({ ...(opts as TextFeaturizerOptions), native: undefined }, vocab);
+    if (vocab instanceof HashedVocabulary && vocab.bits !== f.options.hashBits) {
+      throw rangeError(`json.vocabulary.bits=${vocab.bits} does not match json.hashBits=${f.options.hashBits}`);
+    }
+    if (frozen) f.freeze();
     return f;
   }
 

@@ -22,6 +22,10 @@ export function hashToken(s: string): number {
   return h >>> 0;
 }
 
+function checkKeys(json: Record<string, unknown>, keys: string[], name: string): void {
+  for (const k of Object.keys(json)) if (!keys.includes(k)) throw typeError(`${name}.${k} is not a field of a saved vocabulary`);
+}
+
 /** Growable Uint32 counts indexed by column. */
 class Counts {
   data = new Uint32Array(1024);
@@ -86,10 +90,10 @@ export abstract class BaseVocabulary {
 
   protected loadDf(df: unknown, documents: unknown, name: string): void {
     this.documents = checkInt(documents, `${name}.documents`);
-    if (df === undefined) return;
     if (!Array.isArray(df)) throw typeError(`${name}.df must be an array of integers, got ${describe(df)}`);
     this.df.ensure(df.length);
-    df.forEach((v, i) => (this.df.data[i] = checkInt(v, `${name}.df[${i}]`, 0, 0xffffffff)));
+    // A term is in at most every document.
+    df.forEach((v, i) => (this.df.data[i] = checkInt(v, `${name}.df[${i}]`, 0, Math.min(this.documents, 0xffffffff))));
   }
 }
 
@@ -125,13 +129,14 @@ export class Vocabulary extends BaseVocabulary {
     if (!isObject(json) || json.kind !== 'vocabulary' || !Array.isArray(json.terms)) {
       throw typeError(`${name} must be a saved vocabulary { kind: 'vocabulary', terms, df, documents }`);
     }
+    checkKeys(json, ['kind', 'terms', 'df', 'documents'], name);
     const v = new Vocabulary();
     json.terms.forEach((t, i) => {
       if (typeof t !== 'string') throw typeError(`${name}.terms[${i}] must be a string, got ${describe(t)}`);
       if (v.lookup(t, true) !== i) throw rangeError(`${name}.terms[${i}]='${t}' is listed twice`);
     });
-    if (Array.isArray(json.df) && json.df.length !== json.terms.length) {
-      throw rangeError(`${name}.df has length ${json.df.length} but there are ${json.terms.length} terms`);
+    if (!Array.isArray(json.df) || json.df.length !== json.terms.length) {
+      throw rangeError(`${name}.df must have one entry per term (${json.terms.length}), got ${describe(json.df)}`);
     }
     v.loadDf(json.df, json.documents, name);
     return v;
@@ -184,14 +189,18 @@ export class HashedVocabulary extends BaseVocabulary {
     if (!isObject(json) || json.kind !== 'hashed') {
       throw typeError(`${name} must be a saved hashed vocabulary { kind: 'hashed', bits, df, documents }`);
     }
+    checkKeys(json, ['kind', 'bits', 'df', 'documents'], name);
     const v = new HashedVocabulary(checkInt(json.bits, `${name}.bits`, 1, 31));
     v.documents = checkInt(json.documents, `${name}.documents`);
     if (!Array.isArray(json.df)) throw typeError(`${name}.df must be an array of [column, df] pairs`);
+    let last = -1;
     for (let i = 0; i < json.df.length; i++) {
       const p = json.df[i];
       if (!Array.isArray(p) || p.length !== 2) throw typeError(`${name}.df[${i}] must be a [column, df] pair`);
-      const col = checkInt(p[0], `${name}.df[${i}][0]`, 0, v.size - 1);
-      v.sparseDf.set(col, checkInt(p[1], `${name}.df[${i}][1]`, 0, 0xffffffff));
+      // toJSON lists seen columns once each, ascending, with df >= 1.
+      const col = checkInt(p[0], `${name}.df[${i}][0]`, last + 1, v.size - 1);
+      v.sparseDf.set(col, checkInt(p[1], `${name}.df[${i}][1]`, 1, Math.min(v.documents, 0xffffffff)));
+      last = col;
     }
     return v;
   }

@@ -1,0 +1,320 @@
+// `cusim dedup --redis URL --shard i/N` and `cusim dedup --redis URL --report`:
+// dedup spread over processes and hosts through a MinHashLSH in Redis
+// (docs/redis-lsh.md). Document j of the input (stdin records, then files in
+// walk order) has id j and belongs to shard j mod N. Workers featurize with
+// hashed columns (shard-independent), hash, and insert signatures plus their
+// vectors; the report runs the same exact verification as a single-process
+// `cusim dedup` with the same options, so N workers give its groups exactly.
+// A worker records each finished batch: restarted after a crash it skips them,
+// and a batch sent twice is deduplicated on read (inserts are idempotent).
+import type { Cluster, Redis } from 'ioredis';
+import { devices } from '../backend.js';
+import { connectRedis } from '../lsh-redis.js';
+import { MinHashLSH } from '../lsh.js';
+import { WeightedMinHash } from '../minhash.js';
+import { TextFeaturizer } from '../text/index.js';
+import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
+import { CliError } from './errors.js';
+import type { DedupOptions } from './dedup.js';
+import type { Io } from './options.js';
+import type { Readable } from 'node:stream';
+import { dedupParams, recallCurve, recallParams } from '../lsh.js';
+import { readRecords } from './records.js';
+import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
+import type { DedupReport } from './report.js';
+import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
+import type { Doc, Skip } from './sources.js';
+
+export type ShardOptions = Omit<DedupOptions, 'redis' | 'backend'> & { redis: string; backend: 'cpu' | 'cuda' };
+
+/** What every worker of one job must agree on (stored once, checked by each). */
+interface Job {
+  threshold: number;
+  samples: number;
+  recall: number;
+  seed: number;
+  mode: TextMode;
+  weighting: Weighting;
+  q: number;
+  hashBits: number;
+  minTokens: number;
+  source: string;
+}
+
+interface BatchStats {
+  documents: number;
+  tooSmall: number;
+  rows: number;
+  /** With the document index (-1: an unreadable directory), so the report lists them in input order. */
+  skipped: (Skip & { at: number })[];
+}
+
+// 2^18 columns: few collisions for corpora of ~10^5 distinct tokens, while the
+// weighted MinHash tables (12 bytes per column and sample) stay ~400 MB at 128 samples.
+export const DEFAULT_HASH_BITS = 18;
+
+function parseShard(s: string): { i: number; n: number } {
+  const m = /^(\d+)\/(\d+)$/.exec(s.trim());
+  const i = m ? Number(m[1]) : NaN;
+  const n = m ? Number(m[2]) : NaN;
+  if (!m || n < 1 || n > 65536 || i >= n) throw new CliError(`--shard must be i/N with 0 <= i < N <= 65536, got '${s}'`, 'e.g. --shard 0/4', 2);
+  return { i, n };
+}
+
+const keys = (prefix: string) => ({
+  job: `${prefix}:job`,
+  shards: `${prefix}:shards`,
+  progress: (shard: string) => `${prefix}:progress{${shard}}`,
+  names: (p: number) => `${prefix}:names{${p}}`,
+});
+const NAME_PARTS = 64;
+
+/** The banding every worker and the report use: the recall target's, as `cusim dedup`'s. */
+function paramsFor(job: Job): { bands: number; rows: number; samples: number } {
+  return dedupParams({ threshold: job.threshold, recall: job.recall, samples: job.samples });
+}
+
+function lshFor(o: ShardOptions, job: Job): MinHashLSH {
+  const p = paramsFor(job);
+  return new MinHashLSH({
+    bands: p.bands,
+    rows: p.rows,
+    threshold: job.threshold,
+    samples: p.samples,
+    backend: o.backend,
+    devices: o.devices,
+    storage: { type: 'redis', url: o.redis, prefix: `${o.prefix}:lsh` },
+  });
+}
+
+async function withRedis<T>(url: string, fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
+  const c = await connectRedis(url);
+  try {
+    return await fn(c);
+  } finally {
+    await c.quit().catch(() => undefined);
+  }
+}
+
+// Records the job's settings, or checks them against those already recorded.
+async function agreeOnJob(c: Redis | Cluster, prefix: string, job: Job): Promise<void> {
+  const k = keys(prefix);
+  for (const [f, v] of Object.entries(job)) await c.hsetnx(k.job, f, JSON.stringify(v));
+  const have = await c.hgetall(k.job);
+  for (const [f, v] of Object.entries(job)) {
+    if (have[f] !== JSON.stringify(v)) {
+      throw new CliError(
+        `job '${prefix}' in Redis was started with ${f}=${have[f]}, this worker has ${f}=${JSON.stringify(v)}`,
+        'give every worker the same options and input, or use another --prefix',
+        2,
+      );
+    }
+  }
+}
+
+async function readJob(c: Redis | Cluster, prefix: string): Promise<Job> {
+  const have = await c.hgetall(keys(prefix).job);
+  if (!have.samples) throw new CliError(`no dedup job named '${prefix}' in Redis`, 'run the --shard workers first, with the same --prefix', 1);
+  return Object.fromEntries(Object.entries(have).map(([f, v]) => [f, JSON.parse(v)])) as unknown as Job;
+}
+
+/** One worker: featurize, hash and insert shard i of N; resumes after a crash. */
+export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Promise<number> {
+  const { i: shard, n: shards } = parseShard(o.shard!);
+  const say = (s: string): void => {
+    if (!o.quiet) io.stderr.write(s + '\n');
+  };
+  if (paths.length === 0) throw new CliError('--shard needs the input paths (or - for stdin)', 'every worker gets the same input', 2);
+  if (o.weighting === 'tfidf') {
+    throw new CliError('--weighting tfidf needs document frequencies over the whole corpus, which no shard has', 'use --weighting count or binary with --redis', 2);
+  }
+  const stdin = paths.includes('-');
+  const named = paths.filter((p) => p !== '-');
+  const mode: TextMode = o.mode ?? (stdin && named.length === 0 ? 'words' : 'code');
+  const job: Job = {
+    threshold: o.threshold,
+    samples: dedupParams({ threshold: o.threshold, recall: o.recall, samples: o.samples }).samples,
+    recall: o.recall,
+    seed: o.seed,
+    mode,
+    weighting: o.weighting,
+    q: o.q,
+    hashBits: o.hashBits ?? DEFAULT_HASH_BITS,
+    minTokens: o.minTokens ?? 1,
+    source: paths.join(' '),
+  };
+  const extensions = o.ext ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim())) : undefined;
+  // The document list, identical in every worker.
+  const docs: (Doc | Skip | { file: string })[] = [];
+  if (stdin) {
+    if (io.stdinIsTTY) throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe data in', 2);
+    for await (const d of readRecords(io.stdin as Readable, {
+      format: o.format,
+      field: o.field,
+      idField: o.idField,
+      delimiter: o.delimiter,
+      source: 'stdin',
+      maxRecordBytes: Math.min(o.maxSize, MAX_DOC_BYTES),
+    }))
+      docs.push(d);
+  }
+  const { files, unreadable } = expandPaths(named, { extensions, gitignore: o.gitignore, exclude: o.exclude });
+  for (const f of files) docs.push({ file: f });
+  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
+  const feat = new TextFeaturizer(featOptions).freeze();
+  using wmh = new WeightedMinHash({ dim: 2 ** job.hashBits, samples: job.samples, seed: job.seed, backend: o.backend, devices: o.devices });
+  const lsh = lshFor(o, job);
+  const shardName = `${shard}/${shards}`;
+  try {
+    await withRedis(o.redis, async (c) => {
+      const k = keys(o.prefix);
+      await agreeOnJob(c, o.prefix, job);
+      const stored = await c.hsetnx(k.shards, 'count', String(shards));
+      if (!stored && (await c.hget(k.shards, 'count')) !== String(shards)) {
+        throw new CliError(`job '${o.prefix}' runs with ${await c.hget(k.shards, 'count')} shards, not ${shards}`, 'give every worker the same N', 2);
+      }
+      const done = await c.hgetall(k.progress(shardName));
+      const mine: number[] = [];
+      for (let j = shard; j < docs.length; j += shards) mine.push(j);
+      const batches = Math.ceil(mine.length / o.batchDocs);
+      let resumed = 0;
+      for (let b = 0; b < batches; b++) {
+        if (done[`batch:${b}`] !== undefined) {
+          resumed++;
+          continue;
+        }
+        const stats: BatchStats = { documents: 0, tooSmall: 0, rows: 0, skipped: [] };
+        if (b === 0 && shard === 0) for (const u of unreadable) stats.skipped.push({ id: displayPath(u), reason: 'unreadable', at: -1 });
+        const ids: number[] = [];
+        const names: string[] = [];
+        const texts: string[] = [];
+        for (const j of mine.slice(b * o.batchDocs, (b + 1) * o.batchDocs)) {
+          const d = docs[j];
+          const r = 'file' in d ? readDoc(d.file, displayPath(d.file), o.maxSize) : d;
+          if (!('text' in r)) {
+            stats.skipped.push({ ...r, at: j });
+            continue;
+          }
+          stats.documents++;
+          ids.push(j);
+          names.push(r.id);
+          texts.push(r.text);
+        }
+        const tokens = feat.addBatch(texts, job.minTokens);
+        const rowIds = ids.filter((_, x) => tokens[x] >= job.minTokens);
+        const rowNames = names.filter((_, x) => tokens[x] >= job.minTokens);
+        stats.tooSmall = ids.length - rowIds.length;
+        stats.rows = rowIds.length;
+        const matrix = feat.build();
+        if (rowIds.length) {
+          const sigs = await wmh.hash(matrix);
+          // Names first: a row the report can see always has one.
+          const byPart = new Map<number, string[]>();
+          rowIds.forEach((id, x) => {
+            const p = id % NAME_PARTS;
+            let a = byPart.get(p);
+            if (!a) byPart.set(p, (a = []));
+            a.push(String(id), rowNames[x]);
+          });
+          await Promise.all([...byPart].map(([p, a]) => c.hset(k.names(p), ...a)));
+          await lsh.insert(Uint32Array.from(rowIds), sigs, { vectors: matrix });
+        }
+        await c.hset(k.progress(shardName), `batch:${b}`, JSON.stringify(stats));
+      }
+      await c.hset(k.shards, shardName, String(batches));
+      const all = Object.values(await c.hgetall(k.progress(shardName))).map((v) => JSON.parse(v) as BatchStats);
+      const rows = all.reduce((s, x) => s + x.rows, 0);
+      say(`cusim: shard ${shardName}: ${mine.length} documents, ${rows} inserted${resumed ? ` (${resumed} of ${batches} batches were already done)` : ''}`);
+    });
+  } finally {
+    await lsh.close();
+  }
+  return 0;
+}
+
+/** The report over every shard: groups computed from the shared index. */
+export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
+  const t0 = performance.now();
+  if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
+  return withRedis(o.redis, async (c) => {
+    const k = keys(o.prefix);
+    const job = await readJob(c, o.prefix);
+    const shards = Number(await c.hget(k.shards, 'count'));
+    const stats: BatchStats[] = [];
+    for (let i = 0; i < shards; i++) {
+      const finished = await c.hget(k.shards, `${i}/${shards}`);
+      if (finished === null) throw new CliError(`shard ${i}/${shards} of job '${o.prefix}' has not finished`, 'run (or rerun) that worker, then the report', 1);
+      stats.push(...Object.values(await c.hgetall(k.progress(`${i}/${shards}`))).map((v) => JSON.parse(v) as BatchStats));
+    }
+    const lsh = lshFor(o, job);
+    let g;
+    try {
+      g = await lsh.groups({ verify: 'exact', threshold: job.threshold });
+    } finally {
+      await lsh.close();
+    }
+    // Rows are the live ids ascending, the single-process row order.
+    const names: string[] = new Array(g.ids.length).fill('');
+    const want = new Map<number, number[]>();
+    g.ids.forEach((id, row) => {
+      if (g.group[row] === 0xffffffff) return;
+      let a = want.get(id % NAME_PARTS);
+      if (!a) want.set(id % NAME_PARTS, (a = []));
+      a.push(row);
+    });
+    for (const [p, rows] of want) {
+      for (let s = 0; s < rows.length; s += 1000) {
+        const part = rows.slice(s, s + 1000);
+        const got = await c.hmget(k.names(p), ...part.map((row) => String(g.ids[row])));
+        got.forEach((v, x) => (names[part[x]] = v ?? `#${g.ids[part[x]]}`));
+      }
+    }
+    const rowOf = (id: number): number => {
+      let lo = 0;
+      let hi = g.ids.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (g.ids[mid] < id) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo;
+    };
+    const result = {
+      group: g.group,
+      count: g.count,
+      pairs: {
+        left: Uint32Array.from(g.pairs.left, rowOf),
+        right: Uint32Array.from(g.pairs.right, rowOf),
+        similarity: g.pairs.similarity,
+      },
+    };
+    const groups = buildGroups(names, result);
+    const report: DedupReport = {
+      schema: 'cusim.dedup/1',
+      backend: o.backend,
+      gpus: o.backend === 'cuda' ? devices().gpus.map((x) => x.name) : [],
+      options: { threshold: job.threshold, samples: job.samples, seed: job.seed, mode: job.mode, weighting: job.weighting },
+      input: {
+        source: job.source,
+        documents: stats.reduce((s, x) => s + x.documents, 0),
+        featurized: g.ids.length,
+        tooSmall: stats.reduce((s, x) => s + x.tooSmall, 0),
+        skipped: stats
+          .flatMap((x) => x.skipped)
+          .sort((a, b) => a.at - b.at)
+          .map(({ id, reason }) => ({ id, reason })),
+      },
+      lsh: { ...paramsFor(job), recall: recallCurve(paramsFor(job).bands, paramsFor(job).rows, job.threshold, recallParams(job.threshold, 128, { recall: job.recall }).at) },
+      groups,
+      packages: [],
+      stages: [],
+      elapsedMs: Math.round(performance.now() - t0),
+    };
+    const chunks = o.json ? renderJson(report) : o.csv ? renderCsv(report) : renderTable(report, o.limit === 0 ? Infinity : o.limit);
+    for (const c of chunks) {
+      if (io.stdoutClosed?.()) break;
+      io.stdout.write(c);
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,604 @@
+// MinHashLSH storage in Redis (docs/redis-lsh.md): any number of processes on
+// any hosts insert into and query one index. Writes are batched: per insert
+// batch, one APPEND of packed binary entries per (band, partition) key and per
+// record partition, so a signature costs bytes, not commands. Keys carry hash
+// tags that spread partitions over a Redis Cluster's slots. Reads are
+// idempotent: entries written twice (a batch sent again after a crash) count
+// once. groups() streams band keys a few at a time and unions their pairs.
+import type { Cluster, Redis } from 'ioredis';
+import { native } from './addon.js';
+import { codedError, rangeError, typeError } from './errors.js';
+import { describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkInt } from './validate.js';
+
+export interface RedisStorageOptions {
+  type: 'redis';
+  /** redis://[user:password@]host:port[/db]; any node of a Redis Cluster (detected). */
+  url: string;
+  /** Key prefix naming the index (letters, digits, `_.:-`). Default 'cusim'. */
+  prefix?: string;
+  /** Partitions per band, fixed when the index is created. Default 64: more make a point query read less, fewer make inserts cheaper. */
+  partitions?: number;
+  /**
+   * Store each row's whole signature too (samples × 8 bytes per row), so that
+   * groups() can verify 'estimate' or 'none'; fixed when the index is created.
+   * Default false: 'exact' verification needs vectors instead.
+   */
+  signatures?: boolean;
+}
+
+interface Params {
+  samples: number;
+  bands: number;
+  rows: number;
+}
+
+const NONE = 0xffffffff;
+const FORMAT = 'cusim.lsh/1';
+const BATCH = 1 << 16;
+// Band keys in flight at once while streaming: bounds groups()' memory.
+const STREAM_KEYS = 32;
+
+export function storageError(message: string, cause?: unknown): Error {
+  return codedError(message, 'CUSIM_STORAGE_ERROR', cause === undefined ? undefined : { cause });
+}
+
+/** murmur3 fmix32, as native/lsh_store.cc partitions ids. */
+function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+function u32(buf: Uint8Array | null): Uint32Array {
+  if (!buf || buf.length === 0) return new Uint32Array(0);
+  if (buf.length % 4) throw storageError('a key holds a partial 32-bit value: not a cusim LSH index, or damaged');
+  return new Uint32Array(Uint8Array.from(buf).buffer);
+}
+
+function idField(id: number): Buffer {
+  const b = Buffer.allocUnsafe(4);
+  b.writeUInt32LE(id, 0);
+  return b;
+}
+
+export function checkRedisOptions(o: unknown): Required<Omit<RedisStorageOptions, 'type'>> {
+  if (!isObject(o)) throw typeError(`storage must be { type: 'redis', url, prefix? }, got ${describe(o)}`);
+  if (o.type !== 'redis') throw typeError(`storage.type must be 'redis', got ${describe(o.type)}`);
+  for (const k of Object.keys(o)) {
+    if (!['type', 'url', 'prefix', 'partitions', 'signatures'].includes(k)) throw typeError(`storage.${k} is not an option`);
+  }
+  if (typeof o.url !== 'string' || !/^rediss?:\/\//.test(o.url)) throw typeError(`storage.url must be a redis:// URL, got ${describe(o.url)}`);
+  const prefix = o.prefix ?? 'cusim';
+  if (typeof prefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
+    throw typeError(`storage.prefix must be 1-100 characters of letters, digits and _.:- (no braces), got ${describe(prefix)}`);
+  }
+  const partitions = checkInt(o.partitions ?? 64, 'storage.partitions', 1, 65536);
+  if (o.signatures !== undefined && typeof o.signatures !== 'boolean') throw typeError(`storage.signatures must be a boolean, got ${describe(o.signatures)}`);
+  return { url: o.url, prefix, partitions, signatures: o.signatures === true };
+}
+
+/** Connects to a Redis server or, when it runs in cluster mode, to its cluster. */
+export async function connectRedis(url: string): Promise<Redis | Cluster> {
+  const { Redis, Cluster } = await import('ioredis');
+  const opts = {
+    lazyConnect: true,
+    enableAutoPipelining: true,
+    maxRetriesPerRequest: 3,
+    connectTimeout: 10_000,
+    retryStrategy: (times: number) => (times > 5 ? null : 50 * times),
+  };
+  const probe = new Redis(url, opts);
+  probe.on('error', () => undefined); // surfaced through the commands' rejections
+  try {
+    await probe.connect();
+    const info = await probe.info('cluster');
+    if (!/cluster_enabled:1/.test(info)) return probe;
+  } catch (e) {
+    probe.disconnect();
+    throw storageError(`cannot reach Redis at ${url.replace(/\/\/[^@]*@/, '//')}: ${(e as Error).message}`, e);
+  }
+  const { host, port } = probe.options;
+  const { username, password, tls } = probe.options;
+  probe.disconnect();
+  const cluster = new Cluster([{ host, port }], {
+    lazyConnect: true,
+    enableAutoPipelining: true,
+    redisOptions: { username, password, tls, connectTimeout: 10_000, maxRetriesPerRequest: 3 },
+    clusterRetryStrategy: (times: number) => (times > 5 ? null : 50 * times),
+  });
+  cluster.on('error', () => undefined);
+  try {
+    await cluster.connect();
+  } catch (e) {
+    cluster.disconnect();
+    throw storageError(`cannot reach the Redis Cluster at ${host}:${port}: ${(e as Error).message}`, e);
+  }
+  return cluster;
+}
+
+export interface StoredGroups {
+  ids: Uint32Array;
+  group: Uint32Array;
+  count: number;
+  pairs: { left: Uint32Array; right: Uint32Array; similarity: Float32Array };
+}
+
+/** Vectors as stored: u32 nnz, then nnz u32 columns, then nnz f32 weights. */
+function encodeRow(m: CsrMatrix, r: number): Buffer {
+  const b = m.indptr[r];
+  const e = m.indptr[r + 1];
+  const out = Buffer.allocUnsafe(4 + 8 * (e - b));
+  out.writeUInt32LE(e - b, 0);
+  for (let i = b; i < e; i++) {
+    out.writeUInt32LE(m.indices[i], 4 + 4 * (i - b));
+    out.writeFloatLE(m.values ? m.values[i] : 1, 4 + 4 * (e - b) + 4 * (i - b));
+  }
+  return out;
+}
+
+export class RedisLsh {
+  readonly #p: Params;
+  readonly #o: Required<Omit<RedisStorageOptions, 'type'>>;
+  #client: Promise<Redis | Cluster> | undefined;
+
+  constructor(params: Params, options: Required<Omit<RedisStorageOptions, 'type'>>) {
+    this.#p = params;
+    this.#o = options;
+  }
+
+  get prefix(): string {
+    return this.#o.prefix;
+  }
+
+  #bandKey(b: number, p: number): string {
+    return `${this.#o.prefix}:b{${b}.${p}}`;
+  }
+  #recKey(p: number): string {
+    return `${this.#o.prefix}:r{${p}}`;
+  }
+  #sigKey(p: number): string {
+    return `${this.#o.prefix}:s{${p}}`;
+  }
+  #vecKey(p: number): string {
+    return `${this.#o.prefix}:v{${p}}`;
+  }
+  get #delKey(): string {
+    return `${this.#o.prefix}:del`;
+  }
+  get #metaKey(): string {
+    return `${this.#o.prefix}:meta`;
+  }
+  #part(id: number): number {
+    return fmix32(id) % this.#o.partitions;
+  }
+
+  /** The connected client, with the index's parameters checked against Redis's (first use creates them). */
+  client(): Promise<Redis | Cluster> {
+    this.#client ??= (async () => {
+      const c = await connectRedis(this.#o.url);
+      const want: Record<string, string> = {
+        format: FORMAT,
+        samples: String(this.#p.samples),
+        bands: String(this.#p.bands),
+        rows: String(this.#p.rows),
+        partitions: String(this.#o.partitions),
+        signatures: this.#o.signatures ? '1' : '0',
+      };
+      try {
+        for (const [k, v] of Object.entries(want)) await c.hsetnx(this.#metaKey, k, v);
+        const have = await c.hgetall(this.#metaKey);
+        for (const [k, v] of Object.entries(want)) {
+          if (have[k] !== v) {
+            throw storageError(
+              `the index at prefix '${this.#o.prefix}' has ${k}=${have[k]}, this MinHashLSH has ${k}=${v} ` +
+                '(use the same options, or another prefix)',
+            );
+          }
+        }
+      } catch (e) {
+        c.disconnect();
+        throw (e as { code?: string }).code === 'CUSIM_STORAGE_ERROR' ? e : storageError(`Redis: ${(e as Error).message}`, e);
+      }
+      return c;
+    })();
+    this.#client.catch(() => (this.#client = undefined));
+    return this.#client;
+  }
+
+  async #run<T>(fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
+    const c = await this.client();
+    try {
+      return await fn(c);
+    } catch (e) {
+      if ((e as { code?: string }).code?.startsWith('CUSIM_')) throw e;
+      throw storageError(`Redis: ${(e as Error).message}`, e);
+    }
+  }
+
+  /** Removed ids, ascending. */
+  async #removed(c: Redis | Cluster): Promise<Uint32Array> {
+    const r = u32(await c.getBuffer(this.#delKey));
+    return r.sort();
+  }
+
+  /**
+   * Adds rows. With `vectors` (row i is ids[i]'s weighted vector) the rows
+   * are stored for groups()' exact verification. Idempotent per row: sending
+   * a batch again (a restarted worker) adds nothing.
+   */
+  async insert(ids: Uint32Array, sigs: Uint32Array, vectors?: CsrMatrix): Promise<void> {
+    const per = this.#p.samples * 2;
+    const m = vectors === undefined ? undefined : toCsr(vectors, 'vectors');
+    if (m && m.rows !== ids.length) throw rangeError(`vectors has ${m.rows} rows but ids has ${ids.length}`);
+    await this.#run(async (c) => {
+      const removed = await this.#removed(c);
+      if (removed.length) {
+        for (const id of ids) {
+          let lo = 0;
+          let hi = removed.length;
+          while (lo < hi) {
+            const mid = (lo + hi) >>> 1;
+            if (removed[mid] < id) lo = mid + 1;
+            else hi = mid;
+          }
+          if (removed[lo] === id) throw rangeError(`id ${id} was removed from this Redis index; removed ids are not reused`);
+        }
+      }
+      let pending: Promise<void> | undefined;
+      try {
+        for (let b = 0; b < ids.length; b += BATCH) {
+          const e = Math.min(ids.length, b + BATCH);
+          const entries = await native().lshStoreEntries(sigs.subarray(b * per, e * per), ids.subarray(b, e), {
+            ...this.#p,
+            partitions: this.#o.partitions,
+          });
+          if (pending) await pending;
+          pending = this.#write(c, ids, sigs, m, b, e, entries);
+        }
+      } finally {
+        if (pending) await pending;
+      }
+    });
+  }
+
+  // One batch: band entries, then signatures and vectors, then the records,
+  // so a row with a record has everything else.
+  async #write(
+    c: Redis | Cluster,
+    ids: Uint32Array,
+    sigs: Uint32Array,
+    m: CsrMatrix | undefined,
+    b: number,
+    e: number,
+    entries: { band: Uint8Array; bandOffsets: Float64Array; rec: Uint8Array; recOffsets: Float64Array },
+  ): Promise<void> {
+    const P = this.#o.partitions;
+    const view = (a: Uint8Array, lo: number, hi: number) => Buffer.from(a.buffer, a.byteOffset + lo, hi - lo);
+    const writes: Promise<unknown>[] = [];
+    for (let k = 0; k < this.#p.bands * P; k++) {
+      const lo = entries.bandOffsets[k];
+      const hi = entries.bandOffsets[k + 1];
+      if (hi > lo) writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
+    }
+    if (this.#o.signatures || m) {
+      const per = this.#p.samples * 2;
+      const sigArgs = new Map<number, Buffer[]>();
+      const vecArgs = new Map<number, Buffer[]>();
+      for (let i = b; i < e; i++) {
+        const p = this.#part(ids[i]);
+        const f = idField(ids[i]);
+        if (this.#o.signatures) {
+          let a = sigArgs.get(p);
+          if (!a) sigArgs.set(p, (a = []));
+          a.push(f, Buffer.from(sigs.buffer, sigs.byteOffset + i * per * 4, per * 4));
+        }
+        if (m) {
+          let a = vecArgs.get(p);
+          if (!a) vecArgs.set(p, (a = []));
+          a.push(f, encodeRow(m, i));
+        }
+      }
+      for (const [p, a] of sigArgs) writes.push(c.hset(this.#sigKey(p), ...a));
+      for (const [p, a] of vecArgs) writes.push(c.hset(this.#vecKey(p), ...a));
+    }
+    await Promise.all(writes);
+    const recs: Promise<unknown>[] = [];
+    for (let p = 0; p < P; p++) {
+      const lo = entries.recOffsets[p];
+      const hi = entries.recOffsets[p + 1];
+      if (hi > lo) recs.push(c.append(this.#recKey(p), view(entries.rec, lo, hi)));
+    }
+    await Promise.all(recs);
+  }
+
+  /** Candidate ids per query (sharing a band bucket), deduplicated and ascending; removed ids never appear. */
+  async query(sigs: Uint32Array): Promise<{ indptr: Uint32Array; ids: Uint32Array }> {
+    const nq = sigs.length / (this.#p.samples * 2);
+    const e = await native().lshStoreEntries(sigs, Uint32Array.from({ length: nq }, (_, i) => i), {
+      ...this.#p,
+      partitions: this.#o.partitions,
+    });
+    return this.#run(async (c) => {
+      const P = this.#o.partitions;
+      const stored: Promise<Buffer | null>[] = [];
+      const queries: Uint8Array[] = [];
+      for (let k = 0; k < this.#p.bands * P; k++) {
+        const lo = e.bandOffsets[k];
+        const hi = e.bandOffsets[k + 1];
+        if (hi === lo) continue;
+        stored.push(c.getBuffer(this.#bandKey(Math.floor(k / P), k % P)));
+        queries.push(e.band.subarray(lo, hi));
+      }
+      const got = (await Promise.all(stored)).map((b) => b ?? new Uint8Array(0));
+      return native().lshStoreQuery(got, queries, nq, await this.#removed(c));
+    });
+  }
+
+  /** Live rows (inserted, not removed): ids ascending, signature fingerprints, empty flags. */
+  async #records(c: Redis | Cluster): Promise<{ ids: Uint32Array; fp: BigUint64Array; empty: Uint8Array }> {
+    const keys = Array.from({ length: this.#o.partitions }, (_, p) => this.#recKey(p));
+    const bufs: Uint8Array[] = [];
+    for (let i = 0; i < keys.length; i += 64) {
+      for (const b of await Promise.all(keys.slice(i, i + 64).map((k) => c.getBuffer(k)))) if (b) bufs.push(b);
+    }
+    return native().lshStoreRecords(bufs, await this.#removed(c));
+  }
+
+  /** Number of rows in the index. */
+  async count(): Promise<number> {
+    return this.#run(async (c) => (await this.#records(c)).ids.length);
+  }
+
+  /** Removes rows by id; returns how many of them were in the index. Removed ids are retired for good. */
+  async remove(ids: Uint32Array): Promise<number> {
+    return this.#run(async (c) => {
+      const parts = [...new Set(Array.from(ids, (id) => this.#part(id)))];
+      const bufs = (await Promise.all(parts.map((p) => c.getBuffer(this.#recKey(p))))).filter((b): b is Buffer => b !== null);
+      const live: Uint32Array = (await native().lshStoreRecords(bufs, await this.#removed(c))).ids;
+      const want = new Set(ids);
+      const hit = live.filter((id) => want.has(id));
+      if (hit.length) await c.append(this.#delKey, Buffer.from(hit.buffer, hit.byteOffset, hit.byteLength));
+      return hit.length;
+    });
+  }
+
+  // Streams every band key through `fn`, STREAM_KEYS at a time.
+  async #eachBandKey(c: Redis | Cluster, fn: (data: Uint8Array) => Promise<void>): Promise<void> {
+    const P = this.#o.partitions;
+    const total = this.#p.bands * P;
+    for (let k = 0; k < total; k += STREAM_KEYS) {
+      const keys = Array.from({ length: Math.min(STREAM_KEYS, total - k) }, (_, i) => this.#bandKey(Math.floor((k + i) / P), (k + i) % P));
+      const data = await Promise.all(keys.map((key) => c.getBuffer(key)));
+      await Promise.all(data.filter((d): d is Buffer => d !== null && d.length > 0).map(fn));
+    }
+  }
+
+  async #pairs(c: Redis | Cluster, live: Uint32Array, rep: Uint32Array): Promise<BigUint64Array> {
+    const chunks: BigUint64Array[] = [];
+    await this.#eachBandKey(c, async (d) => {
+      const p: BigUint64Array = await native().lshStorePairs(d, live, rep);
+      if (p.length) chunks.push(p);
+    });
+    return native().lshStoreMerge(chunks);
+  }
+
+  /** Every unique pair of ids sharing a band bucket (left < right, sorted). */
+  async candidatePairs(): Promise<{ left: Uint32Array; right: Uint32Array }> {
+    return this.#run(async (c) => {
+      const { ids, empty } = await this.#records(c);
+      const rep = Uint32Array.from(empty, (e, i) => (e ? NONE : i));
+      const p = await this.#pairs(c, ids, rep);
+      const left = new Uint32Array(p.length);
+      const right = new Uint32Array(p.length);
+      for (let k = 0; k < p.length; k++) {
+        left[k] = ids[Number(p[k] >> 32n)];
+        right[k] = ids[Number(p[k] & 0xffffffffn)];
+      }
+      return { left, right };
+    });
+  }
+
+  // Fetches stored hash fields (signatures or vectors) of `ids`.
+  async #fetch(c: Redis | Cluster, ids: Uint32Array, key: (p: number) => string, what: string): Promise<Buffer[]> {
+    const byPart = new Map<number, number[]>();
+    ids.forEach((id, i) => {
+      const p = this.#part(id);
+      let a = byPart.get(p);
+      if (!a) byPart.set(p, (a = []));
+      a.push(i);
+    });
+    const out: Buffer[] = new Array(ids.length);
+    const jobs: Promise<void>[] = [];
+    for (const [p, idx] of byPart) {
+      for (let s = 0; s < idx.length; s += 1000) {
+        const part = idx.slice(s, s + 1000);
+        jobs.push(
+          c.hmgetBuffer(key(p), ...part.map((i) => idField(ids[i]))).then((vals) => {
+            vals.forEach((v, j) => {
+              if (v === null) throw storageError(`no ${what} is stored for id ${ids[part[j]]}`);
+              out[part[j]] = v;
+            });
+          }),
+        );
+      }
+      if (jobs.length >= 64) await Promise.all(jobs.splice(0));
+    }
+    await Promise.all(jobs);
+    return out;
+  }
+
+  async #signatures(c: Redis | Cluster, ids: Uint32Array): Promise<Uint32Array> {
+    if (!this.#o.signatures) {
+      throw typeError("verify 'estimate' and 'none' need the signatures: create the Redis index with storage.signatures: true, or verify 'exact'");
+    }
+    const per = this.#p.samples * 2;
+    const bufs = await this.#fetch(c, ids, (p) => this.#sigKey(p), 'signature');
+    const out = new Uint32Array(ids.length * per);
+    const bytes = new Uint8Array(out.buffer);
+    bufs.forEach((b, i) => {
+      if (b.length !== per * 4) throw storageError(`the signature stored for id ${ids[i]} has ${b.length} bytes, not ${per * 4}`);
+      bytes.set(b, i * per * 4);
+    });
+    return out;
+  }
+
+  // Rows of `ids` as a local CSR (row i = ids[i]), from `matrix` (rows by id) or the stored vectors.
+  async #vectors(c: Redis | Cluster, ids: Uint32Array, matrix: CsrMatrix | undefined): Promise<CsrMatrix> {
+    const indptr = new Uint32Array(ids.length + 1);
+    if (matrix) {
+      for (let i = 0; i < ids.length; i++) {
+        if (ids[i] >= matrix.rows) throw rangeError(`id ${ids[i]} has no row in matrix (matrix.rows = ${matrix.rows})`);
+        indptr[i + 1] = indptr[i] + matrix.indptr[ids[i] + 1] - matrix.indptr[ids[i]];
+      }
+      const indices = new Uint32Array(indptr[ids.length]);
+      const values = new Float32Array(indptr[ids.length]);
+      for (let i = 0; i < ids.length; i++) {
+        const b = matrix.indptr[ids[i]];
+        const e = matrix.indptr[ids[i] + 1];
+        indices.set(matrix.indices.subarray(b, e), indptr[i]);
+        if (matrix.values) values.set(matrix.values.subarray(b, e), indptr[i]);
+        else values.fill(1, indptr[i], indptr[i + 1]);
+      }
+      return { rows: ids.length, cols: matrix.cols, indptr, indices, values };
+    }
+    const bufs = await this.#fetch(c, ids, (p) => this.#vecKey(p), "vector (insert with { vectors }, or pass groups({ matrix }))");
+    let cols = 0;
+    bufs.forEach((b, i) => {
+      const n = b.length >= 4 ? b.readUInt32LE(0) : -1;
+      if (n < 0 || b.length !== 4 + 8 * n) throw storageError(`the vector stored for id ${ids[i]} is damaged`);
+      indptr[i + 1] = indptr[i] + n;
+    });
+    const indices = new Uint32Array(indptr[ids.length]);
+    const values = new Float32Array(indptr[ids.length]);
+    bufs.forEach((b, i) => {
+      const n = indptr[i + 1] - indptr[i];
+      for (let j = 0; j < n; j++) {
+        indices[indptr[i] + j] = b.readUInt32LE(4 + 4 * j);
+        values[indptr[i] + j] = b.readFloatLE(4 + 4 * n + 4 * j);
+        if (indices[indptr[i] + j] >= cols) cols = indices[indptr[i] + j] + 1;
+      }
+    });
+    return { rows: ids.length, cols, indptr, indices, values };
+  }
+
+  /**
+   * Connected components of verified candidate pairs over every live row,
+   * exactly as the in-memory index computes them for the same rows inserted
+   * in ascending id order (groups numbered by smallest member id).
+   */
+  async groups(verify: 'none' | 'estimate' | 'exact', threshold: number, matrix: CsrMatrix | undefined): Promise<StoredGroups> {
+    return this.#run(async (c) => {
+      const { ids, fp, empty } = await this.#records(c);
+      const n = ids.length;
+      // Representatives: rows with identical signatures (and, for 'exact',
+      // identical vectors) collapse to their smallest member, as lsh::Groups does.
+      const rep = Uint32Array.from(empty, (e, i) => (e ? NONE : i));
+      const runs: { ptr: Uint32Array; members: Uint32Array } = native().lshStoreClasses(fp, empty);
+      if (runs.members.length) {
+        const ends = runs.members;
+        let same: (a: number[], b: number[]) => Promise<Uint8Array>;
+        if (verify === 'exact') {
+          const local = await this.#vectors(c, Uint32Array.from(ends, (i) => ids[i]), matrix);
+          const at = new Map<number, number>();
+          ends.forEach((idx, j) => at.set(idx, j));
+          same = async (a, b) =>
+            (await native().lshStoreRowPairs(local, Uint32Array.from(a, (x) => at.get(x)!), Uint32Array.from(b, (x) => at.get(x)!))).same;
+        } else {
+          const s = await this.#signatures(c, Uint32Array.from(ends, (i) => ids[i]));
+          const per = this.#p.samples * 2;
+          const at = new Map<number, number>();
+          ends.forEach((idx, j) => at.set(idx, j));
+          same = async (a, b) =>
+            Uint8Array.from(a, (x, k) => {
+              const p = at.get(x)! * per;
+              const q = at.get(b[k])! * per;
+              for (let w = 0; w < per; w++) if (s[p + w] !== s[q + w]) return 0;
+              return 1;
+            });
+        }
+        // Rounds: each unresolved member is compared with its run's smallest unresolved member.
+        let open: number[][] = [];
+        for (let r = 0; r + 1 < runs.ptr.length; r++) open.push(Array.from(runs.members.subarray(runs.ptr[r], runs.ptr[r + 1])));
+        while (open.length) {
+          const a: number[] = [];
+          const b: number[] = [];
+          for (const run of open) for (let j = 1; j < run.length; j++) a.push(run[0]), b.push(run[j]);
+          const eq = await same(a, b);
+          const next: number[][] = [];
+          let k = 0;
+          for (const run of open) {
+            const rest: number[] = [];
+            for (let j = 1; j < run.length; j++, k++) {
+              if (eq[k]) rep[run[j]] = run[0];
+              else rest.push(run[j]);
+            }
+            if (rest.length > 1) next.push(rest);
+          }
+          open = next;
+        }
+      }
+      const cand = await this.#pairs(c, ids, rep);
+      const a = new Uint32Array(cand.length);
+      const b = new Uint32Array(cand.length);
+      for (let k = 0; k < cand.length; k++) {
+        a[k] = Number(cand[k] >> 32n);
+        b[k] = Number(cand[k] & 0xffffffffn);
+      }
+      const ends = Uint32Array.from(new Set([...a, ...b])).sort();
+      const at = new Map<number, number>();
+      ends.forEach((idx, j) => at.set(idx, j));
+      const la = Uint32Array.from(a, (x) => at.get(x)!);
+      const lb = Uint32Array.from(b, (x) => at.get(x)!);
+      const endIds = Uint32Array.from(ends, (i) => ids[i]);
+      let sim: Float32Array;
+      let keep: Uint8Array;
+      if (verify === 'exact') {
+        const j: Float64Array = (await native().lshStoreRowPairs(await this.#vectors(c, endIds, matrix), la, lb)).jaccard;
+        sim = Float32Array.from(j);
+        keep = Uint8Array.from(j, (x) => (x >= threshold ? 1 : 0));
+      } else {
+        sim = native().lshStoreEstimate(await this.#signatures(c, endIds), this.#p.samples, la, lb);
+        keep = Uint8Array.from(sim, (x) => (verify === 'none' || x >= threshold ? 1 : 0));
+      }
+      let kept = 0;
+      for (const x of keep) kept += x;
+      const edges = new BigUint64Array(kept);
+      const edgeSim = new Float32Array(kept);
+      for (let k = 0, o = 0; k < cand.length; k++) {
+        if (!keep[k]) continue;
+        edges[o] = cand[k];
+        edgeSim[o++] = sim[k];
+      }
+      const r = native().lshStoreFinish(ids, rep, edges, edgeSim);
+      return { ids, group: r.group, count: r.count, pairs: { left: r.left, right: r.right, similarity: r.similarity } };
+    });
+  }
+
+  /** Deletes every key of this index (its prefix). */
+  async clear(): Promise<void> {
+    await this.#run(async (c) => {
+      const P = this.#o.partitions;
+      const keys = [this.#metaKey, this.#delKey];
+      for (let p = 0; p < P; p++) keys.push(this.#recKey(p), this.#sigKey(p), this.#vecKey(p));
+      for (let b = 0; b < this.#p.bands; b++) for (let p = 0; p < P; p++) keys.push(this.#bandKey(b, p));
+      // One key per command: keys of different slots cannot share a DEL on a cluster.
+      for (let i = 0; i < keys.length; i += 512) await Promise.all(keys.slice(i, i + 512).map((k) => c.unlink(k)));
+    });
+    await this.close();
+  }
+
+  async close(): Promise<void> {
+    const p = this.#client;
+    this.#client = undefined;
+    if (!p) return;
+    try {
+      const c = await p;
+      await c.quit();
+    } catch {
+      // never connected, or already gone
+    }
+  }
+}

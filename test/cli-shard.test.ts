@@ -1,0 +1,114 @@
+// `cusim dedup --redis URL --shard i/N` workers and `--report` against one
+// `cusim dedup` process with the same settings, on a real redis-server and a
+// real 3-node Redis Cluster; a worker killed mid-shard and restarted.
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, expect, it } from 'vitest';
+import { bin, cusim, ensureDist, fixture, root } from './cli-helpers.js';
+import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
+
+const input = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k.tsv'), 'utf8');
+// 2^14 hashed columns keep the MinHash tables small (their cost grows with the column count).
+const common = ['--mode', 'words', '--threshold', '0.6', '--format', 'lines', '--backend', 'cpu', '--hash-bits', '14'];
+let single: { groups: unknown[]; input: unknown };
+
+beforeAll(() => {
+  ensureDist();
+  const r = cusim(['dedup', '-', ...common, '--json', '--quiet'], { input });
+  expect(r.status, r.stderr).toBe(0);
+  single = JSON.parse(r.stdout);
+  expect(single.groups.length).toBeGreaterThan(10);
+});
+
+/** Runs a worker; resolves with its exit code and stderr. */
+function worker(url: string, prefix: string, shard: string, extra: string[] = []) {
+  const p = spawn(process.execPath, [bin, 'dedup', '-', ...common, '--redis', url, '--prefix', prefix, '--shard', shard, ...extra], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  p.stdin.end(input);
+  let err = '';
+  p.stderr.on('data', (d) => (err += d));
+  const done = new Promise<{ code: number | null; signal: string | null; err: string }>((resolve) =>
+    p.on('close', (code, signal) => resolve({ code, signal, err })),
+  );
+  return { p, done };
+}
+
+function report(url: string, prefix: string) {
+  const r = cusim(['dedup', '--redis', url, '--prefix', prefix, '--report', '--json', '--backend', 'cpu', '--quiet']);
+  expect(r.status, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as typeof single;
+}
+
+function suite(cluster: boolean) {
+  const handle = useRedis({ cluster });
+
+  it('4 workers with --shard i/4 give exactly the single-process groups', async () => {
+    const runs = await Promise.all([0, 1, 2, 3].map((i) => worker(handle().url, 'four', `${i}/4`, ['--batch-docs', '200']).done));
+    for (const r of runs) expect(r.code, r.err).toBe(0);
+    const got = report(handle().url, 'four');
+    expect(got.groups).toEqual(single.groups);
+    expect(got.input).toEqual({ ...(single.input as object), source: '-' });
+  });
+
+  it('a worker killed mid-shard and restarted loses and duplicates nothing', async () => {
+    const first = worker(handle().url, 'killed', '1/4', ['--batch-docs', '20']);
+    // Kill it once a few batches are recorded, whatever it is doing then.
+    const key = 'killed:progress{1/4}';
+    const cliArgs = ['-h', '127.0.0.1', '-p', String(handle().ports[0]), ...(cluster ? ['-c'] : []), 'hlen', key];
+    for (let t = 0; ; t++) {
+      const n = Number(spawnSync('redis-cli', cliArgs, { encoding: 'utf8' }).stdout.trim());
+      if (n >= 3) break;
+      expect(t, 'the worker never recorded a batch').toBeLessThan(600);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    first.p.kill('SIGKILL');
+    expect((await first.done).signal).toBe('SIGKILL');
+    const again = await worker(handle().url, 'killed', '1/4', ['--batch-docs', '20']).done;
+    expect(again.code, again.err).toBe(0);
+    expect(again.err).toMatch(/batches were already done/);
+    // The report refuses to run before every shard has finished.
+    const early = cusim(['dedup', '--redis', handle().url, '--prefix', 'killed', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    expect(early.status).toBe(1);
+    expect(early.stderr).toMatch(/shard 0\/4 of job 'killed' has not finished/);
+    const rest = await Promise.all([0, 2, 3].map((i) => worker(handle().url, 'killed', `${i}/4`, ['--batch-docs', '20']).done));
+    for (const r of rest) expect(r.code, r.err).toBe(0);
+    // A worker run again after finishing changes nothing either.
+    expect((await worker(handle().url, 'killed', '2/4', ['--batch-docs', '20']).done).code).toBe(0);
+    const got = report(handle().url, 'killed');
+    expect(got.groups).toEqual(single.groups);
+    expect(got.input).toEqual({ ...(single.input as object), source: '-' });
+  });
+}
+
+describeRedis('cusim dedup --redis on one Redis server', () => {
+  suite(false);
+
+  it('refuses inconsistent workers and impossible settings', async () => {
+    // (the server of this suite is reused through a fresh one: a small cost for isolation)
+    const redis = await startRedis();
+    try {
+      const a = await worker(redis.url, 'mixed', '0/2').done;
+      expect(a.code, a.err).toBe(0);
+      const b = await worker(redis.url, 'mixed', '1/2', ['--seed', '2']).done;
+      expect(b.code).toBe(2);
+      expect(b.err).toMatch(/was started with seed=1, this worker has seed=2/);
+      const c = await worker(redis.url, 'mixed', '1/3').done;
+      expect(c.code).toBe(2);
+      expect(c.err).toMatch(/runs with 2 shards, not 3/);
+    } finally {
+      await redis.stop();
+    }
+    const tfidf = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--weighting', 'tfidf', '--quiet']);
+    expect(tfidf.status).toBe(2);
+    expect(tfidf.stderr).toMatch(/tfidf needs document frequencies over the whole corpus/);
+    expect(cusim(['dedup', fixture, '--shard', '0/2', '--quiet']).stderr).toMatch(/--shard and --report need --redis URL/);
+    expect(cusim(['dedup', fixture, '--redis', 'redis://x', '--shard', '4/4', '--quiet']).stderr).toMatch(/--shard must be i\/N/);
+    const down = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--quiet']);
+    expect(down.status).toBe(1);
+    expect(down.stderr).toMatch(/cannot reach Redis/);
+  });
+});
+
+describeRedis('cusim dedup --redis on a 3-node Redis Cluster', () => suite(true));

@@ -1,0 +1,146 @@
+// MinHashLSH with Redis storage against the in-memory index on the same
+// inserts: one real redis-server and a real 3-node Redis Cluster.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { MinHashLSH, type CsrMatrix } from '../lib/index.js';
+import { randInt, rng } from './helpers.js';
+import { lshCorpus, sigRows, type LshCorpus } from './lsh-corpus.js';
+import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
+
+let corpus: LshCorpus;
+beforeAll(async () => {
+  corpus = await lshCorpus(7, 220);
+});
+
+function rowsOf(m: CsrMatrix, b: number, e: number): CsrMatrix {
+  const base = m.indptr[b];
+  return {
+    rows: e - b,
+    cols: m.cols,
+    indptr: Uint32Array.from(m.indptr.subarray(b, e + 1), (x) => x - base),
+    indices: m.indices.subarray(base, m.indptr[e]),
+    values: m.values!.subarray(base, m.indptr[e]),
+  };
+}
+
+async function everything(lsh: MinHashLSH, c: LshCorpus, withMatrix = true) {
+  return {
+    count: await lsh.count(),
+    query: await lsh.query(c.sigs),
+    pairs: await lsh.candidatePairs(),
+    none: await lsh.groups({ verify: 'none' }),
+    estimate: await lsh.groups({ verify: 'estimate' }),
+    exact: await lsh.groups({ verify: 'exact', ...(withMatrix ? { matrix: c.matrix } : {}) }),
+  };
+}
+
+function sameGroups(a: Awaited<ReturnType<typeof everything>>, b: Awaited<ReturnType<typeof everything>>) {
+  expect(a.count).toBe(b.count);
+  expect(a.query).toEqual(b.query);
+  expect(a.pairs.left).toEqual(b.pairs.left);
+  expect(a.pairs.right).toEqual(b.pairs.right);
+  for (const k of ['none', 'estimate', 'exact'] as const) {
+    expect(a[k].ids).toEqual(b[k].ids);
+    expect(a[k].group).toEqual(b[k].group);
+    expect(a[k].count).toBe(b[k].count);
+    expect(a[k].pairs).toEqual(b[k].pairs);
+  }
+}
+
+function suite(cluster: boolean) {
+  const handle = useRedis({ cluster });
+  let n = 0;
+  const open = (prefix: string, extra: Record<string, unknown> = {}) =>
+    new MinHashLSH({
+      threshold: 0.7,
+      samples: corpus.samples,
+      backend: 'cpu',
+      storage: { type: 'redis', url: handle().url, prefix, partitions: 16, signatures: true, ...extra },
+    });
+
+  it('equals the in-memory index on the same inserts: queries, pairs, groups under every verification', async () => {
+    const c = corpus;
+    using mem = new MinHashLSH({ threshold: 0.7, samples: c.samples, backend: 'cpu' });
+    const all = Uint32Array.from({ length: c.rows }, (_, i) => i);
+    mem.insert(all, c.sigs);
+    const lsh = open(`eq${n++}`);
+    // Batches out of order, through two clients: the index is the set of rows.
+    const other = open(lsh.storagePrefix!);
+    const cuts = [0, 37, 150, 151, c.rows];
+    for (const k of [2, 0, 3, 1]) {
+      await (k % 2 ? other : lsh).insert(all.subarray(cuts[k], cuts[k + 1]), sigRows(c.sigs, c.samples, cuts[k], cuts[k + 1]), {
+        vectors: rowsOf(c.matrix, cuts[k], cuts[k + 1]),
+      });
+    }
+    const want = await everything(mem, c);
+    sameGroups(await everything(lsh, c), want);
+    sameGroups(await everything(other, c, false), want); // exact verification from the stored vectors
+    expect(want.exact.count).toBeGreaterThan(20);
+    // A batch sent again (a restarted worker) changes nothing.
+    await lsh.insert(all.subarray(cuts[1], cuts[2]), sigRows(c.sigs, c.samples, cuts[1], cuts[2]), { vectors: rowsOf(c.matrix, cuts[1], cuts[2]) });
+    sameGroups(await everything(lsh, c), want);
+    await other.close();
+    await lsh.clear();
+  });
+
+  it('removal: equal to the in-memory index after the same removals; removed ids are retired', async () => {
+    const c = corpus;
+    const r = rng(3);
+    const gone = [...new Set(Array.from({ length: 40 }, () => randInt(r, c.rows)))];
+    using mem = new MinHashLSH({ threshold: 0.7, samples: c.samples, backend: 'cpu' });
+    mem.insert(Uint32Array.from({ length: c.rows }, (_, i) => i), c.sigs);
+    mem.remove(gone);
+    const lsh = open(`rm${n++}`);
+    await lsh.insert(Uint32Array.from({ length: c.rows }, (_, i) => i), c.sigs);
+    expect(await lsh.remove([...gone, 999999])).toBe(gone.length);
+    expect(await lsh.remove(gone)).toBe(0);
+    sameGroups(await everything(lsh, c), await everything(mem, c));
+    for (const id of (await lsh.query(c.sigs)).ids) expect(gone.includes(id)).toBe(false);
+    await expect(lsh.insert([gone[0]], sigRows(c.sigs, c.samples, gone[0], gone[0] + 1))).rejects.toThrow(/was removed from this Redis index/);
+    await lsh.clear();
+  });
+
+  it('a second process sees inserts at once; mismatched parameters and data are coded errors', async () => {
+    const c = corpus;
+    const a = open(`vis${n++}`);
+    const b = open(a.storagePrefix!);
+    await a.insert([5, 6], sigRows(c.sigs, c.samples, 5, 7));
+    expect(await b.count()).toBe(2);
+    const q = await b.query(sigRows(c.sigs, c.samples, 5, 6));
+    expect([...q.ids]).toContain(5);
+    const wrong = new MinHashLSH({ bands: 3, rows: 2, samples: c.samples, storage: { type: 'redis', url: handle().url, prefix: a.storagePrefix! } });
+    await expect(wrong.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/has bands=\d+, this MinHashLSH has bands=3/) });
+    await wrong.close();
+    // One id with two different signatures.
+    await a.insert([5], sigRows(c.sigs, c.samples, 9, 10));
+    await expect(b.groups({ verify: 'estimate' })).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/id 5 was inserted twice/) });
+    // Without stored signatures, only exact verification applies.
+    const noSig = open(`nosig${n++}`, { signatures: false });
+    const twice = new Uint32Array(c.samples * 4);
+    twice.set(sigRows(c.sigs, c.samples, 1, 2));
+    twice.set(sigRows(c.sigs, c.samples, 1, 2), c.samples * 2);
+    await noSig.insert([1, 2], twice);
+    await expect(noSig.groups({ verify: 'estimate' })).rejects.toThrow(/storage.signatures: true/);
+    await expect(noSig.groups({ verify: 'exact' })).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/no vector .* is stored for id 1/) });
+    await noSig.clear();
+    await b.close();
+    await a.clear();
+  });
+}
+
+describeRedis('MinHashLSH on one Redis server', () => suite(false));
+describeRedis('MinHashLSH on a 3-node Redis Cluster', () => suite(true));
+
+describe('MinHashLSH Redis options', () => {
+  it('bad storage options are coded errors; an unreachable server is CUSIM_STORAGE_ERROR', async () => {
+    const base = { threshold: 0.5, samples: 8 } as const;
+    expect(() => new MinHashLSH({ ...base, storage: { type: 'redis', url: 'http://x' } as never })).toThrow(/redis:\/\/ URL/);
+    expect(() => new MinHashLSH({ ...base, storage: { type: 'redis', url: 'redis://x', prefix: 'a{b}' } })).toThrow(/no braces/);
+    expect(() => new MinHashLSH({ ...base, storage: { type: 'redis', url: 'redis://x', partitions: 0 } })).toThrow(RangeError);
+    expect(() => new MinHashLSH({ ...base, storage: { type: 'disk' } as never })).toThrow(/storage.type must be 'redis'/);
+    const lsh = new MinHashLSH({ ...base, storage: { type: 'redis', url: 'redis://127.0.0.1:1' } });
+    expect(() => lsh.size).toThrow(/use await lsh.count\(\)/);
+    await expect(lsh.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/cannot reach Redis at redis:\/\/127.0.0.1:1/) });
+    await expect(lsh.save('/tmp/x.bin')).rejects.toThrow(/lives in Redis/);
+    await lsh.close();
+  });
+});
