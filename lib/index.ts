@@ -34,4 +34,4 @@ export {
 } from './text/index.js';
 export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './text/index.js';
 export { pinnedArray, isPinned } from './pinned.js';
-export type { TokenBatch } from './text/index.js';
+export type { HashedRows, TokenBatch } from './text/index.js';

@@ -106,6 +106,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
     return DefineClass(env, "TextTokenizer",
                        {InstanceMethod("tokenize", &TextTokenizerWrap::Tokenize),
                         InstanceMethod("tokenizeAsync", &TextTokenizerWrap::TokenizeAsync),
+                        InstanceMethod("hashedRowsAsync", &TextTokenizerWrap::HashedRowsAsync),
                         InstanceMethod("dispose", &TextTokenizerWrap::DisposeMethod)});
   }
 
@@ -158,6 +159,38 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       return RunAsync(
           info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get()); },
           [=](Napi::Env env) { return BatchToJs(env, std::move(*b)); }, {}, owned);
+    });
+  }
+
+  // hashedRowsAsync(bytes, offsets, minTokens, bits) -> Promise<{ tokens, rowPtr, cols, values, kept }>:
+  // the documents' rows over hashed columns (see AssembleHashedRows); tokens[d]
+  // is 0xFFFFFFFF for documents the caller must tokenize itself.
+  Napi::Value HashedRowsAsync(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("TextTokenizer");
+      const double bits = info.Length() > 3 && info[3].IsNumber() ? info[3].As<Napi::Number>().DoubleValue() : -1;
+      if (!(bits >= 1 && bits <= 32) || bits != double(uint32_t(bits))) ThrowInvalid("bits must be an integer in [1, 32]");
+      const uint32_t mask = bits == 32 ? 0xffffffffu : (1u << uint32_t(bits)) - 1;
+      auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
+      Input in = ReadInput(info, *owned);
+      auto b = std::make_shared<text::Batch>();
+      auto rows = std::make_shared<text::Rows>();
+      return RunAsync(
+          info.Env(),
+          [=] {
+            impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get());
+            text::AssembleHashedRows(*b, in.minTokens, mask, rows.get());
+          },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("tokens", Typed(env, std::move(b->tokens)));
+            r.Set("rowPtr", Typed(env, std::move(rows->rowPtr)));
+            r.Set("cols", Typed(env, std::move(rows->cols)));
+            r.Set("values", Typed(env, std::move(rows->values)));
+            r.Set("kept", double(rows->kept));
+            return r;
+          },
+          {}, owned);
     });
   }
 };

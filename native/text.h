@@ -67,6 +67,14 @@ struct Rows {
 void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
                   const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out);
 
+// lib/text/vocabulary.ts hashToken() of an ASCII token.
+uint32_t HashToken(const char* p, size_t n);
+
+// A counted batch's documents with at least minTokens tokens (kFallback ones
+// left out) as rows over columns HashToken(term) & mask: feature hashing with
+// no vocabulary, every step multi-threaded.
+void AssembleHashedRows(const Batch& b, uint32_t minTokens, uint32_t mask, Rows* out);
+
 class Tokenizer {
  public:
   explicit Tokenizer(const Options& options);

@@ -537,8 +537,12 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
   }
 }
 
-void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
-                  const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out) {
+namespace {
+// Rows of the kept documents: keep(d) says which; column(id, &col) maps a
+// local term id to its column (false: dropped).
+template <typename Keep, typename Column>
+void AssembleRowsWith(const uint32_t* indptr, size_t docs, const uint32_t* ids, const uint32_t* counts, size_t pairs,
+                      size_t terms, Keep keep, Column column, Rows* out) {
   if (indptr[0] != 0 || indptr[docs] > pairs) ThrowInvalid("indptr must start at 0 and end within ids");
   for (size_t d = 0; d < docs; ++d)
     if (indptr[d + 1] < indptr[d]) ThrowInvalid("indptr must be non-decreasing");
@@ -552,15 +556,15 @@ void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, u
     // (column << 32 | count): one integer sort orders a row by column.
     std::vector<uint64_t> row;
     for (size_t d = b; d < e; ++d) {
-      if (tokens[d] < minTokens) continue;
+      if (!keep(d)) continue;
       row.clear();
       for (size_t k = indptr[d]; k < indptr[d + 1]; ++k) {
         if (ids[k] >= terms)
           ThrowInvalid("ids[" + std::to_string(k) + "]=" + std::to_string(ids[k]) + " is out of range for " +
                        std::to_string(terms) + " terms");
-        const int32_t col = remap[ids[k]];
-        if (col < 0) continue;
-        row.push_back(uint64_t(uint32_t(col)) << 32 | counts[k]);
+        uint32_t col;
+        if (!column(ids[k], &col)) continue;
+        row.push_back(uint64_t(col) << 32 | counts[k]);
         kept[d] += counts[k];
       }
       std::sort(row.begin(), row.end());
@@ -582,7 +586,7 @@ void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, u
   out->rowPtr.assign(1, 0);
   size_t nnz = 0;
   for (size_t d = 0; d < docs; ++d) {
-    if (tokens[d] < minTokens) continue;
+    if (!keep(d)) continue;
     nnz += len[d];
     out->rowPtr.push_back(uint32_t(nnz));
     out->kept += kept[d];
@@ -591,14 +595,59 @@ void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, u
   out->values.resize(nnz);
   std::vector<size_t> dst(docs, 0);
   for (size_t d = 0, r = 0; d < docs; ++d)
-    if (tokens[d] >= minTokens) dst[d] = out->rowPtr[r++];
+    if (keep(d)) dst[d] = out->rowPtr[r++];
   ParallelFor(docs, 256, [&](size_t b, size_t e) {
     for (size_t d = b; d < e; ++d) {
-      if (tokens[d] < minTokens || len[d] == 0) continue;
+      if (!keep(d) || len[d] == 0) continue;
       std::memcpy(out->cols.data() + dst[d], cols.data() + indptr[d], len[d] * sizeof(uint32_t));
       std::memcpy(out->values.data() + dst[d], vals.data() + indptr[d], len[d] * sizeof(float));
     }
   });
+}
+}  // namespace
+
+void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
+                  const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out) {
+  AssembleRowsWith(
+      indptr, docs, ids, counts, pairs, terms, [&](size_t d) { return tokens[d] >= minTokens; },
+      [&](uint32_t id, uint32_t* col) {
+        if (remap[id] < 0) return false;
+        *col = uint32_t(remap[id]);
+        return true;
+      },
+      out);
+}
+
+uint32_t HashToken(const char* p, size_t n) {
+  // FNV-1a over the token's units, then murmur3's fmix32: lib/text/vocabulary.ts
+  // hashToken() over the same (ASCII) characters.
+  uint32_t h = 0x811c9dc5u;
+  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(p[i])) * 0x01000193u;
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  return h ^ (h >> 16);
+}
+
+void AssembleHashedRows(const Batch& b, uint32_t minTokens, uint32_t mask, Rows* out) {
+  const size_t terms = b.termEnds.size();
+  std::vector<uint32_t> col(terms);
+  ParallelFor(terms, 4096, [&](size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; ++i) {
+      const uint32_t a = i ? b.termEnds[i - 1] : 0;
+      col[i] = HashToken(b.termBytes.data() + a, b.termEnds[i] - a) & mask;
+    }
+  });
+  const size_t docs = b.tokens.size();
+  AssembleRowsWith(
+      b.indptr.data(), docs, b.ids.data(), b.counts.data(), b.ids.size(), terms,
+      [&](size_t d) { return b.tokens[d] != kFallback && b.tokens[d] >= minTokens; },
+      [&](uint32_t id, uint32_t* c) {
+        *c = col[id];
+        return true;
+      },
+      out);
 }
 
 }  // namespace text

@@ -5,6 +5,7 @@
 // tokenizers and are merged in, in document order.
 import { native, type Native } from '../addon.js';
 import { rangeError, typeError } from '../errors.js';
+import { hashToken } from './vocabulary.js';
 
 /**
  * Distinct tokens of the kept documents (those with at least `minTokens`
@@ -166,6 +167,17 @@ export class NativeTokenizer {
     return finish(texts, this.handle.tokenize(bytes, offsets, minTokens) as RawBatch, minTokens, jsTokenize);
   }
 
+  /**
+   * `texts` as rows over hashed columns, hashToken(token) & (2^bits - 1)
+   * (bits up to 32: token hashes), with no vocabulary: tokenizing, hashing and
+   * assembling run on the thread pool; documents left to JavaScript go
+   * through `jsTokenize`. The same rows as a featurizer with hashBits = bits
+   * would build (count weighting), for bits <= 31.
+   */
+  hashedRowsAsync(texts: readonly string[], minTokens: number, bits: number, jsTokenize: (t: string) => string[]): Promise<HashedRows> {
+    return hashedRows(this.handle, texts, minTokens, bits, jsTokenize);
+  }
+
   /** tokenizeBatch() with the native part on the thread pool, off the event loop. */
   async tokenizeBatchAsync(
     texts: readonly string[],
@@ -178,6 +190,83 @@ export class NativeTokenizer {
     const { bytes, offsets } = encode(own, true);
     return finish(own, (await this.handle.tokenizeAsync(bytes, offsets, minTokens)) as RawBatch, minTokens, jsTokenize);
   }
+}
+
+/** Rows over hashed columns (see NativeTokenizer.hashedRowsAsync). */
+export interface HashedRows {
+  /** Per document: its number of tokens (tokenize(text).length). */
+  tokens: Uint32Array;
+  /** Kept documents (tokens >= minTokens) + 1 entries. */
+  indptr: Uint32Array;
+  /** hashToken(token) & (2^bits - 1), ascending within a row; equal columns summed. */
+  indices: Uint32Array;
+  values: Float32Array;
+}
+
+/** Kept documents of `texts` as rows over hashToken columns, in document order. */
+export async function hashedRows(
+  handle: Native | undefined,
+  texts: readonly string[],
+  minTokens: number,
+  bits: number,
+  jsTokenize: (t: string) => string[],
+): Promise<HashedRows> {
+  const own = Array.from(texts);
+  type Raw = { tokens: Uint32Array; rowPtr: Uint32Array; cols: Uint32Array; values: Float32Array };
+  let r: Raw;
+  if (handle) {
+    const { bytes, offsets } = encode(own, true);
+    r = (await handle.hashedRowsAsync(bytes, offsets, minTokens, bits)) as Raw;
+  } else {
+    r = { tokens: new Uint32Array(own.length).fill(FALLBACK), rowPtr: Uint32Array.of(0), cols: new Uint32Array(0), values: new Float32Array(0) };
+  }
+  if (!r.tokens.includes(FALLBACK)) return { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values };
+  // Documents the native tokenizer leaves to JavaScript (non-ASCII words or
+  // q-grams): tokenized here and spliced in at their place.
+  const mask = bits === 32 ? 0xffffffff : 2 ** bits - 1;
+  const tokens = r.tokens.slice();
+  const rows: { at: number; cols: Uint32Array; values: Float32Array }[] = [];
+  let kept = 0;
+  for (let d = 0; d < own.length; d++) {
+    if (r.tokens[d] !== FALLBACK) {
+      if (r.tokens[d] >= minTokens) kept++;
+      continue;
+    }
+    const toks = jsTokenize(own[d]);
+    tokens[d] = toks.length;
+    if (toks.length < minTokens) continue;
+    const counts = new Map<number, number>();
+    for (const t of toks) {
+      const c = (hashToken(t) & mask) >>> 0;
+      counts.set(c, (counts.get(c) ?? 0) + 1);
+    }
+    const cols = Uint32Array.from(counts.keys()).sort();
+    rows.push({ at: kept++, cols, values: Float32Array.from(cols, (c) => counts.get(c)!) });
+  }
+  const extra = rows.reduce((a, x) => a + x.cols.length, 0);
+  const indptr = new Uint32Array(kept + 1);
+  const indices = new Uint32Array(r.cols.length + extra);
+  const values = new Float32Array(r.cols.length + extra);
+  let src = 0; // native row
+  let nz = 0;
+  let next = 0; // rows[next]
+  for (let row = 0; row < kept; row++) {
+    if (next < rows.length && rows[next].at === row) {
+      indices.set(rows[next].cols, nz);
+      values.set(rows[next].values, nz);
+      nz += rows[next].cols.length;
+      next++;
+    } else {
+      const a = r.rowPtr[src];
+      const b = r.rowPtr[src + 1];
+      indices.set(r.cols.subarray(a, b), nz);
+      values.set(r.values.subarray(a, b), nz);
+      nz += b - a;
+      src++;
+    }
+    indptr[row + 1] = nz;
+  }
+  return { tokens, indptr, indices, values };
 }
 
 function finish(texts: readonly string[], raw: RawBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {

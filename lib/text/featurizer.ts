@@ -6,8 +6,8 @@ import { MAX_TYPED_LENGTH } from '../addon.js';
 import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
-import { NativeTokenizer, assembleRows, countTokenLists } from './batch.js';
-import type { TokenBatch } from './batch.js';
+import { NativeTokenizer, assembleRows, countTokenLists, hashedRows } from './batch.js';
+import type { HashedRows, TokenBatch } from './batch.js';
 import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
 import { BaseVocabulary, HashedVocabulary, Vocabulary } from './vocabulary.js';
 
@@ -250,6 +250,25 @@ export class TextFeaturizer {
     const b = this.tokenizeBatch(texts, minTokens);
     this.addTokenBatch(b);
     return b.tokens;
+  }
+
+  /**
+   * Rows of `texts` over hashed columns, hashToken(token) & (2^bits - 1) with
+   * bits up to 32 (32: the 32-bit token hashes themselves, what MinHash
+   * wants), token counts as values. Reads and changes no state of this
+   * featurizer (no vocabulary, no document frequencies), so batches can be
+   * featurized concurrently and concatenated; tokenizing, hashing and row
+   * assembly run on the thread pool where the native tokenizer loads.
+   * Documents with fewer than minTokens tokens are left out (`tokens` has
+   * every document's count).
+   */
+  hashedRows(texts: readonly string[], options: { minTokens?: number; bits?: number } = {}): Promise<HashedRows> {
+    checkTexts(texts);
+    if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    const minTokens = checkInt(options.minTokens ?? 0, 'minTokens', 0, 0xfffffffe);
+    const bits = checkInt(options.bits ?? 32, 'bits', 1, 32);
+    const tokenize = (t: string) => this.tokenize(t);
+    return this.nativeTokenizer ? this.nativeTokenizer.hashedRowsAsync(texts, minTokens, bits, tokenize) : hashedRows(undefined, texts, minTokens, bits, tokenize);
   }
 
   /**

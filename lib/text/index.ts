@@ -1,6 +1,6 @@
 export { TextFeaturizer } from './featurizer.js';
 export type { TextFeaturizerOptions, TextFeaturizerJSON, TextMode, Weighting } from './featurizer.js';
-export type { TokenBatch } from './batch.js';
+export type { HashedRows, TokenBatch } from './batch.js';
 export { Vocabulary, HashedVocabulary, hashToken } from './vocabulary.js';
 export {
   codeTokens,
