@@ -219,6 +219,21 @@ const DeviceReport& QueryDevices() {
   return report;
 }
 
+std::shared_ptr<void> HoldDeviceMemory(int device, uint64_t bytes) {
+  gpu::DeviceGuard g(device);
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    uint64_t f = 0, t = 0;
+    DeviceMemory(device, &f, &t);
+    ThrowOutOfMemory("held device memory", bytes, f);
+  }
+  return std::shared_ptr<void>(p, [device](void* q) {
+    gpu::DeviceGuard g2(device);
+    cudaFree(q);
+  });
+}
+
 void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes) {
   WaitForReleases();  // callers compare it with what they need
   gpu::DeviceGuard g(device);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <memory>
 #include <vector>
 
 namespace cusim {
@@ -43,6 +44,9 @@ bool DeviceTensorCores(int device);
 
 // Free and total bytes on one device (CUDA builds only).
 void DeviceMemory(int device, uint64_t* free_bytes, uint64_t* total_bytes);
+// `bytes` of device memory held until the pointer's last copy goes (tests
+// fill a GPU with it to reach the out-of-memory paths).
+std::shared_ptr<void> HoldDeviceMemory(int device, uint64_t bytes);
 
 // Page-locked host memory every GPU can DMA from and into (cudaHostAlloc,
 // portable), zero-filled unless `zero` is false; nullptr where CUDA is

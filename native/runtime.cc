@@ -20,6 +20,7 @@ const DeviceReport& QueryDevices() {
   return report;
 }
 void DeviceMemory(int, uint64_t*, uint64_t*) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
+std::shared_ptr<void> HoldDeviceMemory(int, uint64_t) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
 void* HostPinnedAlloc(uint64_t, bool) { return nullptr; }
 void HostPinnedFree(void*) noexcept {}
 #endif
@@ -168,7 +169,27 @@ Napi::Value SetMaxTyped(const Napi::CallbackInfo& info) {
   });
 }
 
+// holdDeviceMemory(device, bytes) -> { release() }: for tests that need a
+// full GPU (the out-of-memory paths); the memory also goes with the object.
+Napi::Value HoldDeviceMemoryJs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    const double d = args.Num(0, "device"), b = args.Num(1, "bytes");
+    const auto devs = ResolveDevices({});
+    if (!(d >= 0 && d < double(devs.size())) || d != double(int(d))) ThrowInvalid("device is out of range");
+    if (!(b >= 1 && b <= 9007199254740991.0) || b != double(uint64_t(b))) ThrowInvalid("bytes must be a positive integer");
+    auto held = std::make_shared<std::shared_ptr<void>>(HoldDeviceMemory(int(d), uint64_t(b)));
+    auto o = Napi::Object::New(info.Env());
+    o.Set("release", Napi::Function::New(info.Env(), [held](const Napi::CallbackInfo& i) {
+      held->reset();
+      return i.Env().Undefined();
+    }));
+    return o;
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("holdDeviceMemory", Napi::Function::New(env, HoldDeviceMemoryJs, "holdDeviceMemory"));
   exports.Set("deviceMemory", Napi::Function::New(env, DeviceMemoryJs, "deviceMemory"));
   exports.Set("setMaxTypedLength", Napi::Function::New(env, SetMaxTyped, "setMaxTypedLength"));
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));

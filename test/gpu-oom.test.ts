@@ -2,9 +2,8 @@
 // is free rejects with CUSIM_OUT_OF_MEMORY naming the bytes asked and free
 // (err.bytesRequested, err.bytesFree), and the next call on the same object,
 // once memory is back, works and matches the CPU backend. Memory is taken by
-// a ballast (a WeightedMinHash whose seeded tables are generated on the
-// device, 18 bytes per dim x sample, nothing on the host) that leaves a few
-// MB free. Skips without a GPU; the integrator runs it on the H100.
+// a ballast of plain device allocations (native holdDeviceMemory) that leaves a few
+// MB free. Skips without a GPU.
 import { expect, it } from 'vitest';
 import { native } from '../lib/addon.js';
 import {
@@ -21,20 +20,24 @@ import { describeGpu, randomBits, randomCsr, rng } from './helpers.js';
 
 const LEAVE = 4 << 20;
 
-/** Runs fn with all but LEAVE bytes of GPU 0 held by a ballast. */
+/** Runs fn with all but LEAVE bytes of GPU 0 held by a ballast (native holdDeviceMemory). */
 async function whileFull(fn: () => Promise<void>): Promise<void> {
-  const free = native().deviceMemory(0).free as number;
-  const samples = 128;
-  const dim = Math.floor((free - LEAVE) / (samples * 18));
-  const ballast = new WeightedMinHash({ dim, samples, backend: 'cuda', devices: [0] });
-  const one: CsrMatrix = { rows: 1, cols: dim, indptr: new Uint32Array([0, 1]), indices: new Uint32Array([0]), values: new Float32Array([1]) };
-  // Builds the tables; the call itself may then find no room for its batch buffers.
-  await ballast.hash(one).catch(() => undefined);
+  const held: { release(): void }[] = [];
   try {
+    // cudaMalloc rounds and keeps some memory back: fill in a few steps.
+    for (let i = 0; i < 8; i++) {
+      const free = native().deviceMemory(0).free as number;
+      if (free < LEAVE + (16 << 20)) break;
+      try {
+        held.push(native().holdDeviceMemory(0, free - LEAVE));
+      } catch {
+        held.push(native().holdDeviceMemory(0, Math.floor((free - LEAVE) / 2)));
+      }
+    }
     expect((native().deviceMemory(0).free as number) < 64 << 20, 'ballast took the device').toBe(true);
     await fn();
   } finally {
-    ballast.dispose();
+    for (const h of held) h.release();
   }
 }
 
@@ -61,8 +64,10 @@ describeGpu('GPU out of memory: coded error, then the same object works', () => 
   });
 
   it('WeightedMinHash whose tables exceed the whole device: coded every time, smaller objects unaffected', async () => {
-    using g = new WeightedMinHash({ dim: 2 ** 26, samples: 128, backend: 'cuda', devices: [0] });
-    const one: CsrMatrix = { rows: 1, cols: 2 ** 26, indptr: new Uint32Array([0, 1]), indices: new Uint32Array([5]) };
+    // Device tables for 2^17 distinct columns at 65536 samples: 2^17 x 65536 x 18 B = 154 GB.
+    using g = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cuda', devices: [0] });
+    const cols = 1 << 17;
+    const one: CsrMatrix = { rows: 1, cols: 0xffffffff, indptr: new Uint32Array([0, cols]), indices: Uint32Array.from({ length: cols }, (_, i) => i * 7919) };
     await expectOom(g.hash(one));
     await expectOom(g.hash(one));
     using small = new WeightedMinHash({ dim: 50000, samples: 16, backend: 'cuda', devices: [0] });

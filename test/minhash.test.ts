@@ -1,3 +1,4 @@
+import { totalmem } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { native } from '../lib/addon.js';
@@ -440,8 +441,8 @@ describe('WeightedMinHash: bad input', () => {
   });
 
   it('parameters of too many distinct columns for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {
-    // 40,000 distinct columns x 65,536 samples x 12 bytes = 31 GB, more than a CI host has.
-    const n = 40_000;
+    // Distinct columns x 65,536 samples x 12 bytes: more than this host's memory.
+    const n = Math.ceil(totalmem() / (65536 * 12)) + 1000;
     using wmh = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cpu' });
     const indices = new Uint32Array(n).map((_, i) => 0xffffffff - 1 - 3 * i);
     const p = wmh.hash({ rows: 1, cols: 0xffffffff, indptr: Uint32Array.of(0, n), indices });
