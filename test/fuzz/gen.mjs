@@ -196,7 +196,7 @@ export function breakCsr(g, m) {
   }
 }
 
-export const KNOWN_CODES = new Set(['CUSIM_INVALID_ARGUMENT', 'CUSIM_OUT_OF_MEMORY', 'CUSIM_DISPOSED', 'ABORT_ERR', 'CUSIM_CUDA_ERROR']);
+export const KNOWN_CODES = new Set(['CUSIM_INVALID_ARGUMENT', 'CUSIM_OUT_OF_MEMORY', 'CUSIM_DISPOSED', 'ABORT_ERR', 'CUSIM_CUDA_ERROR', 'CUSIM_BAD_FILE', 'CUSIM_IO_ERROR', 'CUSIM_STORAGE_ERROR']);
 
 export function sameArray(a, b) {
   if (!a || !b || a.length !== b.length) return false;

@@ -2,7 +2,6 @@
 // `name` and `generators`: [{ entry, weight, make(g, ctx) -> case }], where a
 // case is { entry, kind: 'valid' | 'invalid' | 'either', run(), check?(value),
 // errorCode?, allow?, cleanup?() } (see ../child.mjs for how it is judged).
-// New families (save/load files, say) are added here.
 import * as minhash from './minhash.mjs';
 import * as flyhash from './flyhash.mjs';
 import * as join from './join.mjs';
@@ -12,10 +11,11 @@ import * as lsh from './lsh.mjs';
 import * as text from './text.mjs';
 import * as ops from './ops.mjs';
 import * as nativeCalls from './native.mjs';
+import * as persist from './persist.mjs';
 import * as canary from './canary.mjs';
 import { Gen } from '../gen.mjs';
 
-export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls];
+export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist];
 
 /** Every generator of the selected families, with cumulative weights. */
 export function generatorsOf(names) {
