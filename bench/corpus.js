@@ -13,9 +13,10 @@
 //     weighted Jaccard (words, counts) is exactly 1;
 //   - words:  1 to 8 word edits (deletions, insertions of words from other
 //     summaries, substitutions), similarity spread over about 0.75 to 0.98.
-// The exact weighted Jaccard of every plant, under the CLI's default
-// featurization for records (words, count weights), is written beside the
-// corpus as <out>.planted.jsonl: {left, right, similarity, edit}.
+// The exact weighted Jaccard of every plant under the words featurization
+// (count weights), and the Jaccard of its token sets (what classic MinHash
+// estimates), are written beside the corpus as <out>.planted.jsonl:
+// {left, right, similarity, setSimilarity, edit}.
 import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -85,6 +86,16 @@ function weightedJaccard(a, b) {
   return mx > 0 ? mn / mx : 0;
 }
 
+// Jaccard of the token sets: what classic MinHash estimates.
+function setJaccard(a, b) {
+  const sa = new Set(featurizer.tokenize(a));
+  const sb = new Set(featurizer.tokenize(b));
+  let both = 0;
+  for (const t of sa) if (sb.has(t)) both++;
+  const union = sa.size + sb.size - both;
+  return union > 0 ? both / union : 0;
+}
+
 function formatEdit(text) {
   return text
     .split(' ')
@@ -145,7 +156,8 @@ while (written < docs) {
       const copy = edit === 'format' ? formatEdit(text) : wordEdit(text);
       const copyId = `${id}-copy`;
       const similarity = weightedJaccard(text, copy);
-      plantBuf += JSON.stringify({ left: id, right: copyId, similarity: Math.round(similarity * 1e6) / 1e6, edit }) + '\n';
+      const setSimilarity = Math.round(setJaccard(text, copy) * 1e6) / 1e6;
+      plantBuf += JSON.stringify({ left: id, right: copyId, similarity: Math.round(similarity * 1e6) / 1e6, setSimilarity, edit }) + '\n';
       plants++;
       waiting.push({ id: copyId, text: copy, at: written + 1 + Math.floor(random() * 5000) });
       waiting.sort((a, b) => a.at - b.at);

@@ -74,6 +74,9 @@ for (const g of report.groups) for (const m of g.members) groupOf.set(m.id, g.id
 const pairSim = new Map();
 for (const g of report.groups) for (const p of g.pairs) pairSim.set(`${p.left}\n${p.right}`, p.similarity);
 const { bands, rows } = report.lsh;
+// Classic MinHash estimates the Jaccard of token sets, weighted MinHash that of token counts.
+const method = report.options.method ?? 'weighted';
+const simOf = (p) => (method === 'classic' ? (p.setSimilarity ?? p.similarity) : p.similarity);
 const t = report.options.threshold;
 const pFound = (s) => 1 - Math.pow(1 - Math.pow(s, rows), bands);
 const bins = [
@@ -84,7 +87,8 @@ const bins = [
 ].map((b) => ({ ...b, planted: 0, found: 0, expected: 0, sure: 0, sureMissed: 0, variance: 0 }));
 let falsePairs = 0;
 for (const p of planted) {
-  const b = bins.find((x) => p.similarity >= x.lo && p.similarity < x.hi);
+  const sim = simOf(p);
+  const b = bins.find((x) => sim >= x.lo && sim < x.hi);
   b.planted++;
   const same = groupOf.has(p.left) && groupOf.get(p.left) === groupOf.get(p.right);
   if (b.lo === -Infinity) {
@@ -93,7 +97,7 @@ for (const p of planted) {
     if (pairSim.has(`${p.left}\n${p.right}`) || pairSim.has(`${p.right}\n${p.left}`)) falsePairs++;
     continue;
   }
-  const q = pFound(p.similarity);
+  const q = pFound(sim);
   b.expected += q;
   b.variance += q * (1 - q);
   if (same) b.found++;
