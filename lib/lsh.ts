@@ -737,6 +737,28 @@ export function isEmptySignature(signatures: Uint32Array, samples: number, i: nu
   return true;
 }
 
+/**
+ * The members of each group of a groups() or dedup() result, as row
+ * positions ascending, groups ordered by their first member; rows with no
+ * group (0xFFFFFFFF) and groups of one are left out.
+ */
+export function groupMembers(group: Uint32Array): Uint32Array[] {
+  if (!(group instanceof Uint32Array)) throw typeError(`group must be a Uint32Array, got ${describe(group)}`);
+  const NONE = 0xffffffff;
+  const count = new Map<number, number>();
+  for (const g of group) if (g !== NONE) count.set(g, (count.get(g) ?? 0) + 1);
+  const out = new Map<number, { rows: Uint32Array; n: number }>();
+  for (let row = 0; row < group.length; row++) {
+    const g = group[row];
+    if (g === NONE || count.get(g)! < 2) continue;
+    let m = out.get(g);
+    if (!m) out.set(g, (m = { rows: new Uint32Array(count.get(g)!), n: 0 }));
+    m.rows[m.n++] = row;
+  }
+  // Map order is first insertion, i.e. by first member.
+  return [...out.values()].map((m) => m.rows);
+}
+
 export interface DedupOptions {
   /**
    * 'weighted' (default): WeightedMinHash over the matrix's weights, verified

@@ -653,3 +653,25 @@ describeGpu('MinHashLSH cuda = cpu', () => {
     await compareBackends(new Uint32Array(5 * 2 * S).fill(SENT), S, { bands: 4, rows: 4 });
   });
 });
+
+describe('groupMembers', () => {
+  it('lists each group of two or more rows, ascending, groups by first member (against a direct scan)', async () => {
+    const { groupMembers } = await import('../lib/index.js');
+    const r = rng(99);
+    const NONE = 0xffffffff;
+    const group = Uint32Array.from({ length: 500 }, () => (r() < 0.3 ? NONE : Math.floor(r() * 120)));
+    const got = groupMembers(group).map((m) => Array.from(m));
+    const want: number[][] = [];
+    const seen = new Set<number>();
+    for (let i = 0; i < group.length; i++) {
+      const g = group[i];
+      if (g === NONE || seen.has(g)) continue;
+      seen.add(g);
+      const rows = [...group.keys()].filter((j) => group[j] === g);
+      if (rows.length > 1) want.push(rows);
+    }
+    expect(got).toEqual(want);
+    expect(groupMembers(new Uint32Array(0))).toEqual([]);
+    expect(() => groupMembers([1, 2] as unknown as Uint32Array)).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT' }));
+  });
+});

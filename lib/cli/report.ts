@@ -2,6 +2,7 @@
 // sharing near-duplicate files, and the three renderings (table, JSON, CSV).
 // The JSON shape is the documented, versioned contract (schema
 // 'cusim.dedup/1'); add fields only, never rename or remove them.
+import { groupMembers } from '../lsh.js';
 import path from 'node:path';
 import type { Skip } from './sources.js';
 import { packageLabel, packageOf } from './sources.js';
@@ -57,14 +58,6 @@ const round = (x: number): number => Math.round(x * 1e6) / 1e6;
 /** Groups in a stable order: by their first member's position in the input. */
 export function buildGroups(ids: readonly string[], r: DedupResultLike): ReportGroup[] {
   const NONE = 0xffffffff;
-  const members = new Map<number, number[]>();
-  for (let row = 0; row < r.group.length; row++) {
-    const g = r.group[row];
-    if (g === NONE) continue;
-    let m = members.get(g);
-    if (!m) members.set(g, (m = []));
-    m.push(row);
-  }
   const best = new Float64Array(ids.length);
   const pairsOf = new Map<number, { l: number; r: number; s: number }[]>();
   for (let i = 0; i < r.pairs.left.length; i++) {
@@ -79,15 +72,18 @@ export function buildGroups(ids: readonly string[], r: DedupResultLike): ReportG
     if (!p) pairsOf.set(g, (p = []));
     p.push(l < rr ? { l, r: rr, s } : { l: rr, r: l, s });
   }
-  const groups = [...members.entries()].filter(([, m]) => m.length > 1).sort((a, b) => a[1][0] - b[1][0]);
-  return groups.map(([g, rows], id) => ({
+  return groupMembers(r.group).map((m, id) => {
+    const rows = Array.from(m);
+    const g = r.group[rows[0]];
+    return {
     id,
     size: rows.length,
     members: rows.map((row) => ({ id: ids[row], similarity: round(best[row]) })),
     pairs: (pairsOf.get(g) ?? [])
       .sort((a, b) => a.l - b.l || a.r - b.r)
       .map((p) => ({ left: ids[p.l], right: ids[p.r], similarity: round(p.s) })),
-  }));
+    };
+  });
 }
 
 /** Package pairs whose files fall into the same groups (node_modules scans). */
