@@ -1487,15 +1487,6 @@ void SetSmem(const Plan& pl) {
   }
 }
 
-// Which kernel family (CUSIM_FLYHASH_VARIANT, for the bench and the tests):
-// auto, mma, legacy, tile-small, tile-large. auto and mma take the tensor-core
-// path (bytes, or quantized floats) where its tile fits; a forced variant
-// that does not apply falls back to auto's other choices.
-std::string VariantKnob() {
-  const char* env = std::getenv("CUSIM_FLYHASH_VARIANT");
-  return env ? std::string(env) : std::string("auto");
-}
-
 constexpr uint64_t kStagingBytes = uint64_t(64) << 20;  // input bytes per batch
 // TileLarge window lists per batch: at m = 131072 a row lists ~14k keys, and a
 // batch must still hold a wave of 32-row tiles (132 x 32 rows x 220 KB).
@@ -1529,14 +1520,13 @@ uint32_t ChunkLen(const Params& p, size_t limit, uint32_t* count) {
 }
 
 template <typename Idx>
-Plan LegacyPlan(const Params& p, size_t limit, int sms, Output o) {
+Plan LegacyPlan(const Params& p, size_t limit, int sms, Output o, const Tuning& tuning) {
   Plan pl;
   pl.threads = p.m >= 8192 ? 1024 : p.m >= 2048 ? 512 : 256;
   pl.kind = Kind::TwoPass;
-  // Tuning knob for the bench: cap rows per block (more rows share each index
+  // tuning.maxRowsPerBlock caps rows per block (more rows share each index
   // load; fewer leave room for a second resident block).
-  int maxR = 4;
-  if (const char* env = std::getenv("CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK")) maxR = std::max(1, std::atoi(env));
+  const int maxR = std::max(1, tuning.maxRowsPerBlock);
   for (int R : {4, 2, 1}) {
     if (R > maxR) continue;
     const size_t need = Align16(uint64_t(p.d) * R * 4) + uint64_t(R) * p.m * 4;
@@ -1618,15 +1608,11 @@ double QuantExtra(const Params& p) {
 // 1M x 128 float 8.39 / 7.98 / 7.82 / 8.01 / 8.90 at S = 128 / 192 / 224 /
 // 256 / 320; CIFAR float 100.8 / 94.4 at 1536 / 2048. 2048 is also what
 // WindowKernel holds in registers.
-Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bool quant) {
+Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bool quant, const Tuning& tuning) {
   Plan pl;
   pl.kind = quant ? Kind::MmaQ8 : Kind::Mma;
   pl.kp = MmaKp(p);
   pl.S = p.m <= 224 ? p.m : std::min<uint32_t>(2048, std::max<uint32_t>(224, p.m / 12 / 32 * 32));
-  // Bench knob: the sample size (a multiple of 32, at most the 2048 keys
-  // WindowKernel holds in registers).
-  if (const char* env = std::getenv("CUSIM_FLYHASH_SAMPLE"))
-    pl.S = std::min<uint32_t>({p.m, 2048u, std::max<uint32_t>(32, uint32_t(std::strtoul(env, nullptr, 10)) / 32 * 32)});
   // A narrower window than TileLarge's: every listed key costs the main
   // kernel an append and the list select a read per pass, while a missed row
   // (~6e-5 of them) costs one exact per-row pass.
@@ -1642,9 +1628,9 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
   if (quant) {
     const double open = QuantExtra(p);
     pl.exactRows = open >= 512 ? 1 : open >= 256 ? 2 : open >= 128 ? 4 : open >= 32 ? 8 : 0;
-    // Test hook: either way on any shape.
-    if (const char* env = std::getenv("CUSIM_FLYHASH_EXACT_ROWS")) {
-      const uint32_t v = uint32_t(std::strtoul(env, nullptr, 10));
+    // tuning.exactRows: either way on any shape (tests).
+    if (tuning.exactRows >= 0) {
+      const uint32_t v = uint32_t(tuning.exactRows);
       pl.exactRows = v >= 8 ? 8 : v >= 4 ? 4 : v >= 2 ? 2 : v;
     }
     // ListKernel selects among the undecided only.
@@ -1654,8 +1640,6 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
     // 1.5 reading device memory with 8 blocks per SM.
     const uint32_t want = uint32_t(expected * 1.25 + 64);
     pl.refineStage = want <= 2048 ? want : 0;
-    if (const char* env = std::getenv("CUSIM_FLYHASH_REFINE_STAGE"))
-      pl.refineStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(std::strtoul(env, nullptr, 10))));
   }
   // Staged keys share a block's opt-in shared memory with the row kernels'
   // static histograms: 99 KB on sm_86/89/120 holds fewer than RowStage's 4096.
@@ -1666,9 +1650,8 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
   // Launch shape, the first that keeps 16 warps on a multiprocessor: two
   // blocks of 8 with the words staged in shared memory, two without, one
   // block of 16 staged, one without (wide rows leave no room to stage).
-  // Bench knob CUSIM_FLYHASH_STAGE_B = 0 / 1: never / only staged shapes.
-  const char* knob = std::getenv("CUSIM_FLYHASH_STAGE_B");
-  const int stageKnob = knob ? int(std::strtol(knob, nullptr, 10)) : -1;
+  // tuning.stageProjection = 0 / 1: never / only staged shapes.
+  const int stageKnob = tuning.stageProjection;
   int perSm = 0;
   for (const auto& [warps, stage, blocks] :
        {std::tuple{8u, true, 2}, std::tuple{8u, false, 2}, std::tuple{16u, true, 1}, std::tuple{16u, false, 1}}) {
@@ -1696,9 +1679,9 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
   const uint64_t listBytes = std::min<uint64_t>(2 * kListBytes, freeB / 8);
   batch = std::min<uint64_t>(batch, std::max<uint64_t>(kMmaRows, listBytes / (uint64_t(pl.cap) * 8 + uint64_t(pl.S) * 4) /
                                                                      kMmaRows * kMmaRows));
-  // Test hook: small batches, so tests drive both streams with few rows.
-  if (const char* env = std::getenv("CUSIM_FLYHASH_BATCH_ROWS"))
-    batch = std::min<uint64_t>(batch, std::max<uint64_t>(1, std::strtoull(env, nullptr, 10) / kMmaRows) * kMmaRows);
+  // tuning.batchRows: small batches, so tests drive both streams with few rows.
+  if (tuning.batchRows > 0)
+    batch = std::min<uint64_t>(batch, std::max<uint64_t>(1, tuning.batchRows / kMmaRows) * kMmaRows);
   pl.batch = std::min<uint64_t>(batch, rows);
   return pl;
 }
@@ -1730,14 +1713,14 @@ template <typename Idx>
 Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteValued, const Tuning& tuning) {
   const size_t limit = gpu::MaxSharedPerBlockOptin(device) - sizeof(Scratch) - 64;
   const int sms = gpu::MultiprocessorCount(device);
-  const std::string knob = VariantKnob();
+  const std::string& knob = tuning.kernel;
   // Tensor cores where the GPU has the kernels (sm_80+) and tuning allows.
   // Quantized floats need sums of s bytes in 31 bits and the fallback's
   // 16-bit indices (both hold wherever the tile fits).
   const bool tensorCores = tuning.tensorCores && DeviceTensorCores(device);
   if ((knob == "auto" || knob == "mma") && tensorCores && MmaSmem(MmaKp(p), 16, false) <= limit && sizeof(Idx) == 2 &&
       uint64_t(p.s) * 255 < (uint64_t(1) << 31))
-    return MmaPlan(p, rows, sms, limit, o, !(byteValued && ExactForBytes(p)));
+    return MmaPlan(p, rows, sms, limit, o, !(byteValued && ExactForBytes(p)), tuning);
   Plan pl;
   // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
   // tiles; few rows go to the legacy kernels, which split m across blocks.
@@ -1776,7 +1759,7 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
       batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, partBytes / (uint64_t(p.m) * 4) / kTile * kTile));
     }
   } else {
-    pl = LegacyPlan<Idx>(p, limit, sms, o);
+    pl = LegacyPlan<Idx>(p, limit, sms, o, tuning);
     pl.batch = std::min<uint64_t>(pl.batch, rows);
     return pl;
   }
@@ -2016,11 +1999,6 @@ gpu::DeviceBuffer<uint16_t>& LegacyBuffer<uint16_t>(FlyState& st) { return st.pr
 template <>
 gpu::DeviceBuffer<uint32_t>& LegacyBuffer<uint32_t>(FlyState& st) { return st.proj32; }
 
-bool ForceFallback() {
-  const char* env = std::getenv("CUSIM_FLYHASH_FORCE_FALLBACK");
-  return env && env[0] == '1';
-}
-
 // Hashes x (rows rowBase.. of the caller's X) into out. byteValued: plan for
 // byte data (true for xBytes; for floats a hope that staging checks). Returns
 // the rows hashed: all of them, or, where float rows staged as bytes turn out
@@ -2045,7 +2023,7 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
   const uint64_t xRowBytes = mma && !quant ? pl.kp : uint64_t(p.d) * 4;
   const uint64_t xFloats = (pl.batch * xRowBytes + 3) / 4;
   const uint32_t sPad = PackedStride(p), packs = sPad / 8, full = p.s / 8, rem = p.s % 8;
-  const bool forceFail = ForceFallback();
+  const bool forceFail = tuning.forceFallback;
   Chunks chunks;  // TileLarge's tables: the flat one, or per column chunk
   const uint4* tables = reinterpret_cast<const uint4*>(dPacked);
   if (pl.kind == Kind::TileLarge && pl.chunks > 1) {

@@ -214,7 +214,7 @@ __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t 
   out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, p.x, p.z)));
 }
 
-// Reference scan (CUSIM_MINHASH_KERNEL=segment): every element-sample is
+// Reference scan (tuning.kernel = segment): every element-sample is
 // computed exactly, in CSR order; lanes stride over samples, any count.
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
@@ -571,16 +571,7 @@ void AddColumns(Device& d, cudaStream_t st, const uint32_t* cols, uint64_t n, ui
   }
 }
 
-enum class Kernel { kSegment, kPrune };
-
-// CUSIM_MINHASH_KERNEL=segment|prune|auto (unset or anything else = auto =
-// prune). Both give identical signatures; the knob exists to time them against
-// each other and to test one against the other (bench "kernel variants",
-// docs/minhash-perf.md).
-Kernel KernelFromEnv() {
-  const char* v = std::getenv("CUSIM_MINHASH_KERNEL");
-  return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
-}
+using Kernel = Tuning::Kernel;
 
 // One batch: the column lookup and hash kernels under the device's shared
 // lock; a batch that met columns without parameters adds them (exclusive
@@ -720,14 +711,10 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
   return e;
 }
 
-void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
-              const CancelToken& cancel) {
-  // CUSIM_MINHASH_STREAMS=1 keeps one batch in flight per device: slower, but
-  // then each kernel has the GPU to itself and its CUDA-event time is the
-  // kernel's alone (the bench's kernel rate).
-  const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
-  const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
-  const Kernel kernel = KernelFromEnv();
+void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
+              const Tuning& tuning, Timing* timing, const CancelToken& cancel) {
+  const int perDevice = tuning.overlap ? kSlots : 1;
+  const Kernel kernel = tuning.kernel;
   std::vector<Pipe*> pipes;
   for (auto& d : e.devs) pipes.push_back(d.get());
   const bool bad = RunBatches(
