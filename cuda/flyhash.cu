@@ -1,5 +1,5 @@
-// FlyHash on one GPU. Three families of kernels (docs/flyhash-perf.md says
-// why, with the arithmetic):
+// FlyHash on one GPU. Three families of kernels (docs/perf/flyhash.md says
+// why, with the arithmetic and the current numbers):
 //  - tile kernels (d < 65536 and a 32-row tile of X fits in shared memory): a
 //    block takes 32 rows, lane r of every warp computes row r, so each index
 //    load serves 32 rows and the gathers xs[i][lane] never conflict.
@@ -694,9 +694,9 @@ __global__ void BitsToIndicesKernel(const uint32_t* __restrict__ bits, uint64_t 
 // The contract's float activation of one output: its s inputs (ascending
 // 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row,
 // in shared memory where many outputs read it (ExactKernel: random reads
-// there cost a few bank conflicts, from L1 a wavefront per cache line; CIFAR
-// float took 236 ms, summed batch intervals, gathering from L1 and 145 ms
-// from shared memory), in device memory for RefineKernel's few.
+// there cost a few bank conflicts, from L1 a wavefront per cache line, so
+// wide rows gather markedly faster from shared memory), in device memory for
+// RefineKernel's few.
 __device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __restrict__ in, uint32_t s) {
   const uint4* p = reinterpret_cast<const uint4*>(in);
   const uint32_t full = s / 8;
@@ -723,9 +723,9 @@ __device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __res
 // the first kFallbackSpread listed rows come from FallbackActKernel, spread
 // over many blocks; FallbackKernel then selects with SelectWrite, a block per
 // row. Rows past those (many misses: ties, forced fallback) have their keys
-// computed by their selecting block. A batch's one or two misses had cost
-// 0.15-0.22 ms per FashionMNIST batch with one block computing each row's
-// 25,088 keys. Rows of up to kFallbackStage values are copied to shared
+// computed by their selecting block: one block computing all of a row's keys
+// made a batch's one or two misses cost as much as a large share of the
+// batch. Rows of up to kFallbackStage values are copied to shared
 // memory as floats and the keys summed by ExactAct (8 indices per load).
 constexpr uint32_t kFallbackStage = 8192;
 constexpr uint32_t kFallbackSpread = 16;
@@ -798,9 +798,10 @@ __global__ void FailListKernel(const uint32_t* __restrict__ fail, uint64_t rows,
 // When every input is an integer in [0, 255] and s * 255 < 2^24, each
 // activation is an exact integer, equal bit for bit to the float contract's
 // sequential sum. The activations are then X (bytes) times the 0/1 projection
-// matrix, which int8 mma.sync computes exactly with int32 accumulators: ~20x
-// more multiply-adds than the gathers (the matrix is dense), at tensor-core
-// rates, and no float order to respect. docs/flyhash-perf.md has the numbers.
+// matrix, which int8 mma.sync computes exactly with int32 accumulators: many
+// more multiply-adds than the gathers (the matrix is dense), but at
+// tensor-core rates, and no float order to respect. docs/perf/flyhash.md has
+// the arithmetic.
 //
 // A block keeps a 64-row tile of X in shared memory for its whole life; each
 // warp computes 64 rows x 32 outputs at a time (4 x 4 m16n8k32 fragments).
@@ -846,7 +847,7 @@ __device__ __forceinline__ uint32_t ExpandNibble(uint32_t v) { return (v * 0x002
 // lane t4 = t needs for its B fragment (inputs 4t..4t+3 in the low nibble,
 // 16+4t..16+4t+3 in the high one), so a lane extracts its byte with one PRMT
 // and expands each nibble with a multiply and a mask. (A 2 KB shared table
-// instead measured no faster: its random lookups conflict in the banks.)
+// is no faster: its random lookups conflict in the banks.)
 inline uint32_t StoredBit(uint32_t b) { return b < 16 ? (b / 4) * 8 + b % 4 : ((b - 16) / 4) * 8 + 4 + (b - 16) % 4; }
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&a)[4], uint32_t addr) {
@@ -989,7 +990,7 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
     // ahead: from this warp's stage (StageB), else from L2, hundreds of
     // cycles away. (Loading the next step's A fragments during this step's
     // MMAs, with the windows moved to shared memory to free the registers,
-    // measured slower: 2.39 vs 2.23 ms on a FashionMNIST batch.)
+    // was slower.)
     const uint4* wp = reinterpret_cast<const uint4*>(wb + g * 32) + gid;
     const uint32_t sw = sB + buf * ksteps * 128 + gid * 16;
     auto loadWords = [&](uint32_t k) {
@@ -1047,8 +1048,7 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
       }
       // Three passes over the 8 rows, so that the 8 list reservations
       // (atomics, an L2 round trip each) are in flight together: waiting on
-      // each in turn took 9% of this kernel's stall samples (Nsight Compute,
-      // FashionMNIST float batch).
+      // each in turn was a visible share of this kernel's stalls.
       // inM[q]: the lane's listed values of row q as bits (8), then from bit 8
       // how many the quad's lower lanes list before it (at most 24).
       uint32_t inM[8], base[8];
@@ -1093,7 +1093,7 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
       // Each lane appends its listed values. The values go through this
       // lane's 8 words of shared memory, so the loop reads value u with one
       // load instead of selecting among 8 registers. (Unrolling over the 8
-      // with predicated stores instead measured 9% more instructions.)
+      // with predicated stores instead costs more instructions.)
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         const int mt = q >> 1, h = q & 1;
@@ -1165,7 +1165,7 @@ constexpr uint32_t kRowWarps = 8;
 // row: Q > Qk + M beats every output with Q <= Qk (at least m - k + 1 of
 // them), so it is a winner; Q < Qk - M loses to at least k outputs; the
 // exact float keys of the outputs within M of Qk decide the rest
-// (RefineKernel, ExactKernel). docs/flyhash-perf.md has the numbers.
+// (RefineKernel, ExactKernel). docs/perf/flyhash.md has the numbers.
 
 // Warp per row: the row's bytes (kp per row, zero-padded) and its margin M
 // in units of Δ, or kFull where no bound is usable (a range that overflows
@@ -1488,10 +1488,11 @@ void SetSmem(const Plan& pl) {
 }
 
 constexpr uint64_t kStagingBytes = uint64_t(64) << 20;  // input bytes per batch
-// TileLarge window lists per batch: at m = 131072 a row lists ~14k keys, and a
-// batch must still hold a wave of 32-row tiles (132 x 32 rows x 220 KB).
+// TileLarge window lists per batch: at the largest m a row lists many
+// thousands of keys, and a batch must still hold a wave of 32-row tiles.
 constexpr uint64_t kListBytes = uint64_t(1) << 30;
-// Chunked TileLarge partial sums per batch (CIFAR: a wave of 4224 rows is 1.7 GB).
+// Chunked TileLarge partial sums per batch: a wave of tiles of wide rows
+// (CIFAR's shape) must fit.
 constexpr uint64_t kPartBytes = uint64_t(2) << 30;
 
 // Shared memory of the tile kernels (0 when they cannot run: 16-bit indices).
@@ -1603,11 +1604,9 @@ double QuantExtra(const Params& p) {
 // The tensor-core path (byte-valued X, or quantized floats when quant).
 // Samples of m / 12 outputs, between 224 and 2048 (all of m when m <= 224):
 // the sample pass costs S / m of the main pass, and the window, so the
-// lists, shrink as 1 / sqrt(S). Measured on an H100 (union kernel ms):
-// FashionMNIST float 10.40 / 9.89 ms at S = 1024 / 2048 (8-bit 8.94 / 8.41);
-// 1M x 128 float 8.39 / 7.98 / 7.82 / 8.01 / 8.90 at S = 128 / 192 / 224 /
-// 256 / 320; CIFAR float 100.8 / 94.4 at 1536 / 2048. 2048 is also what
-// WindowKernel holds in registers.
+// lists, shrink as 1 / sqrt(S); these bounds were the fastest on the paper
+// shapes (docs/perf/flyhash.md). 2048 is also what WindowKernel holds in
+// registers.
 Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bool quant, const Tuning& tuning) {
   Plan pl;
   pl.kind = quant ? Kind::MmaQ8 : Kind::Mma;
@@ -1635,9 +1634,9 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
     }
     // ListKernel selects among the undecided only.
     pl.listStage = std::min<uint32_t>(pl.cap, RowStage(uint32_t(open * 1.25 + 64)));
-    // Staged keys only where the list is short: staging 4096 (one block per
-    // SM) measured 0.81 / 3.5 ms per FashionMNIST / CIFAR batch against 0.38 /
-    // 1.5 reading device memory with 8 blocks per SM.
+    // Staged keys only where the list is short: staging long lists leaves
+    // room for one block per SM, slower than reading device memory with
+    // eight.
     const uint32_t want = uint32_t(expected * 1.25 + 64);
     pl.refineStage = want <= 2048 ? want : 0;
   }
@@ -1668,9 +1667,9 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
   }
   pl.slots = uint32_t(std::max(1, perSm) * sms);
   // Rows per batch: what 64 MB of staging holds, but at least a tile per
-  // block slot (wide rows: CIFAR's 15 KB rows give 68 tiles for 132 slots;
-  // measured 84-103 ms there against 93-94 ms with a full wave), within the
-  // memory for lists (cap keys and indices per row) and sample keys.
+  // block slot (wide rows such as CIFAR's would otherwise leave slots idle
+  // and time unsteady), within the memory for lists (cap keys and indices
+  // per row) and sample keys.
   size_t freeB = 0, totalB = 0;
   CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
   // Quantized floats arrive as floats and are kept beside their bytes.
@@ -1689,7 +1688,7 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
 // Blocks per row tile (each takes every slices-th group of 32 outputs per
 // warp). Every block does the same work, so a launch of B blocks takes
 // ceil(B / slots) rounds: a tile count just above the slots would double the
-// time (measured: 266 tiles on 264 slots). Picks the split with the least
+// time. Picks the split with the least
 // idle time, counting uneven group shares too; fewer slices on near ties
 // (each slice reloads the tile).
 unsigned MmaSlices(uint64_t tiles, uint32_t cols, uint32_t slots, uint32_t warps) {
@@ -1728,10 +1727,9 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
   const bool enoughRows = (rows + kTile - 1) / kTile >= uint64_t(sms) || knob == "tile-small" || knob == "tile-large";
   const uint64_t rowBytes = uint64_t(p.d) * 4 + OutStride(p, o) * 4;
   uint64_t batch = std::max<uint64_t>(kTile, kStagingBytes / rowBytes / kTile * kTile);
-  // Measured on an H100 (bench/results/*flyhash-v2.md): where TileSmall fits
-  // (small m), the legacy fused kernel with 4 rows per block was faster
-  // (12.3 vs 21.6 ms on 1M x 128), so auto keeps legacy there and TileSmall
-  // runs only when forced.
+  // Where TileSmall fits (small m), the legacy fused kernel with 4 rows per
+  // block is faster (docs/perf/flyhash.md), so auto keeps legacy there and
+  // TileSmall runs only when tuning.kernel asks for it.
   const bool smallFits = TileSmallSmem(p) <= limit;
   const bool autoLegacy = smallFits && knob != "tile-small" && knob != "tile-large";
   if (tileOk && enoughRows && knob == "tile-small" && smallFits) {
@@ -1933,7 +1931,7 @@ bool StageBytes(uint8_t* dst, const float* src, uint64_t n, uint32_t d, uint32_t
       uint8_t* outRow = dst + r * kp;
       uint32_t notByte = 0;
       for (uint32_t i = 0; i < d; ++i) {
-        // Selects, not branches or fmin/fmax calls (which cost 5x here); the
+        // Selects, not branches or fmin/fmax calls (which cost far more here); the
         // conversion sees only in-range values (NaN fails both compares).
         const float v = in[i];
         const bool inRange = (v >= 0.0f) & (v <= 255.0f);

@@ -18,8 +18,8 @@
 // Other values take the same kernels after the GPU quantizes each row to
 // bytes (kernel 'mma-q8'): a proven error bound leaves only the outputs near
 // the k-th largest undecided, and their exact float sums decide them, so the
-// result is still bit for bit the CPU's; 8-bit data is 1.2-1.5x faster
-// (docs/perf/flyhash.md). 'mean100' makes values fractional. 8-bit
+// result is still bit for bit the CPU's; 8-bit data is faster
+// (docs/perf/flyhash.md has the numbers). 'mean100' makes values fractional. 8-bit
 // data may also come as a Uint8Array (ByteMatrix): it reaches the addon as
 // is, a quarter of the bytes of Float32, and hashes the same as its values.
 // Float32 X is checked (finite, bytes or not) while it is staged for the GPU,

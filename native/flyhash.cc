@@ -158,8 +158,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
         ThrowInvalid("X.cols is " + std::to_string(x.cols) + " but this FlyHash was built for inputDim " +
                      std::to_string(p.d));
       // Uninitialized and first touched on all cores in the worker: a
-      // zero-filled vector cost a serial pass on the event loop (~40 ms for
-      // 1M rows of 1280 bits). Both backends write every word.
+      // zero-filled vector would cost a serial pass on the event loop. Both
+      // backends write every word.
       uint64_t words = 0;
       if (__builtin_mul_overflow(x.rows, uint64_t(flyhash::OutStride(p, o)), &words) || words > (uint64_t(1) << 61))
         ThrowInvalid("X.rows * words per code overflows");

@@ -44,7 +44,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
 
  private:
   // A finished join's GPU buffers go in the background (gpu.h): similarityJoin
-  // disposes its handle before it returns, and the frees took 3-4 ms of it.
+  // disposes its handle before it returns, and the frees would wait on the device.
   // Never throws (it runs in a GC finalizer): if the task cannot be made,
   // the state is freed here.
   void ReleaseLater() noexcept {
