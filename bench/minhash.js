@@ -493,7 +493,10 @@ async function streamSection(wmh, chunk, count, samples, label, copyGBs) {
   }
   let rows = 0;
   let nnz = 0;
-  for (const c of source()) (rows += c.rows), (nnz += c.indptr[c.rows]);
+  for (const c of source()) {
+    rows += c.rows;
+    nnz += c.indptr[c.rows];
+  }
   const t0 = performance.now();
   let got = 0;
   for await (const sig of wmh.hashStream(source())) got += sig.length / (samples * 2);

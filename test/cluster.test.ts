@@ -54,7 +54,9 @@ class Oracle {
       const d = prepare(terms, weights, this.K);
       const t = this.time++;
       if (d.t.length === 0) {
-        out.cluster.push(NO_CLUSTER), out.similarity.push(0), out.created.push(0);
+        out.cluster.push(NO_CLUSTER);
+        out.similarity.push(0);
+        out.created.push(0);
         continue;
       }
       let best = -1;
@@ -62,7 +64,10 @@ class Oracle {
       this.clusters.forEach((c, id) => {
         if (t - c.last > this.maxAge) return;
         const s = similarity(d, c.row);
-        if (s > bestSim) (best = id), (bestSim = s);
+        if (s > bestSim) {
+          best = id;
+          bestSim = s;
+        }
       });
       if (best >= 0 && bestSim > this.T) {
         const c = this.clusters[best];
@@ -75,10 +80,14 @@ class Oracle {
         for (const [, v] of top) ss += v * v;
         const norm = Math.sqrt(ss);
         c.row = { t: top.map((x) => x[0]), w: top.map((x) => Math.fround(x[1] / norm)) };
-        out.cluster.push(best), out.similarity.push(bestSim), out.created.push(0);
+        out.cluster.push(best);
+        out.similarity.push(bestSim);
+        out.created.push(0);
       } else {
         this.clusters.push({ sum: new Map(d.t.map((term, i) => [term, d.w[i]])), row: d, members: 1, last: t });
-        out.cluster.push(this.clusters.length - 1), out.similarity.push(0), out.created.push(1);
+        out.cluster.push(this.clusters.length - 1);
+        out.similarity.push(0);
+        out.created.push(1);
       }
     }
     return out;
@@ -185,7 +194,10 @@ function npmText(): CsrMatrix {
   for (let b = 0; b < counts.rows; b += 100) parts.push(tfidf(slice(counts, b, Math.min(counts.rows, b + 100)), table));
   const values = new Float32Array(counts.indices.length);
   let off = 0;
-  for (const p of parts) values.set(p.values!, off), (off += p.values!.length);
+  for (const p of parts) {
+    values.set(p.values!, off);
+    off += p.values!.length;
+  }
   return { ...counts, values };
 }
 

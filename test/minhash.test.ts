@@ -8,7 +8,6 @@ import {
   EMPTY_ROW_SENTINEL,
   devices,
   type CsrMatrix,
-  type MinHashParameters,
   type MinHashTuning,
 } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, rng, randomCsr, randInt, zipf } from './helpers.js';
@@ -51,7 +50,10 @@ function csr(cols: number, rows: Array<Array<[number, number]>>): CsrMatrix {
   const idx: number[] = [];
   const val: number[] = [];
   rows.forEach((row, i) => {
-    for (const [c, w] of row) idx.push(c), val.push(w);
+    for (const [c, w] of row) {
+      idx.push(c);
+      val.push(w);
+    }
     indptr[i + 1] = idx.length;
   });
   return { rows: rows.length, cols, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
@@ -183,7 +185,10 @@ describe('WeightedMinHash: random parameters', () => {
     let lo = Infinity;
     let hi = -Infinity;
     const b = moments(p.betas);
-    for (const x of p.betas) (lo = Math.min(lo, x)), (hi = Math.max(hi, x));
+    for (const x of p.betas) {
+      lo = Math.min(lo, x);
+      hi = Math.max(hi, x);
+    }
     expect(lo).toBeGreaterThan(0);
     expect(hi).toBeLessThanOrEqual(1);
     expect(lo).toBeLessThan(1e-4);
@@ -345,7 +350,10 @@ describe('WeightedMinHash: slicing and streaming', () => {
       expect(got.map((g) => g.length)).toEqual(chunks.map((c) => c.rows * w));
       const joined = new Uint32Array(full.length);
       let o = 0;
-      for (const g of got) joined.set(g, o), (o += g.length);
+      for (const g of got) {
+      joined.set(g, o);
+      o += g.length;
+    }
       expect(joined).toEqual(full);
     }
   });
