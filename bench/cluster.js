@@ -97,9 +97,8 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
         const s = await measure(a, slice(seq, 0, n), 'sequential');
         a.dispose();
         const b = await StreamClusterer.load(file, { backend });
-        // The native side prints its host/device split of this add to stderr.
-        process.env.CUSIM_CLUSTER_PROFILE = '1';
-        const m = await measure(b, slice(bat, 0, nb), 'batch').finally(() => delete process.env.CUSIM_CLUSTER_PROFILE);
+        // With CUSIM_PROFILE=1 the native side prints its host/device split of this add to stderr.
+        const m = await measure(b, slice(bat, 0, nb), 'batch');
         b.dispose();
         // Sequential and micro-batch must agree (checked on the first state only: loads are slow at 1.6M).
         let agree;
@@ -126,31 +125,24 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
         log(JSON.stringify(rows[rows.length - 1]));
         if (backend === 'cuda') defaults = { s, m, n, nb };
       }
-      // Kernel variants side by side (picked from the environment when the
-      // CUDA scorer is created); each must reproduce the default's clusters.
+      // Micro-batch sizes side by side (tuning.batchSize); each must
+      // reproduce the default's clusters.
       if (gpu && defaults) {
         const { s: ds, m: dm, n, nb } = defaults;
         variantRows.push(
           { clusters: target, variant: 'sequential, plain 32-bit scan (default)', docs: n, 'ms/doc': ds.ms / n, 'kernel ms/doc': ds.r.kernelMs / n, 'docs/s': (n / ds.ms) * 1e3, 'same clusters': 'yes' },
           { clusters: target, variant: 'batch B=512, flat postings walk (default)', docs: nb, 'ms/doc': dm.ms / nb, 'kernel ms/doc': dm.r.kernelMs / nb, 'docs/s': (nb / dm.ms) * 1e3, 'same clusters': 'yes' },
         );
-        for (const [label, env, mode, docs, ref] of [
-          ['sequential, 16-bit fingerprint scan', { CUSIM_CLUSTER_SEQ: 'fp' }, 'sequential', slice(seq, 0, n), ds],
-          ['batch B=256', { CUSIM_CLUSTER_BATCH: '256' }, 'batch', slice(bat, 0, nb), dm],
-          ['batch B=1024', { CUSIM_CLUSTER_BATCH: '1024' }, 'batch', slice(bat, 0, nb), dm],
-          ['batch B=512, per-term postings walk (v2)', { CUSIM_CLUSTER_WALK: 'term' }, 'batch', slice(bat, 0, nb), dm],
+        for (const [label, tuning, mode, docs, ref] of [
+          ['batch B=256', { batchSize: 256 }, 'batch', slice(bat, 0, nb), dm],
+          ['batch B=1024', { batchSize: 1024 }, 'batch', slice(bat, 0, nb), dm],
         ]) {
-          Object.assign(process.env, env);
-          try {
-            const v = await StreamClusterer.load(file, { backend: 'cuda' });
-            const x = await measure(v, docs, mode);
-            v.dispose();
-            const same = x.r.cluster.every((c, i) => c === ref.r.cluster[i]) ? 'yes' : 'NO';
-            variantRows.push({ clusters: target, variant: label, docs: docs.rows, 'ms/doc': x.ms / docs.rows, 'kernel ms/doc': x.r.kernelMs / docs.rows, 'docs/s': (docs.rows / x.ms) * 1e3, 'same clusters': same });
-            log(JSON.stringify(variantRows[variantRows.length - 1]));
-          } finally {
-            for (const k of Object.keys(env)) delete process.env[k];
-          }
+          const v = await StreamClusterer.load(file, { backend: 'cuda', tuning });
+          const x = await measure(v, docs, mode);
+          v.dispose();
+          const same = x.r.cluster.every((c, i) => c === ref.r.cluster[i]) ? 'yes' : 'NO';
+          variantRows.push({ clusters: target, variant: label, docs: docs.rows, 'ms/doc': x.ms / docs.rows, 'kernel ms/doc': x.r.kernelMs / docs.rows, 'docs/s': (docs.rows / x.ms) * 1e3, 'same clusters': same });
+          log(JSON.stringify(variantRows[variantRows.length - 1]));
         }
       }
       rmSync(file, { force: true });
@@ -184,10 +176,10 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
   ];
   if (variantRows.length) {
     sections.push({
-      title: 'kernel variants (CUSIM_CLUSTER_SEQ, CUSIM_CLUSTER_BATCH, CUSIM_CLUSTER_WALK), each from the same saved state',
+      title: 'micro-batch sizes (tuning.batchSize), each from the same saved state',
       columns: ['clusters', 'variant', 'docs', 'ms/doc', 'kernel ms/doc', 'docs/s', 'same clusters'],
       rows: variantRows,
-      notes: ['per-term postings walk (v2) = the micro-batch kernel before the flat walk; docs/perf/cluster.md says why the flat walk and the plain scan are the defaults', '"same clusters": identical cluster ids to the default variant on the same documents'],
+      notes: ['docs/perf/cluster.md says why B=512 is the default', '"same clusters": identical cluster ids to the default variant on the same documents'],
     });
   }
   if (gpu) {

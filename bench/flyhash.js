@@ -144,14 +144,17 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     ];
     for (const sh of shapes) {
       const data = { '8-bit': bytes(sh.n * sh.d, 7), float: uniform(sh.n * sh.d, 7) };
-      const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
-      try {
-        for (const v of variants) {
-          const X = { data: data[v.data], rows: sh.n, cols: sh.d };
-          if (v.knob === 'auto') delete process.env.CUSIM_FLYHASH_VARIANT;
-          else process.env.CUSIM_FLYHASH_VARIANT = v.knob;
-          if (v.maxR) process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK = String(v.maxR);
-          else delete process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK;
+      for (const v of variants) {
+        const X = { data: data[v.data], rows: sh.n, cols: sh.d };
+        const fly = new cusim.FlyHash({
+          inputDim: sh.d,
+          hashLength: sh.m,
+          connections: sh.s,
+          winners: sh.k,
+          seed: 1,
+          tuning: { kernel: v.knob, ...(v.maxR ? { maxRowsPerBlock: v.maxR } : {}) },
+        });
+        try {
           for (const output of ['bits', 'indices']) {
             log(`flyhash variant ${v.knob}${v.maxR ? ` R<=${v.maxR}` : ''} ${output} ${sh.name}`);
             let kernel = '';
@@ -174,11 +177,9 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
               'GPU vectors/s (kernel)': sh.n / (t.deviceMs.median / 1e3),
             });
           }
+        } finally {
+          fly.dispose();
         }
-      } finally {
-        delete process.env.CUSIM_FLYHASH_VARIANT;
-        delete process.env.CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK;
-        fly.dispose();
       }
     }
   }
@@ -223,8 +224,8 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
               columns: ['shape', 'data', 'variant', 'output', 'kernel that ran', 'GPU kernel ms', 'GPU wall ms', 'transfer ms (events)', 'GPU vectors/s (kernel)'],
               rows: tuning,
               notes: [
-                'CUSIM_FLYHASH_VARIANT forces a family (auto, mma, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
-                'CUSIM_FLYHASH_MAX_ROWS_PER_BLOCK caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
+                'tuning.kernel forces a family (auto, mma, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
+                'tuning.maxRowsPerBlock caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
                 'docs/perf/flyhash.md explains the families.',
               ],
             },

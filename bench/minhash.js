@@ -119,7 +119,12 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     const wmh = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: [0] });
     await wmh.hash(headRows(work, 1)); // builds the device tables
     const setupMs = performance.now() - t0;
-    const { tk, serial } = await kernelTime(wmh, work, time, quick);
+    const { tk, serial } = await kernelTime(
+      (tuning) => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: [0], tuning }),
+      work,
+      time,
+      quick,
+    );
     // Wall: the default pipeline (three batches in flight per GPU).
     let last;
     const t = await time(
@@ -168,7 +173,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       const h = last.host;
       hostNote = `host phases of the last wall call (ms; staging and waits summed over the 3 feeding threads): native call ${fmt(h.nativeMs)}, staging in ${fmt(h.stageInMs)}, waiting on the GPU ${fmt(h.waitMs)}, copying out ${fmt(h.stageOutMs)}; outside native (JS checks, allocation, Promise) ${fmt(t.wallMs.median - h.nativeMs)}`;
     }
-    // ---- kernel variants: the same call under each CUSIM_MINHASH_KERNEL ----
+    // ---- kernel variants: the same call under each tuning.kernel ----
     // Kernel time alone (one batch in flight), on the workload as generated and
     // with column ids scrambled by a fixed permutation: same popularity, but the
     // hot columns are no longer the lowest ids, so neither kernel can lean on
@@ -178,18 +183,16 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     for (const [label, m] of [['as generated', work], ['column ids permuted', permuted]]) {
       const sigs = {};
       for (const kernel of ['segment', 'prune']) {
-        process.env.CUSIM_MINHASH_KERNEL = kernel;
-        process.env.CUSIM_MINHASH_STREAMS = '1';
+        const k = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: [0], tuning: { kernel, overlap: false } });
         let res;
         const tv = await time(
           async () => {
-            res = await wmh.hashTimed(m);
+            res = await k.hashTimed(m);
             return { deviceMs: res.kernelMs };
           },
           { warmup: 1, repeats: quick ? 3 : 5 },
         );
-        delete process.env.CUSIM_MINHASH_STREAMS;
-        delete process.env.CUSIM_MINHASH_KERNEL;
+        k.dispose();
         sigs[kernel] = res.signatures;
         variantRows.push({
           workload: label,
@@ -211,7 +214,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       rows: variantRows,
       notes: [
         'segment = one warp per ≤1024-nnz segment, every element·sample computed exactly from its 16-byte (r, ln c, beta) record; prune = a 2-byte lower bound (ln c - r, a half rounded down) minus ln w rejects most element·samples, survivors computed exactly 32 at a time from a per-warp queue (auto = prune)',
-        'kernel = CUDA events, one batch in flight (CUSIM_MINHASH_STREAMS=1); target ≥ 8e11 elem·samples/s; design in docs/perf/minhash.md',
+        'kernel = CUDA events, one batch in flight (tuning.overlap = false); target ≥ 8e11 elem·samples/s; design in docs/perf/minhash.md',
       ],
     });
     wmh.dispose();
@@ -271,7 +274,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
       ],
       rows: rowsOut,
       notes: [
-        'kernel = CUDA events around the hash + finalize kernels, summed over batches, measured with one batch in flight (CUSIM_MINHASH_STREAMS=1) so no other kernel shares the GPU',
+        'kernel = CUDA events around the hash + finalize kernels, summed over batches, measured with one batch in flight (tuning.overlap = false) so no other kernel shares the GPU',
         'wall = Node, from the call to the resolved Promise with signatures in a JS Uint32Array (staging into pinned memory, H2D, kernels, D2H, copy out)',
         'kernel elem·samples/s = nnz × samples / kernel time; targets: ≥ 8e11 on one H100, 2 GPUs ≥ 1.8× one',
         `workload generated in ${genMs.toFixed(0)} ms (typed arrays)`,
@@ -399,9 +402,12 @@ function cpuRow(backend, wallMs, { threads, rows, nnz, samples }) {
   };
 }
 
-/** Kernel time with one batch in flight (CUSIM_MINHASH_STREAMS=1), so each kernel's events time it alone. */
-async function kernelTime(hasher, work, time, quick) {
-  process.env.CUSIM_MINHASH_STREAMS = '1';
+/**
+ * Kernel time with one batch in flight (tuning.overlap = false), so each
+ * kernel's events time it alone; `make(tuning)` builds the engine to time.
+ */
+async function kernelTime(make, work, time, quick) {
+  const hasher = make({ overlap: false });
   let serial;
   try {
     const tk = await time(
@@ -413,7 +419,7 @@ async function kernelTime(hasher, work, time, quick) {
     );
     return { tk, serial };
   } finally {
-    delete process.env.CUSIM_MINHASH_STREAMS;
+    hasher.dispose();
   }
 }
 
@@ -424,7 +430,12 @@ async function kernelTime(hasher, work, time, quick) {
 async function classicGpuRows({ cusim, work, nnz, samples, time, quick, weightedRate, runPeer, peersDir, dim }) {
   const rows = [];
   const mh = new cusim.MinHash({ samples, seed: 1, backend: 'cuda', devices: [0] });
-  const { tk, serial } = await kernelTime(mh, work, time, quick);
+  const { tk, serial } = await kernelTime(
+    (tuning) => new cusim.MinHash({ samples, seed: 1, backend: 'cuda', devices: [0], tuning }),
+    work,
+    time,
+    quick,
+  );
   const tw = await time(() => mh.hash(work), { warmup: 1, repeats: quick ? 3 : 5 });
   // Same signatures on the CPU for a slice of rows: the bench's own check that the kernel is exact.
   const check = { rows: 2000, cols: work.cols, indptr: work.indptr.subarray(0, 2001), indices: work.indices };
@@ -482,7 +493,10 @@ async function streamSection(wmh, chunk, count, samples, label, copyGBs) {
   }
   let rows = 0;
   let nnz = 0;
-  for (const c of source()) (rows += c.rows), (nnz += c.indptr[c.rows]);
+  for (const c of source()) {
+    rows += c.rows;
+    nnz += c.indptr[c.rows];
+  }
   const t0 = performance.now();
   let got = 0;
   for await (const sig of wmh.hashStream(source())) got += sig.length / (samples * 2);

@@ -103,6 +103,7 @@ export async function run({ cusim, quick, time, backends }) {
       'same CSR': same ? 'yes' : 'NO',
     });
   }
+  // eslint-disable-next-line no-control-regex -- non-ASCII test: the range starts at NUL on purpose
   const nonAscii = code.docs.filter((t) => /[^\x00-\x7f]/.test(t));
   // The CLI's pipeline on the same files: featurize (bag of names) then
   // dedup (weighted MinHash + LSH + exact verification), per backend.

@@ -148,11 +148,8 @@ std::shared_ptr<ClassicCudaEngine> CreateClassicCudaEngine(const std::vector<int
 }
 
 void ClassicHashCuda(ClassicCudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
-                     Timing* timing, const CancelToken& cancel) {
-  // As the weighted engine: CUSIM_MINHASH_STREAMS=1 keeps one batch in flight
-  // per device, so CUDA events time each kernel alone (the bench's kernel rate).
-  const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
-  const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
+                     const Tuning& tuning, Timing* timing, const CancelToken& cancel) {
+  const int perDevice = tuning.overlap ? kSlots : 1;
   std::vector<Pipe*> pipes;
   for (auto& d : e.devs) pipes.push_back(d.get());
   const bool bad = RunBatches(

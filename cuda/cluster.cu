@@ -22,13 +22,12 @@ constexpr uint32_t kFused = 4;
 constexpr unsigned kThreads = 256;
 constexpr unsigned kWarps = kThreads / 32;
 // Documents per micro-batch (per-warp accumulators live in shared memory):
-// CUSIM_CLUSTER_BATCH = 256 | 512 | 1024 picks one; kBatch is the default.
+// tuning.batch = 256 | 512 | 1024 picks one; kBatch is the default.
 constexpr uint32_t kBatch = 512;
 
 struct Ell {
   uint32_t* terms;
   float* w;
-  uint16_t* fp;  // low 16 bits of each slot's term (kNone -> 0xFFFF), same layout
   uint64_t* last;
   uint64_t ld;
   uint32_t K;
@@ -58,38 +57,6 @@ __device__ __forceinline__ uint32_t LowerBound(const uint32_t* a, uint32_t lo, u
 constexpr uint32_t kFilterWords = 2048;
 __device__ __forceinline__ bool MayHave(const uint32_t* filter, uint32_t t) {
   return (filter[(t >> 5) & (kFilterWords - 1)] >> (t & 31)) & 1u;
-}
-
-// Sequential scan by fingerprints: the low 16 bits of each slot's term are
-// exactly the document filter's bit index, so the filter test reads 2 bytes
-// per slot instead of 4; only slots that pass it read the full term (and the
-// weight on a match). Skipped slots hold terms absent from the document, so
-// the merge position stays valid and the sum equals RowDot's.
-// CUSIM_CLUSTER_SEQ=plain selects RowDot instead.
-__device__ __forceinline__ uint64_t RowDotFp(const uint16_t* fp, const uint32_t* terms, const float* w, uint64_t stride,
-                                             uint32_t K, const uint32_t* sT, const float* sW, uint32_t n,
-                                             const uint32_t* filter) {
-  uint64_t acc = 0;
-  uint32_t lo = 0;
-  const uint32_t maxT = sT[n - 1];
-  for (uint32_t k = 0; k < K; k += 8) {
-    uint32_t f[8];
-#pragma unroll
-    for (uint32_t j = 0; j < 8; j++) f[j] = k + j < K ? fp[(k + j) * stride] : 0u;
-#pragma unroll
-    for (uint32_t j = 0; j < 8; j++) {
-      if (k + j >= K) return acc;
-      if (!MayHave(filter, f[j])) continue;
-      const uint32_t t = terms[(k + j) * stride];
-      if (t > maxT) return acc;  // kNone padding included: the rest of the row cannot match
-      lo = LowerBound(sT, lo, n, t);
-      if (sT[lo] == t) {
-        acc += FixedProduct(sW[lo], w[(k + j) * stride]);
-        lo++;
-      }
-    }
-  }
-  return acc;
 }
 
 // Merge-seek of one row (slot stride `stride`) against the document in shared
@@ -135,7 +102,6 @@ __device__ __forceinline__ bool Active(uint64_t time, uint64_t last, uint64_t ma
 // One document against every row; thread per row (grid-stride). keys[parity]
 // collects the answer; keys[parity ^ 1] is cleared for the next launch, so no
 // memset is needed between documents.
-template <bool kFp>
 __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t* __restrict__ docT,
                                const float* __restrict__ docW, uint32_t n, uint64_t time, uint64_t maxAge, double T,
                                unsigned long long* keys, int parity) {
@@ -172,12 +138,9 @@ __global__ void ScoreOneKernel(Ell m, uint64_t rows, Updates upd, const uint32_t
       for (uint32_t k = 0; k < m.K; k++) {
         m.terms[k * m.ld + r] = ut[k];
         m.w[k * m.ld + r] = uw[k];
-        m.fp[k * m.ld + r] = uint16_t(ut[k]);
       }
       m.last[r] = upd.last[u];
       acc = RowDot(ut, uw, 1, m.K, sT, sW, n, filter);
-    } else if (kFp) {
-      acc = RowDotFp(m.fp + r, m.terms + r, m.w + r, m.ld, m.K, sT, sW, n, filter);
     } else {
       acc = RowDot(m.terms + r, m.w + r, m.ld, m.K, sT, sW, n, filter);
     }
@@ -200,7 +163,6 @@ __global__ void ApplyKernel(Ell m, Updates upd) {
     for (uint32_t k = threadIdx.x; k < m.K; k += blockDim.x) {
       m.terms[k * m.ld + r] = upd.terms[uint64_t(u) * m.K + k];
       m.w[k * m.ld + r] = upd.w[uint64_t(u) * m.K + k];
-      m.fp[k * m.ld + r] = uint16_t(upd.terms[uint64_t(u) * m.K + k]);
     }
     if (threadIdx.x == 0) m.last[r] = upd.last[u];
   }
@@ -230,18 +192,16 @@ __device__ __forceinline__ uint32_t HashFind(const uint2* h, uint32_t bits, uint
 }
 
 // Micro-batch: one warp per row. Lanes read the row's slots and look their
-// terms up in the batch table; then the whole warp walks each hit term's
-// postings together (lane j takes postings j, j + 32, ...), so a term shared
-// by many batch documents costs postings/32 rounds instead of serializing one
-// lane. By default (flat) the 32 slots' postings are walked as one list, so
-// terms with few postings share rounds instead of idling most lanes. Products go to the warp's per-document accumulator in shared memory
-// by integer atomics (order-free, so the sum equals the sequential merge);
+// terms up in the batch table; then the whole warp walks the hit terms'
+// postings as one list, 32 postings a round, so a term shared by many batch
+// documents costs postings/32 rounds instead of serializing one lane, and
+// terms with few postings share rounds instead of idling most lanes. Products
+// go to the warp's per-document accumulator in shared memory by integer atomics (order-free, so the sum equals the sequential merge);
 // afterwards the lanes sweep the B accumulators, zero them and keep the best
 // key per document. The matrix is read once per batch of B documents.
 template <uint32_t B>
 __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t rows, BatchTable tab, uint64_t time0,
-                                                             uint64_t maxAge, uint64_t accT, unsigned long long* keys,
-                                                             bool flat) {
+                                                             uint64_t maxAge, uint64_t accT, unsigned long long* keys) {
   extern __shared__ __align__(16) unsigned char bsmem[];
   auto* acc = reinterpret_cast<unsigned long long*>(bsmem);  // kWarps x B
   auto* bkey = acc + kWarps * B;                             // B
@@ -254,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
   unsigned long long* wacc = acc + warp * B;
   const uint64_t nw = uint64_t(gridDim.x) * kWarps;
   // The loop bound is warp-uniform (r depends only on the warp), so every
-  // lane reaches each __ballot_sync / __syncwarp below.
+  // lane reaches each warp-wide intrinsic below.
   for (uint64_t r = uint64_t(blockIdx.x) * kWarps + warp; r < rows; r += nw) {
     for (uint32_t base = 0; base < m.K; base += 32) {
       const uint32_t k = base + lane;
@@ -270,45 +230,32 @@ __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t row
           cw = m.w[k * m.ld + r];
         }
       }
-      if (flat) {
-        // The 32 slots' postings as one list (exclusive prefix sum of their
-        // lengths): each round gives every lane a product, where the
-        // per-term walk below spends a whole round on a term with 1-3 batch
-        // postings (most of a Zipf row's hit terms). Lane i finds its slot as
-        // the last one whose list starts at or before position i (binary
-        // search over the lanes' starts; empty slots share the next start and
-        // lose to it). Rounds mix terms, so two lanes may add to the same
-        // document: the atomics keep that exact.
-        const uint32_t len = pe - pb;
-        uint32_t incl = len;
-        for (int o = 1; o < 32; o <<= 1) {
-          const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-          if (int(lane) >= o) incl += v;
-        }
-        const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
-        const uint32_t start = incl - len;
-        for (uint32_t q0 = 0; q0 < total; q0 += 32) {
-          const uint32_t q = q0 + lane;
-          uint32_t s = 0;
-          for (uint32_t step = 16; step; step >>= 1) {
-            const uint32_t v = __shfl_sync(0xffffffffu, start, s + step);
-            if (v <= q) s += step;
-          }
-          const uint32_t ps = __shfl_sync(0xffffffffu, pb, s) + (q - __shfl_sync(0xffffffffu, start, s));
-          const float c = __shfl_sync(0xffffffffu, cw, s);
-          if (q < total) atomicAdd(&wacc[tab.doc[ps]], (unsigned long long)FixedProduct(tab.w[ps], c));
-        }
-        continue;
+      // The 32 slots' postings as one list (exclusive prefix sum of their
+      // lengths): each round gives every lane a product, where walking one
+      // hit term per round would spend a whole round on a term with 1-3
+      // batch postings (most of a Zipf row's hit terms). Lane i finds its
+      // slot as the last one whose list starts at or before position i
+      // (binary search over the lanes' starts; empty slots share the next
+      // start and lose to it). Rounds mix terms, so two lanes may add to the same
+      // document: the atomics keep that exact.
+      const uint32_t len = pe - pb;
+      uint32_t incl = len;
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+        if (int(lane) >= o) incl += v;
       }
-      uint32_t hits = __ballot_sync(0xffffffffu, pe > pb);
-      while (hits) {
-        const int src = __ffs(hits) - 1;
-        hits &= hits - 1;
-        const uint32_t b0 = __shfl_sync(0xffffffffu, pb, src);
-        const uint32_t e0 = __shfl_sync(0xffffffffu, pe, src);
-        const float c = __shfl_sync(0xffffffffu, cw, src);
-        for (uint32_t p = b0 + lane; p < e0; p += 32)
-          atomicAdd(&wacc[tab.doc[p]], (unsigned long long)FixedProduct(tab.w[p], c));
+      const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
+      const uint32_t start = incl - len;
+      for (uint32_t q0 = 0; q0 < total; q0 += 32) {
+        const uint32_t q = q0 + lane;
+        uint32_t s = 0;
+        for (uint32_t step = 16; step; step >>= 1) {
+          const uint32_t v = __shfl_sync(0xffffffffu, start, s + step);
+          if (v <= q) s += step;
+        }
+        const uint32_t ps = __shfl_sync(0xffffffffu, pb, s) + (q - __shfl_sync(0xffffffffu, start, s));
+        const float c = __shfl_sync(0xffffffffu, cw, s);
+        if (q < total) atomicAdd(&wacc[tab.doc[ps]], (unsigned long long)FixedProduct(tab.w[ps], c));
       }
     }
     // Every lane's atomics are visible to the sweep (and the sweep's zeros to
@@ -354,22 +301,10 @@ inline uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t(7); }
 
 class CudaScorer final : public Scorer {
  public:
-  CudaScorer(const Config& cfg, const Rows& rows, int device)
+  CudaScorer(const Config& cfg, const Rows& rows, int device, const Tuning& tuning)
       : cfg_(cfg), rows_(rows), device_(device), onDevice_(device), K_(cfg.maxTerms) {
     sms_ = unsigned(gpu::MultiprocessorCount(device));
-    if (const char* env = std::getenv("CUSIM_CLUSTER_BATCH")) {
-      const int b = std::atoi(env);
-      if (b == 256 || b == 512 || b == 1024) batch_ = uint32_t(b);
-    }
-    // Micro-batch postings walk: flat (all 32 slots' postings as one list,
-    // a product per lane per round) unless CUSIM_CLUSTER_WALK=term (v2: one
-    // hit term per round).
-    if (const char* env = std::getenv("CUSIM_CLUSTER_WALK")) flatWalk_ = std::string(env) != "term";
-    // The 32-bit plain scan measured faster than the fingerprint scan at 400K
-    // and 1.6M clusters on an H100 (bench/results/*minhash-cluster-v2.md), so
-    // the fingerprint scan is opt-in.
-    fpScan_ = false;
-    if (const char* env = std::getenv("CUSIM_CLUSTER_SEQ")) fpScan_ = std::string(env) == "fp" || std::string(env) == "fingerprint";
+    if (tuning.batch == 256 || tuning.batch == 512 || tuning.batch == 1024) batch_ = tuning.batch;
     // A GPU with less opt-in shared memory per block gets a smaller batch
     // (B = 256 needs 26 KiB, within every CUDA GPU's default 48 KiB).
     const size_t optin = gpu::MaxSharedPerBlockOptin(device);
@@ -380,10 +315,8 @@ class CudaScorer final : public Scorer {
     if (batch_ == 1024)
       CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<1024>())));
     // Grid-stride kernels get exactly one wave of resident blocks: a partial
-    // second wave would leave most SMs idle while it runs (the fingerprint
-    // scan needs 40 registers, so 6 blocks of 256 fit per SM, not 8).
-    seqGrid_[0] = Resident(ScoreOneKernel<false>, size_t(K_) * 8);
-    seqGrid_[1] = Resident(ScoreOneKernel<true>, size_t(K_) * 8);
+    // second wave would leave most SMs idle while it runs.
+    seqGrid_ = Resident(ScoreOneKernel, size_t(K_) * 8);
     batchGrid_ = batch_ == 256    ? Resident(ScoreBatchKernel<256>, BatchSmem<256>())
                  : batch_ == 512 ? Resident(ScoreBatchKernel<512>, BatchSmem<512>())
                                  : Resident(ScoreBatchKernel<1024>, BatchSmem<1024>());
@@ -408,9 +341,8 @@ class CudaScorer final : public Scorer {
     t0_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dBlob_.data(), hBlob_.data(), L.total, cudaMemcpyHostToDevice, stream_));
     t1_.record(stream_);
-    const unsigned blocks = gpu::GridFor(rows, kThreads, fpScan_ ? seqGrid_[1] : seqGrid_[0]);
-    auto* kernel = fpScan_ ? ScoreOneKernel<true> : ScoreOneKernel<false>;
-    kernel<<<blocks, kThreads, n * 8, stream_>>>(Matrix(), rows, DeviceUpdates(L, uint32_t(P)),
+    const unsigned blocks = gpu::GridFor(rows, kThreads, seqGrid_);
+    ScoreOneKernel<<<blocks, kThreads, n * 8, stream_>>>(Matrix(), rows, DeviceUpdates(L, uint32_t(P)),
                                                  reinterpret_cast<const uint32_t*>(dBlob_.data() + L.docT),
                                                  reinterpret_cast<const float*>(dBlob_.data() + L.docW), n, time,
                                                  cfg_.maxAge, cfg_.threshold, keys_.data(), parity_);
@@ -474,11 +406,11 @@ class CudaScorer final : public Scorer {
       const unsigned blocks = gpu::GridFor(rows, kWarps, batchGrid_);
       const uint64_t accT = FixedThreshold(cfg_.threshold);
       if (batch_ == 256) {
-        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data(), flatWalk_);
+        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data());
       } else if (batch_ == 512) {
-        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data(), flatWalk_);
+        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data());
       } else {
-        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data(), flatWalk_);
+        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data());
       }
       CUSIM_LAUNCH_CHECK();
     }
@@ -509,18 +441,15 @@ class CudaScorer final : public Scorer {
     // before any kernel reads them.
     std::vector<uint32_t> t(uint64_t(K_) * n);
     std::vector<float> w(uint64_t(K_) * n);
-    std::vector<uint16_t> f(uint64_t(K_) * n);
     ParallelFor(K_, 1, [&](size_t b, size_t e) {
       for (size_t k = b; k < e; k++)
         for (uint64_t r = 0; r < n; r++) {
           t[k * n + r] = rows_.terms[r * K_ + k];
           w[k * n + r] = rows_.weights[r * K_ + k];
-          f[k * n + r] = uint16_t(rows_.terms[r * K_ + k]);
         }
     });
     CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(terms_.data(), ld_ * 4, t.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w_.data(), ld_ * 4, w.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(fp_.data(), ld_ * 2, f.data(), n * 2, n * 2, K_, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(last_.data(), rows_.lastSeen.data(), n * 8, cudaMemcpyHostToDevice, stream_));
     stream_.sync();
   }
@@ -544,7 +473,7 @@ class CudaScorer final : public Scorer {
     return sms_ * unsigned(std::max(perSm, 1));
   }
 
-  Ell Matrix() { return Ell{terms_.data(), w_.data(), fp_.data(), last_.data(), ld_, K_}; }
+  Ell Matrix() { return Ell{terms_.data(), w_.data(), last_.data(), ld_, K_}; }
 
   void Reserve(uint64_t bytes) {
     if (bytes > hBlob_.size()) {
@@ -608,10 +537,8 @@ class CudaScorer final : public Scorer {
     uint64_t ld = std::max<uint64_t>(ld_ * 2, (need + 31) / 32 * 32);
     gpu::DeviceBuffer<uint32_t> t(uint64_t(K_) * ld, "cluster ELL terms");
     gpu::DeviceBuffer<float> w(uint64_t(K_) * ld, "cluster ELL weights");
-    gpu::DeviceBuffer<uint16_t> f(uint64_t(K_) * ld, "cluster ELL fingerprints");
     gpu::DeviceBuffer<uint64_t> last(ld, "cluster last-seen");
     if (ld_ > 0) {
-      CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(f.data(), ld * 2, fp_.data(), ld_ * 2, ld_ * 2, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(t.data(), ld * 4, terms_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w.data(), ld * 4, w_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(last.data(), last_.data(), ld_ * 8, cudaMemcpyDeviceToDevice, stream_));
@@ -619,7 +546,6 @@ class CudaScorer final : public Scorer {
     }
     terms_ = std::move(t);
     w_ = std::move(w);
-    fp_ = std::move(f);
     last_ = std::move(last);
     ld_ = ld;
   }
@@ -643,7 +569,6 @@ class CudaScorer final : public Scorer {
   gpu::Event t0_, t1_, t2_, t3_;
   gpu::DeviceBuffer<uint32_t> terms_;
   gpu::DeviceBuffer<float> w_;
-  gpu::DeviceBuffer<uint16_t> fp_;
   gpu::DeviceBuffer<uint64_t> last_;
   gpu::DeviceBuffer<unsigned long long> keys_, batchKeys_;
   gpu::PinnedBuffer<unsigned long long> hKeys_;
@@ -652,17 +577,15 @@ class CudaScorer final : public Scorer {
   std::vector<uint32_t> dirty_;
   std::vector<uint8_t> isDirty_;
   uint32_t batch_ = kBatch;
-  bool fpScan_ = true;
-  bool flatWalk_ = true;
-  unsigned seqGrid_[2] = {1, 1}, batchGrid_ = 1;
+  unsigned seqGrid_ = 1, batchGrid_ = 1;
   int parity_ = 0;
   Timing timing_;
 };
 
 }  // namespace
 
-std::unique_ptr<Scorer> MakeCudaScorer(const Config& cfg, const Rows& rows, int device) {
-  return std::make_unique<CudaScorer>(cfg, rows, device);
+std::unique_ptr<Scorer> MakeCudaScorer(const Config& cfg, const Rows& rows, int device, const Tuning& tuning) {
+  return std::make_unique<CudaScorer>(cfg, rows, device, tuning);
 }
 
 }  // namespace cluster

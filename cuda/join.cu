@@ -416,7 +416,7 @@ int BitsFor(uint64_t v) {
 
 class CudaJoiner final : public Joiner {
  public:
-  CudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize)
+  CudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize, const CudaTuning& tuning)
       : p_(std::move(p)), device_(device), guard_(device) {
     const uint64_t m = p_->indexed().n();
     // Capped so a probe's table (up to 2 * block entries) has 32-bit slots.
@@ -442,10 +442,8 @@ class CudaJoiner final : public Joiner {
     packed_ = m > 0 && p_->indexed().size(m - 1) < (1u << 16);  // sizes ascend
     const uint64_t np = p_->probe.n();
     compact_ = packed_ && p_->indexed().size(m - 1) <= compact::kField11 && np > 0 &&
-               p_->probe.size(np - 1) <= compact::kField10 && block_ <= (1ull << 20) &&
-               std::getenv("CUSIM_JOIN_WIDE_SLOTS") == nullptr;  // test hook: the 16-byte slots
-    // Test hook: a small budget forces many chunks.
-    if (const char* e = std::getenv("CUSIM_JOIN_CHUNK_PAIRS")) chunkPairs_ = std::max<uint64_t>(1, std::strtoull(e, nullptr, 10));
+               p_->probe.size(np - 1) <= compact::kField10 && block_ <= (1ull << 20) && !tuning.wideSlots;
+    chunkPairs_ = std::max<uint64_t>(1, std::min(tuning.maxChunkPairs, kChunkPairs));
     log_.Mark("setup");
   }
 
@@ -813,8 +811,9 @@ class CudaJoiner final : public Joiner {
 
 }  // namespace
 
-std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize) {
-  return std::make_unique<CudaJoiner>(std::move(p), device, blockSize);
+std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize,
+                                       const CudaTuning& tuning) {
+  return std::make_unique<CudaJoiner>(std::move(p), device, blockSize, tuning);
 }
 
 }  // namespace join

@@ -214,7 +214,7 @@ __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t 
   out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, p.x, p.z)));
 }
 
-// Reference scan (CUSIM_MINHASH_KERNEL=segment): every element-sample is
+// Reference scan (tuning.kernel = segment): every element-sample is
 // computed exactly, in CSR order; lanes stride over samples, any count.
 __global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
                                                        const uint32_t* __restrict__ indices,
@@ -296,9 +296,9 @@ __global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t 
 // strict minimum in CSR order", whatever order the survivors are computed in.
 constexpr unsigned kPruneThreads = 256;
 constexpr uint32_t kPrunePass = 32 * kPerLane;        // samples per pass
-// Nonzeros checked per step. Measured on an H100 (1M GitHub-shaped rows, 128
-// samples): 2 -> 52 ms, 4 -> 60 ms, 8 -> 48 ms; more in flight per warp and one
-// survivor append per 8 nonzeros instead of per 2.
+// Nonzeros checked per step: 8 was the fastest of 2, 4 and 8 on GitHub-shaped
+// rows (more loads in flight per warp, and one survivor append per 8 nonzeros
+// instead of per 2).
 constexpr int kPruneGroup = 8;
 
 template <int kGroup>  // nonzeros checked per step
@@ -571,16 +571,7 @@ void AddColumns(Device& d, cudaStream_t st, const uint32_t* cols, uint64_t n, ui
   }
 }
 
-enum class Kernel { kSegment, kPrune };
-
-// CUSIM_MINHASH_KERNEL=segment|prune|auto (unset or anything else = auto =
-// prune). Both give identical signatures; the knob exists to time them against
-// each other and to test one against the other (bench "kernel variants",
-// docs/minhash-perf.md).
-Kernel KernelFromEnv() {
-  const char* v = std::getenv("CUSIM_MINHASH_KERNEL");
-  return v && std::strcmp(v, "segment") == 0 ? Kernel::kSegment : Kernel::kPrune;
-}
+using Kernel = Tuning::Kernel;
 
 // One batch: the column lookup and hash kernels under the device's shared
 // lock; a batch that met columns without parameters adds them (exclusive
@@ -720,14 +711,10 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
   return e;
 }
 
-void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
-              const CancelToken& cancel) {
-  // CUSIM_MINHASH_STREAMS=1 keeps one batch in flight per device: slower, but
-  // then each kernel has the GPU to itself and its CUDA-event time is the
-  // kernel's alone (the bench's kernel rate).
-  const char* env = std::getenv("CUSIM_MINHASH_STREAMS");
-  const int perDevice = env && std::strcmp(env, "1") == 0 ? 1 : kSlots;
-  const Kernel kernel = KernelFromEnv();
+void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
+              const Tuning& tuning, Timing* timing, const CancelToken& cancel) {
+  const int perDevice = tuning.overlap ? kSlots : 1;
+  const Kernel kernel = tuning.kernel;
   std::vector<Pipe*> pipes;
   for (auto& d : e.devs) pipes.push_back(d.get());
   const bool bad = RunBatches(

@@ -23,7 +23,7 @@ import { createHash } from 'node:crypto';
 import { native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type BackendOption } from './backend.js';
 import { rangeError, typeError } from './errors.js';
-import { MinHashBase } from './minhash.js';
+import { checkMinHashTuning, MinHashBase, type MinHashTuning } from './minhash.js';
 import { checkInt, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 /** 2^61 - 1, the modulus of the universal hash. */
@@ -40,6 +40,8 @@ export interface MinHashOptions {
   seed?: number;
   backend?: BackendOption;
   devices?: 'all' | number[];
+  /** GPU choices that never change a signature: `{ overlap }` (see MinHashTuning). */
+  tuning?: Pick<MinHashTuning, 'overlap'>;
 }
 
 /** datasketch's MinHash.permutations: a in [1, 2^61 - 1), b in [0, 2^61 - 1). */
@@ -86,8 +88,9 @@ export class MinHash extends MinHashBase {
     const seed = o._permutations ? undefined : checkInt(o.seed ?? 1, 'seed', 0, 0xffffffff);
     const backend = resolveBackend(o.backend);
     const devices = backend === 'cuda' ? resolveDevices(o.devices ?? 'all') : undefined;
-    const h: Native = new (native().MinHashNative)({ samples, seed, backend, devices, ...(o._permutations ?? {}) });
-    super(h, 'MinHash', samples, backend);
+    const tuning = checkMinHashTuning(o.tuning, false);
+    const h: Native = new (native().MinHashNative)({ samples, seed, backend, devices, tuning, ...(o._permutations ?? {}) });
+    super(h, 'MinHash', samples, backend, tuning);
     this.seed = seed;
   }
 
@@ -95,13 +98,19 @@ export class MinHash extends MinHashBase {
    * A MinHash over given permutations, such as datasketch's
    * `MinHash.permutations` (a, b): its hashvalues are reproduced exactly.
    */
-  static fromPermutations(p: { a: BigUint64Array | readonly bigint[]; b: BigUint64Array | readonly bigint[]; backend?: BackendOption; devices?: 'all' | number[] }): MinHash {
+  static fromPermutations(p: {
+    a: BigUint64Array | readonly bigint[];
+    b: BigUint64Array | readonly bigint[];
+    backend?: BackendOption;
+    devices?: 'all' | number[];
+    tuning?: Pick<MinHashTuning, 'overlap'>;
+  }): MinHash {
     if (!isObject(p)) throw typeError(`permutations must be an object { a, b }, got ${describe(p)}`);
     const a = toU64(p.a, 'a', 1n);
     const b = toU64(p.b, 'b', 0n);
     if (a.length !== b.length) throw rangeError(`a has length ${a.length} but b has ${b.length}`);
     checkInt(a.length, 'a.length', 1, MAX_SAMPLES);
-    return new MinHash({ backend: p.backend, devices: p.devices, _permutations: { a, b } } as MinHashOptions);
+    return new MinHash({ backend: p.backend, devices: p.devices, tuning: p.tuning, _permutations: { a, b } } as MinHashOptions);
   }
 
   /** The permutations (a, b), as datasketch's MinHash.permutations. */

@@ -23,7 +23,7 @@ import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress 
 import { rangeError, typeError } from './errors.js';
 import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
-import { checkColumns, checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkChoice, checkColumns, checkEnum, checkTuningKeys, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 export const NO_CLUSTER = 0xffffffff;
 
@@ -38,6 +38,22 @@ export interface StreamClustererOptions {
   device?: number;
   /** Clusters unseen for more than maxAge documents become inactive for good. */
   decay?: { maxAge: number };
+  /** GPU choices that never change the clusters; see docs/engines/cluster.md. */
+  tuning?: ClusterTuning;
+}
+
+/** StreamClusterer's `tuning`: GPU choices; the clusters are the same under every setting. */
+export interface ClusterTuning {
+  /**
+   * Documents per GPU micro-batch: 256, 512 or 1024 (default 512; a GPU with
+   * less shared memory per block than the size needs gets the largest that fits).
+   */
+  batchSize?: 256 | 512 | 1024;
+}
+
+function checkClusterTuning(v: unknown): ClusterTuning {
+  const t = checkTuningKeys(v, 'tuning', ['batchSize']);
+  return t.batchSize === undefined ? {} : { batchSize: checkChoice(t.batchSize, 'tuning.batchSize', [256, 512, 1024] as const) };
 }
 
 export interface ClusterAddResult {
@@ -144,6 +160,7 @@ export class StreamClusterer extends NativeResource {
     }
     if (options.device !== undefined) checkInt(options.device, 'device', 0, 1023);
     const backend = resolveBackend(options.backend);
+    const tuning = checkClusterTuning(options.tuning);
     const Ctor = native().StreamClusterer;
     const handle = new Ctor({
       threshold,
@@ -151,6 +168,7 @@ export class StreamClusterer extends NativeResource {
       capacity,
       maxAge,
       backend,
+      tuning,
       devices: options.device === undefined ? undefined : [options.device],
     });
     super(handle, 'StreamClusterer');
@@ -242,9 +260,9 @@ export class StreamClusterer extends NativeResource {
     await this.#serial(() => handle.save(path));
   }
 
-  static async load(path: string, options: { backend?: BackendOption; device?: number } = {}): Promise<StreamClusterer> {
+  static async load(path: string, options: { backend?: BackendOption; device?: number; tuning?: ClusterTuning } = {}): Promise<StreamClusterer> {
     checkPath(path);
-    const c = new StreamClusterer({ threshold: 0, maxTerms: 1, capacity: 1, backend: options.backend, device: options.device });
+    const c = new StreamClusterer({ threshold: 0, maxTerms: 1, capacity: 1, backend: options.backend, device: options.device, tuning: options.tuning });
     try {
       await c.handle.load(path);
     } catch (e) {

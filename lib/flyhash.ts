@@ -18,8 +18,8 @@
 // Other values take the same kernels after the GPU quantizes each row to
 // bytes (kernel 'mma-q8'): a proven error bound leaves only the outputs near
 // the k-th largest undecided, and their exact float sums decide them, so the
-// result is still bit for bit the CPU's; 8-bit data is 1.2-1.5x faster
-// (H100, docs/flyhash-perf.md). 'mean100' makes values fractional. 8-bit
+// result is still bit for bit the CPU's; 8-bit data is faster
+// (docs/perf/flyhash.md has the numbers). 'mean100' makes values fractional. 8-bit
 // data may also come as a Uint8Array (ByteMatrix): it reaches the addon as
 // is, a quarter of the bytes of Float32, and hashes the same as its values.
 // Float32 X is checked (finite, bytes or not) while it is staged for the GPU,
@@ -34,7 +34,19 @@ import { resolveBackend, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, checkTuning, isObject, toDense, describe, type DenseMatrix, type Tuning } from './validate.js';
+import {
+  checkBool,
+  checkChoice,
+  checkEnum,
+  checkInt,
+  checkTuning,
+  checkTuningKeys,
+  isObject,
+  toDense,
+  describe,
+  type DenseMatrix,
+  type Tuning,
+} from './validate.js';
 
 export type FlyHashNormalize = 'none' | 'mean100';
 
@@ -62,8 +74,49 @@ export interface FlyHashOptions {
    * minimum is 0 (when negative), then scale each row to mean 100.
    */
   normalize?: FlyHashNormalize;
-  /** GPU kernel choices; `{ tensorCores: false }` keeps to the CUDA-core families (same codes). */
-  tuning?: Tuning;
+  /** GPU kernel choices (the codes are the same under every choice); see FlyHashTuning. */
+  tuning?: FlyHashTuning;
+}
+
+/**
+ * FlyHash's GPU kernel choices; docs/engines/flyhash.md describes the
+ * families. Every choice computes the same codes: `tensorCores` works around
+ * a GPU's quirks, the rest exist to compare the families (bench) and to reach
+ * every path on small inputs (tests).
+ */
+export interface FlyHashTuning extends Tuning {
+  /**
+   * The kernel family: 'auto' (default) picks from the shape and the GPU;
+   * 'mma' the tensor-core path where its tile fits; 'legacy' the CUDA-core
+   * fused / two-pass kernels; 'tile-small' and 'tile-large' the row-tile
+   * kernels ('tile-small' only ever runs when asked for). A family that does
+   * not apply to the shape falls back to auto's other choices.
+   */
+  kernel?: 'auto' | 'mma' | 'legacy' | 'tile-small' | 'tile-large';
+  /** Fused kernel: at most this many rows per block (default 4). */
+  maxRowsPerBlock?: 1 | 2 | 4;
+  /** Tensor-core path: only launch shapes that stage the projection in shared memory (true) or none (false); default picks. */
+  stageProjection?: boolean;
+  /** Quantized tensor-core path: rows per block of the exact pass (0 = none); default picks from the shape. */
+  exactRows?: 0 | 1 | 2 | 4 | 8;
+  /** Tensor-core path: at most this many rows per batch (rounded down to whole row tiles); default no cap. */
+  batchRows?: number;
+  /** Tile kernels: send every row through the per-row fallback (tests). Default false. */
+  forceFallback?: boolean;
+}
+
+const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-small', 'tile-large'] as const;
+
+function checkFlyHashTuning(v: unknown): FlyHashTuning & Required<Tuning> {
+  const t = checkTuningKeys(v, 'tuning', ['tensorCores', 'kernel', 'maxRowsPerBlock', 'stageProjection', 'exactRows', 'batchRows', 'forceFallback']);
+  const out: FlyHashTuning & Required<Tuning> = checkTuning({ tensorCores: t.tensorCores });
+  if (t.kernel !== undefined) out.kernel = checkEnum(t.kernel, 'tuning.kernel', FLYHASH_KERNELS);
+  if (t.maxRowsPerBlock !== undefined) out.maxRowsPerBlock = checkChoice(t.maxRowsPerBlock, 'tuning.maxRowsPerBlock', [1, 2, 4] as const);
+  if (t.stageProjection !== undefined) out.stageProjection = checkBool(t.stageProjection, 'tuning.stageProjection');
+  if (t.exactRows !== undefined) out.exactRows = checkChoice(t.exactRows, 'tuning.exactRows', [0, 1, 2, 4, 8] as const);
+  if (t.batchRows !== undefined) out.batchRows = checkInt(t.batchRows, 'tuning.batchRows', 1);
+  if (t.forceFallback !== undefined) out.forceFallback = checkBool(t.forceFallback, 'tuning.forceFallback');
+  return out;
 }
 
 export interface FlyHashResult {
@@ -89,7 +142,7 @@ export class FlyHash extends NativeResource {
   readonly seed: number;
   readonly normalize: FlyHashNormalize;
   readonly backend: BackendOption;
-  readonly tuning: Required<Tuning>;
+  readonly tuning: FlyHashTuning & Required<Tuning>;
 
   constructor(options: FlyHashOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -106,7 +159,7 @@ export class FlyHash extends NativeResource {
     const seed = options.seed === undefined ? 1 : checkInt(options.seed, 'seed');
     const normalize = options.normalize === undefined ? 'none' : checkEnum(options.normalize, 'normalize', ['none', 'mean100'] as const);
     const backend = options.backend ?? 'auto';
-    const tuning = checkTuning(options.tuning);
+    const tuning = checkFlyHashTuning(options.tuning);
     resolveBackend(backend);
     const Ctor = native().FlyHash as new (o: object) => Native;
     super(new Ctor({ inputDim, hashLength, connections, winners, seed }), 'FlyHash');
@@ -157,7 +210,7 @@ export class FlyHash extends NativeResource {
         backend,
         devices: options.device === undefined ? undefined : [options.device],
         output,
-        tensorCores: this.tuning.tensorCores,
+        tuning: this.tuning,
         cancel,
       });
       return {

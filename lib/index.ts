@@ -6,20 +6,20 @@ export type { CusimErrorCode, CodedError } from './errors.js';
 export { popcountRows } from './ops.js';
 export type { PopcountResult } from './ops.js';
 export { FlyHash } from './flyhash.js';
-export type { FlyHashOptions, FlyHashResult, FlyHashNormalize, ByteMatrix } from './flyhash.js';
+export type { FlyHashOptions, FlyHashTuning, FlyHashResult, FlyHashNormalize, ByteMatrix } from './flyhash.js';
 export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
-export type { StreamClustererOptions, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
+export type { StreamClustererOptions, ClusterTuning, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
 export { HammingIndex, MISSING_ID } from './hamming.js';
 export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
-export type { JoinMeasure, JoinOptions, JoinChunk, JoinResult } from './join.js';
+export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult } from './join.js';
 export { MinHashLSH, optimalParams, recallParams, recallCurve, candidateProbability, dedupParams, dedup, groupMembers, isEmptySignature, MAX_LSH_SAMPLES } from './lsh.js';
 export type { LshParams, RecallParams, RecallTarget, MinHashLSHOptions, RedisStorageOptions, SignatureKind, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
 export type { ProgressEvent, OnProgress } from './progress.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL, rowChunks } from './minhash.js';
 export { MinHash, sha1Hash32, estimateSetJaccard, MERSENNE_PRIME, MAX_HASH } from './classic-minhash.js';
 export type { MinHashOptions, MinHashPermutations } from './classic-minhash.js';
-export type { WeightedMinHashOptions, MinHashParameters, HashOptions, HashTiming } from './minhash.js';
+export type { WeightedMinHashOptions, MinHashParameters, MinHashTuning, HashOptions, HashTiming } from './minhash.js';
 export {
   TextFeaturizer,
   Vocabulary,

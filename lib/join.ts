@@ -5,11 +5,26 @@ import { MAX_TYPED_LENGTH, native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
-import { checkEnum, checkInt, checkNumber, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
+import { checkBool, checkEnum, checkInt, checkNumber, checkTuningKeys, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
 import { rangeError, typeError } from './errors.js';
 
 export type JoinMeasure = 'jaccard' | 'cosine' | 'dice' | 'overlap';
 const MEASURES: readonly JoinMeasure[] = ['jaccard', 'cosine', 'dice', 'overlap'];
+
+/** similarityJoin's `tuning`: chunk sizes and GPU choices; the pairs are the same under every setting. */
+export interface JoinTuning {
+  /**
+   * The most pairs one streamed chunk holds (default 2^26, so a chunk's arrays
+   * stay far from a typed array's limit; the GPU holds at most 2^26 whatever
+   * is asked). A probe step that verifies more hands them out over several chunks.
+   */
+  maxChunkPairs?: number;
+  /**
+   * GPU: candidates in 16-byte slots even where the 8-byte ones fit (small
+   * sets); slower, for tests of the wide slots. Default false.
+   */
+  wideSlots?: boolean;
+}
 
 export interface JoinOptions {
   /**
@@ -31,12 +46,8 @@ export interface JoinOptions {
   blockSize?: number;
   /** CPU algorithm; both are exact. Default 'ppjoin'. */
   algorithm?: 'ppjoin' | 'allpairs';
-  /**
-   * tuning.maxChunkPairs: the most verified pairs one streamed CPU chunk holds
-   * (default 2^26, so a chunk's arrays stay far from a typed array's limit);
-   * a probe step that verifies more hands them out over several chunks.
-   */
-  tuning?: { maxChunkPairs?: number };
+  /** Chunk sizes and GPU kernel choices (the pairs are the same under every choice); see docs/engines/join.md. */
+  tuning?: JoinTuning;
   device?: number;
   signal?: AbortSignal;
   /**
@@ -95,8 +106,9 @@ function normalize(sets: unknown, options: unknown): Normalized {
   const against = o.against === undefined ? undefined : toCsr(o.against, 'options.against', { values: 'ignore' });
   const algorithm = o.algorithm === undefined ? 'ppjoin' : checkEnum(o.algorithm, 'options.algorithm', ['ppjoin', 'allpairs'] as const);
   const blockSize = o.blockSize === undefined ? 0 : checkInt(o.blockSize, 'options.blockSize', 1, 0x7fffffff);
-  if (o.tuning !== undefined && !isObject(o.tuning)) throw typeError(`options.tuning must be an object, got ${describeValue(o.tuning)}`);
-  const maxChunkPairs = checkInt(o.tuning?.maxChunkPairs ?? 2 ** 26, 'options.tuning.maxChunkPairs', 1, 0xffffffff);
+  const tuning = checkTuningKeys(o.tuning, 'options.tuning', ['maxChunkPairs', 'wideSlots']);
+  const maxChunkPairs = checkInt(tuning.maxChunkPairs ?? 2 ** 26, 'options.tuning.maxChunkPairs', 1, 0xffffffff);
+  const wideSlots = checkBool(tuning.wideSlots ?? false, 'options.tuning.wideSlots');
   const requested = o.backend ?? 'auto';
   let backend = resolveBackend(requested, 'options.backend');
   const forced = process.env.CUSIM_BACKEND;
@@ -111,7 +123,7 @@ function normalize(sets: unknown, options: unknown): Normalized {
     measure,
     threshold,
     backend,
-    native: { measure: MEASURES.indexOf(measure), threshold, backend, algorithm, blockSize, maxChunkPairs, devices },
+    native: { measure: MEASURES.indexOf(measure), threshold, backend, algorithm, blockSize, maxChunkPairs, wideSlots, devices },
   };
 }
 

@@ -492,7 +492,6 @@ export class RedisLsh {
   async groups(verify: 'none' | 'estimate' | 'exact', threshold: number, matrix: CsrMatrix | undefined): Promise<StoredGroups> {
     return this.#run(async (c) => {
       const { ids, fp, empty } = await this.#records(c);
-      const n = ids.length;
       // Representatives: rows with identical signatures (and, for 'exact',
       // identical vectors) collapse to their smallest member, as lsh::Groups does.
       const rep = Uint32Array.from(empty, (e, i) => (e ? NONE : i));
@@ -525,7 +524,12 @@ export class RedisLsh {
         while (open.length) {
           const a: number[] = [];
           const b: number[] = [];
-          for (const run of open) for (let j = 1; j < run.length; j++) a.push(run[0]), b.push(run[j]);
+          for (const run of open) {
+    for (let j = 1; j < run.length; j++) {
+      a.push(run[0]);
+      b.push(run[j]);
+    }
+  }
           const eq = await same(a, b);
           const next: number[][] = [];
           let k = 0;

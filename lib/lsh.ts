@@ -1,6 +1,6 @@
 // MinHash LSH over MinHash signatures (weighted or classic): banding,
 // candidate pairs, verified duplicate groups, and the one-call dedup pipeline.
-import { MAX_TYPED_LENGTH, native, type Native } from './addon.js';
+import { native, type Native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';

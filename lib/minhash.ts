@@ -1,7 +1,9 @@
 // Weighted MinHash (Ioffe's improved consistent weighted sampling) on CPU or
 // GPU. Signatures are portable: the random parameters follow a fixed contract
 // (cuRAND Philox4x32-10, curand_init(seed, d, 0), five uniforms per sample),
-// which the CPU backend reproduces bit for bit.
+// whose uniforms the CPU backend reproduces bit for bit; the tables' logs may
+// differ in the last bit between CPU and GPU, so GPU signatures agree with
+// the CPU's on at least 99.99% of entries (what the tests hold).
 //
 // Semantics worth knowing:
 // - weights <= 0 and NaN are skipped (they carry no mass); `values` absent
@@ -14,7 +16,7 @@ import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkInt, checkOptions, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
+import { checkBool, checkEnum, checkInt, checkOptions, checkTuningKeys, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
 
 export interface WeightedMinHashOptions {
   dim: number;
@@ -22,6 +24,36 @@ export interface WeightedMinHashOptions {
   seed?: number;
   backend?: BackendOption;
   devices?: 'all' | number[];
+  /** GPU kernel choices (signatures are the same under every choice); see docs/engines/minhash.md. */
+  tuning?: MinHashTuning;
+}
+
+/**
+ * GPU choices of the MinHash engines. None changes a signature: they exist to
+ * time kernels against each other and to test one against another.
+ */
+export interface MinHashTuning {
+  /**
+   * WeightedMinHash's hash kernel: 'prune' (what 'auto', the default, runs)
+   * or 'segment', the simpler kernel kept as prune's test oracle. MinHash
+   * (classic) has one kernel and takes no `kernel`.
+   */
+  kernel?: 'auto' | 'prune' | 'segment';
+  /**
+   * false: one batch in flight per GPU, so each kernel has the GPU to itself
+   * and `kernelMs` is the kernels' own time (slower overall). Default true:
+   * batches overlap their copies and kernels.
+   */
+  overlap?: boolean;
+}
+
+/** options.tuning of a MinHash engine; `kernels` false for the classic engine, which has one. */
+export function checkMinHashTuning(v: unknown, kernels: boolean): Required<MinHashTuning> {
+  const t = checkTuningKeys(v, 'tuning', kernels ? ['kernel', 'overlap'] : ['overlap']);
+  return {
+    kernel: t.kernel === undefined ? 'auto' : checkEnum(t.kernel, 'tuning.kernel', ['auto', 'prune', 'segment'] as const),
+    overlap: checkBool(t.overlap ?? true, 'tuning.overlap'),
+  };
 }
 
 /**
@@ -80,13 +112,15 @@ export abstract class MinHashBase extends NativeResource {
   readonly samples: number;
   readonly backend: Backend;
   readonly devices: number[];
+  readonly tuning: Required<MinHashTuning>;
   /** CUDA-event timings of the most recent hash() call. */
   lastTiming: HashTiming = { kernelMs: 0, transferMs: 0 };
 
-  protected constructor(h: Native, what: string, samples: number, backend: Backend) {
+  protected constructor(h: Native, what: string, samples: number, backend: Backend, tuning: Required<MinHashTuning>) {
     super(h, what);
     this.samples = samples;
     this.backend = backend;
+    this.tuning = tuning;
     this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
   }
 
@@ -150,9 +184,10 @@ export class WeightedMinHash extends MinHashBase {
     const seed = checkInt(options.seed ?? 1, 'seed', 0);
     const backend = resolveBackend(options.backend);
     const devices = backend === 'cuda' ? resolveDevices(options.devices ?? 'all') : undefined;
+    const tuning = checkMinHashTuning(options.tuning, true);
     const extra = (options as { _tables?: MinHashParameters })._tables;
-    const h: Native = new (native().WeightedMinHashNative)({ dim, samples, seed, backend, devices, ...(extra ?? {}) });
-    super(h, 'WeightedMinHash', samples, backend);
+    const h: Native = new (native().WeightedMinHashNative)({ dim, samples, seed, backend, devices, tuning, ...(extra ?? {}) });
+    super(h, 'WeightedMinHash', samples, backend, tuning);
     this.dim = dim;
     this.seed = seed;
   }
@@ -162,7 +197,9 @@ export class WeightedMinHash extends MinHashBase {
    * layout), or with `columns`, [samples][columns.length] for just those
    * columns (any dim up to 2^32 - 1); hashing any other column is then a RangeError.
    */
-  static fromParameters(p: MinHashParameters & { dim: number; samples: number; backend?: BackendOption; devices?: 'all' | number[] }): WeightedMinHash {
+  static fromParameters(
+    p: MinHashParameters & { dim: number; samples: number; backend?: BackendOption; devices?: 'all' | number[]; tuning?: MinHashTuning },
+  ): WeightedMinHash {
     if (!isObject(p)) throw typeError(`parameters must be an object, got ${describe(p)}`);
     const dim = checkInt(p.dim, 'dim', 1, 0xffffffff);
     const samples = checkSamples(p.samples);
@@ -183,7 +220,7 @@ export class WeightedMinHash extends MinHashBase {
         }
       }
     }
-    const options = { dim, samples, backend: p.backend, devices: p.devices, _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas, columns } };
+    const options = { dim, samples, backend: p.backend, devices: p.devices, tuning: p.tuning, _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas, columns } };
     return new WeightedMinHash(options as WeightedMinHashOptions);
   }
 

@@ -81,6 +81,13 @@ export function checkEnum<T extends string>(v: unknown, name: string, allowed: r
   return v as T;
 }
 
+export function checkChoice<T extends number>(v: unknown, name: string, allowed: readonly T[]): T {
+  if (typeof v !== 'number' || !(allowed as readonly number[]).includes(v)) {
+    throw typeError(`${name} must be one of ${allowed.join(', ')}, got ${describe(v)}`);
+  }
+  return v as T;
+}
+
 /**
  * Kernel choices an engine takes on the GPU. Every choice computes the same
  * result; these exist to compare kernels and to work around a GPU's quirks.
@@ -95,14 +102,26 @@ export interface Tuning {
 }
 
 export function checkTuning(v: unknown, name = 'tuning'): Required<Tuning> {
-  if (v === undefined) return { tensorCores: true };
+  const t = checkTuningKeys(v, name, ['tensorCores']);
+  return { tensorCores: checkBool(t.tensorCores ?? true, `${name}.tensorCores`) };
+}
+
+/**
+ * An engine's `tuning` object (absent: empty), rejecting keys it does not
+ * know; each engine checks the values of its own keys.
+ */
+export function checkTuningKeys(v: unknown, name: string, known: readonly string[]): Record<string, unknown> {
+  if (v === undefined) return {};
   if (!isObject(v) || Array.isArray(v)) throw typeError(`${name} must be an object, got ${describe(v)}`);
   for (const key of Object.keys(v)) {
-    if (key !== 'tensorCores') throw typeError(`${name}.${key} is not a tuning option (known: tensorCores)`);
+    if (!known.includes(key)) throw typeError(`${name}.${key} is not a tuning option (known: ${known.join(', ')})`);
   }
-  const tensorCores = v.tensorCores ?? true;
-  if (typeof tensorCores !== 'boolean') throw typeError(`${name}.tensorCores must be a boolean, got ${describe(tensorCores)}`);
-  return { tensorCores };
+  return v;
+}
+
+export function checkBool(v: unknown, name: string): boolean {
+  if (typeof v !== 'boolean') throw typeError(`${name} must be a boolean, got ${describe(v)}`);
+  return v;
 }
 
 export function describe(v: unknown): string {

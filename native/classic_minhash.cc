@@ -16,6 +16,7 @@ struct ClassicEngine {
   uint32_t samples = 0;
   Backend backend = Backend::Cpu;
   std::vector<int> devices;
+  minhash::Tuning tuning;
   std::vector<uint64_t> a, b;
 #ifdef CUSIM_WITH_CUDA
   std::mutex gpuMutex;
@@ -49,6 +50,7 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
         ThrowInvalid("samples must be an integer in [1, 65536]");
       e->samples = uint32_t(samples);
       e->backend = BackendProp(o);
+      e->tuning = ParseTuning(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       e->a.resize(e->samples), e->b.resize(e->samples);
       if (o.Get("a").IsUndefined()) {
@@ -89,7 +91,8 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
             } else {
               ValidateIndptr(c.m, "matrix");  // columns are checked by the kernel that reads them
 #ifdef CUSIM_WITH_CUDA
-              minhash::ClassicHashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), c.timing.get(), c.cancel);
+              minhash::ClassicHashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(),
+                                c.cancel);
 #endif
             }
           },

@@ -45,7 +45,7 @@ std::shared_ptr<ClassicCudaEngine> CreateClassicCudaEngine(const std::vector<int
 // Rows are split across the engine's devices balanced by nnz; columns must be
 // < m.cols (checked by the kernel, named by the host).
 void ClassicHashCuda(ClassicCudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
-                     Timing* timing, const CancelToken& cancel);
+                     const Tuning& tuning, Timing* timing, const CancelToken& cancel);
 #endif
 
 }  // namespace minhash

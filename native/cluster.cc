@@ -52,7 +52,12 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
       const Backend backend = BackendProp(o);
       const int device = DeviceFor(backend, o);
       impl_ = std::make_shared<Holder>();
-      impl_->engine = std::make_unique<Engine>(cfg, backend, device);
+      cluster::Tuning tuning;
+      const double batch = NumPropOr(TuningProp(o), "batchSize", 0);
+      if (!(batch == 0 || batch == 256 || batch == 512 || batch == 1024))
+        ThrowInvalid("options.tuning.batchSize must be 256, 512 or 1024");
+      tuning.batch = uint32_t(batch);
+      impl_->engine = std::make_unique<Engine>(cfg, backend, device, tuning);
       impl_->bytes = impl_->engine->bytes();
       Account();
     } catch (const Error& e) {

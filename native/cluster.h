@@ -126,8 +126,15 @@ class Scorer {
 };
 
 std::unique_ptr<Scorer> MakeCpuScorer(const Config& cfg, const Rows& rows);
+// The engine's `tuning` option: GPU choices that never change the clusters.
+struct Tuning {
+  // Documents per GPU micro-batch: 256, 512 or 1024; 0 picks 512 (lowered
+  // where the GPU's shared memory per block holds less).
+  uint32_t batch = 0;
+};
+
 #ifdef CUSIM_WITH_CUDA
-std::unique_ptr<Scorer> MakeCudaScorer(const Config& cfg, const Rows& rows, int device);
+std::unique_ptr<Scorer> MakeCudaScorer(const Config& cfg, const Rows& rows, int device, const Tuning& tuning);
 #endif
 
 enum class Mode { Auto, Sequential, Batch };
@@ -143,7 +150,7 @@ struct AddOutput {
 
 class Engine {
  public:
-  Engine(const Config& cfg, Backend backend, int device);
+  Engine(const Config& cfg, Backend backend, int device, const Tuning& tuning = {});
   // All or nothing: an add that throws (aborted, out of memory, a CUDA error)
   // leaves the state as it was before the call.
   void Add(const CsrView& docs, Mode mode, const CancelToken& cancel, AddOutput* out);
@@ -179,6 +186,7 @@ class Engine {
   Config cfg_;
   Backend backend_;
   int device_;
+  Tuning tuning_;  // not part of the saved state
   uint64_t time_ = 0;  // documents seen, empty ones included
   Rows rows_;
   std::vector<std::vector<SumEntry>> sums_;

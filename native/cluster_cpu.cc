@@ -14,6 +14,7 @@
 
 #include "cluster.h"
 #include "parallel.h"
+#include "phase_log.h"
 #include "persist.h"
 
 namespace cusim {
@@ -207,7 +208,8 @@ void BatchPostings::Build(const Docs& docs, uint64_t begin, uint64_t end) {
 }
 
 // ---- engine -------------------------------------------------------------------
-Engine::Engine(const Config& cfg, Backend backend, int device) : cfg_(cfg), backend_(backend), device_(device) {
+Engine::Engine(const Config& cfg, Backend backend, int device, const Tuning& tuning)
+    : cfg_(cfg), backend_(backend), device_(device), tuning_(tuning) {
   rows_.K = cfg.maxTerms;
   Reserve(cfg.capacity);
   MakeScorer();
@@ -232,7 +234,7 @@ void Engine::MakeScorer() {
   rows_.K = cfg_.maxTerms;
   if (backend_ == Backend::Cuda) {
 #ifdef CUSIM_WITH_CUDA
-    scorer_ = MakeCudaScorer(cfg_, rows_, device_);
+    scorer_ = MakeCudaScorer(cfg_, rows_, device_, tuning_);
     return;
 #else
     throw Error(kCudaError, "this build of cusim has no CUDA kernels");
@@ -541,8 +543,8 @@ void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddO
     }
     prof[3] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c3).count();
   }
-  // Host/device split of a micro-batch add, for tuning (stderr, opt-in).
-  if (std::getenv("CUSIM_CLUSTER_PROFILE"))
+  // Host/device split of a micro-batch add (stderr, CUSIM_PROFILE=1).
+  if (PhaseLog::Enabled())
     std::fprintf(stderr, "cluster batch: %llu docs, prepare %.1f ms, postings %.1f ms, score %.1f ms, pair dots %.1f ms, resolve %.1f ms\n",
                  (unsigned long long)n, prepMs, prof[0], prof[1], prof[2], prof[3]);
   out->timing = scorer_->TakeTiming();

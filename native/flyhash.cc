@@ -20,6 +20,27 @@
 namespace cusim {
 namespace {
 
+// options.tuning of a hash call (checked in lib/flyhash.ts; native keeps only
+// what guards the kernels).
+flyhash::Tuning ParseTuning(const Napi::Object& t) {
+  flyhash::Tuning tuning;
+  tuning.tensorCores = BoolPropOr(t, "tensorCores", true);
+  tuning.kernel = StrPropOr(t, "kernel", "auto");
+  const double rowsPerBlock = NumPropOr(t, "maxRowsPerBlock", 4);
+  if (!(rowsPerBlock >= 1 && rowsPerBlock <= 4)) ThrowInvalid("options.tuning.maxRowsPerBlock must be 1, 2 or 4");
+  tuning.maxRowsPerBlock = int(rowsPerBlock);
+  const Napi::Value stage = t.Get("stageProjection");
+  if (!stage.IsUndefined() && !stage.IsNull()) tuning.stageProjection = stage.ToBoolean().Value() ? 1 : 0;
+  const double exactRows = NumPropOr(t, "exactRows", -1);
+  if (!(exactRows >= -1 && exactRows <= 8)) ThrowInvalid("options.tuning.exactRows must be 0, 1, 2, 4 or 8");
+  tuning.exactRows = int(exactRows);
+  const double batchRows = NumPropOr(t, "batchRows", 0);
+  if (!(batchRows >= 0 && batchRows <= 9007199254740991.0)) ThrowInvalid("options.tuning.batchRows is out of range");
+  tuning.batchRows = uint64_t(batchRows);
+  tuning.forceFallback = BoolPropOr(t, "forceFallback", false);
+  return tuning;
+}
+
 struct FlyHashImpl {
   flyhash::Params params;
   std::mutex gpuMu;  // one GPU call at a time owns gpu
@@ -103,7 +124,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
     });
   }
 
-  // hash(x, { backend, devices, output: 'bits'|'indices', tensorCores, cancel }) ->
+  // hash(x, { backend, devices, output: 'bits'|'indices', tuning, cancel }) ->
   //   Promise<{ data, kernelMs, transferMs }>
   Napi::Value Hash(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
@@ -119,8 +140,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       // own page-locked batches (bytes or checked floats) as it goes.
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(opts);
-      flyhash::Tuning tuning;
-      tuning.tensorCores = BoolPropOr(opts, "tensorCores", true);
+      const flyhash::Tuning tuning = ParseTuning(TuningProp(opts));
       // Float32 data, or bytes (Uint8Array: pixels), staged (owned.h) last:
       // reading the options above may run getters.
       DenseView x;
@@ -138,8 +158,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
         ThrowInvalid("X.cols is " + std::to_string(x.cols) + " but this FlyHash was built for inputDim " +
                      std::to_string(p.d));
       // Uninitialized and first touched on all cores in the worker: a
-      // zero-filled vector cost a serial pass on the event loop (~40 ms for
-      // 1M rows of 1280 bits). Both backends write every word.
+      // zero-filled vector would cost a serial pass on the event loop. Both
+      // backends write every word.
       uint64_t words = 0;
       if (__builtin_mul_overflow(x.rows, uint64_t(flyhash::OutStride(p, o)), &words) || words > (uint64_t(1) << 61))
         ThrowInvalid("X.rows * words per code overflows");

@@ -81,11 +81,28 @@ struct GpuState {
   virtual ~GpuState() = default;
 };
 
-// The engine's `tuning` option. tensorCores = false keeps the GPU on the
-// CUDA-core kernel families even where it has tensor cores (every family
-// computes the same codes).
+// The engine's `tuning` option (docs/engines/flyhash.md). Every choice
+// computes the same codes; the fields past `kernel` exist for the tests and
+// the bench, to reach each path on small inputs.
 struct Tuning {
+  // false keeps the GPU on the CUDA-core kernel families even where it has
+  // tensor cores.
   bool tensorCores = true;
+  // auto, mma, legacy (fused / two-pass), tile-small, tile-large. A forced
+  // family that does not apply falls back to auto's other choices.
+  std::string kernel = "auto";
+  // Fused kernel: at most this many rows per block (4, 2 or 1).
+  int maxRowsPerBlock = 4;
+  // Tensor-core path: -1 picks; 1 only launch shapes that stage the
+  // projection words in shared memory, 0 none.
+  int stageProjection = -1;
+  // Quantized tensor-core path: rows per block of the exact pass (1, 2, 4 or
+  // 8; 0 none); -1 picks from the shape.
+  int exactRows = -1;
+  // Tensor-core path: at most this many rows per batch (0: no cap).
+  uint64_t batchRows = 0;
+  // Every row of the tile kernels goes through the per-row fallback.
+  bool forceFallback = false;
 };
 
 #ifdef CUSIM_WITH_CUDA

@@ -58,7 +58,7 @@ void HostPinnedFree(void* p) noexcept;
 
 // Runs `release` (which drops state holding GPU or large host memory) on a
 // background thread, in queue order: a call whose results are ready need not
-// wait for cudaFree's implicit device synchronizations (3-4 ms per join).
+// wait for cudaFree's implicit device synchronizations.
 // Where memory decides success, the wait happens: a GPU allocation that finds
 // too little free memory, and DeviceMemory, first wait for pending releases,
 // so deferring causes no out-of-memory error that freeing at once would have

@@ -44,7 +44,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
 
  private:
   // A finished join's GPU buffers go in the background (gpu.h): similarityJoin
-  // disposes its handle before it returns, and the frees took 3-4 ms of it.
+  // disposes its handle before it returns, and the frees would wait on the device.
   // Never throws (it runs in a GC finalizer): if the task cannot be made,
   // the state is freed here.
   void ReleaseLater() noexcept {
@@ -80,6 +80,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
       const double mc = NumPropOr(opts, "maxChunkPairs", double(1 << 26));
       if (!(mc >= 1 && mc <= 4294967295.0) || mc != std::floor(mc)) ThrowInvalid("options.maxChunkPairs is out of range");
+      const bool wideSlots = BoolPropOr(opts, "wideSlots", false);
       const int device = DeviceFor(backend, opts);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(opts);
@@ -109,9 +110,13 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
               state->joiner = join::MakeCpuJoiner(p, algo, uint64_t(mc));
             } else {
 #ifdef CUSIM_WITH_CUDA
-              state->joiner = join::MakeCudaJoiner(p, device, uint64_t(bs));
+              join::CudaTuning tuning;
+              tuning.maxChunkPairs = uint64_t(mc);
+              tuning.wideSlots = wideSlots;
+              state->joiner = join::MakeCudaJoiner(p, device, uint64_t(bs), tuning);
 #else
               (void)device;
+              (void)wideSlots;
               throw Error(kCudaError, "this addon was built without CUDA");
 #endif
             }

@@ -150,7 +150,16 @@ enum class Algorithm { PPJoin, AllPairs };
 // maxChunk: the most pairs one CPU chunk holds (a step's surplus waits for the next Next()).
 std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo, uint64_t maxChunk);
 #ifdef CUSIM_WITH_CUDA
-std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize);
+// The GPU joiner's part of the `tuning` option.
+struct CudaTuning {
+  // The most pairs one chunk holds (at most the joiner's own 2^26).
+  uint64_t maxChunkPairs = uint64_t(1) << 26;
+  // Candidates in 16-byte slots even where the 8-byte ones fit: the tests'
+  // way to run the wide slots on small inputs (same pairs either way).
+  bool wideSlots = false;
+};
+std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize,
+                                       const CudaTuning& tuning);
 #endif
 
 }  // namespace join

@@ -22,6 +22,7 @@ struct Engine {
   uint32_t dim = 0, samples = 0;
   Backend backend = Backend::Cpu;
   std::vector<int> devices;
+  minhash::Tuning tuning;
   // Host parameters of the columns met so far (all of them when injected).
   std::shared_ptr<minhash::ColumnParams> params;
 #ifdef CUSIM_WITH_CUDA
@@ -105,6 +106,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       e->dim = uint32_t(dim), e->samples = uint32_t(samples);
       const uint64_t seed = SeedProp(o, NAN);
       e->backend = BackendProp(o);
+      e->tuning = ParseTuning(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       Napi::Value rs = o.Get("rs");
       Inputs in(Inputs::Use::Sync);
@@ -172,7 +174,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
               minhash::HashCpu(c.m, 0, c.m.rows, *e->params, c.out->target(), c.cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), c.timing.get(), c.cancel);
+              minhash::HashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(),
+                                c.cancel);
 #endif
             }
           },

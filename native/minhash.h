@@ -111,6 +111,16 @@ void JaccardPairsCpu(const uint32_t* sigs, uint32_t samples, const uint32_t* lef
 // rowEnd, non-decreasing; any part count, empty parts allowed.
 std::vector<uint64_t> SplitRowsByNnz(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, size_t parts);
 
+// The engines' `tuning` option: GPU choices that never change the signatures.
+struct Tuning {
+  // The weighted hash kernel: prune (what auto runs) or segment, which the
+  // tests keep as prune's oracle. The classic engine has one kernel.
+  enum class Kernel { kPrune, kSegment } kernel = Kernel::kPrune;
+  // false: one batch in flight per device, so each kernel has the GPU to
+  // itself and its CUDA-event time is its own (the bench's kernel rate).
+  bool overlap = true;
+};
+
 #ifdef CUSIM_WITH_CUDA
 // Per-device column maps and parameter tables plus staging slots; opaque to the glue.
 struct CudaEngine;
@@ -120,8 +130,8 @@ struct CudaEngine;
 std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, uint64_t seed, uint32_t dim,
                                              uint32_t samples, ColumnParams* injected);
 // Rows are split across the engine's devices balanced by nnz.
-void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, Timing* timing,
-              const CancelToken& cancel);
+void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
+              const Tuning& tuning, Timing* timing, const CancelToken& cancel);
 // Device `slot`'s (index into the engine's device list) tables of the given
 // columns, [n][samples] each; seeded columns not yet used are added first.
 void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs,

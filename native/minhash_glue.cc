@@ -29,6 +29,17 @@ Napi::Value Signatures::ToJs(Napi::Env env) {
   return Napi::Uint32Array::New(env, size, buf, 0);
 }
 
+minhash::Tuning ParseTuning(const Napi::Object& options) {
+  const Napi::Object t = TuningProp(options);
+  minhash::Tuning tuning;
+  const std::string kernel = StrPropOr(t, "kernel", "auto");
+  if (kernel != "auto" && kernel != "prune" && kernel != "segment")
+    ThrowInvalid("options.tuning.kernel must be 'auto', 'prune' or 'segment'");
+  tuning.kernel = kernel == "segment" ? minhash::Tuning::Kernel::kSegment : minhash::Tuning::Kernel::kPrune;
+  tuning.overlap = BoolPropOr(t, "overlap", true);
+  return tuning;
+}
+
 HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, bool values, bool gpu,
                        const std::function<void(const CsrSource&)>& check) {
   Args args(info);

@@ -27,6 +27,9 @@ struct Signatures {
   Napi::Value ToJs(Napi::Env env);
 };
 
+// The engine's options.tuning: { kernel: 'auto' | 'prune' | 'segment', overlap }.
+minhash::Tuning ParseTuning(const Napi::Object& options);
+
 // One checked hash(matrix, { rowStart, rowEnd, cancel, out }) call. `m` holds
 // the owned rows [rowStart, rowEnd) of the caller's matrix as rows 0..
 struct HashCall {

@@ -97,6 +97,13 @@ bool BoolPropOr(const Napi::Object& o, const char* key, bool fallback) {
   return v.ToBoolean().Value();
 }
 
+Napi::Object TuningProp(const Napi::Object& o) {
+  Napi::Value v = o.Get("tuning");
+  if (v.IsUndefined() || v.IsNull()) return Napi::Object::New(o.Env());
+  if (!v.IsObject()) ThrowInvalid("options.tuning must be an object", "TypeError");
+  return v.As<Napi::Object>();
+}
+
 std::string StrPropOr(const Napi::Object& o, const char* key, const std::string& fallback) {
   Napi::Value v = o.Get(key);
   if (v.IsUndefined() || v.IsNull()) return fallback;

@@ -57,6 +57,8 @@ uint64_t SeedProp(const Napi::Object& o, double fallback);
 double NumPropOr(const Napi::Object& o, const char* key, double fallback);
 bool BoolPropOr(const Napi::Object& o, const char* key, bool fallback);
 std::string StrPropOr(const Napi::Object& o, const char* key, const std::string& fallback);
+// o.tuning (an engine's kernel choices, checked by lib/), or an empty object when absent.
+Napi::Object TuningProp(const Napi::Object& o);
 Backend BackendProp(const Napi::Object& o);  // o.backend: 'cpu' | 'cuda'
 std::vector<int> DevicesProp(const Napi::Object& o);  // o.devices: number[] or absent (all)
 // devices as a JavaScript array of GPU indices.

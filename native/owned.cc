@@ -67,11 +67,10 @@ LentRegistry& Lent() {
 
 // ---- staging memory ---------------------------------------------------------------
 // Staging copies go to blocks that are kept for reuse: fresh memory costs its
-// page faults (and zeroing) on the first touch, which took longer than the
-// copy itself (0.4-1.7 GB/s of fresh pages against 6 GB/s into reused ones on
-// a 2-core VM, bench/results/*-staging.md), and page-locking a block for a
-// GPU call costs more again (cudaHostAlloc of 2.7 GB takes longer than the
-// copy). Idle blocks are kept up to min(8 GiB, RAM / 16) per pool, least
+// page faults (and zeroing) on the first touch, which take longer than the
+// copy itself (bench/staging.js measures both), and page-locking a block for
+// a GPU call costs more again (cudaHostAlloc of a large block takes longer
+// than the copy). Idle blocks are kept up to min(8 GiB, RAM / 16) per pool, least
 // recently used freed first; best fit within twice the size asked.
 class BlockPool {
  public:

@@ -1,6 +1,6 @@
 // A std::vector whose resize leaves trivially constructible elements unset, so
 // a large buffer's pages are first touched by the parallel code that fills it
-// rather than by a serial zero fill (about 10 ms for 19 MB of fresh pages).
+// rather than by a serial zero fill.
 // Included by cuda/ through join.h: no napi.h, no CUDA headers.
 #pragma once
 

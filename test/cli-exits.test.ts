@@ -103,6 +103,7 @@ describe('hostile names are escaped in every output format', () => {
     mkdirSync(tree, { recursive: true });
     for (const n of names) writeFileSync(path.join(tree, n), body);
   });
+  // eslint-disable-next-line no-control-regex -- the control characters a terminal must never receive raw
   const raw = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/;
 
   it('table and CSV: one line per member, no control or bidi characters, escapes recoverable', () => {
@@ -173,11 +174,13 @@ describe('progress: on a terminal only, never with --quiet or on a pipe', () => 
         timeout: 120_000,
       });
       expect(quiet.status).toBe(0);
+      // eslint-disable-next-line no-control-regex -- ESC of a terminal control sequence
       expect(quiet.stdout).not.toMatch(/\x1b\[\?25l|\|.*%|docs \||ETA/);
     });
     it(`${name}: nothing but plain lines on stderr when piped`, () => {
       const r = spawnSync('bash', ['-c', `${cli} ${args} > /dev/null`], { encoding: 'utf8', timeout: 120_000 });
       expect(r.status).toBe(0);
+      // eslint-disable-next-line no-control-regex -- ESC and CR of progress output
       expect(r.stderr).not.toMatch(/[\x1b\r]/);
       expect(r.stderr).not.toMatch(/\| *\d+%|\/s \||ETA/);
     });

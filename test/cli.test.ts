@@ -72,6 +72,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
   });
 
   it('stays quiet on pipes: no progress bar or control characters', () => {
+    // eslint-disable-next-line no-control-regex -- ESC of a terminal control sequence
     expect(run.stderr).not.toMatch(/\x1b|featurizing/);
   });
 

@@ -3,7 +3,7 @@ import { readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { NO_CLUSTER, StreamClusterer, TfidfTable, tfidf, type CsrMatrix } from '../lib/index.js';
+import { NO_CLUSTER, StreamClusterer, TfidfTable, tfidf, type ClusterTuning, type CsrMatrix } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, randInt, rng, zipf } from './helpers.js';
 
 // ---- the oracle: a brute-force cosine scan with the documented semantics ----
@@ -54,7 +54,9 @@ class Oracle {
       const d = prepare(terms, weights, this.K);
       const t = this.time++;
       if (d.t.length === 0) {
-        out.cluster.push(NO_CLUSTER), out.similarity.push(0), out.created.push(0);
+        out.cluster.push(NO_CLUSTER);
+        out.similarity.push(0);
+        out.created.push(0);
         continue;
       }
       let best = -1;
@@ -62,7 +64,10 @@ class Oracle {
       this.clusters.forEach((c, id) => {
         if (t - c.last > this.maxAge) return;
         const s = similarity(d, c.row);
-        if (s > bestSim) (best = id), (bestSim = s);
+        if (s > bestSim) {
+          best = id;
+          bestSim = s;
+        }
       });
       if (best >= 0 && bestSim > this.T) {
         const c = this.clusters[best];
@@ -75,10 +80,14 @@ class Oracle {
         for (const [, v] of top) ss += v * v;
         const norm = Math.sqrt(ss);
         c.row = { t: top.map((x) => x[0]), w: top.map((x) => Math.fround(x[1] / norm)) };
-        out.cluster.push(best), out.similarity.push(bestSim), out.created.push(0);
+        out.cluster.push(best);
+        out.similarity.push(bestSim);
+        out.created.push(0);
       } else {
         this.clusters.push({ sum: new Map(d.t.map((term, i) => [term, d.w[i]])), row: d, members: 1, last: t });
-        out.cluster.push(this.clusters.length - 1), out.similarity.push(0), out.created.push(1);
+        out.cluster.push(this.clusters.length - 1);
+        out.similarity.push(0);
+        out.created.push(1);
       }
     }
     return out;
@@ -185,7 +194,10 @@ function npmText(): CsrMatrix {
   for (let b = 0; b < counts.rows; b += 100) parts.push(tfidf(slice(counts, b, Math.min(counts.rows, b + 100)), table));
   const values = new Float32Array(counts.indices.length);
   let off = 0;
-  for (const p of parts) values.set(p.values!, off), (off += p.values!.length);
+  for (const p of parts) {
+    values.set(p.values!, off);
+    off += p.values!.length;
+  }
   return { ...counts, values };
 }
 
@@ -413,6 +425,8 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
       [{ threshold: 0.5, decay: { maxAge: -1 } }, RangeError, /decay\.maxAge/],
       [{ threshold: 0.5, decay: 3 }, TypeError, /decay/],
       [{ threshold: 0.5, backend: 'tpu' }, TypeError, /backend/],
+      [{ threshold: 0.5, tuning: { batchSize: 300 } }, TypeError, /tuning\.batchSize must be one of 256, 512, 1024/],
+      [{ threshold: 0.5, tuning: { walk: 'term' } }, TypeError, /tuning\.walk is not a tuning option \(known: batchSize\)/],
       [null, TypeError, /options/],
     ] as const;
     for (const [o, cls, msg] of badOpts) {
@@ -592,19 +606,9 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
   // Kernel variants are picked per clusterer from the environment (read when
   // the CUDA scorer is created): every micro-batch size and both sequential
   // scans must reproduce the CPU's sequential results exactly.
-  it('every micro-batch size, postings walk and sequential scan variant: batches not multiples of B, long postings, fingerprint collisions, duplicates, empty docs, growth, decay', async () => {
-    const withEnv = async <R>(name: string, value: string, fn: () => Promise<R>): Promise<R> => {
-      const prev = process.env[name];
-      process.env[name] = value;
-      try {
-        return await fn();
-      } finally {
-        if (prev === undefined) delete process.env[name];
-        else process.env[name] = prev;
-      }
-    };
+  it('every micro-batch size (tuning.batchSize): batches not multiples of B, long postings, filter collisions, duplicates, empty docs, growth, decay', async () => {
     // Injective and monotone, so rows stay sorted; ids 65,536 apart share
-    // their low 16 bits (the sequential scan's fingerprint).
+    // their low 16 bits (the document filter's bit index).
     const collide = (m: CsrMatrix): CsrMatrix => ({ ...m, cols: 65536 * 64, indices: m.indices.map((t) => (t % 7) + 65536 * Math.floor(t / 7)) });
     // Every third copy carries one extra term, so the cluster's row changes
     // inside batches (re-scoring by the host) as well as between them.
@@ -620,7 +624,7 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
     for (const [name, docs, K, T, maxAge] of [
       ['random, 1300 docs', randomStream(31, 1300, 150, 40), 35, 0.3, undefined],
       ['tiny vocabulary: every posting list long', randomStream(32, 1100, 12, 8), 8, 0.6, undefined],
-      ['fingerprint collisions', collide(randomStream(33, 600, 400, 30)), 35, 0.3, 40],
+      ['filter collisions', collide(randomStream(33, 600, 400, 30)), 35, 0.3, 40],
       ['one document repeated 700 times', repeated, 35, 0.6, undefined],
       ['one document per add', randomStream(34, 40, 30, 9), 8, 0.3, undefined],
       ['empty documents after a cluster', empties, 8, 0.3, undefined],
@@ -629,8 +633,8 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
       const decay = maxAge === undefined ? undefined : { maxAge };
       using cpu = new StreamClusterer({ threshold: T, maxTerms: K, decay, backend: 'cpu' });
       const want = await cpu.add(docs, { mode: 'sequential' });
-      const check = async (label: string, mode: 'sequential' | 'batch') => {
-        using g = new StreamClusterer({ threshold: T, maxTerms: K, decay, capacity: 1, backend: 'cuda' });
+      const check = async (label: string, mode: 'sequential' | 'batch', tuning?: ClusterTuning) => {
+        using g = new StreamClusterer({ threshold: T, maxTerms: K, decay, capacity: 1, backend: 'cuda', tuning });
         // Single-document batches against existing rows, or a third then the rest.
         const h = Math.floor(docs.rows / 3);
         const cuts = name === 'one document per add' ? Array.from({ length: docs.rows + 1 }, (_, i) => i) : [0, h, docs.rows];
@@ -642,14 +646,8 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
         expect(g.size).toBe(cpu.size);
         for (let id = 0; id < cpu.size; id++) expect(g.centroid(id)).toEqual(cpu.centroid(id));
       };
-      for (const seq of ['fp', 'plain']) await withEnv('CUSIM_CLUSTER_SEQ', seq, () => check(`sequential ${seq}`, 'sequential'));
-      for (const B of ['256', '512', '1024']) {
-        await withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B}`, 'batch'));
-        // The per-term postings walk (the default flattens the 32 slots' postings into shared rounds).
-        await withEnv('CUSIM_CLUSTER_WALK', 'term', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} term walk`, 'batch')));
-        // Batch re-scoring goes through the sequential kernel: the other scan too.
-        await withEnv('CUSIM_CLUSTER_SEQ', 'plain', () => withEnv('CUSIM_CLUSTER_BATCH', B, () => check(`batch ${B} plain`, 'batch')));
-      }
+      await check('sequential', 'sequential');
+      for (const batchSize of [256, 512, 1024] as const) await check(`batch ${batchSize}`, 'batch', { batchSize });
     }
   });
 

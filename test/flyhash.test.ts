@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
-import { FlyHash, type DenseMatrix } from '../lib/index.js';
+import { FlyHash, type DenseMatrix, type FlyHashOptions, type FlyHashTuning } from '../lib/index.js';
 import { native } from '../lib/addon.js';
 import { backends, describeGpu, expectInvalid, rng } from './helpers.js';
 
@@ -412,8 +412,25 @@ describe('FlyHash rejects bad input', () => {
 
 // ---- GPU = CPU bit for bit --------------------------------------------------------
 
+// The kernel family is chosen from shared memory and the row count; tuning
+// forces each one so every variant meets the same inputs. FlyHash objects
+// made by gpuFly() take the tuning of the withTuning() call they run in.
+let current: FlyHashTuning = {};
+async function withTuning(t: FlyHashTuning, fn: () => Promise<void>) {
+  const old = current;
+  current = { ...old, ...t };
+  try {
+    await fn();
+  } finally {
+    current = old;
+  }
+}
+function gpuFly(o: FlyHashOptions): FlyHash {
+  return new FlyHash({ ...o, tuning: current });
+}
+
 async function expectSame(opts: { d: number; m: number; s: number; k: number }, X: DenseMatrix, kernel?: string) {
-  using fly = new FlyHash({ inputDim: opts.d, hashLength: opts.m, connections: opts.s, winners: opts.k, seed: 17 });
+  using fly = gpuFly({ inputDim: opts.d, hashLength: opts.m, connections: opts.s, winners: opts.k, seed: 17 });
   for (const output of ['bits', 'indices'] as const) {
     const cpu = await fly.hash(X, { output, backend: 'cpu' });
     const gpu = await fly.hash(X, { output, backend: 'cuda' });
@@ -427,14 +444,13 @@ async function expectSame(opts: { d: number; m: number; s: number; k: number }, 
 
 describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () => {
   // auto would send these float rows to the tensor-core path (tested below).
-  let old: string | undefined;
+  let old: FlyHashTuning;
   beforeAll(() => {
-    old = process.env.CUSIM_FLYHASH_VARIANT;
-    process.env.CUSIM_FLYHASH_VARIANT = 'legacy';
+    old = current;
+    current = { kernel: 'legacy' };
   });
   afterAll(() => {
-    if (old === undefined) delete process.env.CUSIM_FLYHASH_VARIANT;
-    else process.env.CUSIM_FLYHASH_VARIANT = old;
+    current = old;
   });
   for (const sh of shapes) {
     it(`fused path: ${sh.name}`, async () => {
@@ -476,30 +492,15 @@ describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () 
   });
 });
 
-// The kernel family is chosen from shared memory and the row count; the knobs
-// force each one so every variant meets the same inputs.
-async function withEnv(vars: Record<string, string>, fn: () => Promise<void>) {
-  const old = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, vars);
-  try {
-    await fn();
-  } finally {
-    for (const [k, v] of Object.entries(old)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
-
 describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () => {
   const variants = [
     { knob: 'tile-small', kernel: 'tile-small' },
     { knob: 'tile-large', kernel: 'tile-large' },
     { knob: 'legacy', kernel: 'fused' },
-  ];
+  ] as const;
   for (const v of variants) {
     it(`${v.knob}: random, ties, constant rows, k = 1, k = m, m not a multiple of 32, single row`, async () => {
-      await withEnv({ CUSIM_FLYHASH_VARIANT: v.knob }, async () => {
+      await withTuning({ kernel: v.knob }, async () => {
         for (const sh of shapes) await expectSame(sh, inputFor(sh, 31), v.kernel);
         // Several 32-row tiles, the last one partial.
         await expectSame({ d: 40, m: 300, s: 9, k: 20 }, randomDense(rng(32), 100, 40), v.kernel);
@@ -510,26 +511,26 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
 
   it('tile-small: the 1M x 128 configuration (m = 1280, s = 13, k = 32); legacy and forced tile-small agree', async () => {
     // 5000 rows = 157 tiles: at least one per multiprocessor on an H100 (132).
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'legacy' }, () =>
+    await withTuning({ kernel: 'legacy' }, () =>
       expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'),
     );
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-small' }, () =>
+    await withTuning({ kernel: 'tile-small' }, () =>
       expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'tile-small'),
     );
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-small' }, async () => {
+    await withTuning({ kernel: 'tile-small' }, async () => {
       await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(35), 37, 128, true), 'tile-small');
       await expectSame({ d: 128, m: 1281, s: 16, k: 1281 }, randomDense(rng(36), 33, 128), 'tile-small');
     });
   }, 120_000);
 
   it('tile-large: FashionMNIST configuration with a wave of rows', async () => {
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, () =>
+    await withTuning({ kernel: 'tile-large' }, () =>
       expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(37), 4300, 784), 'tile-large'),
     );
   }, 300_000);
 
   it('tile-large: large m with few rows, ties (fallback rows), k = 1, k = m, m not a multiple of 32', async () => {
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, async () => {
+    await withTuning({ kernel: 'tile-large' }, async () => {
       await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(38), 45, 784), 'tile-large');
       // Small-integer inputs: thousands of activations tie at the k-th value,
       // more than a warp ranks, so rows go to the fallback.
@@ -546,7 +547,7 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
   }, 300_000);
 
   it('tile-large on rows wider than shared memory (column chunks with partial sums): CIFAR-like, d = 1500, ties, k = 1', async () => {
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, async () => {
+    await withTuning({ kernel: 'tile-large' }, async () => {
       // d = 3072: three chunks of 1024 columns, a wave of rows.
       await expectSame({ d: 3072, m: 4096, s: 154, k: 205 }, randomDense(rng(51), 4300, 3072), 'tile-large');
       await expectSame({ d: 3072, m: 2000, s: 154, k: 100 }, randomDense(rng(52), 40, 3072), 'tile-large');
@@ -554,13 +555,13 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
       await expectSame({ d: 1500, m: 3001, s: 1500, k: 3001 }, randomDense(rng(54), 2, 1500), 'tile-large');
       await expectSame({ d: 2900, m: 777, s: 5, k: 40 }, randomDense(rng(55), 70, 2900), 'tile-large');
     });
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large', CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+    await withTuning({ kernel: 'tile-large', forceFallback: true }, async () => {
       await expectSame({ d: 3072, m: 500, s: 154, k: 25 }, randomDense(rng(56), 35, 3072), 'tile-large');
     });
   }, 300_000);
 
   it('tile-large fallback (every row forced through the exact per-row path)', async () => {
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large', CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+    await withTuning({ kernel: 'tile-large', forceFallback: true }, async () => {
       await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, randomDense(rng(46), 35, 784), 'tile-large');
       await expectSame({ d: 40, m: 77, s: 5, k: 10 }, randomDense(rng(47), 300, 40, true), 'tile-large');
       await expectSame({ d: 25, m: 70, s: 6, k: 70 }, randomDense(rng(48), 9, 25), 'tile-large');
@@ -570,13 +571,13 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
 
   it('tile kernels across several batches through both streams', async () => {
     // 4 KB per row: the 64 MB staging batch holds ~16k rows, so 40k rows take 3 batches.
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-small' }, async () => {
+    await withTuning({ kernel: 'tile-small' }, async () => {
       await expectSame({ d: 1024, m: 40, s: 8, k: 5 }, randomDense(rng(50), 40000, 1024), 'tile-small');
     });
   }, 120_000);
 
   it('repeated calls reuse the staging buffers and still agree (growing, then shrinking batches)', async () => {
-    using fly = new FlyHash({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 5 });
+    using fly = gpuFly({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 5 });
     for (const rows of [40, 9000, 3]) {
       const X = randomDense(rng(60 + rows), rows, 128);
       const cpu = await fly.hash(X, { backend: 'cpu' });
@@ -625,15 +626,15 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
   it('ties at the k-th value beyond what a warp ranks, and every row forced through the exact fallback', async () => {
     // Inputs in {0, 1}: thousands of activations tie at the k-th value.
     await expectSame({ d: 784, m: 25088, s: 39, k: 1254 }, byteDense(rng(79), 90, 784, 1), 'mma-u8');
-    await withEnv({ CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+    await withTuning({ forceFallback: true }, async () => {
       await expectSame({ d: 784, m: 5000, s: 39, k: 250 }, byteDense(rng(80), 70, 784), 'mma-u8');
       await expectSame({ d: 40, m: 77, s: 5, k: 10 }, byteDense(rng(81), 130, 40, 2), 'mma-u8');
     });
   }, 120_000);
 
-  it('projection words staged in shared memory or read from L2 (CUSIM_FLYHASH_STAGE_B = 1 / 0): the same bits', async () => {
+  it('projection words staged in shared memory or read from L2 (tuning.stageProjection true / false): the same bits', async () => {
     for (const stage of ['1', '0']) {
-      await withEnv({ CUSIM_FLYHASH_STAGE_B: stage }, async () => {
+      await withTuning({ stageProjection: stage === '1' }, async () => {
         // Few rows (many blocks split each tile's groups), a full wave, the
         // last group partial, d not a multiple of 32, bytes and floats.
         await expectSame({ d: 100, m: 4013, s: 7, k: 200 }, byteDense(rng(140), 70, 100, 4), 'mma-u8');
@@ -645,14 +646,14 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
   }, 120_000);
 
   it('many batches through both streams (64-row batches)', async () => {
-    await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
+    await withTuning({ batchRows: 64 }, async () => {
       await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, byteDense(rng(82), 1000, 128), 'mma-u8');
       await expectSame({ d: 100, m: 4000, s: 7, k: 200 }, byteDense(rng(83), 333, 100, 4), 'mma-u8');
     });
   }, 120_000);
 
   it('float X that starts with bytes: from the first batch holding another value the rows switch to the float path; NaN and Infinity are named as on the CPU', async () => {
-    await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
+    await withTuning({ batchRows: 64 }, async () => {
       const sh = { d: 128, m: 1280, s: 13, k: 32 };
       // Row 200 lies in the fourth 64-row batch: three batches run as bytes.
       const X = byteDense(rng(86), 300, 128);
@@ -667,7 +668,7 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       const Z = byteDense(rng(88), 100, 128);
       Z.data[40 * 128] = -1;
       await expectSame(sh, Z, 'mma-q8');
-      using fly = new FlyHash({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 3 });
+      using fly = gpuFly({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 3 });
       const cases: [DenseMatrix, RegExp][] = [];
       const nan = byteDense(rng(89), 300, 128);
       nan.data[250 * 128 + 7] = NaN;  // among byte rows, in the fourth batch
@@ -688,15 +689,16 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
   it('Uint8Array input: the tensor-core path by default, and the float kernels (staged as floats) when forced', async () => {
     const X = byteDense(rng(85), 300, 784);
     const U = { data: Uint8Array.from(X.data), rows: X.rows, cols: X.cols };
-    using fly = new FlyHash({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
+    using fly = gpuFly({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
     for (const output of ['bits', 'indices'] as const) {
       const cpu = await fly.hash(X, { output, backend: 'cpu' });
       const gpu = await fly.hash(U, { output, backend: 'cuda' });
       expect(gpu.kernel).toBe('mma-u8');
       expect(gpu.data).toEqual(cpu.data);
-      for (const knob of ['tile-large', 'legacy']) {
-        await withEnv({ CUSIM_FLYHASH_VARIANT: knob }, async () => {
-          const forced = await fly.hash(U, { output, backend: 'cuda' });
+      for (const knob of ['tile-large', 'legacy'] as const) {
+        await withTuning({ kernel: knob }, async () => {
+          using forcedFly = gpuFly({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
+          const forced = await forcedFly.hash(U, { output, backend: 'cuda' });
           expect(forced.kernel).not.toBe('mma-u8');
           expect(forced.data).toEqual(cpu.data);
         });
@@ -706,7 +708,7 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
 
   it('not taken where a value is not a byte (256, -1, 0.5) or when a float variant is forced', async () => {
     const kernelFor = async (X: DenseMatrix) => {
-      using fly = new FlyHash({ inputDim: X.cols, hashLength: 500, connections: 6, winners: 25, seed: 4 });
+      using fly = gpuFly({ inputDim: X.cols, hashLength: 500, connections: 6, winners: 25, seed: 4 });
       const cpu = await fly.hash(X, { backend: 'cpu' });
       const gpu = await fly.hash(X, { backend: 'cuda' });
       expect(Buffer.from(gpu.data.buffer).equals(Buffer.from(cpu.data.buffer))).toBe(true);
@@ -719,7 +721,7 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       Y.data[Y.data.length - 1] = odd;
       expect(await kernelFor(Y)).not.toBe('mma-u8');
     }
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'legacy' }, async () => {
+    await withTuning({ kernel: 'legacy' }, async () => {
       expect(await kernelFor(X)).toBe('fused');
     });
   }, 120_000);
@@ -770,7 +772,7 @@ describeGpu('FlyHash CUDA tensor-core path on float rows (quantized, exact refin
   it('undecided outputs keyed in the selecting warp and by ExactKernel, on every kind of values', async () => {
     const kinds = Object.values(floatKinds);
     for (const rows of ['0', '1', '8']) {
-      await withEnv({ CUSIM_FLYHASH_EXACT_ROWS: rows }, async () => {
+      await withTuning({ exactRows: Number(rows) as 0 | 1 | 8 }, async () => {
         for (const [i, value] of kinds.entries()) {
           await expectSame({ d: 300, m: 5000, s: 30, k: 250 }, floatDense(rng(110 + i), 20, 300, value), 'mma-q8');
         }
@@ -799,19 +801,19 @@ describeGpu('FlyHash CUDA tensor-core path on float rows (quantized, exact refin
   }, 300_000);
 
   it('every row forced through the exact fallback; many 64-row batches through both streams', async () => {
-    await withEnv({ CUSIM_FLYHASH_FORCE_FALLBACK: '1' }, async () => {
+    await withTuning({ forceFallback: true }, async () => {
       await expectSame({ d: 784, m: 5000, s: 39, k: 250 }, randomDense(rng(100), 70, 784), 'mma-q8');
     });
-    await withEnv({ CUSIM_FLYHASH_BATCH_ROWS: '64' }, async () => {
+    await withTuning({ batchRows: 64 }, async () => {
       await expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(101), 1000, 128), 'mma-q8');
     });
   }, 120_000);
 
   it('knobs: mma takes the tensor-core path for floats too, a forced float variant runs its own kernel', async () => {
     const X = randomDense(rng(102), 100, 64);
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'tile-large' }, () =>
+    await withTuning({ kernel: 'tile-large' }, () =>
       expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'tile-large'),
     );
-    await withEnv({ CUSIM_FLYHASH_VARIANT: 'mma' }, () => expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'mma-q8'));
+    await withTuning({ kernel: 'mma' }, () => expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'mma-q8'));
   }, 120_000);
 });

@@ -275,7 +275,10 @@ describe('HammingIndex EWH (cpu)', () => {
     }
     const db = new Uint32Array(parts.reduce((s, p) => s + p.length, 0));
     let off = 0;
-    for (const p of parts) db.set(p, off), (off += p.length);
+    for (const p of parts) {
+    db.set(p, off);
+    off += p.length;
+  }
     const n = db.length / w;
     using exact = new HammingIndex({ bits, backend: 'cpu' });
     using ewh = new HammingIndex({ bits, method: 'ewh', backend: 'cpu' });

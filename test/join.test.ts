@@ -367,6 +367,8 @@ describe('similarityJoin (cpu) equals brute force', () => {
       [m, { threshold: 0.5, measure: 'hamming' }, /options\.measure/, TypeError],
       [m, { threshold: 0.5, algorithm: 'naive' }, /options\.algorithm/, TypeError],
       [m, { threshold: 0.5, blockSize: 0 }, /options\.blockSize/, RangeError],
+      [m, { threshold: 0.5, tuning: { wideSlots: 1 } }, /options\.tuning\.wideSlots must be a boolean/, TypeError],
+      [m, { threshold: 0.5, tuning: { chunkPairs: 4 } }, /options\.tuning\.chunkPairs is not a tuning option \(known: maxChunkPairs, wideSlots\)/, TypeError],
       [m, { threshold: 0.5, against: { rows: 1 } }, /options\.against/, TypeError],
       [csrFromRows([[0, 5]], 3), { threshold: 0.5, backend: 'cpu' }, /sets\.indices\[1\]=5 is out of range/, RangeError],
       [m, { threshold: 0.5, backend: 'cpu', against: csrFromRows([[9]], 4) }, /against\.indices\[0\]=9 is out of range/, RangeError],
@@ -485,23 +487,16 @@ describeGpu('similarityJoin', () => {
     // sizes in the postings.
     const cols = Math.max(t3.cols, 1500);
     const wide = [...t3.rows, Array.from({ length: 1500 }, (_, i) => i), Array.from({ length: 1400 }, (_, i) => i)];
-    const old = process.env.CUSIM_JOIN_WIDE_SLOTS;
-    try {
-      for (const [rows, force] of [[t3.rows, true], [wide, false]] as const) {
-        if (force) process.env.CUSIM_JOIN_WIDE_SLOTS = '1';
-        else delete process.env.CUSIM_JOIN_WIDE_SLOTS;
-        const m = csrFromRows(rows as number[][], cols);
-        for (const measure of MEASURES) {
-          const threshold = measure === 'overlap' ? 12 : 0.6;
-          const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
-          for (const blockSize of [undefined, 300]) {
-            expectSame(cpu, await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize }), `${measure} force=${force} block=${blockSize}`);
-          }
+    for (const [rows, force] of [[t3.rows, true], [wide, false]] as const) {
+      const m = csrFromRows(rows as number[][], cols);
+      for (const measure of MEASURES) {
+        const threshold = measure === 'overlap' ? 12 : 0.6;
+        const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
+        for (const blockSize of [undefined, 300]) {
+          const gpu = await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize, tuning: { wideSlots: force } });
+          expectSame(cpu, gpu, `${measure} force=${force} block=${blockSize}`);
         }
       }
-    } finally {
-      if (old === undefined) delete process.env.CUSIM_JOIN_WIDE_SLOTS;
-      else process.env.CUSIM_JOIN_WIDE_SLOTS = old;
     }
   });
 
@@ -563,11 +558,11 @@ describeGpu('similarityJoin', () => {
     const m = csrFromRows(rows, 16);
     const cpu = await similarityJoin(m, { threshold: 0.5, backend: 'cpu' });
     expect(cpu.left.length).toBeGreaterThan(20_000);
-    process.env.CUSIM_JOIN_CHUNK_PAIRS = '4000';
-    try {
+    const tuning = { maxChunkPairs: 4000 };
+    {
       let chunks = 0;
       let total = 0;
-      for await (const c of similarityJoinStream(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 })) {
+      for await (const c of similarityJoinStream(m, { threshold: 0.5, backend: 'cuda', blockSize: 900, tuning })) {
         if (c.left.length === 0) continue;
         chunks++;
         total += c.left.length;
@@ -578,15 +573,12 @@ describeGpu('similarityJoin', () => {
       }
       expect(chunks).toBeGreaterThan(2);
       expect(total).toBe(cpu.left.length);
-      const small = await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 });
+      const small = await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900, tuning });
       expectSame(cpu, small, 'small chunks');
-      delete process.env.CUSIM_JOIN_CHUNK_PAIRS;
       // Slicing a batch's verify across chunks neither loses nor double counts candidates.
       const whole = await similarityJoin(m, { threshold: 0.5, backend: 'cuda', blockSize: 900 });
       expect(small.candidates).toBe(whole.candidates);
       expect(whole.candidates).toBeGreaterThanOrEqual(cpu.left.length);
-    } finally {
-      delete process.env.CUSIM_JOIN_CHUNK_PAIRS;
     }
   });
 });

@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { MinHashLSH, type CsrMatrix } from '../lib/index.js';
 import { randInt, rng } from './helpers.js';
 import { lshCorpus, sigRows, type LshCorpus } from './lsh-corpus.js';
-import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
+import { describeRedis, useRedis } from './redis-helpers.js';
 
 let corpus: LshCorpus;
 beforeAll(async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { dedup, isEmptySignature, MinHashLSH, optimalParams, type CsrMatrix, type GroupsResult } from '../lib/index.js';
 import { native } from '../lib/addon.js';
-import { backends, describeGpu, expectInvalid, randInt, rng } from './helpers.js';
+import { describeGpu, expectInvalid, randInt, rng } from './helpers.js';
 
 const SENT = 0xffffffff;
 

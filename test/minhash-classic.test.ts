@@ -122,7 +122,9 @@ function edgeCases(r: () => number): { a: BigUint64Array; b: BigUint64Array; tok
         const h = Math.floor(r() * 2 ** 32);
         const b = (x - a * BigInt(h)) & M64;
         if (b < P) {
-          as.push(a), bs.push(b), hs.push(h);
+          as.push(a);
+          bs.push(b);
+          hs.push(h);
           break;
         }
       }

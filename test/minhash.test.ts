@@ -9,7 +9,7 @@ import {
   EMPTY_ROW_SENTINEL,
   devices,
   type CsrMatrix,
-  type MinHashParameters,
+  type MinHashTuning,
 } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, rng, randomCsr, randInt, zipf } from './helpers.js';
 // @ts-expect-error: plain JavaScript, shared with the fuzz harness
@@ -51,7 +51,10 @@ function csr(cols: number, rows: Array<Array<[number, number]>>): CsrMatrix {
   const idx: number[] = [];
   const val: number[] = [];
   rows.forEach((row, i) => {
-    for (const [c, w] of row) idx.push(c), val.push(w);
+    for (const [c, w] of row) {
+      idx.push(c);
+      val.push(w);
+    }
     indptr[i + 1] = idx.length;
   });
   return { rows: rows.length, cols, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
@@ -183,7 +186,10 @@ describe('WeightedMinHash: random parameters', () => {
     let lo = Infinity;
     let hi = -Infinity;
     const b = moments(p.betas);
-    for (const x of p.betas) (lo = Math.min(lo, x)), (hi = Math.max(hi, x));
+    for (const x of p.betas) {
+      lo = Math.min(lo, x);
+      hi = Math.max(hi, x);
+    }
     expect(lo).toBeGreaterThan(0);
     expect(hi).toBeLessThanOrEqual(1);
     expect(lo).toBeLessThan(1e-4);
@@ -345,7 +351,10 @@ describe('WeightedMinHash: slicing and streaming', () => {
       expect(got.map((g) => g.length)).toEqual(chunks.map((c) => c.rows * w));
       const joined = new Uint32Array(full.length);
       let o = 0;
-      for (const g of got) joined.set(g, o), (o += g.length);
+      for (const g of got) {
+      joined.set(g, o);
+      o += g.length;
+    }
       expect(joined).toEqual(full);
     }
   });
@@ -431,6 +440,19 @@ describe('WeightedMinHash: bad input', () => {
     const infC = ok();
     infC[5] = Infinity;
     await expectCoded(() => WeightedMinHash.fromParameters({ rs: ok(), lnCs: infC, betas: ok(), dim: 3, samples: 2 }), RangeError, /lnCs\[5\]=Infinity must be finite/);
+  });
+
+  it('tuning: kernel and overlap are checked, unknown keys named; signatures do not depend on it (cpu)', async () => {
+    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: { kernel: 'fast' as 'auto' } }), TypeError, /tuning\.kernel must be one of 'auto', 'prune', 'segment'/);
+    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: { overlap: 1 as unknown as boolean } }), TypeError, /tuning\.overlap must be a boolean/);
+    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: { streams: 1 } as MinHashTuning }), TypeError, /tuning\.streams is not a tuning option \(known: kernel, overlap\)/);
+    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: 3 as MinHashTuning }), TypeError, /tuning must be an object/);
+    const m = randomCsr(rng(3), 20, 30, () => 5);
+    using a = new WeightedMinHash({ dim: 30, samples: 8, backend: 'cpu' });
+    using b = new WeightedMinHash({ dim: 30, samples: 8, backend: 'cpu', tuning: { kernel: 'segment', overlap: false } });
+    expect(b.tuning).toEqual({ kernel: 'segment', overlap: false });
+    expect(a.tuning).toEqual({ kernel: 'auto', overlap: true });
+    expect(await b.hash(m)).toEqual(await a.hash(m));
   });
 
   it('native boundary: a missing or fractional seed is rejected naming options.seed', () => {
@@ -602,16 +624,11 @@ function hotMixCsr(seed: number, rows: number, cols: number): CsrMatrix {
   return { rows, cols, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
 }
 
-/** Runs f with CUSIM_MINHASH_KERNEL set (read by the native call; vitest's forks pool shares process env). */
-async function withKernel<T>(kernel: 'segment' | 'prune' | 'auto', f: () => Promise<T>): Promise<T> {
-  const prev = process.env.CUSIM_MINHASH_KERNEL;
-  process.env.CUSIM_MINHASH_KERNEL = kernel;
-  try {
-    return await f();
-  } finally {
-    if (prev === undefined) delete process.env.CUSIM_MINHASH_KERNEL;
-    else process.env.CUSIM_MINHASH_KERNEL = prev;
-  }
+/** One CUDA engine per kernel choice, made from the same options (tuning.kernel differs). */
+type PerKernel = Record<'segment' | 'prune' | 'auto', WeightedMinHash> & Disposable;
+function perKernel(make: (tuning: MinHashTuning) => WeightedMinHash): PerKernel {
+  const k = { segment: make({ kernel: 'segment' }), prune: make({ kernel: 'prune' }), auto: make({}) };
+  return { ...k, [Symbol.dispose]: () => Object.values(k).forEach((e) => e.dispose()) };
 }
 
 /** Index of the first differing word, or -1 (a readable failure where toEqual would print megabytes). */
@@ -622,10 +639,10 @@ function firstDiff(a: Uint32Array, b: Uint32Array): number {
 }
 
 /** Hashes m with every CUDA kernel and the CPU: the kernels must agree bit for bit, and with the CPU as usual. */
-async function expectKernelsAgree(g: WeightedMinHash, c: WeightedMinHash, m: CsrMatrix, label: string) {
-  const seg = await withKernel('segment', () => g.hash(m));
-  const gpu = await withKernel('prune', () => g.hash(m));
-  const auto = await withKernel('auto', () => g.hash(m));
+async function expectKernelsAgree(g: PerKernel, c: WeightedMinHash, m: CsrMatrix, label: string) {
+  const seg = await g.segment.hash(m);
+  const gpu = await g.prune.hash(m);
+  const auto = await g.auto.hash(m);
   const cpu = await c.hash(m);
   expect(firstDiff(gpu, seg), `${label}: prune vs segment kernel`).toBe(-1);
   expect(firstDiff(auto, seg), `${label}: auto vs segment kernel`).toBe(-1);
@@ -770,7 +787,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     for (const samples of [1, 7, 64, 128, 257]) {
       const cols = 20011;
       const m = hotMixCsr(300 + samples, 1201 + samples, cols);
-      using g = new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cuda', devices: [0] });
+      using g = perKernel((tuning) => new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cuda', devices: [0], tuning }));
       using c = new WeightedMinHash({ dim: cols, samples, seed: 5, backend: 'cpu' });
       const { gpu } = await expectKernelsAgree(g, c, m, `samples=${samples}`);
       // Every 17th row is empty: all sentinels.
@@ -780,7 +797,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
 
   it('pruned kernel: a single row of one duplicated column, all-empty rows, one nnz', async () => {
     for (const samples of [1, 7, 128]) {
-      using g = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cuda', devices: [0] });
+      using g = perKernel((tuning) => new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cuda', devices: [0], tuning }));
       using c = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cpu' });
       const one = csr(50, [[[3, 2], [3, 5], [3, 0.5], [7, 1], [11, 4], [3, 3]]]);
       await expectKernelsAgree(g, c, one, `one row, samples=${samples}`);
@@ -794,7 +811,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
   it('pruned kernel: a 1M-nnz row through hot columns among small hot rows = segment kernel = cpu', async () => {
     const dim = 1_000_003;
     const m = bigRowCsr(6, dim, 3001, 1_000_000, 1234, true);
-    using g = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cuda', devices: [0] });
+    using g = perKernel((tuning) => new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cuda', devices: [0], tuning }));
     using c = new WeightedMinHash({ dim, samples: 64, seed: 3, backend: 'cpu' });
     const { gpu, cpu } = await expectKernelsAgree(g, c, m, '1M-nnz row');
     expect(agreement(gpu.subarray(1234 * 128, 1235 * 128), cpu.subarray(1234 * 128, 1235 * 128))).toBeGreaterThanOrEqual(0.98);
@@ -831,20 +848,20 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     }
     const m = csr(dim, rows);
     for (const samples of [5, 128, 131]) {
-      using g = new WeightedMinHash({ dim, samples, seed: 13, backend: 'cuda', devices: [0] });
-      const seg = await withKernel('segment', () => g.hash(m));
-      expect(firstDiff(await withKernel('prune', () => g.hash(m)), seg), `seeded, samples=${samples}`).toBe(-1);
+      using g = perKernel((tuning) => new WeightedMinHash({ dim, samples, seed: 13, backend: 'cuda', devices: [0], tuning }));
+      const seg = await g.segment.hash(m);
+      expect(firstDiff(await g.prune.hash(m), seg), `seeded, samples=${samples}`).toBe(-1);
       // Injected tables the bound analysis does not cover (denormal and huge r, huge |ln c|, beta outside [0, 1])
       // mixed with ordinary ones: those entries take the exact path.
-      const p = g.parameters();
+      const p = g.auto.parameters();
       for (let i = 0; i < p.rs.length; i += 7) {
         p.rs[i] = [1e-45, 1e-35, 3e38, 2][i % 4];
         p.lnCs[i + 1 < p.rs.length ? i + 1 : i] = [-3e38, 3e38, 0, -5][(i >> 3) % 4];
         p.betas[i + 2 < p.rs.length ? i + 2 : i] = [1e30, -5, 0, 1][(i >> 4) % 4];
       }
-      using gi = WeightedMinHash.fromParameters({ ...p, dim, samples, backend: 'cuda', devices: [0] });
-      const segI = await withKernel('segment', () => gi.hash(m));
-      expect(firstDiff(await withKernel('prune', () => gi.hash(m)), segI), `injected, samples=${samples}`).toBe(-1);
+      using gi = perKernel((tuning) => WeightedMinHash.fromParameters({ ...p, dim, samples, backend: 'cuda', devices: [0], tuning }));
+      const segI = await gi.segment.hash(m);
+      expect(firstDiff(await gi.prune.hash(m), segI), `injected, samples=${samples}`).toBe(-1);
     }
   });
 

@@ -35,6 +35,21 @@ describe('tuning option', () => {
     expect(f.tuning).toEqual({ tensorCores: false });
   });
 
+  it('FlyHash: the kernel-family keys are checked; the CPU codes do not depend on them', async () => {
+    const fly = { inputDim: 8, hashLength: 32, connections: 2, winners: 4 };
+    expectInvalid(() => new FlyHash({ ...fly, tuning: { kernel: 'fast' } as never }), TypeError, /tuning\.kernel must be one of 'auto', 'mma', 'legacy', 'tile-small', 'tile-large'/);
+    expectInvalid(() => new FlyHash({ ...fly, tuning: { maxRowsPerBlock: 3 } as never }), TypeError, /tuning\.maxRowsPerBlock must be one of 1, 2, 4/);
+    expectInvalid(() => new FlyHash({ ...fly, tuning: { exactRows: 16 } as never }), TypeError, /tuning\.exactRows must be one of 0, 1, 2, 4, 8/);
+    expectInvalid(() => new FlyHash({ ...fly, tuning: { batchRows: 0 } }), RangeError, /tuning\.batchRows must be an integer/);
+    expectInvalid(() => new FlyHash({ ...fly, tuning: { forceFallback: 1 } as never }), TypeError, /tuning\.forceFallback must be a boolean/);
+    const tuning = { kernel: 'tile-small', maxRowsPerBlock: 2, stageProjection: false, exactRows: 0, batchRows: 64, forceFallback: true } as const;
+    using a = new FlyHash({ ...fly, tuning });
+    using b = new FlyHash(fly);
+    expect(a.tuning).toEqual({ tensorCores: true, ...tuning });
+    const X = { data: Float32Array.from({ length: 80 }, (_, i) => (i * 7919) % 13), rows: 10, cols: 8 };
+    expect((await a.hash(X, { backend: 'cpu' })).data).toEqual((await b.hash(X, { backend: 'cpu' })).data);
+  });
+
   it('Hamming: a tensor-core exactKernel contradicts tensorCores: false', async () => {
     using index = new HammingIndex({ bits: 64, tuning: { tensorCores: false } });
     index.add(randomBits(rng(1), 10, 64));

@@ -256,6 +256,7 @@ describe('native tokenizer on real files', () => {
   );
 
   it('has both ASCII and non-ASCII documents (so both paths are exercised)', () => {
+    // eslint-disable-next-line no-control-regex -- non-ASCII test: the range starts at NUL on purpose
     const nonAscii = (t: string): boolean => /[^\x00-\x7f]/.test(t);
     expect(summaries.some(nonAscii)).toBe(true);
     expect(summaries.filter((t) => !nonAscii(t)).length).toBeGreaterThan(1000);
@@ -282,6 +283,7 @@ describe('native tokenizer with Unicode documents', () => {
 
   it('words and qgrams hand exactly the non-ASCII documents to JavaScript; code mode handles every document', () => {
     const settings = { minLength: 1, dropKeywords: true, keywords: KEYWORDS, stopWords: [], q: 3, lowercase: true, pad: false };
+    // eslint-disable-next-line no-control-regex -- non-ASCII test: the range starts at NUL on purpose
     const nonAscii = mixed.filter((t) => /[^\x00-\x7f]/.test(t));
     expect(nonAscii.length).toBeGreaterThan(50);
     for (const mode of ['code', 'words', 'qgrams'] as const) {

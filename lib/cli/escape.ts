@@ -22,7 +22,6 @@ export function escapeText(s: string): string {
 }
 
 // JSON.stringify escapes U+0000–U+001F itself; these it leaves raw.
-// eslint-disable-next-line no-control-regex
 const JSON_UNSAFE = /[\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /** JSON with every control and bidi character as a \u escape: parses back to the same strings. */

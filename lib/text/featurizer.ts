@@ -280,10 +280,10 @@ export class TextFeaturizer {
     checkTexts(texts);
     checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
     if (this.nativeTokenizer) return this.nativeTokenizer.tokenizeBatch(texts, minTokens, (t) => this.tokenize(t));
-    const self = this;
+    const tokenize = (t: string) => this.tokenize(t);
     return countTokenLists(
       (function* () {
-        for (const t of texts) yield self.tokenize(t);
+        for (const t of texts) yield tokenize(t);
       })(),
       minTokens,
     );

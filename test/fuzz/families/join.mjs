@@ -72,7 +72,10 @@ export const generators = [
           if (!stream) return ctx.lib.similarityJoin(a, opts);
           const left = [];
           const right = [];
-          for await (const c of ctx.lib.similarityJoinStream(a, opts)) left.push(...c.left), right.push(...c.right);
+          for await (const c of ctx.lib.similarityJoinStream(a, opts)) {
+      left.push(...c.left);
+      right.push(...c.right);
+    }
           return { left, right };
         },
       });

@@ -107,7 +107,12 @@ export const generators = [
             const found = [];
             for (let j = 0; j < ids.length; j++) {
               if (isEmpty(s, j, samples)) continue;
-              for (let b = 0; b < bands; b++) if (sameBand(q, i, s, j, samples, b, rows)) (found.push(ids[j]), (b = bands));
+              for (let b = 0; b < bands; b++) {
+          if (sameBand(q, i, s, j, samples, b, rows)) {
+            found.push(ids[j]);
+            b = bands;
+          }
+        }
             }
             hits.push(...[...new Set(found)].sort((a, b) => a - b));
           }
