@@ -73,7 +73,10 @@ async function savedIndex(g, lib, file) {
     const n = g.range(1, 6);
     const seen = new Set();
     for (let t = 0; t < n; t++) seen.add(g.int(20));
-    for (const s of [...seen].sort((a, b) => a - b)) idx.push(s), val.push(0.1 + g.r());
+    for (const s of [...seen].sort((a, b) => a - b)) {
+      idx.push(s);
+      val.push(0.1 + g.r());
+    }
     indptr[i + 1] = idx.length;
   }
   const m = { rows, cols: 20, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
