@@ -150,10 +150,15 @@ std::string DriverRelease() {
   if (!std::getline(f, line)) return "";
   const size_t at = line.find("Kernel Module");
   if (at == std::string::npos) return "";
+  // "... Kernel Module  580.95.05  Release Build ..." or, for the open
+  // modules, "... Open Kernel Module for x86_64  580.159.04  Release Build ...":
+  // the first word made of digits and dots.
   std::istringstream words(line.substr(at + 13));
-  std::string release;
-  words >> release;
-  return release;
+  std::string w;
+  while (words >> w)
+    if (!w.empty() && w.find_first_not_of("0123456789.") == std::string::npos && w.find('.') != std::string::npos)
+      return w;
+  return "";
 }
 
 }  // namespace

@@ -53,7 +53,8 @@ export function dynamicSymbols(file) {
 /**
  * What keeps `file` from loading where the floor promises, one line each:
  * GLIBC_ versions above 2.28, GCC_ versions above 7.0.0, any GLIBCXX_ or
- * CXXABI_ (the system's libstdc++), and defined exports other than the
+ * CXXABI_ (the system's libstdc++), unversioned references other than the
+ * Node-API and weak ones, and defined exports other than the
  * Node-API entry points. Empty when the binary keeps every rule.
  */
 export function floorViolations(file) {
@@ -63,7 +64,14 @@ export function floorViolations(file) {
       if (!s.absolute && s.bind !== 'LOCAL' && !ENTRY_POINTS.includes(s.name)) problems.push(`exports ${s.name}`);
       continue;
     }
-    if (!s.version) continue;
+    if (!s.version) {
+      // Unversioned references resolve against whatever the process has: the
+      // Node-API from node itself, weak hooks, or nothing (a glibc symbol
+      // newer than the stubs, e.g. 2.38's __isoc23_strtol, which the stubs
+      // cannot version); only the first two are sound.
+      if (s.bind !== 'WEAK' && !/^(napi|node_api|uv)_/.test(s.name)) problems.push(`needs ${s.name} (unversioned)`);
+      continue;
+    }
     const glibc = /^GLIBC_(\d+(?:\.\d+)+)$/.exec(s.version);
     const gcc = /^GCC_(\d+(?:\.\d+)+)$/.exec(s.version);
     if (glibc && compareVersions(glibc[1], GLIBC_FLOOR) > 0) problems.push(`needs ${s.name}@${s.version}`);

@@ -24,14 +24,15 @@ const LEAVE = 4 << 20;
 async function whileFull(fn: () => Promise<void>): Promise<void> {
   const held: { release(): void }[] = [];
   try {
-    // cudaMalloc rounds and keeps some memory back: fill in a few steps.
-    for (let i = 0; i < 8; i++) {
-      const free = native().deviceMemory(0).free as number;
-      if (free < LEAVE + (16 << 20)) break;
-      try {
-        held.push(native().holdDeviceMemory(0, free - LEAVE));
-      } catch {
-        held.push(native().holdDeviceMemory(0, Math.floor((free - LEAVE) / 2)));
+    // cudaMemGetInfo's free memory is not one allocatable block: take it in
+    // shrinking chunks until at most LEAVE-ish bytes remain.
+    for (const chunk of [1 << 30, 256 << 20, 64 << 20, 16 << 20, 4 << 20]) {
+      while ((native().deviceMemory(0).free as number) - chunk >= LEAVE) {
+        try {
+          held.push(native().holdDeviceMemory(0, chunk));
+        } catch {
+          break;
+        }
       }
     }
     expect((native().deviceMemory(0).free as number) < 64 << 20, 'ballast took the device').toBe(true);

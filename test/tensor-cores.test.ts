@@ -142,3 +142,13 @@ describeGpu('kernel families by architecture', () => {
     }, 120_000);
   }
 });
+
+describeGpu('driver report', () => {
+  it("driverRelease is the kernel module's version from /proc/driver/nvidia/version", async () => {
+    const { readFileSync, existsSync } = await import('node:fs');
+    const file = '/proc/driver/nvidia/version';
+    const want = existsSync(file) ? /Kernel Module\b.*?\s(\d+(?:\.\d+)+)\s/.exec(readFileSync(file, 'utf8'))?.[1] : undefined;
+    const got = (devices() as { driverRelease?: string }).driverRelease;
+    expect(got).toBe(want);
+  });
+});

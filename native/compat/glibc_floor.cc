@@ -1,5 +1,5 @@
-// Hidden stand-ins for the glibc symbols newer than 2.28 that GCC 12's static
-// libstdc++ and glibc 2.36's headers reach for. Compiled only into the
+// Hidden stand-ins for the glibc symbols newer than 2.28 that GCC 12/13's
+// static libstdc++ and glibc 2.36-2.39's headers reach for. Compiled only into the
 // shipped binaries, which link against glibc 2.28's symbol set
 // (scripts/glibc-stubs.mjs): each definition here satisfies a reference that
 // would otherwise need a newer glibc at load time, and stays local to the
@@ -44,5 +44,22 @@ constexpr int kStatVer = 0;  // _STAT_VER (asm-generic layout)
 #endif
 CUSIM_HIDDEN int cusim_fstat64(int fd, struct stat64* buf) __asm__("fstat64");
 int cusim_fstat64(int fd, struct stat64* buf) { return __fxstat64(kStatVer, fd, buf); }
+
+// glibc 2.38: with its headers, g++ (_GNU_SOURCE, so C2X_STRTOL) routes
+// strtol and friends to C23 variants that also accept "0b" binary prefixes.
+// Nothing here parses binary literals; the 2.28-era entry points (which the
+// plain names would route back here) keep the pre-C23 behaviour.
+long __strtol_internal(const char* s, char** end, int base, int group);
+unsigned long __strtoul_internal(const char* s, char** end, int base, int group);
+long long __strtoll_internal(const char* s, char** end, int base, int group);
+unsigned long long __strtoull_internal(const char* s, char** end, int base, int group);
+CUSIM_HIDDEN long cusim_strtol(const char* s, char** end, int base) __asm__("__isoc23_strtol");
+long cusim_strtol(const char* s, char** end, int base) { return __strtol_internal(s, end, base, 0); }
+CUSIM_HIDDEN unsigned long cusim_strtoul(const char* s, char** end, int base) __asm__("__isoc23_strtoul");
+unsigned long cusim_strtoul(const char* s, char** end, int base) { return __strtoul_internal(s, end, base, 0); }
+CUSIM_HIDDEN long long cusim_strtoll(const char* s, char** end, int base) __asm__("__isoc23_strtoll");
+long long cusim_strtoll(const char* s, char** end, int base) { return __strtoll_internal(s, end, base, 0); }
+CUSIM_HIDDEN unsigned long long cusim_strtoull(const char* s, char** end, int base) __asm__("__isoc23_strtoull");
+unsigned long long cusim_strtoull(const char* s, char** end, int base) { return __strtoull_internal(s, end, base, 0); }
 
 }  // extern "C"
