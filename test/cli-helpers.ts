@@ -63,8 +63,11 @@ export function oracleGroups(
   docs: { id: string; text: string }[],
   threshold: number,
   mode: TextMode,
+  // The CLI's default is classic MinHash over token sets (binary weights);
+  // --weighted (or --weighting count|tfidf) uses token counts.
+  method: 'classic' | 'weighted' = 'classic',
 ): { groups: string[][]; sim: Map<string, number> } {
-  const f = new TextFeaturizer({ mode });
+  const f = new TextFeaturizer({ mode, weighting: method === 'classic' ? 'binary' : 'count' });
   const kept = docs.filter((d) => f.tokenize(d.text).length > 0);
   const m = f.transform(kept.map((d) => d.text));
   const row = (r: number): [Uint32Array, Float32Array] => [

@@ -10,7 +10,8 @@ import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
 
 const input = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k.tsv'), 'utf8');
 // 2^14 hashed columns keep the MinHash tables small (their cost grows with the column count).
-const common = ['--mode', 'words', '--threshold', '0.6', '--format', 'lines', '--backend', 'cpu', '--hash-bits', '14'];
+// The shared Redis index holds weighted signatures, so the single process runs --weighted too.
+const common = ['--mode', 'words', '--threshold', '0.6', '--format', 'lines', '--backend', 'cpu', '--hash-bits', '14', '--weighted'];
 let single: { groups: unknown[]; input: unknown };
 
 beforeAll(() => {

@@ -46,7 +46,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
     }
   });
 
-  it('pair similarities are the exact weighted Jaccard, members carry their best pair', () => {
+  it('pair similarities are the exact Jaccard of the token sets (classic MinHash, the default), members carry their best pair', () => {
     const oracle = oracleGroups(fixtureDocs(), 0.8, 'code');
     let pairs = 0;
     for (const g of report.groups) {
@@ -96,7 +96,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
       schema: 'string',
       backend: 'string',
       gpus: report.gpus.length ? ['string'] : [],
-      options: { threshold: 'number', samples: 'number', seed: 'number', mode: 'string', weighting: 'string' },
+      options: { threshold: 'number', samples: 'number', seed: 'number', mode: 'string', weighting: 'string', method: 'string' },
       input: {
         source: 'string',
         documents: 'number',
@@ -119,7 +119,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
     });
     // The recall target's choice within 128 samples, hashing only the samples it reads.
     expect(report.lsh).toMatchObject({ bands: 12, rows: 9, samples: 108 });
-    expect(report.options).toEqual({ threshold: 0.8, samples: 108, seed: 1, mode: 'code', weighting: 'count' });
+    expect(report.options).toEqual({ threshold: 0.8, samples: 108, seed: 1, mode: 'code', weighting: 'binary', method: 'classic' });
     expect(report.groups.map((g: { id: number }) => g.id)).toEqual([0, 1]);
   });
 
@@ -180,6 +180,31 @@ describe('cusim dedup on stdin records', () => {
     expect(rep.groups.map((g: { members: { id: string }[] }) => g.members.map((m) => m.id))).toEqual([['a', 'c']]);
     const oracle = oracleGroups(JSON.parse(`[${input.split('\n').join(',')}]`), 0.8, 'words');
     expect(rep.groups[0].pairs[0].similarity).toBeCloseTo(oracle.sim.get('a|c')!, 5);
+  });
+
+  it('--weighted (and --weighting count) hash token counts with weighted MinHash; the default hashes token sets', () => {
+    const input = [
+      { id: 'a', text: `${base} ${base}` },
+      { id: 'b', text: 'completely different words about gpu kernels and memory bandwidth on hopper' },
+      { id: 'c', text: `${base} ${base} today` },
+    ]
+      .map((r) => JSON.stringify(r))
+      .join('\n');
+    const docs = JSON.parse(`[${input.split('\n').join(',')}]`);
+    for (const [args, method] of [
+      [['--weighted'], 'weighted'],
+      [['--weighting', 'count'], 'weighted'],
+      [[], 'classic'],
+      [['--weighting', 'binary'], 'classic'],
+    ] as const) {
+      const r = cusim(['dedup', '-', '--json', '-t', '0.8', ...args], { input });
+      expect(r.status).toBe(0);
+      const rep = JSON.parse(r.stdout);
+      expect(rep.options.method).toBe(method);
+      expect(rep.options.weighting).toBe(method === 'classic' ? 'binary' : 'count');
+      const oracle = oracleGroups(docs, 0.8, 'words', method);
+      expect(rep.groups[0].pairs[0].similarity).toBeCloseTo(oracle.sim.get('a|c')!, 5);
+    }
   });
 
   it('CSV with a named text column', () => {

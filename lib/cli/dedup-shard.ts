@@ -137,7 +137,8 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
     recall: o.recall,
     seed: o.seed,
     mode,
-    weighting: o.weighting,
+    // The shared Redis index holds weighted signatures: counts unless asked otherwise.
+    weighting: o.weighting ?? 'count',
     q: o.q,
     hashBits: o.hashBits ?? DEFAULT_HASH_BITS,
     minTokens: o.minTokens ?? 1,
@@ -160,7 +161,7 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   }
   const { files, unreadable } = expandPaths(named, { extensions, gitignore: o.gitignore, exclude: o.exclude });
   for (const f of files) docs.push({ file: f });
-  const featOptions: TextFeaturizerOptions = { mode, weighting: o.weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
+  const featOptions: TextFeaturizerOptions = { mode, weighting: job.weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
   const feat = new TextFeaturizer(featOptions).freeze();
   using wmh = new WeightedMinHash({ dim: 2 ** job.hashBits, samples: job.samples, seed: job.seed, backend: o.backend, devices: o.devices });
   const lsh = lshFor(o, job);

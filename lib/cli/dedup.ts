@@ -12,6 +12,7 @@ import type { Backend } from '../backend.js';
 import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
 import type { GroupsResult, LshParams } from '../lsh.js';
 import { WeightedMinHash } from '../minhash.js';
+import { MinHash } from '../classic-minhash.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
@@ -37,7 +38,8 @@ export interface DedupOptions {
   recall: number;
   seed: number;
   mode?: TextMode;
-  weighting: Weighting;
+  weighting?: Weighting;
+  weighted?: boolean;
   q: number;
   backend: 'auto' | 'cpu' | 'cuda';
   devices?: 'all' | number[];
@@ -70,9 +72,25 @@ const DEFAULT_SAMPLES = 128;
 const DEFAULT_THRESHOLD = 0.9;
 const DEFAULT_RECALL = 0.95;
 
+/**
+ * 'classic': MinHash over each document's set of 32-bit token hashes (binary
+ * features: shingles, words, identifiers), verified by set Jaccard; tokens
+ * are hashed natively on all cores, with no vocabulary. 'weighted':
+ * weighted MinHash over token counts (or tf-idf) from a vocabulary, verified
+ * by weighted Jaccard.
+ */
+type DedupMethod = 'classic' | 'weighted';
+
+/** The method a run uses: weighted where weights are asked for. */
+function methodOf(o: DedupOptions): DedupMethod {
+  if (o.weighted) return 'weighted';
+  return o.weighting === undefined || o.weighting === 'binary' ? 'classic' : 'weighted';
+}
+
 /** What the stages of one run share. */
 interface Run {
   o: DedupOptions;
+  method: DedupMethod;
   backend: Backend;
   bar: Progress;
   signal: AbortSignal | undefined;
@@ -113,18 +131,17 @@ function planInputs(paths: string[], o: DedupOptions, io: Io): { records: Record
   return { records, docRoots };
 }
 
-/**
- * Signatures for the LSH: weighted MinHash over the featurized rows. (Where
- * another signature family is chosen, e.g. classic MinHash for binary
- * features, it is decided here; the LSH below takes any signature rows.)
- */
+/** Signatures for the LSH: classic MinHash over token-hash sets, or weighted MinHash over the featurized rows. */
 async function signatures(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run): Promise<Uint32Array> {
-  const { o, backend, bar, signal } = run;
-  const wmh = new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
+  const { o, backend, bar, signal, method } = run;
+  const mh =
+    method === 'classic'
+      ? new MinHash({ samples: params.samples, seed: o.seed, backend, devices: o.devices })
+      : new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
   try {
-    return await wmh.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
+    return await mh.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
   } finally {
-    wmh.dispose();
+    mh.dispose();
   }
 }
 
@@ -144,7 +161,8 @@ function lshParamsFor(o: DedupOptions, say: (s: string) => void): LshParams & { 
 }
 
 interface Featurized {
-  matrix: CsrMatrix & { values: Float32Array };
+  /** Token-hash sets (classic: cols 2^32, no values) or weighted rows. */
+  matrix: CsrMatrix;
   ids: string[];
   skipped: Skip[];
   documents: number;
@@ -165,12 +183,15 @@ async function featurize(
   mode: TextMode,
   minTokens: number,
   featOptions: TextFeaturizerOptions,
+  method: DedupMethod,
 ): Promise<Featurized> {
   const feat = new TextFeaturizer(featOptions);
+  // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
+  const hashed = method === 'classic' ? { bits: 32, values: false } : undefined;
   const skipped: Skip[] = unreadable.map((u) => ({ id: displayPath(u), reason: 'unreadable' as const, detail: 'cannot list the directory' }));
 
   // Records: streamed, featurized in batches as they arrive.
-  const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS);
+  const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, undefined, hashed);
   for (const input of records) {
     if (io.signal?.aborted) break;
     bar.stage(`reading ${escapeText(input.name)}`, input.size, 'bytes');
@@ -204,7 +225,7 @@ async function featurize(
   // Whole files as documents: worker threads where there are cores to spare.
   if (docFiles.length > 0) {
     bar.stage(mode === 'code' ? 'featurizing (bag of names)' : `featurizing (${mode})`, docFiles.length, 'files');
-    if (o.threads > 1 && docFiles.length > 4 * o.threads) {
+    if (!hashed && o.threads > 1 && docFiles.length > 4 * o.threads) {
       const r = await featurizeFilesParallel(feat, {
         files: docFiles,
         ids: docFiles.map(displayPath),
@@ -219,37 +240,48 @@ async function featurize(
       tooSmall += r.tooSmall;
       documents += r.documents;
     } else {
-      const files = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, (n) => bar.tick(n));
+      // Hashed rows go on after the records' (one matrix).
+      const files = hashed ? stream : new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, (n) => bar.tick(n));
       for (const f of docFiles) {
         if (io.signal?.aborted) break;
         const d = readDoc(f, displayPath(f), o.maxSize);
-        if ('text' in d) await files.add(d);
-        else {
+        if ('text' in d) {
+          await files.add(d);
+          if (files === stream) bar.tick();
+        } else {
           skipped.push(d);
           bar.tick();
         }
       }
       await files.finish();
-      ids.push(...files.ids);
-      tooSmall += files.tooSmall;
-      documents += files.documents;
+      if (files === stream) {
+        // One stream: its ids, counts and rows already cover the files.
+        tooSmall = stream.tooSmall;
+        documents = stream.documents;
+      } else {
+        ids.push(...files.ids);
+        tooSmall += files.tooSmall;
+        documents += files.documents;
+      }
     }
     bar.stop();
   }
-  return { matrix: feat.build(), ids, skipped, documents, tooSmall };
+  return { matrix: hashed ? stream.matrix() : feat.build(), ids, skipped, documents, tooSmall };
 }
 
 /** Signatures, then LSH candidates verified exactly; the signatures are dropped on return. */
 async function findGroups(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run, endStage: (stage: string) => void): Promise<GroupsResult> {
-  const { o, backend, bar, signal } = run;
-  const sigs = await signatures(matrix, params, run);
+  const { o, backend, bar, signal, method } = run;
+  let sigs: Uint32Array | undefined = await signatures(matrix, params, run);
   bar.stop();
   endStage('hash');
-  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices });
+  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices, kind: method });
   try {
     const rowIds = new Uint32Array(matrix.rows);
     for (let i = 0; i < rowIds.length; i++) rowIds[i] = i;
     lsh.insert(rowIds, sigs);
+    // The index holds its own copy: let ours go before verification allocates.
+    sigs = undefined;
     return await lsh.groups({
       verify: 'exact',
       threshold: o.threshold,
@@ -313,15 +345,17 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
+  const method = methodOf(o);
+  const weighting: Weighting = method === 'classic' ? 'binary' : (o.weighting ?? 'count');
   const featOptions: TextFeaturizerOptions = {
     mode,
-    weighting: o.weighting,
+    weighting,
     q: o.q,
     ...(o.hashBits === undefined ? {} : { hashBits: o.hashBits }),
     ...(o.native ? {} : { native: false }),
   };
   const bar = progress(wantsProgress(o), io.stderr);
-  const { matrix, ids, skipped, documents, tooSmall } = await featurize(records, docFiles, unreadable, o, io, bar, mode, minTokens, featOptions);
+  const { matrix, ids, skipped, documents, tooSmall } = await featurize(records, docFiles, unreadable, o, io, bar, mode, minTokens, featOptions, method);
   if (io.signal?.aborted) return 0;
   endStage('read + featurize');
   let skipSummary = '';
@@ -350,14 +384,14 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
       `${matrix.cols.toLocaleString('en-US')} features; hashing ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
-  const result = await findGroups(matrix, params, { o, backend, bar, signal: io.signal }, endStage);
+  const result = await findGroups(matrix, params, { o, method, backend, bar, signal: io.signal }, endStage);
   endStage('lsh + verify');
   const groups = buildGroups(ids, result);
   const report: DedupReport = {
     schema: 'cusim.dedup/1',
     backend,
     gpus: backend === 'cuda' ? devices().gpus.map((g) => g.name) : [],
-    options: { threshold: o.threshold, samples: params.samples, seed: o.seed, mode, weighting: o.weighting },
+    options: { threshold: o.threshold, samples: params.samples, seed: o.seed, mode, weighting, method },
     input: { source, documents, featurized: matrix.rows, tooSmall, skipped },
     lsh: { bands: params.bands, rows: params.rows, samples: params.samples, recall: curve },
     groups,
@@ -415,7 +449,14 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('-s, --samples <n>', `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`, integer('samples', 1, 65536))
     .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)
     .addOption(new Option('-m, --mode <mode>', 'features: code (identifier names), words, qgrams (default: words for records, code for files)').choices(['code', 'words', 'qgrams']))
-    .addOption(new Option('-w, --weighting <w>', 'feature weights').choices(['count', 'binary', 'tfidf']).default('count'))
+    .addOption(
+      new Option('-w, --weighting <w>', 'feature weights: binary (sets; classic MinHash, the default), count or tfidf (weighted MinHash)').choices([
+        'count',
+        'binary',
+        'tfidf',
+      ]),
+    )
+    .option('--weighted', 'weighted MinHash over token counts (or --weighting tfidf) instead of classic MinHash over token sets')
     .option('-q, --q <n>', 'q for --mode qgrams', integer('q', 1, 16), 3)
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('-d, --devices <list>', "GPUs to use: 'all' or indices like 0,1", deviceList)
