@@ -10,11 +10,11 @@ import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
 import type { Backend } from '../backend.js';
 import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
-import type { GroupsResult, LshParams } from '../lsh.js';
-import { WeightedMinHash } from '../minhash.js';
+import type { GroupsResult, LshParams, SignatureKind } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
+import { dedupMethod, defaultWeighting, signer } from './dedup-method.js';
 import { escapeText } from './escape.js';
 import { DEFAULT_HASH_BITS, reportCommand, shardCommand } from './dedup-shard.js';
 import { CliError, fsError } from './errors.js';
@@ -37,7 +37,10 @@ export interface DedupOptions {
   recall: number;
   seed: number;
   mode?: TextMode;
-  weighting: Weighting;
+  /** Left out: the mode's default (defaultWeighting). */
+  weighting?: Weighting;
+  /** Weighted MinHash even for binary features. */
+  weighted?: boolean;
   q: number;
   backend: 'auto' | 'cpu' | 'cuda';
   devices?: 'all' | number[];
@@ -76,6 +79,7 @@ interface Run {
   backend: Backend;
   bar: Progress;
   signal: AbortSignal | undefined;
+  method: SignatureKind;
 }
 
 interface RecordInput {
@@ -113,18 +117,14 @@ function planInputs(paths: string[], o: DedupOptions, io: Io): { records: Record
   return { records, docRoots };
 }
 
-/**
- * Signatures for the LSH: weighted MinHash over the featurized rows. (Where
- * another signature family is chosen, e.g. classic MinHash for binary
- * features, it is decided here; the LSH below takes any signature rows.)
- */
+/** Signatures for the LSH over the featurized rows, of the run's method. */
 async function signatures(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run): Promise<Uint32Array> {
   const { o, backend, bar, signal } = run;
-  const wmh = new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
+  const h = signer(run.method, { dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
   try {
-    return await wmh.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
+    return await h.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
   } finally {
-    wmh.dispose();
+    h.dispose();
   }
 }
 
@@ -245,7 +245,7 @@ async function findGroups(matrix: CsrMatrix, params: LshParams & { samples: numb
   const sigs = await signatures(matrix, params, run);
   bar.stop();
   endStage('hash');
-  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices });
+  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices, kind: run.method });
   try {
     const rowIds = new Uint32Array(matrix.rows);
     for (let i = 0; i < rowIds.length; i++) rowIds[i] = i;
@@ -312,10 +312,12 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     } else docFiles.push(f);
   }
   const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
+  const weighting = o.weighting ?? defaultWeighting(mode);
+  const method = dedupMethod(weighting, o.weighted);
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
   const featOptions: TextFeaturizerOptions = {
     mode,
-    weighting: o.weighting,
+    weighting,
     q: o.q,
     ...(o.hashBits === undefined ? {} : { hashBits: o.hashBits }),
     ...(o.native ? {} : { native: false }),
@@ -347,17 +349,17 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   const curve = recallCurve(params.bands, params.rows, o.threshold, recallParams(o.threshold, DEFAULT_SAMPLES, { recall: o.recall }).at);
   say(
     `cusim: ${matrix.rows.toLocaleString('en-US')} documents, ${matrix.indices.length.toLocaleString('en-US')} nonzeros over ` +
-      `${matrix.cols.toLocaleString('en-US')} features; hashing ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
+      `${matrix.cols.toLocaleString('en-US')} features; ${method} MinHash, ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
-  const result = await findGroups(matrix, params, { o, backend, bar, signal: io.signal }, endStage);
+  const result = await findGroups(matrix, params, { o, backend, bar, signal: io.signal, method }, endStage);
   endStage('lsh + verify');
   const groups = buildGroups(ids, result);
   const report: DedupReport = {
     schema: 'cusim.dedup/1',
     backend,
     gpus: backend === 'cuda' ? devices().gpus.map((g) => g.name) : [],
-    options: { threshold: o.threshold, samples: params.samples, seed: o.seed, mode, weighting: o.weighting },
+    options: { threshold: o.threshold, samples: params.samples, seed: o.seed, mode, weighting, method },
     input: { source, documents, featurized: matrix.rows, tooSmall, skipped },
     lsh: { bands: params.bands, rows: params.rows, samples: params.samples, recall: curve },
     groups,
@@ -410,12 +412,19 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
         'with no path, scans ./node_modules for copied source files and packages',
     )
     .argument('[paths...]', "files, directories (recursive) or '-' for records on stdin")
-    .option('-t, --threshold <x>', 'weighted Jaccard similarity threshold', between('threshold', 0, 1), DEFAULT_THRESHOLD)
+    .option('-t, --threshold <x>', 'similarity threshold (set Jaccard for binary features, else weighted Jaccard)', between('threshold', 0, 1), DEFAULT_THRESHOLD)
     .option('-r, --recall <p>', 'least probability of finding a pair at similarity threshold + 0.05', between('recall', 0, 1), DEFAULT_RECALL)
     .option('-s, --samples <n>', `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`, integer('samples', 1, 65536))
     .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)
     .addOption(new Option('-m, --mode <mode>', 'features: code (identifier names), words, qgrams (default: words for records, code for files)').choices(['code', 'words', 'qgrams']))
-    .addOption(new Option('-w, --weighting <w>', 'feature weights').choices(['count', 'binary', 'tfidf']).default('count'))
+    .addOption(
+      new Option('-w, --weighting <w>', 'feature weights; binary: sets, hashed with classic MinHash (default: binary for qgrams, else count)').choices([
+        'count',
+        'binary',
+        'tfidf',
+      ]),
+    )
+    .option('--weighted', 'weighted MinHash even for binary features (default: classic MinHash for them)')
     .option('-q, --q <n>', 'q for --mode qgrams', integer('q', 1, 16), 3)
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('-d, --devices <list>', "GPUs to use: 'all' or indices like 0,1", deviceList)
