@@ -95,7 +95,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
       schema: 'string',
       backend: 'string',
       gpus: report.gpus.length ? ['string'] : [],
-      options: { threshold: 'number', samples: 'number', seed: 'number', mode: 'string', weighting: 'string' },
+      options: { threshold: 'number', samples: 'number', seed: 'number', mode: 'string', weighting: 'string', method: 'string' },
       input: {
         source: 'string',
         documents: 'number',
