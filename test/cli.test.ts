@@ -118,7 +118,7 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
     });
     // The recall target's choice within 128 samples, hashing only the samples it reads.
     expect(report.lsh).toMatchObject({ bands: 12, rows: 9, samples: 108 });
-    expect(report.options).toEqual({ threshold: 0.8, samples: 108, seed: 1, mode: 'code', weighting: 'count' });
+    expect(report.options).toEqual({ threshold: 0.8, samples: 108, seed: 1, mode: 'code', weighting: 'count', method: 'weighted' });
     expect(report.groups.map((g: { id: number }) => g.id)).toEqual([0, 1]);
   });
 
