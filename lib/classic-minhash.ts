@@ -123,6 +123,30 @@ export class MinHash extends MinHashBase {
   }
 }
 
+/** murmur3's fmix32 finalizer: a bijection of uint32 with full avalanche. */
+export function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * The rows of `matrix` with each column id c replaced by fmix32(c), as input
+ * for MinHash when columns are ids rather than token hashes (a vocabulary's
+ * 0, 1, 2, …): the linear hash family is biased on sequential ids
+ * (docs/perf/minhash.md), and fmix32 makes them look random. It is a
+ * bijection, so every row's set, and every set Jaccard, is unchanged. Values
+ * are dropped (MinHash ignores them); cols becomes 2^32.
+ */
+export function tokenHashRows(matrix: CsrMatrix): CsrMatrix {
+  const m = toCsr(matrix, 'matrix', { values: 'ignore', maxCols: 2 ** 32 });
+  const indices = new Uint32Array(m.indices.length);
+  for (let i = 0; i < indices.length; i++) indices[i] = fmix32(m.indices[i]);
+  return { rows: m.rows, cols: 2 ** 32, indptr: m.indptr, indices };
+}
+
 /** datasketch's default token hash (sha1_hash32): the first 4 bytes of SHA-1, little-endian. Strings are UTF-8. */
 export function sha1Hash32(token: string | Uint8Array): number {
   if (typeof token !== 'string' && !(token instanceof Uint8Array)) throw typeError(`token must be a string or a Uint8Array, got ${describe(token)}`);

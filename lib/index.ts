@@ -17,7 +17,7 @@ export { MinHashLSH, optimalParams, recallParams, recallCurve, candidateProbabil
 export type { LshParams, RecallParams, RecallTarget, MinHashLSHOptions, RedisStorageOptions, SignatureKind, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
 export type { ProgressEvent, OnProgress } from './progress.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL, rowChunks } from './minhash.js';
-export { MinHash, sha1Hash32, estimateSetJaccard, MERSENNE_PRIME, MAX_HASH } from './classic-minhash.js';
+export { MinHash, sha1Hash32, estimateSetJaccard, tokenHashRows, MERSENNE_PRIME, MAX_HASH } from './classic-minhash.js';
 export type { MinHashOptions, MinHashPermutations } from './classic-minhash.js';
 export type { WeightedMinHashOptions, MinHashParameters, MinHashTuning, HashOptions, HashTiming } from './minhash.js';
 export {

@@ -7,6 +7,8 @@
 // once. groups() streams band keys a few at a time and unions their pairs.
 import type { Cluster, Redis } from 'ioredis';
 import { native } from './addon.js';
+// murmur3's fmix32: native/lsh_store.cc partitions ids with the same function.
+import { fmix32 } from './classic-minhash.js';
 import { codedError, rangeError, typeError } from './errors.js';
 import { describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 import { checkInt } from './validate.js';
@@ -20,7 +22,7 @@ export interface RedisStorageOptions {
   /** Partitions per band, fixed when the index is created. Default 64: more make a point query read less, fewer make inserts cheaper. */
   partitions?: number;
   /**
-   * Store each row's whole signature too (samples × 8 bytes per row), so that
+   * Store each row's whole signature too (samples × 8 bytes per row weighted, × 4 classic), so that
    * groups() can verify 'estimate' or 'none'; fixed when the index is created.
    * Default false: 'exact' verification needs vectors instead.
    */
@@ -31,6 +33,8 @@ interface Params {
   samples: number;
   bands: number;
   rows: number;
+  /** Words per sample: 2 weighted (k, t), 1 classic. */
+  width: 1 | 2;
 }
 
 const NONE = 0xffffffff;
@@ -41,15 +45,6 @@ const STREAM_KEYS = 32;
 
 export function storageError(message: string, cause?: unknown): Error {
   return codedError(message, 'CUSIM_STORAGE_ERROR', cause === undefined ? undefined : { cause });
-}
-
-/** murmur3 fmix32, as native/lsh_store.cc partitions ids. */
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 function u32(buf: Uint8Array | null): Uint32Array {
@@ -184,10 +179,14 @@ export class RedisLsh {
         samples: String(this.#p.samples),
         bands: String(this.#p.bands),
         rows: String(this.#p.rows),
+        width: String(this.#p.width),
         partitions: String(this.#o.partitions),
         signatures: this.#o.signatures ? '1' : '0',
       };
       try {
+        // Indexes made before the width was recorded hold weighted signatures.
+        const old = await c.hgetall(this.#metaKey);
+        if (old.format !== undefined && old.width === undefined) await c.hsetnx(this.#metaKey, 'width', '2');
         for (const [k, v] of Object.entries(want)) await c.hsetnx(this.#metaKey, k, v);
         const have = await c.hgetall(this.#metaKey);
         for (const [k, v] of Object.entries(want)) {
@@ -224,14 +223,20 @@ export class RedisLsh {
     return r.sort();
   }
 
+  /** Signature words per row. */
+  get #per(): number {
+    return this.#p.samples * this.#p.width;
+  }
+
   /**
-   * Adds rows. With `vectors` (row i is ids[i]'s weighted vector) the rows
-   * are stored for groups()' exact verification. Idempotent per row: sending
-   * a batch again (a restarted worker) adds nothing.
+   * Adds rows. With `vectors` (row i is ids[i]'s weighted vector; with
+   * classic signatures, its set of columns) the rows are stored for groups()'
+   * exact verification. Idempotent per row: sending a batch again (a
+   * restarted worker) adds nothing.
    */
   async insert(ids: Uint32Array, sigs: Uint32Array, vectors?: CsrMatrix): Promise<void> {
-    const per = this.#p.samples * 2;
-    const m = vectors === undefined ? undefined : toCsr(vectors, 'vectors');
+    const per = this.#per;
+    const m = vectors === undefined ? undefined : toCsr(vectors, 'vectors', { maxCols: this.#sets ? 2 ** 32 : 0xffffffff });
     if (m && m.rows !== ids.length) throw rangeError(`vectors has ${m.rows} rows but ids has ${ids.length}`);
     await this.#run(async (c) => {
       const removed = await this.#removed(c);
@@ -284,7 +289,7 @@ export class RedisLsh {
       if (hi > lo) writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
     }
     if (this.#o.signatures || m) {
-      const per = this.#p.samples * 2;
+      const per = this.#per;
       const sigArgs = new Map<number, Buffer[]>();
       const vecArgs = new Map<number, Buffer[]>();
       for (let i = b; i < e; i++) {
@@ -316,7 +321,7 @@ export class RedisLsh {
 
   /** Candidate ids per query (sharing a band bucket), deduplicated and ascending; removed ids never appear. */
   async query(sigs: Uint32Array): Promise<{ indptr: Uint32Array; ids: Uint32Array }> {
-    const nq = sigs.length / (this.#p.samples * 2);
+    const nq = sigs.length / this.#per;
     const e = await native().lshStoreEntries(sigs, Uint32Array.from({ length: nq }, (_, i) => i), {
       ...this.#p,
       partitions: this.#o.partitions,
@@ -434,7 +439,7 @@ export class RedisLsh {
     if (!this.#o.signatures) {
       throw typeError("verify 'estimate' and 'none' need the signatures: create the Redis index with storage.signatures: true, or verify 'exact'");
     }
-    const per = this.#p.samples * 2;
+    const per = this.#per;
     const bufs = await this.#fetch(c, ids, (p) => this.#sigKey(p), 'signature');
     const out = new Uint32Array(ids.length * per);
     const bytes = new Uint8Array(out.buffer);
@@ -484,6 +489,11 @@ export class RedisLsh {
     return { rows: ids.length, cols, indptr, indices, values };
   }
 
+  // Classic signatures stand for sets: exact verification is set Jaccard, weights ignored.
+  get #sets(): boolean {
+    return this.#p.width === 1;
+  }
+
   /**
    * Connected components of verified candidate pairs over every live row,
    * exactly as the in-memory index computes them for the same rows inserted
@@ -504,10 +514,10 @@ export class RedisLsh {
           const at = new Map<number, number>();
           ends.forEach((idx, j) => at.set(idx, j));
           same = async (a, b) =>
-            (await native().lshStoreRowPairs(local, Uint32Array.from(a, (x) => at.get(x)!), Uint32Array.from(b, (x) => at.get(x)!))).same;
+            (await native().lshStoreRowPairs(local, Uint32Array.from(a, (x) => at.get(x)!), Uint32Array.from(b, (x) => at.get(x)!), this.#sets)).same;
         } else {
           const s = await this.#signatures(c, Uint32Array.from(ends, (i) => ids[i]));
-          const per = this.#p.samples * 2;
+          const per = this.#per;
           const at = new Map<number, number>();
           ends.forEach((idx, j) => at.set(idx, j));
           same = async (a, b) =>
@@ -560,11 +570,11 @@ export class RedisLsh {
       let sim: Float32Array;
       let keep: Uint8Array;
       if (verify === 'exact') {
-        const j: Float64Array = (await native().lshStoreRowPairs(await this.#vectors(c, endIds, matrix), la, lb)).jaccard;
+        const j: Float64Array = (await native().lshStoreRowPairs(await this.#vectors(c, endIds, matrix), la, lb, this.#sets)).jaccard;
         sim = Float32Array.from(j);
         keep = Uint8Array.from(j, (x) => (x >= threshold ? 1 : 0));
       } else {
-        sim = native().lshStoreEstimate(await this.#signatures(c, endIds), this.#p.samples, la, lb);
+        sim = native().lshStoreEstimate(await this.#signatures(c, endIds), this.#p.samples, la, lb, this.#p.width);
         keep = Uint8Array.from(sim, (x) => (verify === 'none' || x >= threshold ? 1 : 0));
       }
       let kept = 0;

@@ -270,7 +270,9 @@ export type MinHashLSHOptions = (
   /**
    * The signature layout. When absent, the first insert decides it from its
    * length (ids.length × samples words: 'classic'; × samples × 2: 'weighted');
-   * until then query() reads weighted signatures.
+   * until then query() reads weighted signatures. With Redis storage it is
+   * fixed when the index is created (default 'weighted'; every process must
+   * open it with the same kind).
    */
   kind?: SignatureKind;
   /**
@@ -324,7 +326,7 @@ export interface GroupsOptions {
 }
 
 const SENTINEL = 0xffffffff;
-const WIDTH: Record<SignatureKind, number> = { weighted: 2, classic: 1 };
+const WIDTH: Record<SignatureKind, 1 | 2> = { weighted: 2, classic: 1 };
 
 /**
  * Banded LSH index over MinHash signatures: weighted (samples (k, t) pairs
@@ -401,8 +403,8 @@ export class MinHashLSH implements Disposable {
     this.#devices = resolveDevices(o.devices);
     this.#kind = o.kind === undefined ? undefined : checkEnum(o.kind, 'kind', ['weighted', 'classic'] as const);
     if (o.storage !== undefined && !(isObject(o.storage) && o.storage.type === 'memory' && Object.keys(o.storage).length === 1)) {
-      if (this.#kind === 'classic') throw typeError("Redis storage holds weighted signatures: kind 'classic' is in-memory only");
-      this.#redis = new RedisLsh({ samples: this.samples, bands: this.bands, rows: this.rows }, checkRedisOptions(o.storage));
+      this.#kind ??= 'weighted';
+      this.#redis = new RedisLsh({ samples: this.samples, bands: this.bands, rows: this.rows, width: WIDTH[this.#kind] }, checkRedisOptions(o.storage));
     }
   }
 
@@ -465,7 +467,6 @@ export class MinHashLSH implements Disposable {
     const sig = this.#sigs(signatures, n, 'signatures', kind);
     if (options !== undefined && !isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
     if (this.#redis) {
-      if (kind === 'classic') throw typeError('Redis storage holds weighted signatures (samples * 2 words per row)');
       const idArr = toU32(ids, 'ids');
       const sorted = idArr.slice().sort();
       for (let i = 1; i < sorted.length; i++) if (sorted[i] === sorted[i - 1]) throw rangeError(`ids repeat ${sorted[i]}`);

@@ -90,8 +90,9 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh);
 std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs);
 // For rows a[k], b[k] of m in verification's canonical form (ascending columns,
 // duplicates summed, weights <= 0 or NaN dropped): the weighted Jaccard, and
-// whether the rows are equal. Either output may be null.
-void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, double* jaccard, uint8_t* same);
+// whether the rows are equal; with `sets`, each stored column is a member of
+// weight 1 (set Jaccard, as classic signatures stand for). Either output may be null.
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard, uint8_t* same);
 
 // Candidate pairs among representative rows: positions (a < b) packed as
 // (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is

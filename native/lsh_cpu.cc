@@ -319,10 +319,10 @@ std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>
   return out;
 }
 
-void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, double* jaccard, uint8_t* same) {
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard, uint8_t* same) {
   std::vector<uint32_t> rows(m.rows);
   std::iota(rows.begin(), rows.end(), 0u);
-  NormRows norm(m, rows.data(), m.rows, false);
+  NormRows norm(m, rows.data(), m.rows, sets);
   std::vector<uint32_t> ends(a, a + n);
   ends.insert(ends.end(), b, b + n);
   std::sort(ends.begin(), ends.end());

@@ -410,9 +410,11 @@ Napi::Value Estimate(const Napi::CallbackInfo& info) {
   });
 }
 
-// lshStoreRowPairs(matrix, a, b) -> { jaccard: Float64Array, same: Uint8Array }
+// lshStoreRowPairs(matrix, a, b, sets?) -> { jaccard: Float64Array, same: Uint8Array }: with
+// `sets` (classic signatures) rows are sets of columns and weights are ignored, as lsh::Groups does.
 Napi::Value RowPairs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
+    const bool sets = info.Length() > 3 && info[3].ToBoolean().Value();
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     const CsrView m = in->Csr(info[0], "matrix");
     auto a = in->Array<uint32_t>(info[1], "a");
@@ -429,7 +431,7 @@ Napi::Value RowPairs(const Napi::CallbackInfo& info) {
         info.Env(),
         [=] {
           ValidateCsr(m, "matrix");
-          lsh::RowPairs(m, ad, bd, n, j->data(), same->data());
+          lsh::RowPairs(m, ad, bd, n, sets, j->data(), same->data());
         },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);

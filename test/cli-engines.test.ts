@@ -58,6 +58,47 @@ describe('cusim join', () => {
     rep.pairs.forEach((p: { similarity: number }, i: number) => expect(p.similarity).toBeCloseTo(want[i].similarity, 5));
   });
 
+  it('streams pairs chunk by chunk (--chunk-pairs below the pair count): every brute-force pair once; --sort orders them all', () => {
+    const r = rng(5);
+    const recs = Array.from({ length: 150 }, () => `jonathan smith ${String.fromCharCode(97 + randInt(r, 4))}${String.fromCharCode(97 + randInt(r, 4))}`);
+    const many = path.join(dir, 'many.txt');
+    writeFileSync(many, recs.join('\n') + '\n');
+    const t = 0.7;
+    const want: string[] = [];
+    const sim = new Map<string, number>();
+    for (let i = 0; i < recs.length; i++) {
+      for (let j = i + 1; j < recs.length; j++) {
+        const s = jaccard(grams(recs[i], 3), grams(recs[j], 3));
+        if (s >= t - 1e-6) {
+          want.push(`${i + 1},${j + 1}`);
+          sim.set(`${i + 1},${j + 1}`, s);
+        }
+      }
+    }
+    expect(want.length).toBeGreaterThan(1000); // many chunks of 64 pairs
+    const parse = (out: string) => {
+      const rows = out.trim().split('\n');
+      expect(rows[0]).toBe('left,right,overlap,similarity');
+      return rows.slice(1).map((l) => l.split(','));
+    };
+    const streamed = cusim(['join', many, '-t', String(t), '--csv', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']);
+    expect(streamed.status, streamed.stderr).toBe(0);
+    const got = parse(streamed.stdout);
+    const keys = got.map((x) => `${x[0]},${x[1]}`);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect([...keys].sort()).toEqual([...want].sort());
+    for (const x of got) expect(Number(x[3])).toBeCloseTo(sim.get(`${x[0]},${x[1]}`)!, 5);
+    const sorted = cusim(['join', many, '-t', String(t), '--csv', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet', '--sort']);
+    expect(sorted.status, sorted.stderr).toBe(0);
+    expect(parse(sorted.stdout).map((x) => `${x[0]},${x[1]}`)).toEqual(want); // want is in (left, right) order
+    // JSON and the table count the same pairs across chunks.
+    const json = JSON.parse(cusim(['join', many, '-t', String(t), '--json', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']).stdout);
+    expect(json.pairs).toHaveLength(want.length);
+    const table = cusim(['join', many, '-t', String(t), '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']).stdout;
+    expect(table).toContain(`… ${want.length - 50} more pairs`);
+    expect(table).toContain(`150 records, ${want.length} pairs with jaccard ≥ ${t}`);
+  });
+
   it('a missing --threshold and a bad one are one-line usage errors', () => {
     const a = cusim(['join', file]);
     expect(a.status).toBe(2);

@@ -44,6 +44,7 @@ describe('a closed stdout ends every subcommand quietly with status 0', () => {
     ['join (table)', `join ${lines} -t 0.8 --limit 0`],
     ['join --json', `join ${lines} -t 0.8 --json`],
     ['join --csv', `join - -t 0.8 --csv < ${lines}`],
+    ['join --csv, streamed in chunks of 1000 pairs', `join ${lines} -t 0.8 --csv --chunk-pairs 1000`],
     ['knn (table)', `knn --index ${codes} --queries ${codes} -k 20`],
     ['knn --json', `knn --index ${codes} --queries ${codes} -k 20 --json`],
     ['cluster', `cluster < ${lines}`],
@@ -60,6 +61,18 @@ describe('a closed stdout ends every subcommand quietly with status 0', () => {
       expect(err).not.toMatch(/EPIPE|Error|\n\s+at /);
     });
   }
+});
+
+it('cusim join … | head -1 prints one line and exits 0 quietly', () => {
+  const err = path.join(dir, 'err-head');
+  const r = spawnSync('bash', ['-c', `${cli} join ${lines} -t 0.8 --csv --chunk-pairs 1000 2>${err} | head -1; echo "\${PIPESTATUS[0]}"; cat ${err}`], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  const [header, status, ...stderr] = r.stdout.split('\n');
+  expect(header).toBe('left,right,overlap,similarity');
+  expect(status).toBe('0');
+  expect(stderr.join('\n')).not.toMatch(/EPIPE|Error|\n\s+at /);
 });
 
 describe('empty input: "no documents found in …", exit 1', () => {

@@ -10,8 +10,7 @@ import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
 
 const input = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k.tsv'), 'utf8');
 // 2^14 hashed columns keep the MinHash tables small (their cost grows with the column count).
-// The shared Redis index holds weighted signatures, so the single process runs --weighted too.
-const common = ['--mode', 'words', '--threshold', '0.6', '--format', 'lines', '--backend', 'cpu', '--hash-bits', '14', '--weighted'];
+const common = ['--mode', 'words', '--threshold', '0.6', '--format', 'lines', '--backend', 'cpu', '--hash-bits', '14'];
 let single: { groups: unknown[]; input: unknown };
 
 beforeAll(() => {
@@ -44,6 +43,25 @@ function report(url: string, prefix: string) {
 
 function suite(cluster: boolean) {
   const handle = useRedis({ cluster });
+
+  it('classic MinHash (--mode qgrams: binary features): 3 workers give exactly the single-process groups', async () => {
+    const qgrams = ['--mode', 'qgrams', '--threshold', '0.7'];
+    const one = cusim(['dedup', '-', ...common, ...qgrams, '--json', '--quiet'], { input });
+    expect(one.status, one.stderr).toBe(0);
+    const want = JSON.parse(one.stdout) as typeof single & { options: { method: string } };
+    expect(want.options.method).toBe('classic');
+    expect(want.groups.length).toBeGreaterThan(10);
+    const runs = await Promise.all([0, 1, 2].map((i) => worker(handle().url, 'classic', `${i}/3`, [...qgrams, '--batch-docs', '300']).done));
+    for (const r of runs) expect(r.code, r.err).toBe(0);
+    const got = report(handle().url, 'classic') as typeof want;
+    expect(got.options.method).toBe('classic');
+    expect(got.groups).toEqual(want.groups);
+    expect(got.input).toEqual({ ...(want.input as object), source: '-' });
+    // A worker asking for weighted signatures cannot join the classic job.
+    const w = await worker(handle().url, 'classic', '0/3', [...qgrams, '--weighted', '--weighting', 'binary']).done;
+    expect(w.code).toBe(2);
+    expect(w.err).toMatch(/was started with method="classic", this worker has method="weighted"/);
+  });
 
   it('4 workers with --shard i/4 give exactly the single-process groups', async () => {
     const runs = await Promise.all([0, 1, 2, 3].map((i) => worker(handle().url, 'four', `${i}/4`, ['--batch-docs', '200']).done));

@@ -1,7 +1,7 @@
 // MinHashLSH with Redis storage against the in-memory index on the same
 // inserts: one real redis-server and a real 3-node Redis Cluster.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MinHashLSH, type CsrMatrix } from '../lib/index.js';
+import { MinHash, MinHashLSH, tokenHashRows, type CsrMatrix } from '../lib/index.js';
 import { randInt, rng } from './helpers.js';
 import { lshCorpus, sigRows, type LshCorpus } from './lsh-corpus.js';
 import { describeRedis, useRedis } from './redis-helpers.js';
@@ -20,6 +20,23 @@ function rowsOf(m: CsrMatrix, b: number, e: number): CsrMatrix {
     indices: m.indices.subarray(base, m.indptr[e]),
     values: m.values!.subarray(base, m.indptr[e]),
   };
+}
+
+function weightedJaccardRows(m: CsrMatrix, a: number, b: number): number {
+  const row = (r: number) => {
+    const w = new Map<number, number>();
+    for (let i = m.indptr[r]; i < m.indptr[r + 1]; i++) w.set(m.indices[i], (w.get(m.indices[i]) ?? 0) + m.values![i]);
+    return w;
+  };
+  const x = row(a);
+  const y = row(b);
+  let mn = 0;
+  let mx = 0;
+  for (const k of new Set([...x.keys(), ...y.keys()])) {
+    mn += Math.min(x.get(k) ?? 0, y.get(k) ?? 0);
+    mx += Math.max(x.get(k) ?? 0, y.get(k) ?? 0);
+  }
+  return mx > 0 ? mn / mx : 0;
 }
 
 async function everything(lsh: MinHashLSH, c: LshCorpus, withMatrix = true) {
@@ -49,11 +66,12 @@ function sameGroups(a: Awaited<ReturnType<typeof everything>>, b: Awaited<Return
 function suite(cluster: boolean) {
   const handle = useRedis({ cluster });
   let n = 0;
-  const open = (prefix: string, extra: Record<string, unknown> = {}) =>
+  const open = (prefix: string, { kind, ...extra }: Record<string, unknown> & { kind?: 'classic' } = {}) =>
     new MinHashLSH({
       threshold: 0.7,
       samples: corpus.samples,
       backend: 'cpu',
+      kind,
       storage: { type: 'redis', url: handle().url, prefix, partitions: 16, signatures: true, ...extra },
     });
 
@@ -78,6 +96,46 @@ function suite(cluster: boolean) {
     // A batch sent again (a restarted worker) changes nothing.
     await lsh.insert(all.subarray(cuts[1], cuts[2]), sigRows(c.sigs, c.samples, cuts[1], cuts[2]), { vectors: rowsOf(c.matrix, cuts[1], cuts[2]) });
     sameGroups(await everything(lsh, c), want);
+    await other.close();
+    await lsh.clear();
+  });
+
+  it("classic signatures (kind 'classic'): equal to the in-memory index; exact verification is set Jaccard", async () => {
+    const c = corpus;
+    using mh = new MinHash({ samples: c.samples, seed: 5, backend: 'cpu' });
+    const sigs = await mh.hash(tokenHashRows(c.matrix));
+    const cc = { ...c, sigs };
+    using mem = new MinHashLSH({ threshold: 0.7, samples: c.samples, backend: 'cpu', kind: 'classic' });
+    const all = Uint32Array.from({ length: c.rows }, (_, i) => i);
+    mem.insert(all, sigs);
+    const lsh = open(`cl${n++}`, { kind: 'classic' });
+    const other = open(lsh.storagePrefix!, { kind: 'classic' });
+    const cut = 101;
+    await lsh.insert(all.subarray(cut), sigs.subarray(cut * c.samples), { vectors: rowsOf(c.matrix, cut, c.rows) });
+    await other.insert(all.subarray(0, cut), sigs.subarray(0, cut * c.samples), { vectors: rowsOf(c.matrix, 0, cut) });
+    const want = await everything(mem, cc);
+    sameGroups(await everything(lsh, cc), want);
+    sameGroups(await everything(other, cc, false), want);
+    // Independent oracle: brute-force Jaccard of the rows' column sets (the weights vary, so weighted Jaccard differs).
+    const set = (r: number) => new Set(c.matrix.indices.subarray(c.matrix.indptr[r], c.matrix.indptr[r + 1]));
+    const g = await other.groups({ verify: 'exact' });
+    expect(g.pairs.left.length).toBeGreaterThan(20);
+    let weightedDiffers = 0;
+    g.pairs.left.forEach((l, k) => {
+      const a = set(l);
+      const b = set(g.pairs.right[k]);
+      const inter = [...a].filter((x) => b.has(x)).length;
+      const j = inter / (a.size + b.size - inter);
+      expect(g.pairs.similarity[k]).toBeCloseTo(j, 6);
+      expect(j).toBeGreaterThanOrEqual(0.7);
+      if (j < 1 && Math.abs(weightedJaccardRows(c.matrix, l, g.pairs.right[k]) - j) > 1e-3) weightedDiffers++;
+    });
+    expect(weightedDiffers).toBeGreaterThan(0);
+    // The index's kind is fixed in Redis: a weighted MinHashLSH on it is refused.
+    const weighted = open(lsh.storagePrefix!);
+    await expect(weighted.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/has width=1, this MinHashLSH has width=2/) });
+    await weighted.close();
+    expect(() => lsh.insert([1], sigRows(c.sigs, c.samples, 1, 2))).toThrow(/samples \* 1 = /);
     await other.close();
     await lsh.clear();
   });

@@ -11,11 +11,12 @@ import type { Cluster, Redis } from 'ioredis';
 import { devices } from '../backend.js';
 import { connectRedis } from '../lsh-redis.js';
 import { MinHashLSH } from '../lsh.js';
-import { WeightedMinHash } from '../minhash.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import { CliError } from './errors.js';
+import { dedupMethod, defaultWeighting, signer } from './dedup-method.js';
 import type { DedupOptions } from './dedup.js';
+import type { SignatureKind } from '../lsh.js';
 import type { Io } from './options.js';
 import type { Readable } from 'node:stream';
 import { dedupParams, recallCurve, recallParams } from '../lsh.js';
@@ -35,6 +36,8 @@ interface Job {
   seed: number;
   mode: TextMode;
   weighting: Weighting;
+  /** The signature family (and the Redis index's signature width). */
+  method: SignatureKind;
   q: number;
   hashBits: number;
   minTokens: number;
@@ -83,6 +86,7 @@ function lshFor(o: ShardOptions, job: Job): MinHashLSH {
     samples: p.samples,
     backend: o.backend,
     devices: o.devices,
+    kind: job.method,
     storage: { type: 'redis', url: o.redis, prefix: `${o.prefix}:lsh` },
   });
 }
@@ -125,20 +129,21 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
     if (!o.quiet) io.stderr.write(s + '\n');
   };
   if (paths.length === 0) throw new CliError('--shard needs the input paths (or - for stdin)', 'every worker gets the same input', 2);
-  if (o.weighting === 'tfidf') {
-    throw new CliError('--weighting tfidf needs document frequencies over the whole corpus, which no shard has', 'use --weighting count or binary with --redis', 2);
-  }
   const stdin = paths.includes('-');
   const named = paths.filter((p) => p !== '-');
   const mode: TextMode = o.mode ?? (stdin && named.length === 0 ? 'words' : 'code');
+  const weighting = o.weighting ?? defaultWeighting(o.weighted);
+  if (weighting === 'tfidf') {
+    throw new CliError('--weighting tfidf needs document frequencies over the whole corpus, which no shard has', 'use --weighting count or binary with --redis', 2);
+  }
   const job: Job = {
     threshold: o.threshold,
     samples: dedupParams({ threshold: o.threshold, recall: o.recall, samples: o.samples }).samples,
     recall: o.recall,
     seed: o.seed,
     mode,
-    // The shared Redis index holds weighted signatures: counts unless asked otherwise.
-    weighting: o.weighting ?? 'count',
+    weighting,
+    method: dedupMethod(weighting, o.weighted),
     q: o.q,
     hashBits: o.hashBits ?? DEFAULT_HASH_BITS,
     minTokens: o.minTokens ?? 1,
@@ -161,9 +166,9 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   }
   const { files, unreadable } = expandPaths(named, { extensions, gitignore: o.gitignore, exclude: o.exclude });
   for (const f of files) docs.push({ file: f });
-  const featOptions: TextFeaturizerOptions = { mode, weighting: job.weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
+  const featOptions: TextFeaturizerOptions = { mode, weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
   const feat = new TextFeaturizer(featOptions).freeze();
-  using wmh = new WeightedMinHash({ dim: 2 ** job.hashBits, samples: job.samples, seed: job.seed, backend: o.backend, devices: o.devices });
+  const hasher = signer(job.method, { dim: 2 ** job.hashBits, samples: job.samples, seed: job.seed, backend: o.backend, devices: o.devices });
   const lsh = lshFor(o, job);
   const shardName = `${shard}/${shards}`;
   try {
@@ -208,7 +213,7 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
         stats.rows = rowIds.length;
         const matrix = feat.build();
         if (rowIds.length) {
-          const sigs = await wmh.hash(matrix);
+          const sigs = await hasher.hash(matrix);
           // Names first: a row the report can see always has one.
           const byPart = new Map<number, string[]>();
           rowIds.forEach((id, x) => {
@@ -228,6 +233,7 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
       say(`cusim: shard ${shardName}: ${mine.length} documents, ${rows} inserted${resumed ? ` (${resumed} of ${batches} batches were already done)` : ''}`);
     });
   } finally {
+    hasher.dispose();
     await lsh.close();
   }
   return 0;
@@ -294,7 +300,7 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       schema: 'cusim.dedup/1',
       backend: o.backend,
       gpus: o.backend === 'cuda' ? devices().gpus.map((x) => x.name) : [],
-      options: { threshold: job.threshold, samples: job.samples, seed: job.seed, mode: job.mode, weighting: job.weighting },
+      options: { threshold: job.threshold, samples: job.samples, seed: job.seed, mode: job.mode, weighting: job.weighting, method: job.method },
       input: {
         source: job.source,
         documents: stats.reduce((s, x) => s + x.documents, 0),

@@ -10,12 +10,13 @@ import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
 import type { Backend } from '../backend.js';
 import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
-import type { GroupsResult, LshParams } from '../lsh.js';
+import type { GroupsResult, LshParams, SignatureKind } from '../lsh.js';
 import { WeightedMinHash } from '../minhash.js';
-import { MinHash } from '../classic-minhash.js';
+import { MinHash, tokenHashRows } from '../classic-minhash.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
+import { dedupMethod, defaultWeighting } from './dedup-method.js';
 import { escapeText } from './escape.js';
 import { DEFAULT_HASH_BITS, reportCommand, shardCommand } from './dedup-shard.js';
 import { CliError, fsError } from './errors.js';
@@ -38,7 +39,9 @@ export interface DedupOptions {
   recall: number;
   seed: number;
   mode?: TextMode;
+  /** Left out: the mode's default (defaultWeighting). */
   weighting?: Weighting;
+  /** Weighted MinHash even for binary features. */
   weighted?: boolean;
   q: number;
   backend: 'auto' | 'cpu' | 'cuda';
@@ -72,25 +75,10 @@ const DEFAULT_SAMPLES = 128;
 const DEFAULT_THRESHOLD = 0.9;
 const DEFAULT_RECALL = 0.95;
 
-/**
- * 'classic': MinHash over each document's set of 32-bit token hashes (binary
- * features: shingles, words, identifiers), verified by set Jaccard; tokens
- * are hashed natively on all cores, with no vocabulary. 'weighted':
- * weighted MinHash over token counts (or tf-idf) from a vocabulary, verified
- * by weighted Jaccard.
- */
-type DedupMethod = 'classic' | 'weighted';
-
-/** The method a run uses: weighted where weights are asked for. */
-function methodOf(o: DedupOptions): DedupMethod {
-  if (o.weighted) return 'weighted';
-  return o.weighting === undefined || o.weighting === 'binary' ? 'classic' : 'weighted';
-}
-
 /** What the stages of one run share. */
 interface Run {
   o: DedupOptions;
-  method: DedupMethod;
+  method: SignatureKind;
   backend: Backend;
   bar: Progress;
   signal: AbortSignal | undefined;
@@ -138,8 +126,11 @@ async function signatures(matrix: CsrMatrix, params: LshParams & { samples: numb
     method === 'classic'
       ? new MinHash({ samples: params.samples, seed: o.seed, backend, devices: o.devices })
       : new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
+  // Token hashes (32 bits) go in as they are; narrower hashed columns
+  // (--hash-bits) are mixed first, as --shard workers do.
+  const input = method === 'classic' && matrix.cols < 2 ** 32 ? tokenHashRows(matrix) : matrix;
   try {
-    return await mh.hash(matrix, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
+    return await mh.hash(input, { signal, onProgress: bar.listener({ hash: 'hashing' }, { hash: 'docs' }) });
   } finally {
     mh.dispose();
   }
@@ -183,11 +174,11 @@ async function featurize(
   mode: TextMode,
   minTokens: number,
   featOptions: TextFeaturizerOptions,
-  method: DedupMethod,
+  method: SignatureKind,
 ): Promise<Featurized> {
   const feat = new TextFeaturizer(featOptions);
   // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
-  const hashed = method === 'classic' ? { bits: 32, values: false } : undefined;
+  const hashed = method === 'classic' ? { bits: o.hashBits ?? 32, values: false } : undefined;
   const skipped: Skip[] = unreadable.map((u) => ({ id: displayPath(u), reason: 'unreadable' as const, detail: 'cannot list the directory' }));
 
   // Records: streamed, featurized in batches as they arrive.
@@ -344,9 +335,9 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     } else docFiles.push(f);
   }
   const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');
+  const weighting = o.weighting ?? defaultWeighting(o.weighted);
+  const method = dedupMethod(weighting, o.weighted);
   const minTokens = o.minTokens ?? (scan ? 10 : 1);
-  const method = methodOf(o);
-  const weighting: Weighting = method === 'classic' ? 'binary' : (o.weighting ?? 'count');
   const featOptions: TextFeaturizerOptions = {
     mode,
     weighting,
@@ -381,7 +372,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   const curve = recallCurve(params.bands, params.rows, o.threshold, recallParams(o.threshold, DEFAULT_SAMPLES, { recall: o.recall }).at);
   say(
     `cusim: ${matrix.rows.toLocaleString('en-US')} documents, ${matrix.indices.length.toLocaleString('en-US')} nonzeros over ` +
-      `${matrix.cols.toLocaleString('en-US')} features; hashing ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
+      `${matrix.cols.toLocaleString('en-US')} features; ${method} MinHash, ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
   const result = await findGroups(matrix, params, { o, method, backend, bar, signal: io.signal }, endStage);
@@ -444,7 +435,7 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
         'with no path, scans ./node_modules for copied source files and packages',
     )
     .argument('[paths...]', "files, directories (recursive) or '-' for records on stdin")
-    .option('-t, --threshold <x>', 'weighted Jaccard similarity threshold', between('threshold', 0, 1), DEFAULT_THRESHOLD)
+    .option('-t, --threshold <x>', 'similarity threshold (set Jaccard for binary features, else weighted Jaccard)', between('threshold', 0, 1), DEFAULT_THRESHOLD)
     .option('-r, --recall <p>', 'least probability of finding a pair at similarity threshold + 0.05', between('recall', 0, 1), DEFAULT_RECALL)
     .option('-s, --samples <n>', `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`, integer('samples', 1, 65536))
     .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)

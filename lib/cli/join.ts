@@ -4,8 +4,10 @@ import { Command, Option } from 'commander';
 import { createReadStream, statSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { resolveBackend } from '../backend.js';
-import { similarityJoin } from '../join.js';
-import type { JoinMeasure } from '../join.js';
+import { similarityJoin, similarityJoinStream } from '../join.js';
+import type { JoinChunk, JoinMeasure, JoinOptions } from '../join.js';
+import type { Backend } from '../backend.js';
+import type { CsrMatrix } from '../validate.js';
 import { TextFeaturizer } from '../text/index.js';
 import { delimiter } from './dedup.js';
 import { csvField, escapeText, safeJson } from './escape.js';
@@ -33,6 +35,13 @@ interface JoinCliOptions {
   limit: number;
   quiet?: boolean;
   progress: boolean;
+  sort?: boolean;
+  chunkPairs?: number;
+}
+
+/** The whole join as one chunk, sorted by (left, right). */
+async function* sortedOnce(sets: CsrMatrix, options: JoinOptions): AsyncGenerator<JoinChunk & { backend: Backend }> {
+  yield await similarityJoin(sets, options);
 }
 
 /** The records of a file, or of stdin for '-', as a stream with its size where known. */
@@ -108,62 +117,72 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
   if (io.signal?.aborted) return 0;
   if (ids.length === 0) throw new CliError(`no records found in ${file === '-' ? 'stdin' : escapeText(file)}`, 'check the file, --format and --field', 1);
   const sets = feat.build();
-  const r = await similarityJoin(sets, {
+  const joinOptions = {
     threshold,
     measure: o.measure,
     backend: o.backend,
     signal: io.signal,
     onProgress: bar.listener({ join: 'joining' }, { join: 'records' }),
-  });
-  bar.stop();
-  const order = Array.from(r.left.keys()).sort((a, b) => r.left[a] - r.left[b] || r.right[a] - r.right[b]);
+    ...(o.chunkPairs === undefined ? {} : { tuning: { maxChunkPairs: o.chunkPairs } }),
+  };
+  // Pairs go out as the join hands them over, chunk by chunk (each sorted by
+  // (left, right)); --sort gathers them all first for one global order.
+  const chunks = o.sort ? sortedOnce(sets, joinOptions) : similarityJoinStream(sets, joinOptions);
   const round = (x: number): number => Math.round(x * 1e6) / 1e6;
   const tokens = o.words ? 'words' : `${q}-grams`;
-  const write = (s: string): boolean => {
+  let out = '';
+  // Buffers output and writes it in blocks of 64 KiB; false once stdout is closed.
+  const emit = (s: string, flush = false): boolean => {
+    out += s;
+    if (out.length < 1 << 16 && !flush) return true;
     if (io.stdoutClosed?.()) return false;
-    io.stdout.write(s);
+    io.stdout.write(out);
+    out = '';
     return true;
   };
+  const limit = o.json || o.csv ? Infinity : o.limit === 0 ? Infinity : o.limit;
+  let pairs = 0;
+  let backendUsed: string = backend;
+  // The head names the backend the join runs on (auto keeps small joins on the CPU): written with the first chunk.
+  let started = false;
+  const start = (): void => {
+    started = true;
+    if (o.json) {
+      const head = { schema: 'cusim.join/1', backend: backendUsed, options: { threshold, measure: o.measure, tokens }, records: ids.length };
+      emit(safeJson(head, 2).replace(/\n}$/, ',\n  "pairs": ['));
+    } else if (o.csv) emit('left,right,overlap,similarity\n');
+  };
+  try {
+    for await (const r of chunks) {
+      backendUsed = r.backend;
+      if (!started) start();
+      for (let i = 0; i < r.left.length; i++, pairs++) {
+        let line: string;
+        if (o.json) {
+          line = (pairs ? ',' : '') + '\n    ' + safeJson({ left: ids[r.left[i]], right: ids[r.right[i]], overlap: r.overlap[i], similarity: round(r.similarity[i]) });
+        } else if (o.csv) {
+          line = `${csvField(ids[r.left[i]])},${csvField(ids[r.right[i]])},${r.overlap[i]},${round(r.similarity[i])}\n`;
+        } else if (pairs < limit) {
+          const a = r.left[i];
+          const b = r.right[i];
+          line = `${round(r.similarity[i]).toFixed(3)}  ${escapeText(ids[a])}: ${escapeText(clips[a])}  ~  ${escapeText(ids[b])}: ${escapeText(clips[b])}\n`;
+        } else continue;
+        if (!emit(line)) return 0;
+      }
+      // What is gathered goes out with each chunk, so a consumer sees pairs as they are found.
+      if (!emit('', true)) return 0;
+    }
+  } finally {
+    bar.stop();
+  }
+  if (!started) start();
   if (o.json) {
-    const head = {
-      schema: 'cusim.join/1',
-      backend: r.backend,
-      options: { threshold, measure: o.measure, tokens },
-      records: ids.length,
-    };
-    // Pairs a few thousand at a time: a large result is never one string.
-    let out = safeJson(head, 2).replace(/\n}$/, ',\n  "pairs": [');
-    for (let k = 0; k < order.length; k++) {
-      const i = order[k];
-      out += (k ? ',' : '') + '\n    ' + safeJson({ left: ids[r.left[i]], right: ids[r.right[i]], overlap: r.overlap[i], similarity: round(r.similarity[i]) });
-      if (out.length > 1 << 16 && !write(out)) return 0;
-      else if (out.length > 1 << 16) out = '';
-    }
-    write(out + `${order.length ? '\n  ' : ''}],\n  "elapsedMs": ${Math.round(performance.now() - t0)}\n}\n`);
+    emit(`${pairs ? '\n  ' : ''}],\n  "elapsedMs": ${Math.round(performance.now() - t0)}\n}\n`, true);
   } else if (o.csv) {
-    let out = 'left,right,overlap,similarity\n';
-    for (const i of order) {
-      out += `${csvField(ids[r.left[i]])},${csvField(ids[r.right[i]])},${r.overlap[i]},${round(r.similarity[i])}\n`;
-      if (out.length > 1 << 16) {
-        if (!write(out)) return 0;
-        out = '';
-      }
-    }
-    write(out);
+    emit('', true);
   } else {
-    const limit = o.limit === 0 ? Infinity : o.limit;
-    let out = '';
-    for (const i of order.slice(0, limit)) {
-      const a = r.left[i];
-      const b = r.right[i];
-      out += `${round(r.similarity[i]).toFixed(3)}  ${escapeText(ids[a])}: ${escapeText(clips[a])}  ~  ${escapeText(ids[b])}: ${escapeText(clips[b])}\n`;
-      if (out.length > 1 << 16) {
-        if (!write(out)) return 0;
-        out = '';
-      }
-    }
-    if (order.length > limit) out += `… ${order.length - limit} more pairs (use --limit 0 for all, or --json)\n`;
-    write(out + `\n${ids.length} records, ${order.length} pairs with ${o.measure} ≥ ${threshold} over ${tokens} (${r.backend})\n`);
+    if (pairs > limit) emit(`… ${pairs - limit} more pairs (use --limit 0 for all, or --json)\n`);
+    emit(`\n${ids.length} records, ${pairs} pairs with ${o.measure} ≥ ${threshold} over ${tokens} (${backendUsed})\n`, true);
   }
   return 0;
 }
@@ -185,6 +204,8 @@ export function registerJoin(program: Command, io: Io, done: (code: number) => v
     .option('--json', 'print JSON (schema cusim.join/1)')
     .option('--csv', 'print CSV: left,right,overlap,similarity')
     .option('--limit <n>', 'pairs shown in the table (0: all)', integer('limit', 0, 1e9), 50)
+    .option('--sort', 'print all pairs sorted by (left, right) (default: printed as found, sorted within each chunk)')
+    .option('--chunk-pairs <n>', 'most pairs the CPU join hands over at once (default 2^26; bounds memory)', integer('chunk-pairs', 1, 2 ** 32 - 1))
     .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'print stack traces on errors')

@@ -42,7 +42,8 @@ export interface DedupReport {
   schema: 'cusim.dedup/1';
   backend: string;
   gpus: string[];
-  options: { threshold: number; samples: number; seed: number; mode: string; weighting: string; method?: 'classic' | 'weighted' };
+  /** method: the signature family, 'classic' (binary features: set Jaccard) or 'weighted'. */
+  options: { threshold: number; samples: number; seed: number; mode: string; weighting: string; method: string };
   input: { source: string; documents: number; featurized: number; tooSmall: number; skipped: Skip[] };
   /** The banding used and its expected recall: P(candidate) by similarity. */
   lsh: { bands: number; rows: number; samples: number; recall: { similarity: number; probability: number }[] };
