@@ -6,7 +6,16 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['dist/**', 'build*/**', 'prebuilds/**', 'node_modules/**', 'bench/results/**', 'bench/peers/**', 'test/fixtures/**', '.bench-data/**'],
+    ignores: [
+      'dist/**',
+      'build*/**',
+      'prebuilds/**',
+      'node_modules/**',
+      'bench/results/**',
+      'bench/peers/**',
+      'test/fixtures/**',
+      '.bench-data/**',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,

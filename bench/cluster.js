@@ -13,7 +13,6 @@ const V = 140_000;
 const K = 35;
 const T = 0.6;
 
-
 // n documents: lengths log-normal around 55, Zipf(1.07) terms, weight =
 // tf * idf with idf falling with the term's popularity (as TF-IDF does).
 function stream(n, seed) {
@@ -47,7 +46,13 @@ function stream(n, seed) {
 function slice(m, b, e) {
   const base = m.indptr[b];
   const indptr = m.indptr.slice(b, e + 1).map((x) => x - base);
-  return { rows: e - b, cols: m.cols, indptr, indices: m.indices.subarray(base, m.indptr[e]), values: m.values.subarray(base, m.indptr[e]) };
+  return {
+    rows: e - b,
+    cols: m.cols,
+    indptr,
+    indices: m.indices.subarray(base, m.indptr[e]),
+    values: m.values.subarray(base, m.indptr[e]),
+  };
 }
 
 async function grow(c, target, seed, log) {
@@ -130,8 +135,24 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
       if (gpu && defaults) {
         const { s: ds, m: dm, n, nb } = defaults;
         variantRows.push(
-          { clusters: target, variant: 'sequential, plain 32-bit scan (default)', docs: n, 'ms/doc': ds.ms / n, 'kernel ms/doc': ds.r.kernelMs / n, 'docs/s': (n / ds.ms) * 1e3, 'same clusters': 'yes' },
-          { clusters: target, variant: 'batch B=512, flat postings walk (default)', docs: nb, 'ms/doc': dm.ms / nb, 'kernel ms/doc': dm.r.kernelMs / nb, 'docs/s': (nb / dm.ms) * 1e3, 'same clusters': 'yes' },
+          {
+            clusters: target,
+            variant: 'sequential, plain 32-bit scan (default)',
+            docs: n,
+            'ms/doc': ds.ms / n,
+            'kernel ms/doc': ds.r.kernelMs / n,
+            'docs/s': (n / ds.ms) * 1e3,
+            'same clusters': 'yes',
+          },
+          {
+            clusters: target,
+            variant: 'batch B=512, flat postings walk (default)',
+            docs: nb,
+            'ms/doc': dm.ms / nb,
+            'kernel ms/doc': dm.r.kernelMs / nb,
+            'docs/s': (nb / dm.ms) * 1e3,
+            'same clusters': 'yes',
+          },
         );
         for (const [label, tuning, mode, docs, ref] of [
           ['batch B=256', { batchSize: 256 }, 'batch', slice(bat, 0, nb), dm],
@@ -141,7 +162,15 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
           const x = await measure(v, docs, mode);
           v.dispose();
           const same = x.r.cluster.every((c, i) => c === ref.r.cluster[i]) ? 'yes' : 'NO';
-          variantRows.push({ clusters: target, variant: label, docs: docs.rows, 'ms/doc': x.ms / docs.rows, 'kernel ms/doc': x.r.kernelMs / docs.rows, 'docs/s': (docs.rows / x.ms) * 1e3, 'same clusters': same });
+          variantRows.push({
+            clusters: target,
+            variant: label,
+            docs: docs.rows,
+            'ms/doc': x.ms / docs.rows,
+            'kernel ms/doc': x.r.kernelMs / docs.rows,
+            'docs/s': (docs.rows / x.ms) * 1e3,
+            'same clusters': same,
+          });
           log(JSON.stringify(variantRows[variantRows.length - 1]));
         }
       }
@@ -169,7 +198,20 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
   const sections = [
     {
       title: `streaming clustering (K=${K}, T=${T}, vocabulary ${V})`,
-      columns: ['backend', 'clusters', 'seq docs', 'seq ms/doc', 'seq kernel ms/doc', 'seq docs/s', 'batch docs', 'batch docs/s', 'batch kernel ms', 'rescored', 'joined', 'batch = seq'],
+      columns: [
+        'backend',
+        'clusters',
+        'seq docs',
+        'seq ms/doc',
+        'seq kernel ms/doc',
+        'seq docs/s',
+        'batch docs',
+        'batch docs/s',
+        'batch kernel ms',
+        'rescored',
+        'joined',
+        'batch = seq',
+      ],
       rows,
       notes,
     },
@@ -179,7 +221,10 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
       title: 'micro-batch sizes (tuning.batchSize), each from the same saved state',
       columns: ['clusters', 'variant', 'docs', 'ms/doc', 'kernel ms/doc', 'docs/s', 'same clusters'],
       rows: variantRows,
-      notes: ['docs/perf/cluster.md says why B=512 is the default', '"same clusters": identical cluster ids to the default variant on the same documents'],
+      notes: [
+        'docs/perf/cluster.md says why B=512 is the default',
+        '"same clusters": identical cluster ids to the default variant on the same documents',
+      ],
     });
   }
   if (gpu) {
@@ -187,8 +232,20 @@ export async function run({ cusim, quick, backends, log, runPeer, peersDir }) {
     const prow = peer.skipped
       ? [{ peer: 'CuPy/cuSPARSE', note: peer.skipped }]
       : [
-          { peer: 'CuPy csr SpMV + argmax (1 doc)', 'ms/doc': peer.spmv_ms, 'docs/s': 1e3 / peer.spmv_ms, 'ours docs/s': cu?.['seq docs/s'], ratio: cu ? cu['seq docs/s'] / (1e3 / peer.spmv_ms) : undefined },
-          { peer: 'CuPy csr SpMM + argmax (256 docs)', 'ms/doc': peer.spmm_ms / 256, 'docs/s': (256 * 1e3) / peer.spmm_ms, 'ours docs/s': cu?.['batch docs/s'], ratio: cu ? cu['batch docs/s'] / ((256 * 1e3) / peer.spmm_ms) : undefined },
+          {
+            peer: 'CuPy csr SpMV + argmax (1 doc)',
+            'ms/doc': peer.spmv_ms,
+            'docs/s': 1e3 / peer.spmv_ms,
+            'ours docs/s': cu?.['seq docs/s'],
+            ratio: cu ? cu['seq docs/s'] / (1e3 / peer.spmv_ms) : undefined,
+          },
+          {
+            peer: 'CuPy csr SpMM + argmax (256 docs)',
+            'ms/doc': peer.spmm_ms / 256,
+            'docs/s': (256 * 1e3) / peer.spmm_ms,
+            'ours docs/s': cu?.['batch docs/s'],
+            ratio: cu ? cu['batch docs/s'] / ((256 * 1e3) / peer.spmm_ms) : undefined,
+          },
         ];
     sections.push({
       title: `peer: cuSPARSE through CuPy, ${last} x ${K} random centroids`,

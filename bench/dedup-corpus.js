@@ -42,7 +42,18 @@ const planted = readFileSync(`${corpus}.planted.jsonl`, 'utf8')
   .filter(Boolean)
   .map((l) => JSON.parse(l));
 
-const cliArgs = [path.join(root, 'bin', 'cusim'), 'dedup', corpus, '--field', 'text', '--json', '--backend', args.backend, '-t', args.threshold];
+const cliArgs = [
+  path.join(root, 'bin', 'cusim'),
+  'dedup',
+  corpus,
+  '--field',
+  'text',
+  '--json',
+  '--backend',
+  args.backend,
+  '-t',
+  args.threshold,
+];
 const timeBin = existsSync('/usr/bin/time') ? '/usr/bin/time' : undefined;
 const cmd = timeBin ? timeBin : process.execPath;
 const argv = timeBin ? ['-v', process.execPath, ...cliArgs] : cliArgs;
@@ -108,7 +119,9 @@ for (const p of planted) {
 }
 let ok = falsePairs === 0;
 const lines = [];
-lines.push(`## cusim dedup ${path.basename(corpus)} --field text (${report.backend}${report.gpus.length ? `: ${report.gpus.join(', ')}` : ''})`);
+lines.push(
+  `## cusim dedup ${path.basename(corpus)} --field text (${report.backend}${report.gpus.length ? `: ${report.gpus.join(', ')}` : ''})`,
+);
 lines.push('');
 lines.push(
   `${report.input.documents.toLocaleString('en-US')} documents, ${report.groups.length.toLocaleString('en-US')} groups; ` +
@@ -137,7 +150,9 @@ for (const b of bins) {
   const slack = 4 * Math.sqrt(b.variance) + 1;
   const good = b.sureMissed === 0 && b.found >= b.expected - slack;
   ok &&= good;
-  lines.push(`| ${b.name} | ${b.planted} | ${b.found} | ${b.expected.toFixed(1)} | ${good ? 'ok' : 'FAIL'}${b.sureMissed ? ` (${b.sureMissed} certain pairs missed)` : ''} |`);
+  lines.push(
+    `| ${b.name} | ${b.planted} | ${b.found} | ${b.expected.toFixed(1)} | ${good ? 'ok' : 'FAIL'}${b.sureMissed ? ` (${b.sureMissed} certain pairs missed)` : ''} |`,
+  );
 }
 lines.push('');
 lines.push(`verdict: ${ok ? 'PASS' : 'FAIL'}`);

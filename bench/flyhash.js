@@ -56,11 +56,14 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     try {
       if (hasGpu) {
         let kernel = '';
-        const t = await time(async () => {
-          const r = await fly.hash(X, { backend: 'cuda' });
-          kernel = r.kernel;
-          return { deviceMs: r.kernelMs };
-        }, { warmup: 1, repeats });
+        const t = await time(
+          async () => {
+            const r = await fly.hash(X, { backend: 'cuda' });
+            kernel = r.kernel;
+            return { deviceMs: r.kernelMs };
+          },
+          { warmup: 1, repeats },
+        );
         row['GPU kernel'] = kernel;
         row['GPU kernel ms'] = t.deviceMs.median;
         row['GPU wall ms'] = t.wallMs.median;
@@ -88,13 +91,15 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
   const paper = [];
   for (const sh of shapes) {
     // One torch run per shape: a dense fp32 matmul's time does not depend on the values.
-    const peer = hasGpu && !quick
-      ? runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k, 'fp32', 'u8'], { timeoutMs: 600_000 })
-      : null;
+    const peer =
+      hasGpu && !quick
+        ? runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k, 'fp32', 'u8'], { timeoutMs: 600_000 })
+        : null;
     // The strongest peer for 8-bit data: int8 tensor cores (torch._int_mm), exact for these shapes.
-    const peer8 = hasGpu && !quick
-      ? runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k, 'int8', 'u8'], { timeoutMs: 600_000 })
-      : null;
+    const peer8 =
+      hasGpu && !quick
+        ? runPeer(path.join(peersDir, 'flyhash_torch.py'), [sh.n, sh.d, sh.m, sh.s, sh.k, 'int8', 'u8'], { timeoutMs: 600_000 })
+        : null;
     for (const kind of kinds) {
       log(`flyhash ${sh.name} ${kind.data}`);
       const X = { data: kind.make(sh.n * sh.d, 7), rows: sh.n, cols: sh.d };
@@ -159,12 +164,15 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
             log(`flyhash variant ${v.knob}${v.maxR ? ` R<=${v.maxR}` : ''} ${output} ${sh.name}`);
             let kernel = '';
             let transfer = 0;
-            const t = await time(async () => {
-              const r = await fly.hash(X, { backend: 'cuda', output });
-              kernel = r.kernel;
-              transfer = r.transferMs;
-              return { deviceMs: r.kernelMs };
-            }, { warmup: 1, repeats: 3 });
+            const t = await time(
+              async () => {
+                const r = await fly.hash(X, { backend: 'cuda', output });
+                kernel = r.kernel;
+                transfer = r.transferMs;
+                return { deviceMs: r.kernelMs };
+              },
+              { warmup: 1, repeats: 3 },
+            );
             tuning.push({
               shape: sh.name,
               data: v.data,
@@ -196,18 +204,26 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
           ...gpuCols,
           ...cpuCols,
           ...(hasGpu
-            ? ['GPU/CPU (wall)', 'torch fp32 ms', 'GPU kernel vs torch', 'GPU wall vs torch', 'torch int8 ms', 'GPU kernel vs torch int8', 'GPU wall vs torch int8']
+            ? [
+                'GPU/CPU (wall)',
+                'torch fp32 ms',
+                'GPU kernel vs torch',
+                'GPU wall vs torch',
+                'torch int8 ms',
+                'GPU kernel vs torch int8',
+                'GPU wall vs torch int8',
+              ]
             : []),
           'target ms',
           'issue torch ms',
         ],
         rows: paper,
         notes: [
-          'GPU kernel ms: CUDA events around each batch\'s FlyHash kernels, the union over the two streams (time overlapped by two batches counts once; before 2026-11-22 v5 the intervals were summed, which overstated it); wall ms adds host staging and PCIe copies of X and the codes (batches pipelined on 2 streams).',
+          "GPU kernel ms: CUDA events around each batch's FlyHash kernels, the union over the two streams (time overlapped by two batches counts once; before 2026-11-22 v5 the intervals were summed, which overstated it); wall ms adds host staging and PCIe copies of X and the codes (batches pipelined on 2 streams).",
           `CPU: all cores; above ${CPU_WORK.toExponential(0)} gather-adds the CPU is timed on the first "CPU rows timed" rows and vectors/s extrapolated.`,
           'torch int8: the 8-bit values shifted to int8 (x - 128) times the binary W on int8 tensor cores (torch._int_mm, cuBLASLt) + torch.topk; every output drops by the same 128 s, so its top-k is exact; one run per shape, data resident on the GPU, CUDA events. The float rows compare against it too, though torch would need another method for float data.',
           'torch fp32: dense X @ W (W the same-shape binary projection, s ones per column) + torch.topk, data resident on the GPU, CUDA events; bench/peers/flyhash_torch.py, one run per shape on 8-bit-valued data (a dense fp32 matmul takes the same time on any values).',
-          '8-bit: uniform integers in [0, 255] as Float32 (the datasets\' pixel and SIFT values): the GPU runs them exactly on int8 tensor cores (kernel mma-u8). Uint8Array: the same values passed as bytes. float: uniform in [0, 1): quantized per row on the GPU, int8 tensor cores, exact float sums where the bytes cannot decide (kernel mma-q8); the variants section also times the float gather kernels (tile-large).',
+          "8-bit: uniform integers in [0, 255] as Float32 (the datasets' pixel and SIFT values): the GPU runs them exactly on int8 tensor cores (kernel mma-u8). Uint8Array: the same values passed as bytes. float: uniform in [0, 1): quantized per row on the GPU, int8 tensor cores, exact float sums where the bytes cannot decide (kernel mma-q8); the variants section also times the float gather kernels (tile-large).",
           'Targets (issue 6): >= 5x torch fp32; FashionMNIST <= 10 ms; CIFAR10 <= 100 ms; 1M x 128 >= 1e8 vectors/s; >= 30x CPU.',
         ],
       },
@@ -221,7 +237,17 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
         ? [
             {
               title: 'GPU variants: kernel families and legacy rows per block',
-              columns: ['shape', 'data', 'variant', 'output', 'kernel that ran', 'GPU kernel ms', 'GPU wall ms', 'transfer ms (events)', 'GPU vectors/s (kernel)'],
+              columns: [
+                'shape',
+                'data',
+                'variant',
+                'output',
+                'kernel that ran',
+                'GPU kernel ms',
+                'GPU wall ms',
+                'transfer ms (events)',
+                'GPU vectors/s (kernel)',
+              ],
               rows: tuning,
               notes: [
                 'tuning.kernel forces a family (auto, mma, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',

@@ -66,8 +66,7 @@ function recallAt(got, gotK, truth, truthK, nq, k) {
 /** One byte per bit (0/1), the layout usearch's JavaScript binding takes for b1. */
 function unpack(words, rows, bits) {
   const out = new Int8Array(rows * bits);
-  for (let r = 0; r < rows; r++)
-    for (let b = 0; b < bits; b++) out[r * bits + b] = (words[(r * bits + b) >>> 5] >>> (b & 31)) & 1;
+  for (let r = 0; r < rows; r++) for (let b = 0; b < bits; b++) out[r * bits + b] = (words[(r * bits + b) >>> 5] >>> (b & 31)) & 1;
   return out;
 }
 
@@ -151,31 +150,31 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         ix.add(db);
         await ix.build();
         try {
-        const qv = qs.subarray(0, q * w);
-        let last;
-        const t = await time(
-          async () => {
-            last = await ix.search(qv, { k, ...searchOpts });
-            return backend === 'cuda' ? { deviceMs: last.kernelMs } : undefined;
-          },
-          { warmup: 1, repeats },
-        );
-        outs.set(label, last);
-        rows.push({
-          data,
-          method: label,
-          backend,
-          n,
-          bits,
-          queries: q,
-          'wall ms': t.wallMs.median,
-          'kernel ms': t.deviceMs?.median,
-          'q/s (wall)': q / (t.wallMs.median / 1e3),
-          'q/s (kernel)': t.deviceMs ? q / (t.deviceMs.median / 1e3) : undefined,
-          'recall@10': recallAt(last.ids, k, truth, k, Math.min(q, truthQ), k),
-          'scored/query': opts.method === 'ewh' ? last.scored / q : undefined,
-          'shortlist/query': opts.method === 'ewh' ? last.shortlisted / q : undefined,
-        });
+          const qv = qs.subarray(0, q * w);
+          let last;
+          const t = await time(
+            async () => {
+              last = await ix.search(qv, { k, ...searchOpts });
+              return backend === 'cuda' ? { deviceMs: last.kernelMs } : undefined;
+            },
+            { warmup: 1, repeats },
+          );
+          outs.set(label, last);
+          rows.push({
+            data,
+            method: label,
+            backend,
+            n,
+            bits,
+            queries: q,
+            'wall ms': t.wallMs.median,
+            'kernel ms': t.deviceMs?.median,
+            'q/s (wall)': q / (t.wallMs.median / 1e3),
+            'q/s (kernel)': t.deviceMs ? q / (t.deviceMs.median / 1e3) : undefined,
+            'recall@10': recallAt(last.ids, k, truth, k, Math.min(q, truthQ), k),
+            'scored/query': opts.method === 'ewh' ? last.scored / q : undefined,
+            'shortlist/query': opts.method === 'ewh' ? last.shortlisted / q : undefined,
+          });
         } finally {
           ix.dispose();
         }
@@ -184,7 +183,8 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         await runOne('exact popc', 'cuda', {}, { exactKernel: 'popc' }, nq);
         await runOne('exact mma', 'cuda', {}, { exactKernel: 'mma' }, nq);
         await runOne('exact mma2', 'cuda', {}, { exactKernel: 'mma2' }, nq);
-        const a = outs.get('exact popc'), b = outs.get('exact mma2');
+        const a = outs.get('exact popc'),
+          b = outs.get('exact mma2');
         const same = a && b && a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
         notes.push(`${data}: exact mma2 ids and distances ${same ? 'identical to' : 'DIFFER FROM'} exact popc (all ${nq} queries)`);
         await runOne('ewh', 'cuda', { method: 'ewh' }, {}, nq);
@@ -193,8 +193,19 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
           const p = cupyPeer(runPeer, peersDir, db, qs, bits, k, outs.get('exact popc'));
           if (p.skipped) notes.push(`${data}: CuPy peer skipped: ${p.skipped}`);
           else {
-            rows.push({ data, method: 'peer: CuPy XOR+popc + torch.topk', backend: 'cuda', n, bits, queries: p.nq, 'wall ms': p.ms_median, 'q/s (wall)': p.qps });
-            notes.push(`${data}: CuPy peer distances ${p.sameDistances ? 'identical to' : 'DIFFER FROM'} ours (all ${p.nq} queries, sorted)`);
+            rows.push({
+              data,
+              method: 'peer: CuPy XOR+popc + torch.topk',
+              backend: 'cuda',
+              n,
+              bits,
+              queries: p.nq,
+              'wall ms': p.ms_median,
+              'q/s (wall)': p.qps,
+            });
+            notes.push(
+              `${data}: CuPy peer distances ${p.sameDistances ? 'identical to' : 'DIFFER FROM'} ours (all ${p.nq} queries, sorted)`,
+            );
           }
         }
       }
@@ -206,7 +217,13 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         const uq = quick ? 200 : 1000;
         const qb = unpack(qs, uq, bits);
         // HNSW over b1 vectors with the hamming metric.
-        const index = new usearch.mod.Index({ dimensions: bits, metric: 'hamming', quantization: 'b1', connectivity: 16, expansion_add: 64 });
+        const index = new usearch.mod.Index({
+          dimensions: bits,
+          metric: 'hamming',
+          quantization: 'b1',
+          connectivity: 16,
+          expansion_add: 64,
+        });
         const keys = new BigUint64Array(n);
         for (let i = 0; i < n; i++) keys[i] = BigInt(i);
         const t0 = process.hrtime.bigint();
@@ -215,8 +232,14 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         let res;
         const t = await time(async () => void (res = index.search(qb, k, 0)), { warmup: 1, repeats });
         rows.push({
-          data, method: 'usearch HNSW (b1, hamming)', backend: 'cpu', n, bits, queries: uq,
-          'wall ms': t.wallMs.median, 'q/s (wall)': uq / (t.wallMs.median / 1e3),
+          data,
+          method: 'usearch HNSW (b1, hamming)',
+          backend: 'cpu',
+          n,
+          bits,
+          queries: uq,
+          'wall ms': t.wallMs.median,
+          'q/s (wall)': uq / (t.wallMs.median / 1e3),
           'recall@10': recallAt(res.keys, k, truth, k, Math.min(uq, truthQ), k),
         });
         notes.push(`${data}: usearch HNSW build ${(buildMs / 1e3).toFixed(1)} s for ${n} codes`);
@@ -229,8 +252,14 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
           repeats: 1,
         });
         rows.push({
-          data, method: 'usearch exactSearch (l2sq on 0/1 i8)', backend: 'cpu', n, bits, queries: eq,
-          'wall ms': te.wallMs.median, 'q/s (wall)': eq / (te.wallMs.median / 1e3),
+          data,
+          method: 'usearch exactSearch (l2sq on 0/1 i8)',
+          backend: 'cpu',
+          n,
+          bits,
+          queries: eq,
+          'wall ms': te.wallMs.median,
+          'q/s (wall)': eq / (te.wallMs.median / 1e3),
           'recall@10': recallAt(ex.keys, k, truth, k, Math.min(eq, truthQ), k),
         });
       } else {
@@ -240,16 +269,38 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
     const exactGpu = rows.filter((r) => r.backend === 'cuda' && r.method.startsWith('exact'));
     if (exactGpu.length) {
       const best = exactGpu.reduce((a, b) => ((a['q/s (wall)'] ?? 0) > (b['q/s (wall)'] ?? 0) ? a : b));
-      notes.push(`fastest exact GPU path: ${best.method} (${best.data}), ${best['q/s (wall)'].toExponential(2)} q/s wall; target >= 1e6 q/s`);
+      notes.push(
+        `fastest exact GPU path: ${best.method} (${best.data}), ${best['q/s (wall)'].toExponential(2)} q/s wall; target >= 1e6 q/s`,
+      );
       const ue = rows.find((r) => r.method.startsWith('usearch exactSearch') && r.data === best.data);
       if (ue) notes.push(`exact GPU / usearch exactSearch: ${(best['q/s (wall)'] / ue['q/s (wall)']).toFixed(0)}x (target >= 100x)`);
     }
-    notes.push('usearch exactSearch has no b1 path from JavaScript (metric hamming gives NaN on f32/i8), so it scans 0/1 bytes with l2sq, which equals Hamming; its recall < 1 comes from tie order at the k-th distance');
-    notes.push('recall@10 is against the exact scan; CPU rows use a prefix of the queries; q/s (kernel) counts CUDA-event time of the kernels only');
-    notes.push('peer (bench/peers/hamming_cupy.py): codes and queries resident on the GPU, CUDA events around the distance kernel and torch.topk of every query block; its "wall ms" has no host transfers, ours does');
+    notes.push(
+      'usearch exactSearch has no b1 path from JavaScript (metric hamming gives NaN on f32/i8), so it scans 0/1 bytes with l2sq, which equals Hamming; its recall < 1 comes from tie order at the k-th distance',
+    );
+    notes.push(
+      'recall@10 is against the exact scan; CPU rows use a prefix of the queries; q/s (kernel) counts CUDA-event time of the kernels only',
+    );
+    notes.push(
+      'peer (bench/peers/hamming_cupy.py): codes and queries resident on the GPU, CUDA events around the distance kernel and torch.topk of every query block; its "wall ms" has no host transfers, ours does',
+    );
     sections.push({
       title: `${n} x ${bits}-bit codes, k = ${k}`,
-      columns: ['data', 'method', 'backend', 'n', 'bits', 'queries', 'wall ms', 'kernel ms', 'q/s (wall)', 'q/s (kernel)', 'recall@10', 'scored/query', 'shortlist/query'],
+      columns: [
+        'data',
+        'method',
+        'backend',
+        'n',
+        'bits',
+        'queries',
+        'wall ms',
+        'kernel ms',
+        'q/s (wall)',
+        'q/s (kernel)',
+        'recall@10',
+        'scored/query',
+        'shortlist/query',
+      ],
       rows,
       notes,
     });
@@ -282,10 +333,13 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
       for (const backend of backends) {
         const ewh = new HammingIndex({ bits, backend, ...ewhOpts });
         ewh.add(db);
-        const tb = await time(async () => {
-          const r = await ewh.build();
-          return backend === 'cuda' ? { deviceMs: r.buildMs } : undefined;
-        }, { warmup: 1, repeats });
+        const tb = await time(
+          async () => {
+            const r = await ewh.build();
+            return backend === 'cuda' ? { deviceMs: r.buildMs } : undefined;
+          },
+          { warmup: 1, repeats },
+        );
         rows.push({ data, method: 'ewh build', backend, n, 'wall ms': tb.wallMs.median, 'kernel ms': tb.deviceMs?.median });
         const counts = backend === 'cuda' ? [1, nq] : [1, quick ? 20 : 50];
         const outs = new Map();
@@ -293,8 +347,11 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
           const qv = qs.subarray(0, q * w);
           const entries = [['ewh', ewh, {}]];
           if (backend === 'cuda') {
-            entries.push(['exact popc', null, { exactKernel: 'popc' }], ['exact mma', null, { exactKernel: 'mma' }],
-              ['exact mma2', null, { exactKernel: 'mma2' }]);
+            entries.push(
+              ['exact popc', null, { exactKernel: 'popc' }],
+              ['exact mma', null, { exactKernel: 'mma' }],
+              ['exact mma2', null, { exactKernel: 'mma2' }],
+            );
           } else {
             entries.push(['exact', null, {}]);
           }
@@ -303,13 +360,21 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
             if (!existing) ix.add(db);
             let last;
             const rep = q > 1000 && label === 'ewh' ? 1 : repeats;
-            const t = await time(async () => {
-              last = await ix.search(qv, { k, ...sopts });
-              return backend === 'cuda' ? { deviceMs: last.kernelMs } : undefined;
-            }, { warmup: rep === 1 ? 0 : 1, repeats: rep });
+            const t = await time(
+              async () => {
+                last = await ix.search(qv, { k, ...sopts });
+                return backend === 'cuda' ? { deviceMs: last.kernelMs } : undefined;
+              },
+              { warmup: rep === 1 ? 0 : 1, repeats: rep },
+            );
             rows.push({
-              data, method: label, backend, n, queries: q,
-              'wall ms': t.wallMs.median, 'kernel ms': t.deviceMs?.median,
+              data,
+              method: label,
+              backend,
+              n,
+              queries: q,
+              'wall ms': t.wallMs.median,
+              'kernel ms': t.deviceMs?.median,
               'q/s (wall)': q / (t.wallMs.median / 1e3),
               'q/s (kernel)': t.deviceMs ? q / (t.deviceMs.median / 1e3) : undefined,
               'recall@10': recallAt(last.ids, k, truth, k, Math.min(q, truthQ), 10),
@@ -325,11 +390,22 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
           const p = cupyPeer(runPeer, peersDir, db, qs, bits, k, outs.get('exact popc'));
           if (p.skipped) notes.push(`${data}: CuPy peer skipped: ${p.skipped}`);
           else {
-            rows.push({ data, method: 'peer: CuPy XOR+popc + torch.topk', backend: 'cuda', n, queries: p.nq, 'wall ms': p.ms_median, 'q/s (wall)': p.qps });
-            notes.push(`${data}: CuPy peer distances ${p.sameDistances ? 'identical to' : 'DIFFER FROM'} ours (all ${p.nq} queries, sorted)`);
+            rows.push({
+              data,
+              method: 'peer: CuPy XOR+popc + torch.topk',
+              backend: 'cuda',
+              n,
+              queries: p.nq,
+              'wall ms': p.ms_median,
+              'q/s (wall)': p.qps,
+            });
+            notes.push(
+              `${data}: CuPy peer distances ${p.sameDistances ? 'identical to' : 'DIFFER FROM'} ours (all ${p.nq} queries, sorted)`,
+            );
           }
         }
-        const a = outs.get('exact popc'), b = outs.get('exact mma2');
+        const a = outs.get('exact popc'),
+          b = outs.get('exact mma2');
         if (a && b) {
           const same = a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
           notes.push(`${data}: exact mma2 ids and distances ${same ? 'identical to' : 'DIFFER FROM'} exact popc (all ${nq} queries)`);
@@ -349,10 +425,25 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
     }
     notes.push('paper (K20m): build 0.7 s, retrieval 0.8 s per query; targets: build <= 10 ms, exact >= 1.2e5 q/s at 4M x 512');
     notes.push('recall@10 of the top-50 against the exact scan; ewh build = count (atomics) + CUB exclusive scan + scatter');
-    notes.push('peer (bench/peers/hamming_cupy.py): CuPy XOR + popcount into an int16 distance block, torch.topk; data resident on the GPU, CUDA events, no host transfers');
+    notes.push(
+      'peer (bench/peers/hamming_cupy.py): CuPy XOR + popcount into an int16 distance block, torch.topk; data resident on the GPU, CUDA events, no host transfers',
+    );
     sections.push({
       title: `paper setup: ${n} x ${bits}-bit, 4 tables x 5 bits, e = 2, alpha = 10/5/2, s0 = 20, top-${k}`,
-      columns: ['data', 'method', 'backend', 'n', 'queries', 'wall ms', 'kernel ms', 'q/s (wall)', 'q/s (kernel)', 'recall@10', 'scored/query', 'shortlist/query'],
+      columns: [
+        'data',
+        'method',
+        'backend',
+        'n',
+        'queries',
+        'wall ms',
+        'kernel ms',
+        'q/s (wall)',
+        'q/s (kernel)',
+        'recall@10',
+        'scored/query',
+        'shortlist/query',
+      ],
       rows,
       notes,
     });

@@ -32,7 +32,11 @@ export function hostInfo() {
 }
 
 export function slug(s) {
-  return s.toLowerCase().replace(/nvidia\s*/g, '').replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+  return s
+    .toLowerCase()
+    .replace(/nvidia\s*/g, '')
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 }
 
 function stats(samples) {

@@ -21,7 +21,9 @@ const FGSSJOIN_100K = { 3: { 0.5: 5280, 0.7: 730, 0.8: 370, 0.9: 290 }, 2: { 0.5
 function loadSummaries(dataDir, quick) {
   const full = dataDir && path.join(dataDir, 'npm-summaries.tsv');
   const file = full && existsSync(full) ? full : path.join(here, '..', 'test', 'fixtures', 'npm-summaries-2k.tsv');
-  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.length > 0);
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0);
   return { file, texts: lines.map((l) => (l.split('\t')[1] ?? '').toLowerCase()), quick };
 }
 
@@ -60,7 +62,7 @@ function qgramCsr(texts, q) {
 /** n sets, sizes uniform in [10, 30] (mean 20), Zipf(1.1) tokens over `vocab`, 1% near copies. */
 function zipfCsr(n, vocab, seed = 12345) {
   let s = seed >>> 0;
-  const rand = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296);
+  const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
   const e = 1 - 1.1;
   const tail = Math.pow(vocab, e);
   const indptr = new Uint32Array(n + 1);
@@ -88,7 +90,10 @@ function zipfCsr(n, vocab, seed = 12345) {
 export async function run({ cusim, quick, backends, dataDir, time, log }) {
   const hasGpu = backends.includes('cuda');
   const { file, texts } = loadSummaries(dataDir, quick);
-  const wanted = (process.env.CUSIM_BENCH_JOIN_SIZES ?? '100000,300000').split(',').map(Number).filter((x) => x > 0);
+  const wanted = (process.env.CUSIM_BENCH_JOIN_SIZES ?? '100000,300000')
+    .split(',')
+    .map(Number)
+    .filter((x) => x > 0);
   const sizes = quick ? [Math.min(5000, texts.length)] : wanted.map((w) => Math.min(w, texts.length));
   const thresholds = quick ? [0.5, 0.7, 0.9] : [0.5, 0.6, 0.7, 0.8, 0.9];
   const sections = [];
@@ -114,7 +119,9 @@ export async function run({ cusim, quick, backends, dataDir, time, log }) {
             },
             { warmup: opts.backend === 'cuda' ? 1 : 0, repeats: opts.backend === 'cuda' ? 3 : 1 },
           );
-          log(`  q=${q} t=${t} ${label}: ${tm.wallMs.median.toFixed(1)} ms${tm.deviceMs ? ` (kernels ${tm.deviceMs.median.toFixed(1)} ms)` : ''}, ${res.left.length} pairs, ${res.candidates} candidates`);
+          log(
+            `  q=${q} t=${t} ${label}: ${tm.wallMs.median.toFixed(1)} ms${tm.deviceMs ? ` (kernels ${tm.deviceMs.median.toFixed(1)} ms)` : ''}, ${res.left.length} pairs, ${res.candidates} candidates`,
+          );
           return { ms: tm.wallMs.median, kernelMs: tm.deviceMs?.median, pairs: res.left.length, candidates: res.candidates };
         };
         let gpu;
@@ -199,7 +206,14 @@ export async function run({ cusim, quick, backends, dataDir, time, log }) {
         const res = await cusim.similarityJoin(sets, { threshold: t, backend });
         const ms = Number(process.hrtime.bigint() - t0) / 1e6;
         log(`  zipf 10M t=${t} ${backend}: ${ms.toFixed(0)} ms, ${res.left.length} pairs`);
-        zrows.push({ backend, t, pairs: res.left.length, candidates: res.candidates, 'wall ms': ms, 'kernel ms': res.kernelMs || undefined });
+        zrows.push({
+          backend,
+          t,
+          pairs: res.left.length,
+          candidates: res.candidates,
+          'wall ms': ms,
+          'kernel ms': res.kernelMs || undefined,
+        });
       }
     }
     sections.push({

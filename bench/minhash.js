@@ -107,7 +107,8 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
 
   // Multi-GPU scaling alone (CUSIM_BENCH_MINHASH_ONLY=scaling): the run on
   // several-GPU hosts, where device time is dear.
-  if (hasCuda && devices.gpus.length >= 2) sections.push(await scalingSection({ WeightedMinHash, pinnedArray: cusim.pinnedArray, work, dim, samples, devices, time, log, quick }));
+  if (hasCuda && devices.gpus.length >= 2)
+    sections.push(await scalingSection({ WeightedMinHash, pinnedArray: cusim.pinnedArray, work, dim, samples, devices, time, log, quick }));
   if (process.env.CUSIM_BENCH_MINHASH_ONLY === 'scaling') return { sections };
 
   // ---- one GPU -------------------------------------------------------------
@@ -167,7 +168,15 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     const weightedRate = (nnz * samples) / (tk.deviceMs.median / 1e3);
     rowsOut.push(...(await classicGpuRows({ cusim, work, nnz, samples, time, quick, weightedRate, runPeer, peersDir, dim })));
     if (process.env.CUSIM_BENCH_MINHASH_ONLY === 'classic') {
-      return { sections: [{ title: `MinHash kernels, ${gpuRows} GitHub-shaped rows, ${samples} samples (cuda ×1)`, columns: Object.keys(rowsOut[0]).concat(['classic ÷ weighted kernel', 'cusim kernel ÷ peer']), rows: rowsOut }] };
+      return {
+        sections: [
+          {
+            title: `MinHash kernels, ${gpuRows} GitHub-shaped rows, ${samples} samples (cuda ×1)`,
+            columns: Object.keys(rowsOut[0]).concat(['classic ÷ weighted kernel', 'cusim kernel ÷ peer']),
+            rows: rowsOut,
+          },
+        ],
+      };
     }
     if (last.host) {
       const h = last.host;
@@ -180,7 +189,10 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     // table locality that real corpora would not have.
     const variantRows = [];
     const permuted = { ...work, indices: permuteColumns(work.indices, dim) };
-    for (const [label, m] of [['as generated', work], ['column ids permuted', permuted]]) {
+    for (const [label, m] of [
+      ['as generated', work],
+      ['column ids permuted', permuted],
+    ]) {
       const sigs = {};
       for (const kernel of ['segment', 'prune']) {
         const k = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: [0], tuning: { kernel, overlap: false } });
@@ -208,8 +220,13 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     sections.push({
       title: `weighted MinHash kernel variants, ${gpuRows} GitHub-shaped rows, ${samples} samples (cuda ×1)`,
       columns: [
-        'workload', 'kernel', 'kernel ms (median)', 'kernel ms (min)', 'kernel elem·samples/s',
-        'equivalent table GB/s (12 B per elem·sample)', 'identical to segment',
+        'workload',
+        'kernel',
+        'kernel ms (median)',
+        'kernel ms (min)',
+        'kernel elem·samples/s',
+        'equivalent table GB/s (12 B per elem·sample)',
+        'identical to segment',
       ],
       rows: variantRows,
       notes: [
@@ -268,8 +285,19 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     sections.push({
       title: `weighted MinHash, ${gpuRows} GitHub-shaped rows, ${samples} samples (GPU)`,
       columns: [
-        'backend', 'rows', 'nnz', 'kernel ms (median)', 'kernel elem·samples/s', 'transfer ms', 'copy GB/s', 'wall ms (median)',
-        'wall elem·samples/s', 'rows/s (wall)', 'setup ms (tables)', 'speedup vs ×1 (wall)', 'classic ÷ weighted kernel',
+        'backend',
+        'rows',
+        'nnz',
+        'kernel ms (median)',
+        'kernel elem·samples/s',
+        'transfer ms',
+        'copy GB/s',
+        'wall ms (median)',
+        'wall elem·samples/s',
+        'rows/s (wall)',
+        'setup ms (tables)',
+        'speedup vs ×1 (wall)',
+        'classic ÷ weighted kernel',
         'cusim kernel ÷ peer',
       ],
       rows: rowsOut,
@@ -279,8 +307,8 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
         'kernel elem·samples/s = nnz × samples / kernel time; targets: ≥ 8e11 on one H100, 2 GPUs ≥ 1.8× one',
         `workload generated in ${genMs.toFixed(0)} ms (typed arrays)`,
         'peer: bench/peers/minhash_torch.py, the same hash in PyTorch (gather + scatter_reduce amin), GPU time by CUDA events, inputs resident on the GPU',
-        'classic = MinHash (datasketch formula over each row\'s column ids, no tables) on the same rows; target: classic kernel ≥ 2× the weighted kernel\'s elem·samples/s; its peer is bench/peers/minhash_classic_torch.py (int64 broadcast + Mersenne fold + scatter_reduce amin, self-checked against exact integers)',
-        'setup ms (tables) = constructor + first call on one row: weighted parameters are generated per column as calls meet them (the warm-up call generates the workload\'s columns), so it no longer covers all of dim',
+        "classic = MinHash (datasketch formula over each row's column ids, no tables) on the same rows; target: classic kernel ≥ 2× the weighted kernel's elem·samples/s; its peer is bench/peers/minhash_classic_torch.py (int64 broadcast + Mersenne fold + scatter_reduce amin, self-checked against exact integers)",
+        "setup ms (tables) = constructor + first call on one row: weighted parameters are generated per column as calls meet them (the warm-up call generates the workload's columns), so it no longer covers all of dim",
         ...(hostNote ? [hostNote] : []),
       ],
     });
@@ -339,39 +367,51 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
   const rows = [];
   let reference;
   const pinned = pinnedWorkload(work, samples, pinnedArray);
-  for (const [path, m, out] of [['pageable arrays (staged)', work, undefined], ['pinnedArray inputs and out', pinned.m, pinned.out]]) {
-  let base1;
-  let baseStream;
-  for (const c of counts) {
-    const ids = Array.from({ length: c }, (_, i) => i);
-    const wmh = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: ids });
-    await wmh.hash(headRows(work, 1));
-    let sig;
-    const t = await time(async () => void (sig = await wmh.hash(m, { out })), { warmup: 1, repeats: quick ? 2 : 3 });
-    sig = sig.slice();
-    let identical = 'reference';
-    if (!reference) reference = sig;
-    else identical = Buffer.compare(Buffer.from(sig.buffer, sig.byteOffset, sig.byteLength), Buffer.from(reference.buffer, reference.byteOffset, reference.byteLength)) === 0 ? 'yes' : 'NO';
-    const chunks = quick ? 2 : 9.6;
-    const st = await streamSection(wmh, m, chunks, samples, `cuda ×${c}`);
-    const streamS = st.rows[0]['wall s'];
-    base1 ??= t.wallMs.median;
-    baseStream ??= streamS;
-    log(`minhash scaling ${path} ×${c}: ${t.wallMs.median.toFixed(1)} ms per ${work.rows} rows, stream ${streamS} s, identical ${identical}`);
-    rows.push({
-      'host arrays': path,
-      GPUs: c,
-      [`${work.rows} rows wall ms`]: t.wallMs.median,
-      'elem·samples/s (1M call)': (nnz * samples) / (t.wallMs.median / 1e3),
-      'speedup (1M call)': base1 / t.wallMs.median,
-      [`stream ${st.rows[0].rows} rows wall s`]: streamS,
-      'elem·samples/s (stream)': st.rows[0]['elem·samples/s (wall)'],
-      'speedup (stream)': baseStream / streamS,
-      'per GPU efficiency (stream)': baseStream / streamS / c,
-      'signatures identical to ×1': identical,
-    });
-    wmh.dispose();
-  }
+  for (const [path, m, out] of [
+    ['pageable arrays (staged)', work, undefined],
+    ['pinnedArray inputs and out', pinned.m, pinned.out],
+  ]) {
+    let base1;
+    let baseStream;
+    for (const c of counts) {
+      const ids = Array.from({ length: c }, (_, i) => i);
+      const wmh = new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: ids });
+      await wmh.hash(headRows(work, 1));
+      let sig;
+      const t = await time(async () => void (sig = await wmh.hash(m, { out })), { warmup: 1, repeats: quick ? 2 : 3 });
+      sig = sig.slice();
+      let identical = 'reference';
+      if (!reference) reference = sig;
+      else
+        identical =
+          Buffer.compare(
+            Buffer.from(sig.buffer, sig.byteOffset, sig.byteLength),
+            Buffer.from(reference.buffer, reference.byteOffset, reference.byteLength),
+          ) === 0
+            ? 'yes'
+            : 'NO';
+      const chunks = quick ? 2 : 9.6;
+      const st = await streamSection(wmh, m, chunks, samples, `cuda ×${c}`);
+      const streamS = st.rows[0]['wall s'];
+      base1 ??= t.wallMs.median;
+      baseStream ??= streamS;
+      log(
+        `minhash scaling ${path} ×${c}: ${t.wallMs.median.toFixed(1)} ms per ${work.rows} rows, stream ${streamS} s, identical ${identical}`,
+      );
+      rows.push({
+        'host arrays': path,
+        GPUs: c,
+        [`${work.rows} rows wall ms`]: t.wallMs.median,
+        'elem·samples/s (1M call)': (nnz * samples) / (t.wallMs.median / 1e3),
+        'speedup (1M call)': base1 / t.wallMs.median,
+        [`stream ${st.rows[0].rows} rows wall s`]: streamS,
+        'elem·samples/s (stream)': st.rows[0]['elem·samples/s (wall)'],
+        'speedup (stream)': baseStream / streamS,
+        'per GPU efficiency (stream)': baseStream / streamS / c,
+        'signatures identical to ×1': identical,
+      });
+      wmh.dispose();
+    }
   }
   return {
     title: `weighted MinHash multi-GPU scaling, ${samples} samples (${devices.gpus[0].name} ×${devices.gpus.length})`,
@@ -379,7 +419,7 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
     rows,
     notes: [
       'rows are split across GPUs by nnz; each GPU generates its own tables from the seed; three host threads per GPU feed its batches (upload, kernels and download of three batches overlap)',
-      'pageable: the CSR slice is copied into pinned staging and the signatures out of it by the host (its memory bandwidth is shared by all GPUs); pinnedArray: the 1M-row CSR and the output live in page-locked arrays (cusim.pinnedArray), DMA in place, the host copies nothing (the stream\'s per-chunk outputs are still fresh pageable arrays)',
+      "pageable: the CSR slice is copied into pinned staging and the signatures out of it by the host (its memory bandwidth is shared by all GPUs); pinnedArray: the 1M-row CSR and the output live in page-locked arrays (cusim.pinnedArray), DMA in place, the host copies nothing (the stream's per-chunk outputs are still fresh pageable arrays)",
       'speedup is against ×1 with the same host arrays',
       'wall = Node, call to resolved Promise, every transfer included; stream = hashStream over the 1M-row chunk repeated 9.6 times',
       'targets: 2 GPUs >= 1.8x one (issue 3); >= 0.85 x linear at 8 GPUs for the hashing stage (issue 9)',

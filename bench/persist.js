@@ -38,7 +38,9 @@ async function startRedis(log) {
   if (which.status !== 0) return undefined;
   const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'cusim-bench-redis-'));
-  const p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+  const p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+    stdio: 'ignore',
+  });
   const version = spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout.trim();
   for (let i = 0; i < 200; i++) {
     if (spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.includes('PONG')) break;
@@ -59,7 +61,8 @@ async function startRedis(log) {
 async function redisInserts({ cusim, quick, log }) {
   const loadAtStart = loadavg()[0].toFixed(1);
   const redis = await startRedis(log);
-  if (!redis) return { title: 'Redis inserts', rows: [], columns: [], notes: ['skipped: redis-server not found (apt-get install redis-server)'] };
+  if (!redis)
+    return { title: 'Redis inserts', rows: [], columns: [], notes: ['skipped: redis-server not found (apt-get install redis-server)'] };
   const samples = 128;
   const n = quick ? 100_000 : 1_000_000;
   const per = samples * 2;
@@ -69,7 +72,11 @@ async function redisInserts({ cusim, quick, log }) {
   const ids = Uint32Array.from({ length: n }, (_, i) => i);
   const rows = [];
   try {
-    for (const [threshold, signatures] of [[0.8, false], [0.9, false], [0.8, true]]) {
+    for (const [threshold, signatures] of [
+      [0.8, false],
+      [0.9, false],
+      [0.8, true],
+    ]) {
       const prefix = `bench${rows.length}`;
       const lsh = new cusim.MinHashLSH({ threshold, samples, storage: { type: 'redis', url: redis.url, prefix, signatures } });
       await lsh.count(); // connect and create the index first
@@ -79,7 +86,12 @@ async function redisInserts({ cusim, quick, log }) {
       const counted = await lsh.count();
       if (counted !== n) throw new Error(`inserted ${n}, counted ${counted}`);
       log(`redis insert t=${threshold} (${lsh.bands} bands) signatures=${signatures}: ${(n / s).toFixed(0)}/s`);
-      rows.push({ layout: `cusim (bands ${lsh.bands} x rows ${lsh.rows}${signatures ? ', + signatures' : ''})`, signatures: n, seconds: s.toFixed(3), 'signatures/s': Math.round(n / s) });
+      rows.push({
+        layout: `cusim (bands ${lsh.bands} x rows ${lsh.rows}${signatures ? ', + signatures' : ''})`,
+        signatures: n,
+        seconds: s.toFixed(3),
+        'signatures/s': Math.round(n / s),
+      });
       await lsh.clear();
     }
     // datasketch's layout: one set per (band, bucket), SADD key id per band per signature.
@@ -106,7 +118,12 @@ async function redisInserts({ cusim, quick, log }) {
     }
     await p.exec();
     const s = (performance.now() - t0) / 1000;
-    rows.push({ layout: `datasketch-style SADD per band (bands ${bands}), pipelined`, signatures: m, seconds: s.toFixed(3), 'signatures/s': Math.round(m / s) });
+    rows.push({
+      layout: `datasketch-style SADD per band (bands ${bands}), pipelined`,
+      signatures: m,
+      seconds: s.toFixed(3),
+      'signatures/s': Math.round(m / s),
+    });
     await c.flushall();
     await c.quit();
   } finally {
@@ -166,7 +183,9 @@ async function hammingLoad({ cusim, quick, time, log }) {
         },
       ],
       columns: ['file', 'save s', 'load s (median)', 'load s (min)', 'GB/s'],
-      notes: ['Codes are read by parallel pread straight into the index buffer and checksummed per 1 MiB block on the same threads; target <= 1 s for 10M codes (H100 host, 16 cores).'],
+      notes: [
+        'Codes are read by parallel pread straight into the index buffer and checksummed per 1 MiB block on the same threads; target <= 1 s for 10M codes (H100 host, 16 cores).',
+      ],
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

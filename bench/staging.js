@@ -22,7 +22,13 @@ export async function run({ cusim, quick, backends, time, log }) {
     for (const mb of quick ? [16, 64] : [16, 64, 256, 1024]) {
       const a = new Uint32Array((mb << 20) / 4).map((_, i) => i);
       const t = await time(() => n.stageArray([a]).dispose(), { warmup: 1, repeats: quick ? 3 : 7 });
-      rows.push({ MB: mb, 'copy ms (median)': t.wallMs.median, 'copy ms (min)': t.wallMs.min, 'GB/s (median)': gbs(a.byteLength, t.wallMs.median), 'ms per GB': (t.wallMs.median * 1e9) / a.byteLength });
+      rows.push({
+        MB: mb,
+        'copy ms (median)': t.wallMs.median,
+        'copy ms (min)': t.wallMs.min,
+        'GB/s (median)': gbs(a.byteLength, t.wallMs.median),
+        'ms per GB': (t.wallMs.median * 1e9) / a.byteLength,
+      });
     }
     sections.push({
       title: `staging copy of one array into fresh owned memory (${cusim.threads()} threads)`,
@@ -58,18 +64,39 @@ export async function run({ cusim, quick, backends, time, log }) {
       wmh.dispose();
       log(`staging: minhash ${backend} done`);
     }
-    const X = { data: Float32Array.from({ length: (quick ? 5000 : 60_000) * 784 }, (_, i) => (i * 7) % 256), rows: quick ? 5000 : 60_000, cols: 784 };
+    const X = {
+      data: Float32Array.from({ length: (quick ? 5000 : 60_000) * 784 }, (_, i) => (i * 7) % 256),
+      rows: quick ? 5000 : 60_000,
+      cols: 784,
+    };
     const codes = new Uint32Array(8 * (quick ? 200_000 : 2_000_000)).map((_, i) => Math.imul(i, 2654435761) >>> 0);
     for (const backend of backends) {
       const fly = new cusim.FlyHash({ inputDim: 784, hashLength: 2000, winners: 32, backend });
       await fly.hash(X);
       const tf = await time(() => fly.hash(X), { warmup: 1, repeats: 3 });
       const tc = await time(() => n.stageArray([X.data]).dispose(), { warmup: 1, repeats: 3 });
-      out.push({ call: `FlyHash.hash ${backend} (float X)`, 'input MB': X.data.byteLength / 1e6, 'warm copy ms': tc.wallMs.median, 'copy GB/s (warm)': gbs(X.data.byteLength, tc.wallMs.median), 'call ms (median)': tf.wallMs.median, 'copy share of the call': tc.wallMs.median / tf.wallMs.median });
+      out.push({
+        call: `FlyHash.hash ${backend} (float X)`,
+        'input MB': X.data.byteLength / 1e6,
+        'warm copy ms': tc.wallMs.median,
+        'copy GB/s (warm)': gbs(X.data.byteLength, tc.wallMs.median),
+        'call ms (median)': tf.wallMs.median,
+        'copy share of the call': tc.wallMs.median / tf.wallMs.median,
+      });
       fly.dispose();
-      const tp = await time(() => cusim.popcountRows({ data: codes, rows: codes.length / 8, bits: 256 }, { backend }), { warmup: 1, repeats: 3 });
+      const tp = await time(() => cusim.popcountRows({ data: codes, rows: codes.length / 8, bits: 256 }, { backend }), {
+        warmup: 1,
+        repeats: 3,
+      });
       const tcp = await time(() => n.stageArray([codes]).dispose(), { warmup: 1, repeats: 3 });
-      out.push({ call: `popcountRows ${backend}`, 'input MB': codes.byteLength / 1e6, 'warm copy ms': tcp.wallMs.median, 'copy GB/s (warm)': gbs(codes.byteLength, tcp.wallMs.median), 'call ms (median)': tp.wallMs.median, 'copy share of the call': tcp.wallMs.median / tp.wallMs.median });
+      out.push({
+        call: `popcountRows ${backend}`,
+        'input MB': codes.byteLength / 1e6,
+        'warm copy ms': tcp.wallMs.median,
+        'copy GB/s (warm)': gbs(codes.byteLength, tcp.wallMs.median),
+        'call ms (median)': tp.wallMs.median,
+        'copy share of the call': tcp.wallMs.median / tp.wallMs.median,
+      });
     }
     sections.push({
       title: `staging share of calls (${cusim.threads()} threads)`,
@@ -77,7 +104,7 @@ export async function run({ cusim, quick, backends, time, log }) {
       rows: out,
       notes: [
         `WeightedMinHash: ${rowsN} GitHub-shaped rows, 128 samples; copy ms = host.copyInMs of hashTimed (indptr, indices and values copied before the Promise returns); cold = the object's first call`,
-        'on CUDA the copy lands in page-locked staging from a pool (kept up to min(8 GiB, RAM/16) idle), which the GPU path DMAs in place: the copy replaces the engine\'s own batch staging, so a call does one host copy of its input either way; the cold call pays the page-locking',
+        "on CUDA the copy lands in page-locked staging from a pool (kept up to min(8 GiB, RAM/16) idle), which the GPU path DMAs in place: the copy replaces the engine's own batch staging, so a call does one host copy of its input either way; the cold call pays the page-locking",
         'FlyHash and popcount: copy ms is stageArray of the same array (the copy those calls make), next to the whole call',
       ],
     });

@@ -37,7 +37,10 @@ function sourceFiles(dir, limitBytes) {
 }
 
 function syntheticText(n, seed = 7) {
-  const words = 'the of and to in is for on that with as by this from are be or at it an which data model gpu kernel memory similarity search vector index cluster token'.split(' ');
+  const words =
+    'the of and to in is for on that with as by this from are be or at it an which data model gpu kernel memory similarity search vector index cluster token'.split(
+      ' ',
+    );
   let s = seed;
   const next = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
   const docs = [];
@@ -54,7 +57,8 @@ function syntheticText(n, seed = 7) {
 }
 
 const sameBytes = (a, b) =>
-  a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  a.byteLength === b.byteLength &&
+  Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
 export async function run({ cusim, quick, time, backends }) {
   const code = sourceFiles(path.join(root, 'node_modules'), quick ? 8e6 : 64e6);
@@ -75,7 +79,11 @@ export async function run({ cusim, quick, time, backends }) {
     const runs = {};
     const out = {};
     // JS (single thread), native on one pool thread, native on every core.
-    for (const [key, native, threads] of [['js', false, 0], ['n1', true, 1], ['nN', true, 0]]) {
+    for (const [key, native, threads] of [
+      ['js', false, 0],
+      ['n1', true, 1],
+      ['nN', true, 0],
+    ]) {
       cusim.threads(threads);
       const t = await time(
         () => {
@@ -151,7 +159,22 @@ export async function run({ cusim, quick, time, backends }) {
         const t0 = performance.now();
         const r = spawnSync(
           process.execPath,
-          [path.join(root, 'bin', 'cusim'), 'dedup', path.join(root, 'node_modules'), '--json', '--quiet', '--ext', 'js,mjs,cjs,ts,mts,cts,jsx,tsx', '--min-tokens', '10', '--threads', String(threads), '--backend', backend, ...(native ? [] : ['--no-native'])],
+          [
+            path.join(root, 'bin', 'cusim'),
+            'dedup',
+            path.join(root, 'node_modules'),
+            '--json',
+            '--quiet',
+            '--ext',
+            'js,mjs,cjs,ts,mts,cts,jsx,tsx',
+            '--min-tokens',
+            '10',
+            '--threads',
+            String(threads),
+            '--backend',
+            backend,
+            ...(native ? [] : ['--no-native']),
+          ],
           { encoding: 'utf8', maxBuffer: 1 << 28 },
         );
         const wall = performance.now() - t0;
@@ -161,7 +184,16 @@ export async function run({ cusim, quick, time, backends }) {
           continue;
         }
         const rep = JSON.parse(r.stdout);
-        cli.push({ backend, threads, tokenizer, files: rep.input.documents, groups: rep.groups.length, 'in-process ms': rep.elapsedMs, 'wall ms (incl. node start)': wall, 'files/s': rep.input.documents / (rep.elapsedMs / 1e3) });
+        cli.push({
+          backend,
+          threads,
+          tokenizer,
+          files: rep.input.documents,
+          groups: rep.groups.length,
+          'in-process ms': rep.elapsedMs,
+          'wall ms (incl. node start)': wall,
+          'files/s': rep.input.documents / (rep.elapsedMs / 1e3),
+        });
       }
     }
   }
@@ -169,7 +201,20 @@ export async function run({ cusim, quick, time, backends }) {
     sections: [
       {
         title: 'text featurization (JS single thread vs native tokenizer)',
-        columns: ['corpus', 'options', 'docs', 'MB', 'nnz', 'JS ms', 'JS MB/s', 'native 1T MB/s', `native ${cores}T MB/s`, `native ${cores}T docs/s`, 'speedup (all cores)', 'same CSR'],
+        columns: [
+          'corpus',
+          'options',
+          'docs',
+          'MB',
+          'nnz',
+          'JS ms',
+          'JS MB/s',
+          'native 1T MB/s',
+          `native ${cores}T MB/s`,
+          `native ${cores}T docs/s`,
+          'speedup (all cores)',
+          'same CSR',
+        ],
         rows,
         notes: [
           'time covers tokenization, vocabulary lookup, per-row counting and CSR assembly (TextFeaturizer.transform)',
@@ -181,7 +226,17 @@ export async function run({ cusim, quick, time, backends }) {
       },
       {
         title: 'cusim dedup pipeline on node_modules sources (featurize + dedup at 0.9, 128 samples)',
-        columns: ['backend', 'docs', 'nnz', 'featurize ms (JS)', `featurize ms (native, ${cores}T)`, 'dedup ms (median)', 'groups', 'featurize share (JS)', 'featurize share (native)'],
+        columns: [
+          'backend',
+          'docs',
+          'nnz',
+          'featurize ms (JS)',
+          `featurize ms (native, ${cores}T)`,
+          'dedup ms (median)',
+          'groups',
+          'featurize share (JS)',
+          'featurize share (native)',
+        ],
         rows: pipeline,
         notes: ['featurize share = featurize / (featurize + dedup): the part of the pipeline spent turning text into the CSR'],
       },
@@ -189,7 +244,9 @@ export async function run({ cusim, quick, time, backends }) {
         title: '`cusim dedup node_modules` end to end (one run each)',
         columns: ['backend', 'threads', 'tokenizer', 'files', 'groups', 'in-process ms', 'wall ms (incl. node start)', 'files/s', 'error'],
         rows: cli,
-        notes: ['threads = worker threads reading and featurizing files; tokenizer JS = --no-native; the report is identical for any combination'],
+        notes: [
+          'threads = worker threads reading and featurizing files; tokenizer JS = --no-native; the report is identical for any combination',
+        ],
       },
     ],
   };

@@ -85,8 +85,10 @@ __global__ void __launch_bounds__(kClassicThreads)
       const uint32_t s = s0 + q * 32 + lane;
       if (s >= samples) continue;
       uint32_t* o = out + uint64_t(sg.row) * samples + s;
-      if (sg.split == kNone) *o = best[q];
-      else atomicMin(o, best[q]);
+      if (sg.split == kNone)
+        *o = best[q];
+      else
+        atomicMin(o, best[q]);
     }
   }
 }

@@ -45,8 +45,10 @@ struct Updates {
 __device__ __forceinline__ uint32_t LowerBound(const uint32_t* a, uint32_t lo, uint32_t hi, uint32_t t) {
   while (lo < hi) {
     const uint32_t mid = (lo + hi) >> 1;
-    if (a[mid] < t) lo = mid + 1;
-    else hi = mid;
+    if (a[mid] < t)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -196,9 +198,9 @@ __device__ __forceinline__ uint32_t HashFind(const uint2* h, uint32_t bits, uint
 // postings as one list, 32 postings a round, so a term shared by many batch
 // documents costs postings/32 rounds instead of serializing one lane, and
 // terms with few postings share rounds instead of idling most lanes. Products
-// go to the warp's per-document accumulator in shared memory by integer atomics (order-free, so the sum equals the sequential merge);
-// afterwards the lanes sweep the B accumulators, zero them and keep the best
-// key per document. The matrix is read once per batch of B documents.
+// go to the warp's per-document accumulator in shared memory by integer atomics (order-free, so the sum equals the
+// sequential merge); afterwards the lanes sweep the B accumulators, zero them and keep the best key per document. The
+// matrix is read once per batch of B documents.
 template <uint32_t B>
 __global__ void __launch_bounds__(kThreads) ScoreBatchKernel(Ell m, uint64_t rows, BatchTable tab, uint64_t time0,
                                                              uint64_t maxAge, uint64_t accT, unsigned long long* keys) {
@@ -285,8 +287,10 @@ uint64_t FixedThreshold(double T) {
   uint64_t lo = 0, hi = uint64_t(1) << 63;  // FixedToFloat(lo) = 0 <= T, FixedToFloat(hi) = 4 > T
   while (hi - lo > 1) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (double(FixedToFloat(mid)) > T) hi = mid;
-    else lo = mid;
+    if (double(FixedToFloat(mid)) > T)
+      hi = mid;
+    else
+      lo = mid;
   }
   return lo;
 }
@@ -311,13 +315,15 @@ class CudaScorer final : public Scorer {
     while (batch_ > 256 && BatchSmemFor(batch_) > optin) batch_ /= 2;
     // Above 48 KiB, dynamic shared memory needs an opt-in per kernel.
     if (batch_ == 512)
-      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<512>())));
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<512>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(BatchSmem<512>())));
     if (batch_ == 1024)
-      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(BatchSmem<1024>())));
+      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ScoreBatchKernel<1024>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(BatchSmem<1024>())));
     // Grid-stride kernels get exactly one wave of resident blocks: a partial
     // second wave would leave most SMs idle while it runs.
     seqGrid_ = Resident(ScoreOneKernel, size_t(K_) * 8);
-    batchGrid_ = batch_ == 256    ? Resident(ScoreBatchKernel<256>, BatchSmem<256>())
+    batchGrid_ = batch_ == 256   ? Resident(ScoreBatchKernel<256>, BatchSmem<256>())
                  : batch_ == 512 ? Resident(ScoreBatchKernel<512>, BatchSmem<512>())
                                  : Resident(ScoreBatchKernel<1024>, BatchSmem<1024>());
     Grow(std::max<uint64_t>(cfg.capacity, 1));
@@ -343,9 +349,9 @@ class CudaScorer final : public Scorer {
     t1_.record(stream_);
     const unsigned blocks = gpu::GridFor(rows, kThreads, seqGrid_);
     ScoreOneKernel<<<blocks, kThreads, n * 8, stream_>>>(Matrix(), rows, DeviceUpdates(L, uint32_t(P)),
-                                                 reinterpret_cast<const uint32_t*>(dBlob_.data() + L.docT),
-                                                 reinterpret_cast<const float*>(dBlob_.data() + L.docW), n, time,
-                                                 cfg_.maxAge, cfg_.threshold, keys_.data(), parity_);
+                                                         reinterpret_cast<const uint32_t*>(dBlob_.data() + L.docT),
+                                                         reinterpret_cast<const float*>(dBlob_.data() + L.docW), n,
+                                                         time, cfg_.maxAge, cfg_.threshold, keys_.data(), parity_);
     CUSIM_LAUNCH_CHECK();
     t2_.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(hKeys_.data(), keys_.data() + parity_, 8, cudaMemcpyDeviceToHost, stream_));
@@ -400,22 +406,30 @@ class CudaScorer final : public Scorer {
     CUSIM_CUDA_CHECK(cudaMemsetAsync(batchKeys_.data(), 0, uint64_t(nDocs) * 8, stream_));
     t1_.record(stream_);
     if (nU > 0) {
-      BatchTable tab{reinterpret_cast<const uint2*>(dBlob_.data() + L.hash), reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
-                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd), reinterpret_cast<const float*>(dBlob_.data() + L.pw),
-                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter), db, nDocs};
+      BatchTable tab{reinterpret_cast<const uint2*>(dBlob_.data() + L.hash),
+                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.off),
+                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.pd),
+                     reinterpret_cast<const float*>(dBlob_.data() + L.pw),
+                     reinterpret_cast<const uint32_t*>(dBlob_.data() + L.filter),
+                     db,
+                     nDocs};
       const unsigned blocks = gpu::GridFor(rows, kWarps, batchGrid_);
       const uint64_t accT = FixedThreshold(cfg_.threshold);
       if (batch_ == 256) {
-        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data());
+        ScoreBatchKernel<256><<<blocks, kThreads, BatchSmem<256>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge,
+                                                                               accT, batchKeys_.data());
       } else if (batch_ == 512) {
-        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data());
+        ScoreBatchKernel<512><<<blocks, kThreads, BatchSmem<512>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge,
+                                                                               accT, batchKeys_.data());
       } else {
-        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0, cfg_.maxAge, accT, batchKeys_.data());
+        ScoreBatchKernel<1024><<<blocks, kThreads, BatchSmem<1024>(), stream_>>>(Matrix(), rows, tab, time0,
+                                                                                 cfg_.maxAge, accT, batchKeys_.data());
       }
       CUSIM_LAUNCH_CHECK();
     }
     t2_.record(stream_);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(hKeys_.data(), batchKeys_.data(), uint64_t(nDocs) * 8, cudaMemcpyDeviceToHost, stream_));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpyAsync(hKeys_.data(), batchKeys_.data(), uint64_t(nDocs) * 8, cudaMemcpyDeviceToHost, stream_));
     t3_.record(stream_);
     stream_.sync();
     Account();
@@ -448,8 +462,10 @@ class CudaScorer final : public Scorer {
           w[k * n + r] = rows_.weights[r * K_ + k];
         }
     });
-    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(terms_.data(), ld_ * 4, t.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w_.data(), ld_ * 4, w.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpy2DAsync(terms_.data(), ld_ * 4, t.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpy2DAsync(w_.data(), ld_ * 4, w.data(), n * 4, n * 4, K_, cudaMemcpyHostToDevice, stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(last_.data(), rows_.lastSeen.data(), n * 8, cudaMemcpyHostToDevice, stream_));
     stream_.sync();
   }
@@ -539,8 +555,10 @@ class CudaScorer final : public Scorer {
     gpu::DeviceBuffer<float> w(uint64_t(K_) * ld, "cluster ELL weights");
     gpu::DeviceBuffer<uint64_t> last(ld, "cluster last-seen");
     if (ld_ > 0) {
-      CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(t.data(), ld * 4, terms_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
-      CUSIM_CUDA_CHECK(cudaMemcpy2DAsync(w.data(), ld * 4, w_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
+      CUSIM_CUDA_CHECK(
+          cudaMemcpy2DAsync(t.data(), ld * 4, terms_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
+      CUSIM_CUDA_CHECK(
+          cudaMemcpy2DAsync(w.data(), ld * 4, w_.data(), ld_ * 4, ld_ * 4, K_, cudaMemcpyDeviceToDevice, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(last.data(), last_.data(), ld_ * 8, cudaMemcpyDeviceToDevice, stream_));
       stream_.sync();
     }

@@ -42,14 +42,14 @@ struct FlyState : GpuState {
   int device = -1;
   gpu::DeviceBuffer<uint16_t> proj16;  // [s][m], legacy kernels
   gpu::DeviceBuffer<uint32_t> proj32;
-  gpu::DeviceBuffer<uint16_t> packed;  // [m][sPad], tile kernels
+  gpu::DeviceBuffer<uint16_t> packed;              // [m][sPad], tile kernels
   gpu::DeviceBuffer<uint16_t> chunkTab, chunkCnt;  // chunked TileLarge (see Chunks)
-  gpu::DeviceBuffer<uint32_t> projBits;  // [k-step][mPad] words, tensor-core path
+  gpu::DeviceBuffer<uint32_t> projBits;            // [k-step][mPad] words, tensor-core path
   Chunks chunkInfo;
   gpu::DeviceBuffer<float> dX[2], dPart[2];
   gpu::DeviceBuffer<uint32_t> dOut[2], dKeys[2], dBits[2], dListK[2], dListJ[2], dFail[2], dScratch[2];
   gpu::DeviceBuffer<uint32_t> dRowInfo[2];  // tensor-core path: lo, hi, count, over, margin per row
-  gpu::DeviceBuffer<uint8_t> dQ[2];  // tensor-core path on floats: the quantized rows
+  gpu::DeviceBuffer<uint8_t> dQ[2];         // tensor-core path on floats: the quantized rows
   gpu::PinnedBuffer<float> hX[2];
   gpu::PinnedBuffer<uint32_t> hOut[2];
 
@@ -259,9 +259,13 @@ void StageFloats(float* dst, const uint8_t* src, uint64_t count) {
 template <typename Idx>
 gpu::DeviceBuffer<Idx>& LegacyBuffer(FlyState& st);
 template <>
-gpu::DeviceBuffer<uint16_t>& LegacyBuffer<uint16_t>(FlyState& st) { return st.proj16; }
+gpu::DeviceBuffer<uint16_t>& LegacyBuffer<uint16_t>(FlyState& st) {
+  return st.proj16;
+}
 template <>
-gpu::DeviceBuffer<uint32_t>& LegacyBuffer<uint32_t>(FlyState& st) { return st.proj32; }
+gpu::DeviceBuffer<uint32_t>& LegacyBuffer<uint32_t>(FlyState& st) {
+  return st.proj32;
+}
 
 // Hashes x (rows rowBase.. of the caller's X) into out. byteValued: plan for
 // byte data (true for xBytes; for floats a hope that staging checks). Returns
@@ -313,7 +317,8 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
       st.dListJ[i].reserve(pl.batch * pl.cap, "FlyHash window indices");
       st.dFail[i].reserve(2 * pl.batch + 1, "FlyHash row flags");  // flags, count, list
       st.dScratch[i].reserve(uint64_t(kFallbackSpread + pl.grid) * p.m, "FlyHash fallback keys");
-      if (pl.kind == Kind::TileLarge && pl.chunks > 1) st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
+      if (pl.kind == Kind::TileLarge && pl.chunks > 1)
+        st.dPart[i].reserve((pl.batch + kTile - 1) / kTile * kTile * p.m, "FlyHash partial sums");
     }
     st.hX[i].reserve(xFloats, "FlyHash pinned input");
     st.hOut[i].reserve(pl.batch * stride, "FlyHash pinned output");
@@ -364,8 +369,8 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
     FallbackActKernel<T><<<spread, 256, 0, sm>>>(xIn, p.d, xStride, dPacked, sPad, p.s, p.m, count, count + 1, scratch);
     CUSIM_LAUNCH_CHECK();
     const unsigned g = unsigned(std::min<uint64_t>(pl.grid, n));
-    FallbackKernel<T><<<g, 1024, 0, sm>>>(xIn, p.d, xStride, dPacked, sPad, p.s, p.m, p.k, count, count + 1, indices, dOut, stride,
-                                          scratch);
+    FallbackKernel<T><<<g, 1024, 0, sm>>>(xIn, p.d, xStride, dPacked, sPad, p.s, p.m, p.k, count, count + 1, indices,
+                                          dOut, stride, scratch);
     CUSIM_LAUNCH_CHECK();
   };
 
@@ -415,16 +420,16 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
     const uint4* packed4 = reinterpret_cast<const uint4*>(dPacked);
     if (pl.kind == Kind::TileSmall) {
       TileSmallKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, packed4, packs, full, rem, p.m, p.k, indices, dOut,
-                                                     stride);
+                                                    stride);
       CUSIM_LAUNCH_CHECK();
     } else if (pl.kind == Kind::TileLarge) {
       uint32_t* bits = indices ? st.dBits[slot].data() : dOut;
       uint32_t* fail = st.dFail[slot].data();
       Chunks ch = chunks;
       ch.part = st.dPart[slot].data();
-      TileLargeKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, tables, full, rem, p.m, p.k, pl.S, pl.hiRank,
-                                                     pl.loRank, pl.cap, forceFail, bits, st.dListK[slot].data(),
-                                                     st.dListJ[slot].data(), fail, ch);
+      TileLargeKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, tables, full, rem, p.m, p.k, pl.S, pl.hiRank, pl.loRank,
+                                                    pl.cap, forceFail, bits, st.dListK[slot].data(),
+                                                    st.dListJ[slot].data(), fail, ch);
       CUSIM_LAUNCH_CHECK();
       finishFlagged(dX, p.d, bits, fail, n, sm, dOut, st.dScratch[slot].data());
     } else if (mma) {
@@ -460,14 +465,13 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
         Inline in;
         if (inl) in = Inline{dX, p.d, sPad, p.s, dPacked, fail};
         RefineKernel<<<warpBlocks, 256, pl.refineStage * kRowWarps * 4, sm>>>(
-            n, p.k, pl.cap, forceFail, pl.refineStage, cnt, over, st.dListK[slot].data(), st.dListJ[slot].data(),
-            bits, words, margin, lo, hi, in);
+            n, p.k, pl.cap, forceFail, pl.refineStage, cnt, over, st.dListK[slot].data(), st.dListJ[slot].data(), bits,
+            words, margin, lo, hi, in);
         CUSIM_LAUNCH_CHECK();
         if (!inl) {
           const unsigned exactBlocks = unsigned((n + pl.exactRows - 1) / pl.exactRows);
-          ExactKernel<<<exactBlocks, 256, pl.ExactSmem(p.d), sm>>>(n, pl.exactRows, pl.cap, cnt, dX, p.d, dPacked,
-                                                                   sPad, p.s, st.dListJ[slot].data(),
-                                                                   st.dListK[slot].data());
+          ExactKernel<<<exactBlocks, 256, pl.ExactSmem(p.d), sm>>>(n, pl.exactRows, pl.cap, cnt, dX, p.d, dPacked, sPad,
+                                                                   p.s, st.dListJ[slot].data(), st.dListK[slot].data());
           CUSIM_LAUNCH_CHECK();
         }
       }
@@ -522,8 +526,8 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
 
 }  // namespace
 
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o,
-              uint32_t* out, int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out,
+              int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
               std::unique_ptr<GpuState>* state) {
   if (x.rows == 0) return;
   gpu::DeviceGuard guard(device);

@@ -17,9 +17,9 @@ namespace gpu {
 
 [[noreturn]] void ThrowCuda(cudaError_t e, const char* expr, const char* file, int line);
 
-#define CUSIM_CUDA_CHECK(expr)                                              \
-  do {                                                                      \
-    cudaError_t cusim_err_ = (expr);                                        \
+#define CUSIM_CUDA_CHECK(expr)                                                                     \
+  do {                                                                                             \
+    cudaError_t cusim_err_ = (expr);                                                               \
     if (cusim_err_ != cudaSuccess) ::cusim::gpu::ThrowCuda(cusim_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 

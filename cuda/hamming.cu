@@ -58,22 +58,25 @@ void BuildOnDevice(HostIndex& ix, DeviceIndex& d, cudaStream_t stream, Timing* t
   gpu::DeviceBuffer<uint32_t> keys(uint64_t(p.tables) * d.rows, "ewh keys");
   gpu::DeviceBuffer<unsigned long long> counts(slots + 1, "ewh bucket counts");
   size_t scanBytes = 0;
-  CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scanBytes, counts.data(), d.offsets.data(), slots + 1, stream));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(nullptr, scanBytes, counts.data(), d.offsets.data(), slots + 1, stream));
   gpu::DeviceBuffer<uint8_t> scanTmp(std::max<size_t>(scanBytes, 1), "ewh scan scratch");
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(d.positions.data(), ix.positions.data(), ix.positions.size() * 4, cudaMemcpyHostToDevice, stream));
+  CUSIM_CUDA_CHECK(cudaMemcpyAsync(d.positions.data(), ix.positions.data(), ix.positions.size() * 4,
+                                   cudaMemcpyHostToDevice, stream));
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(d.masks.data(), masks.data(), masks.size() * 4, cudaMemcpyHostToDevice, stream));
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(d.maskWeights.data(), mw.data(), mw.size() * 4, cudaMemcpyHostToDevice, stream));
   gpu::Event t0, t1;
   t0.record(stream);
   CUSIM_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, (slots + 1) * 8, stream));
   KeysKernel<<<Blocks(d.rows, d.device), kThreads, 0, stream>>>(d.codes.data(), d.rows, d.wp, d.positions.data(),
-                                                                 p.tables, p.keyBits, keys.data(), counts.data());
+                                                                p.tables, p.keyBits, keys.data(), counts.data());
   CUSIM_LAUNCH_CHECK();
-  CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scanTmp.data(), scanBytes, counts.data(), d.offsets.data(), slots + 1, stream));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(scanTmp.data(), scanBytes, counts.data(), d.offsets.data(), slots + 1, stream));
   // counts becomes the scatter cursor: a copy of the offsets.
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(counts.data(), d.offsets.data(), (slots + 1) * 8, cudaMemcpyDeviceToDevice, stream));
   ScatterKernel<<<Blocks(d.rows, d.device), kThreads, 0, stream>>>(keys.data(), d.rows, p.tables, p.keyBits,
-                                                                    counts.data(), d.ids.data());
+                                                                   counts.data(), d.ids.data());
   CUSIM_LAUNCH_CHECK();
   t1.record(stream);
   CUSIM_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -130,7 +133,8 @@ void LaunchMma2(const DeviceIndex& d, uint64_t nrows, uint64_t stride, const Que
   // ~8 CTAs per SM (2 resident x 4 waves) whatever the batch; CTAs of one row split
   // launch together, so their shared rows come from L2 and HBM is read ~once per batch.
   const uint64_t want = (uint64_t(gpu::MultiprocessorCount(d.device)) * 8 + qblocks - 1) / qblocks;
-  const unsigned splits = unsigned(std::max<uint64_t>(1, std::min<uint64_t>({want, (nrows + kM2Rows - 1) / kM2Rows, 65535})));
+  const unsigned splits =
+      unsigned(std::max<uint64_t>(1, std::min<uint64_t>({want, (nrows + kM2Rows - 1) / kM2Rows, 65535})));
   MmaTile2<KS><<<dim3(qblocks, splits), kM2Warps * 32, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, stride,
                                                                     qb.codes.data(), qb.pops.data(), nb, epi);
 }
@@ -151,7 +155,7 @@ void LaunchTile(Tile tile, const DeviceIndex& d, uint64_t nrows, uint64_t stride
   } else if (tile == Tile::Mma) {
     dim3 grid((nb + 15) / 16, rowBlocks);
     MmaTile<<<grid, 128, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, stride, qb.codes.data(),
-                                     qb.pops.data(), nb, epi);
+                                      qb.pops.data(), nb, epi);
   } else {
     dim3 grid((nb + 15) / 16, rowBlocks);
     PopcTile<16><<<grid, kThreads, 0, stream>>>(d.codes.data(), d.wp, nrows, stride, qb.codes.data(), nb, epi);
@@ -279,7 +283,8 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     CUSIM_LAUNCH_CHECK();
     CUSIM_CUDA_CHECK(cudaMemsetAsync(lessCnt.data(), 0, uint64_t(nb) * 4, stream));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(tieCnt.data(), 0, uint64_t(nb) * 4, stream));
-    LaunchTile(tile, d, n, 1, b, nb, Collect{thr.data(), lessCnt.data(), less.data(), k, tieCnt.data(), ties.data()}, stream);
+    LaunchTile(tile, d, n, 1, b, nb, Collect{thr.data(), lessCnt.data(), less.data(), k, tieCnt.data(), ties.data()},
+               stream);
     FinalizeKernel<<<nb, kThreads, finalShared, stream>>>(d.codes.data(), d.wp, n, b.codes.data(), thr.data(),
                                                           lessCnt.data(), less.data(), tieCnt.data(), ties.data(), k,
                                                           ix.bits, outIds.data(), outDist.data());
@@ -309,7 +314,8 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     const uint32_t w = queries.wordsPerRow(), ns = uint32_t(redo.size());
     std::vector<uint32_t> gathered(uint64_t(ns) * w);
     for (uint32_t i = 0; i < ns; ++i)
-      std::copy(queries.words + (q0 + redo[i]) * w, queries.words + (q0 + redo[i] + 1) * w, gathered.begin() + uint64_t(i) * w);
+      std::copy(queries.words + (q0 + redo[i]) * w, queries.words + (q0 + redo[i] + 1) * w,
+                gathered.begin() + uint64_t(i) * w);
     BitsView gv{gathered.data(), ns, queries.bits};
     sub.codes.reserve(uint64_t(batch) * d.wp, "hamming redo queries");
     sub.pops.reserve(batch, "hamming redo query popcounts");
@@ -320,8 +326,10 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     r1.record(stream);
     subIds.resize(uint64_t(ns) * k);
     subDist.resize(uint64_t(ns) * k);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(subIds.data(), outIds.data(), uint64_t(ns) * k * 4, cudaMemcpyDeviceToHost, stream));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(subDist.data(), outDist.data(), uint64_t(ns) * k * 2, cudaMemcpyDeviceToHost, stream));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpyAsync(subIds.data(), outIds.data(), uint64_t(ns) * k * 4, cudaMemcpyDeviceToHost, stream));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpyAsync(subDist.data(), outDist.data(), uint64_t(ns) * k * 2, cudaMemcpyDeviceToHost, stream));
     stream.sync();
     if (timing) timing->kernelMs += gpu::ElapsedMs(r0, r1);
     for (uint32_t i = 0; i < ns; ++i) {
@@ -339,7 +347,7 @@ void ScoreBatch(const HostIndex& ix, const DeviceIndex& d, QueryBatch& qb, gpu::
   const EwhParams& p = ix.params;
   const uint32_t probes = uint32_t(d.masks.size());
   QueryKeysKernel<<<(nb * p.tables + 255) / 256, 256, 0, stream>>>(qb.codes.data(), nb, d.wp, d.positions.data(),
-                                                                    p.tables, p.keyBits, qkeys.data());
+                                                                   p.tables, p.keyBits, qkeys.data());
   CUSIM_LAUNCH_CHECK();
   CUSIM_CUDA_CHECK(cudaMemsetAsync(scores, 0, uint64_t(nb) * d.rows * 4, stream));
   dim3 grid(p.tables * probes, nb);
@@ -411,7 +419,8 @@ void SearchEwhCuda(HostIndex& ix, const BitsView& queries, uint32_t k, uint32_t*
                                                              candCount.data(), hist.data(), k, ix.bits, outIds.data(),
                                                              outDist.data());
     CUSIM_LAUNCH_CHECK();
-    FinishBatch(t, ids, dist, q0, nb, k, outIds.data(), outDist.data(), candCount.data(), counts.data(), stream, timing);
+    FinishBatch(t, ids, dist, q0, nb, k, outIds.data(), outDist.data(), candCount.data(), counts.data(), stream,
+                timing);
     if (timing)
       for (uint32_t i = 0; i < nb; ++i) timing->shortlisted += counts[i];
   }

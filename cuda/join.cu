@@ -105,15 +105,18 @@ __device__ __forceinline__ uint64_t LowerBound(const unsigned long long* __restr
                                                uint32_t lo) {
   while (s < e) {
     const uint64_t mid = s + (e - s) / 2;
-    if (uint32_t(p[mid] >> 32) < lo) s = mid + 1;
-    else e = mid;
+    if (uint32_t(p[mid] >> 32) < lo)
+      s = mid + 1;
+    else
+      e = mid;
   }
   return s;
 }
 
 __global__ void CountPrefixKernel(const uint32_t* __restrict__ tok, const uint64_t* __restrict__ off, uint64_t i0,
                                   uint64_t i1, Bounds B, bool mid, unsigned long long* __restrict__ cnt) {
-  for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1; i += uint64_t(gridDim.x) * blockDim.x) {
+  for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1;
+       i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t L = PrefixLen(B, mid, SizeOf(off, i));
     for (uint32_t k = 0; k < L; k++) atomicAdd(&cnt[tok[off[i] + k]], 1ull);
   }
@@ -121,9 +124,11 @@ __global__ void CountPrefixKernel(const uint32_t* __restrict__ tok, const uint64
 
 // Unordered within each list; the lists are sorted afterwards.
 __global__ void ScatterPrefixKernel(const uint32_t* __restrict__ tok, const uint64_t* __restrict__ off, uint64_t i0,
-                                    uint64_t i1, Bounds B, bool mid, bool packed, unsigned long long* __restrict__ cursor,
+                                    uint64_t i1, Bounds B, bool mid, bool packed,
+                                    unsigned long long* __restrict__ cursor,
                                     unsigned long long* __restrict__ postings) {
-  for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1; i += uint64_t(gridDim.x) * blockDim.x) {
+  for (uint64_t i = i0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < i1;
+       i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t size = SizeOf(off, i), L = PrefixLen(B, mid, size);
     for (uint32_t k = 0; k < L; k++) {
       const unsigned long long at = atomicAdd(&cursor[tok[off[i] + k]], 1ull);
@@ -138,7 +143,8 @@ __global__ void PostingsPerProbeKernel(const uint32_t* __restrict__ tok, const u
                                        uint64_t p1, Bounds B, const unsigned long long* __restrict__ start,
                                        const unsigned long long* __restrict__ postings, const uint32_t* __restrict__ lo,
                                        const uint32_t* __restrict__ hi, uint64_t* __restrict__ hits) {
-  for (uint64_t i = p0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p1; i += uint64_t(gridDim.x) * blockDim.x) {
+  for (uint64_t i = p0 + uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p1;
+       i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t wl = lo[i - p0], wh = hi[i - p0];
     uint64_t h = 0;
     if (wl < wh) {
@@ -505,24 +511,26 @@ class CudaJoiner final : public Joiner {
     ids->reset(std::max<size_t>(c.ids.size(), 1), what);
     log_.Mark("setup alloc");
     if (!c.tokens.empty())
-      CUSIM_CUDA_CHECK(cudaMemcpyAsync(tok->data(), c.tokens.data(), c.tokens.size() * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(off->data(), c.offsets.data(), c.offsets.size() * 8, cudaMemcpyHostToDevice, stream_));
+      CUSIM_CUDA_CHECK(
+          cudaMemcpyAsync(tok->data(), c.tokens.data(), c.tokens.size() * 4, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpyAsync(off->data(), c.offsets.data(), c.offsets.size() * 8, cudaMemcpyHostToDevice, stream_));
     if (!c.ids.empty())
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(ids->data(), c.ids.data(), c.ids.size() * 4, cudaMemcpyHostToDevice, stream_));
     stream_.sync();
   }
 
-  unsigned Grid(uint64_t work) const {
-    return gpu::GridFor(work, kThreads, sms_ * 16);
-  }
+  unsigned Grid(uint64_t work) const { return gpu::GridFor(work, kThreads, sms_ * 16); }
 
   // First position in [lo, hi) of `c` whose size satisfies pred (pred monotone).
   template <typename Pred>
   static uint64_t FirstWhere(const Collection& c, uint64_t lo, uint64_t hi, Pred pred) {
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
-      if (pred(c.size(mid))) hi = mid;
-      else lo = mid + 1;
+      if (pred(c.size(mid)))
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     return lo;
   }
@@ -553,13 +561,15 @@ class CudaJoiner final : public Joiner {
     CountPrefixKernel<<<Grid(i1 - i0), kThreads, 0, stream_>>>(Itok(), Ioff(), i0, i1, B, p.self, cursor_.data());
     CUSIM_LAUNCH_CHECK();
     size_t tempBytes = 0;
-    CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, tempBytes, cursor_.data(), start_.data(), int64_t(V), stream_));
+    CUSIM_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(nullptr, tempBytes, cursor_.data(), start_.data(), int64_t(V), stream_));
     scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join scan scratch");
-    CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scanTemp_.data(), tempBytes, cursor_.data(), start_.data(), int64_t(V), stream_));
+    CUSIM_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(scanTemp_.data(), tempBytes, cursor_.data(), start_.data(), int64_t(V), stream_));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(cursor_.data(), start_.data(), V * 8, cudaMemcpyDeviceToDevice, stream_));
     sortTemp_.reserve(entries, "join prefix postings");
-    ScatterPrefixKernel<<<Grid(i1 - i0), kThreads, 0, stream_>>>(Itok(), Ioff(), i0, i1, B, p.self, packed_, cursor_.data(),
-                                                                 sortTemp_.data());
+    ScatterPrefixKernel<<<Grid(i1 - i0), kThreads, 0, stream_>>>(Itok(), Ioff(), i0, i1, B, p.self, packed_,
+                                                                 cursor_.data(), sortTemp_.data());
     CUSIM_LAUNCH_CHECK();
     // Each list sorted by set position, so a probe reads just its window.
     // DoubleBuffer: CUB needs no third copy; the sorted lists end up in either.
@@ -671,7 +681,8 @@ class CudaJoiner final : public Joiner {
     table_.reserve((slots * slotBytes + sizeof(Slot) - 1) / sizeof(Slot), "join candidate tables");
     cands_.reserve(b.maxCands, "join candidates");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes.data(), n * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
     gpu::Event e0, e1;
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * slotBytes, stream_));
@@ -701,8 +712,8 @@ class CudaJoiner final : public Joiner {
     gpu::Event e0, e1;
     e0.record(stream_);
     VerifyKernel<<<Grid(end - begin), kThreads, 0, stream_>>>(Ptok(), Poff(), Itok(), Ioff(), dPids_.data(), Iids(),
-                                                              cands_.data(), begin, end, p.bounds, p.self,
-                                                              keys_.data(), vals_.data(), counters_.data());
+                                                              cands_.data(), begin, end, p.bounds, p.self, keys_.data(),
+                                                              vals_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
     pendingDone_ = end;
     if (end == pendingCands_) {
@@ -749,7 +760,8 @@ class CudaJoiner final : public Joiner {
       size_t tempBytes = 0;
       CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, tempBytes, k, v, int64_t(n), 0, keyBits_, stream_));
       scanTemp_.reserve(std::max<size_t>(tempBytes, 1), "join result sort scratch");
-      CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scanTemp_.data(), tempBytes, k, v, int64_t(n), 0, keyBits_, stream_));
+      CUSIM_CUDA_CHECK(
+          cub::DeviceRadixSort::SortPairs(scanTemp_.data(), tempBytes, k, v, int64_t(n), 0, keyBits_, stream_));
       auto* lr = reinterpret_cast<uint32_t*>(k.Alternate());
       auto* os = reinterpret_cast<uint32_t*>(v.Alternate());
       SplitKernel<<<Grid(n), kThreads, 0, stream_>>>(k.Current(), v.Current(), n, lr, os);
@@ -786,7 +798,7 @@ class CudaJoiner final : public Joiner {
   uint64_t block_ = 0, tableBudget_ = 0;
   unsigned sms_ = 1;
   int keyBits_ = 64;
-  bool packed_ = false;  // postings carry their set's size (see Posting)
+  bool packed_ = false;   // postings carry their set's size (see Posting)
   bool compact_ = false;  // 8-byte candidate slots (see compact::)
   gpu::DeviceBuffer<uint32_t> dPtok_, dItok_, dPids_, dIids_;
   gpu::DeviceBuffer<uint64_t> dPoff_, dIoff_;

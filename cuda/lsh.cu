@@ -43,16 +43,18 @@ __global__ void PairCountKernel(const uint32_t* __restrict__ counts, const int* 
 // with elements i+1..c-1. Pair (i, j) of a run lands at
 //   runOffset + i*c - i(i+1)/2 + (j - i - 1).
 __global__ void EmitPairsKernel(const uint32_t* __restrict__ vals, uint64_t count, const uint32_t* __restrict__ starts,
-                                const uint32_t* __restrict__ counts, const uint64_t* __restrict__ pairOffset, int numRuns,
-                                uint64_t* __restrict__ out) {
+                                const uint32_t* __restrict__ counts, const uint64_t* __restrict__ pairOffset,
+                                int numRuns, uint64_t* __restrict__ out) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;
   for (uint64_t e = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; e < count; e += warps) {
     int lo = 0, hi = numRuns - 1;  // last run whose start <= e
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (starts[mid] <= e) lo = mid;
-      else hi = mid - 1;
+      if (starts[mid] <= e)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const uint64_t s = starts[lo], c = counts[lo], i = e - s;
     if (i + 1 >= c) continue;
@@ -112,9 +114,11 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
 
   // Temporary storage for every CUB call below, sized once.
   size_t need = 0, t = 0;
-  CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, t, keys.data(), keysSorted.data(), vals.data(), valsSorted.data(), n));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(nullptr, t, keys.data(), keysSorted.data(), vals.data(), valsSorted.data(), n));
   need = std::max(need, t);
-  CUSIM_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, t, keysSorted.data(), uniqueKeys.data(), counts.data(), numRuns.data(), n));
+  CUSIM_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, t, keysSorted.data(), uniqueKeys.data(), counts.data(),
+                                                      numRuns.data(), n));
   need = std::max(need, t);
   CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, t, counts.data(), starts.data(), n));
   need = std::max(need, t);
@@ -131,8 +135,8 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   gpu::DeviceBuffer<uint64_t> pairs;
   uint64_t used = 0;
   for (uint32_t band = 0; band < p.bands; ++band) {
-    BandKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width, dReps.data(), R, band,
-                                                               p.rows, keys.data(), vals.data());
+    BandKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width, dReps.data(), R,
+                                                               band, p.rows, keys.data(), vals.data());
     CUSIM_LAUNCH_CHECK();
     size_t bytes = temp.size();
     // Reps ascend and the sort is stable, so each run lists rows ascending and
@@ -140,31 +144,35 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
     CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data(), bytes, keys.data(), keysSorted.data(), vals.data(),
                                                      valsSorted.data(), n, 0, 64, stream));
     bytes = temp.size();
-    CUSIM_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp.data(), bytes, keysSorted.data(), uniqueKeys.data(), counts.data(),
-                                                        numRuns.data(), n, stream));
+    CUSIM_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp.data(), bytes, keysSorted.data(), uniqueKeys.data(),
+                                                        counts.data(), numRuns.data(), n, stream));
     int runs = 0;
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(&runs, numRuns.data(), sizeof(int), cudaMemcpyDeviceToHost, stream));
     stream.sync();
     if (runs == n) continue;  // every bucket holds one row
     bytes = temp.size();
     CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.data(), bytes, counts.data(), starts.data(), runs, stream));
-    PairCountKernel<<<Blocks(uint64_t(runs) + 1, device), kThreads, 0, stream>>>(counts.data(), numRuns.data(), pairCount.data());
+    PairCountKernel<<<Blocks(uint64_t(runs) + 1, device), kThreads, 0, stream>>>(counts.data(), numRuns.data(),
+                                                                                 pairCount.data());
     CUSIM_LAUNCH_CHECK();
     bytes = temp.size();
-    CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.data(), bytes, pairCount.data(), pairOffset.data(), runs + 1, stream));
+    CUSIM_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(temp.data(), bytes, pairCount.data(), pairOffset.data(), runs + 1, stream));
     uint64_t total = 0;
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(&total, pairOffset.data() + runs, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+    CUSIM_CUDA_CHECK(
+        cudaMemcpyAsync(&total, pairOffset.data() + runs, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
     stream.sync();
     if (total == 0) continue;
     if (used + total > pairs.size()) {
       // Grow geometrically; the pairs so far move to the new buffer.
       gpu::DeviceBuffer<uint64_t> bigger(std::max(used + total, 2 * pairs.size()), "LSH candidate pairs");
-      if (used) CUSIM_CUDA_CHECK(cudaMemcpyAsync(bigger.data(), pairs.data(), used * 8, cudaMemcpyDeviceToDevice, stream));
+      if (used)
+        CUSIM_CUDA_CHECK(cudaMemcpyAsync(bigger.data(), pairs.data(), used * 8, cudaMemcpyDeviceToDevice, stream));
       stream.sync();
       pairs = std::move(bigger);
     }
     EmitPairsKernel<<<Blocks(R * 32, device), kThreads, 0, stream>>>(valsSorted.data(), R, starts.data(), counts.data(),
-                                                                    pairOffset.data(), runs, pairs.data() + used);
+                                                                     pairOffset.data(), runs, pairs.data() + used);
     CUSIM_LAUNCH_CHECK();
     used += total;
   }
@@ -185,15 +193,19 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   while (endBit < 64 && (uint64_t(reps.back()) >> (endBit - 32)) != 0) ++endBit;
   gpu::DeviceBuffer<uint64_t> sorted(used, "LSH sorted candidate pairs");
   size_t bytes = 0;
-  CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, bytes, pairs.data(), sorted.data(), used, 0, endBit, stream));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceRadixSort::SortKeys(nullptr, bytes, pairs.data(), sorted.data(), used, 0, endBit, stream));
   gpu::DeviceBuffer<uint64_t> numUnique(1, "LSH unique pair count");
   size_t bytes2 = 0;
-  CUSIM_CUDA_CHECK(cub::DeviceSelect::Unique(nullptr, bytes2, sorted.data(), pairs.data(), numUnique.data(), used, stream));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceSelect::Unique(nullptr, bytes2, sorted.data(), pairs.data(), numUnique.data(), used, stream));
   temp.reserve(std::max(bytes, bytes2), "LSH CUB temporary storage");
   bytes = temp.size();
-  CUSIM_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp.data(), bytes, pairs.data(), sorted.data(), used, 0, endBit, stream));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceRadixSort::SortKeys(temp.data(), bytes, pairs.data(), sorted.data(), used, 0, endBit, stream));
   bytes = temp.size();
-  CUSIM_CUDA_CHECK(cub::DeviceSelect::Unique(temp.data(), bytes, sorted.data(), pairs.data(), numUnique.data(), used, stream));
+  CUSIM_CUDA_CHECK(
+      cub::DeviceSelect::Unique(temp.data(), bytes, sorted.data(), pairs.data(), numUnique.data(), used, stream));
   uint64_t uniq = 0;
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(&uniq, numUnique.data(), sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
   stream.sync();
@@ -201,7 +213,7 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   if (estimate && uniq > 0) {
     dEst.reset(uniq, "LSH pair estimates");
     EstimateKernel<<<Blocks(uniq * 32, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width,
-                                                                      pairs.data(), uniq, dEst.data());
+                                                                       pairs.data(), uniq, dEst.data());
     CUSIM_LAUNCH_CHECK();
   }
   t2.record(stream);

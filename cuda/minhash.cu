@@ -48,7 +48,8 @@ constexpr unsigned kThreads = 256;
 constexpr unsigned kFlagBad = 1;   // a column >= dim or a +inf weight
 constexpr unsigned kFlagMiss = 2;  // a column without a slot yet
 
-__device__ __forceinline__ uint32_t FindSlot(const uint2* __restrict__ table, uint32_t mask, uint32_t shift, uint32_t d) {
+__device__ __forceinline__ uint32_t FindSlot(const uint2* __restrict__ table, uint32_t mask, uint32_t shift,
+                                             uint32_t d) {
   for (uint32_t h = ColumnHome(d, shift);; h = (h + 1) & mask) {
     const uint2 e = __ldg(table + h);
     if (e.x == d) return e.y;
@@ -59,8 +60,9 @@ __device__ __forceinline__ uint32_t FindSlot(const uint2* __restrict__ table, ui
 // slots[i] = slot of column idx[i]. Columns >= dim raise kFlagBad and columns
 // without a slot kFlagMiss; both get slot 0, which always exists, so the hash
 // kernels that follow read in bounds (their output is then discarded).
-__global__ void LookupKernel(const uint32_t* __restrict__ idx, uint64_t n, uint32_t dim, const uint2* __restrict__ table,
-                             uint32_t mask, uint32_t shift, uint32_t* __restrict__ slots, unsigned* flags) {
+__global__ void LookupKernel(const uint32_t* __restrict__ idx, uint64_t n, uint32_t dim,
+                             const uint2* __restrict__ table, uint32_t mask, uint32_t shift,
+                             uint32_t* __restrict__ slots, unsigned* flags) {
   unsigned f = 0;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     const uint32_t d = __ldg(idx + i);
@@ -142,7 +144,8 @@ __global__ void GenParamsKernel(uint64_t seed, const uint32_t* __restrict__ colO
     const float u1 = curand_uniform(&st), u2 = curand_uniform(&st), u3 = curand_uniform(&st), u4 = curand_uniform(&st),
                 u5 = curand_uniform(&st);
     // Products of two floats are exact in double, so only log's last bit can differ from the CPU.
-    rec[off + s] = make_float4(float(-log(double(u1) * double(u2))), float(log(-log(double(u3) * double(u4)))), u5, 0.0f);
+    rec[off + s] =
+        make_float4(float(-log(double(u1) * double(u2))), float(log(-log(double(u3) * double(u4)))), u5, 0.0f);
   }
 }
 
@@ -216,12 +219,10 @@ __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t 
 
 // Reference scan (tuning.kernel = segment): every element-sample is
 // computed exactly, in CSR order; lanes stride over samples, any count.
-__global__ void __launch_bounds__(kThreads) HashKernel(const Seg* __restrict__ segs, uint64_t nseg,
-                                                       const uint32_t* __restrict__ indices,
-                                                       const uint32_t* __restrict__ slots,
-                                                       const float* __restrict__ values, const float4* __restrict__ rec,
-                                                       uint32_t samples, uint32_t* __restrict__ out,
-                                                       unsigned long long* __restrict__ scratch, unsigned* bad) {
+__global__ void __launch_bounds__(kThreads)
+    HashKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
+               const uint32_t* __restrict__ slots, const float* __restrict__ values, const float4* __restrict__ rec,
+               uint32_t samples, uint32_t* __restrict__ out, unsigned long long* __restrict__ scratch, unsigned* bad) {
   const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (w >= nseg) return;  // uniform per warp
   const unsigned lane = threadIdx.x & 31;
@@ -276,8 +277,8 @@ __global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t 
   const uint64_t slot = i / samples;
   const uint32_t s = uint32_t(i % samples);
   const unsigned long long key = scratch[i];
-  EmitWinner(out, (uint64_t(splitRows[slot]) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices,
-             slots, values, rec, samples, s);
+  EmitWinner(out, (uint64_t(splitRows[slot]) * samples + s) * 2, key == ~0ull ? kNone : uint32_t(key), indices, slots,
+             values, rec, samples, s);
 }
 
 // ---- Bound-pruned kernel ---------------------------------------------------
@@ -295,7 +296,7 @@ __global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t 
 // lexicographic minimum over those keys is exactly the sequential "first
 // strict minimum in CSR order", whatever order the survivors are computed in.
 constexpr unsigned kPruneThreads = 256;
-constexpr uint32_t kPrunePass = 32 * kPerLane;        // samples per pass
+constexpr uint32_t kPrunePass = 32 * kPerLane;  // samples per pass
 // Nonzeros checked per step: 8 was the fastest of 2, 4 and 8 on GitHub-shaped
 // rows (more loads in flight per warp, and one survivor append per 8 nonzeros
 // instead of per 2).
@@ -473,15 +474,15 @@ struct Device : Pipe {
   // Column -> slot map and per-slot tables. Batches read them under `lock`
   // shared; adding columns (growing them) takes it exclusively.
   RwLock lock;
-  gpu::DeviceBuffer<uint2> table;     // (column, slot), kNoColumn = empty
+  gpu::DeviceBuffer<uint2> table;  // (column, slot), kNoColumn = empty
   uint32_t tableMask = 0, tableShift = 0;
-  gpu::DeviceBuffer<uint32_t> colOf;  // slot -> column, half the table's entries
+  gpu::DeviceBuffer<uint32_t> colOf;    // slot -> column, half the table's entries
   gpu::DeviceBuffer<unsigned> counter;  // [slots in use, overflow]
   gpu::PinnedBuffer<unsigned> hCounter;
-  uint32_t count = 0;                  // slots in use (host copy)
-  uint64_t slotCap = 0;                // slots rec and bound hold (>= 1: slot 0 always exists)
-  gpu::DeviceBuffer<float4> rec;       // [slot][samples] (r, ln c, beta, 0)
-  gpu::DeviceBuffer<__half> bound;     // [slot][boundStride], see GenBoundKernel
+  uint32_t count = 0;               // slots in use (host copy)
+  uint64_t slotCap = 0;             // slots rec and bound hold (>= 1: slot 0 always exists)
+  gpu::DeviceBuffer<float4> rec;    // [slot][samples] (r, ln c, beta, 0)
+  gpu::DeviceBuffer<__half> bound;  // [slot][boundStride], see GenBoundKernel
   uint32_t boundStride = 0;
 };
 
@@ -495,11 +496,12 @@ void ResetMap(Device& d, cudaStream_t st, uint64_t capacity, uint32_t count) {
   if (count) {
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(colOf.data(), d.colOf.data(), uint64_t(count) * 4, cudaMemcpyDeviceToDevice, st));
     RebuildKernel<<<gpu::GridFor(count, kThreads, 0x7fffffffu), kThreads, 0, st>>>(colOf.data(), count, table.data(),
-                                                                                  mask, shift);
+                                                                                   mask, shift);
     CUSIM_LAUNCH_CHECK();
   }
   d.hCounter.data()[0] = count, d.hCounter.data()[1] = 0;
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(d.counter.data(), d.hCounter.data(), 2 * sizeof(unsigned), cudaMemcpyHostToDevice, st));
+  CUSIM_CUDA_CHECK(
+      cudaMemcpyAsync(d.counter.data(), d.hCounter.data(), 2 * sizeof(unsigned), cudaMemcpyHostToDevice, st));
   CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
   d.table = std::move(table);
   d.colOf = std::move(colOf);
@@ -514,9 +516,10 @@ void GrowTables(Device& d, cudaStream_t st, uint64_t slots) {
   DeviceMemory(d.id, &freeB, &totalB);
   const uint64_t need = cap * d.samples * sizeof(float4) + cap * d.boundStride * sizeof(__half);
   if (need > freeB)
-    ThrowOutOfMemory("weighted MinHash parameters on GPU " + std::to_string(d.id) + " (a 16-byte record and a 2-byte "
-                     "pruning bound per sample for each of " + std::to_string(slots) + " distinct columns, " +
-                     std::to_string(d.samples) + " samples)",
+    ThrowOutOfMemory("weighted MinHash parameters on GPU " + std::to_string(d.id) +
+                         " (a 16-byte record and a 2-byte "
+                         "pruning bound per sample for each of " +
+                         std::to_string(slots) + " distinct columns, " + std::to_string(d.samples) + " samples)",
                      need, freeB);
   gpu::DeviceBuffer<float4> rec(cap * d.samples, "MinHash parameter records");
   gpu::DeviceBuffer<__half> bound(cap * d.boundStride, "MinHash pruning bound table");
@@ -576,8 +579,7 @@ using Kernel = Tuning::Kernel;
 // One batch: the column lookup and hash kernels under the device's shared
 // lock; a batch that met columns without parameters adds them (exclusive
 // lock) and runs again.
-void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool injected, Kernel kernel,
-              Timing* timing) {
+void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool injected, Kernel kernel, Timing* timing) {
   const CsrView& m = *job.m;
   const Batch& bt = *job.bt;
   const uint32_t samples = dev.samples;
@@ -603,10 +605,9 @@ void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool in
       }
       if (kernel != Kernel::kSegment) {
         const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
-        PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(),
-                                                                  vals, dev.bound.data(), dev.boundStride,
-                                                                  dev.rec.data(), samples, sl.dOut.data(),
-                                                                  sl.dScratch.data(), sl.dBad.data());
+        PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(
+            sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(), vals, dev.bound.data(), dev.boundStride,
+            dev.rec.data(), samples, sl.dOut.data(), sl.dScratch.data(), sl.dBad.data());
       } else {
         const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
         HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(), vals,
@@ -693,10 +694,10 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
       CUSIM_CUDA_CHECK(cudaMemcpy(tb.data(), t[2].data(), total * 4, cudaMemcpyHostToDevice));
       CUSIM_CUDA_CHECK(cudaMemcpy(d->colOf.data(), cols.data(), n * 4, cudaMemcpyHostToDevice));
       PackKernel<<<gpu::GridFor(total, kThreads, 1u << 20), kThreads>>>(tr.data(), tc.data(), tb.data(), total,
-                                                                       d->rec.data());
+                                                                        d->rec.data());
       CUSIM_LAUNCH_CHECK();
       RebuildKernel<<<gpu::GridFor(n, kThreads, 0x7fffffffu), kThreads>>>(d->colOf.data(), uint32_t(n), d->table.data(),
-                                                                         d->tableMask, d->tableShift);
+                                                                          d->tableMask, d->tableShift);
       CUSIM_LAUNCH_CHECK();
       GenBoundKernel<<<gpu::GridFor(n * d->boundStride, kThreads, 1u << 20), kThreads>>>(
           d->rec.data(), 0, uint32_t(n), samples, d->boundStride, d->bound.data());
@@ -711,8 +712,8 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
   return e;
 }
 
-void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
-              const Tuning& tuning, Timing* timing, const CancelToken& cancel) {
+void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, const Tuning& tuning,
+              Timing* timing, const CancelToken& cancel) {
   const int perDevice = tuning.overlap ? kSlots : 1;
   const Kernel kernel = tuning.kernel;
   std::vector<Pipe*> pipes;
@@ -760,13 +761,11 @@ void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n
   }
   std::shared_lock<RwLock> read(d.lock);
   CUSIM_CUDA_CHECK(cudaMemsetAsync(flags.data(), 0, sizeof(unsigned), st));
-  LookupKernel<<<gpu::GridFor(n, kThreads, 1u << 16), kThreads, 0, st>>>(dc.data(), n, e.dim, d.table.data(),
-                                                                        d.tableMask, d.tableShift, ds.data(),
-                                                                        flags.data());
+  LookupKernel<<<gpu::GridFor(n, kThreads, 1u << 16), kThreads, 0, st>>>(
+      dc.data(), n, e.dim, d.table.data(), d.tableMask, d.tableShift, ds.data(), flags.data());
   CUSIM_LAUNCH_CHECK();
-  UnpackKernel<<<gpu::GridFor(n * e.samples, kThreads, 1u << 20), kThreads, 0, st>>>(d.rec.data(), ds.data(), n,
-                                                                                     e.samples, tr.data(), tc.data(),
-                                                                                     tb.data());
+  UnpackKernel<<<gpu::GridFor(n * e.samples, kThreads, 1u << 20), kThreads, 0, st>>>(
+      d.rec.data(), ds.data(), n, e.samples, tr.data(), tc.data(), tb.data());
   CUSIM_LAUNCH_CHECK();
   unsigned hf = 0;
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(&hf, flags.data(), sizeof(unsigned), cudaMemcpyDeviceToHost, st));

@@ -112,7 +112,8 @@ void StageBatch(Slot& sl, const BatchJob& job, Timing* timing) {
     }
     const uint32_t slot = uint32_t(sp);
     split[sp++] = local;
-    for (uint32_t x = b; x < e; x += std::min(kSegment, e - x)) seg[si++] = {local, x, x + std::min(kSegment, e - x), slot};
+    for (uint32_t x = b; x < e; x += std::min(kSegment, e - x))
+      seg[si++] = {local, x, x + std::min(kSegment, e - x), slot};
   }
   timing->stageInMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
@@ -176,8 +177,7 @@ bool RunBatches(const std::vector<Pipe*>& pipes, const CsrView& m, uint64_t rowS
             const size_t i = next[k].fetch_add(1);
             if (i >= plans[k].size()) return;
             const Batch& bt = plans[k][i];
-            const BatchJob job{&m, &bt, &needs[k], direct, values, wordsPerRow,
-                               out + (bt.r0 - rowStart) * wordsPerRow};
+            const BatchJob job{&m, &bt, &needs[k], direct, values, wordsPerRow, out + (bt.r0 - rowStart) * wordsPerRow};
             const int s = pipe.Acquire();
             try {
               run(k, *pipe.slots[s], job, &timings[k * kSlots + t]);

@@ -7,7 +7,8 @@ namespace {
 
 // One warp per row: lanes stride the row's words so a warp reads contiguous
 // memory, then a shuffle reduction.
-__global__ void PopcountRowsKernel(const uint32_t* __restrict__ words, uint64_t rows, uint32_t w, uint32_t* __restrict__ out) {
+__global__ void PopcountRowsKernel(const uint32_t* __restrict__ words, uint64_t rows, uint32_t w,
+                                   uint32_t* __restrict__ out) {
   const uint64_t warp = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = uint64_t(gridDim.x) * blockDim.x / 32;

@@ -23,8 +23,8 @@ namespace gpu {
 void ThrowCuda(cudaError_t e, const char* expr, const char* file, int line) {
   // Clear sticky-free errors so the next call on this thread starts clean.
   cudaGetLastError();
-  std::string msg = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e) + " (" + expr + " at " + file + ":" +
-                    std::to_string(line) + ")";
+  std::string msg = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e) + " (" + expr + " at " + file +
+                    ":" + std::to_string(line) + ")";
   if (e == cudaErrorMemoryAllocation) throw Error(kOutOfMemory, msg);
   throw Error(kCudaError, msg);
 }
@@ -183,9 +183,11 @@ const DeviceReport& QueryDevices() {
       if (e == cudaErrorNoDevice)
         report.reason = "no device: the CUDA driver found no GPU";
       else if (e == cudaErrorInsufficientDriver)
-        report.reason = "no driver: no CUDA driver (libcuda) is installed, or it is older than this addon's CUDA runtime";
+        report.reason =
+            "no driver: no CUDA driver (libcuda) is installed, or it is older than this addon's CUDA runtime";
       else
-        report.reason = std::string("no device: cudaGetDeviceCount failed with ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+        report.reason = std::string("no device: cudaGetDeviceCount failed with ") + cudaGetErrorName(e) + " (" +
+                        cudaGetErrorString(e) + ")";
       return;
     }
     if (n == 0) {

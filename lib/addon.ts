@@ -88,7 +88,7 @@ function olderThan(version: string, floor: string): boolean {
 }
 
 const BUILD_FROM_SOURCE =
-  'Build from source (a C++17 compiler and CMake >= 3.18; CUDA kernels too where nvcc and cuRAND\'s headers are found): ' +
+  "Build from source (a C++17 compiler and CMake >= 3.18; CUDA kernels too where nvcc and cuRAND's headers are found): " +
   'npm install-scripts approve cusim && npm rebuild cusim';
 
 /** The error loadAddon throws when no candidate loaded. */
@@ -113,7 +113,9 @@ export function addonError(env: LoaderEnv, attempts: Attempt[]): Error & { code:
       );
       fixes.push(BUILD_FROM_SOURCE);
     } else {
-      const published = Object.keys(PLATFORM_PACKAGES).map((k) => k.replace(/-gnu$/, '')).join(' and ');
+      const published = Object.keys(PLATFORM_PACKAGES)
+        .map((k) => k.replace(/-gnu$/, ''))
+        .join(' and ');
       message =
         `No native addon for ${hostName(host)}: cusim publishes binaries for ${published} with glibc >= ${GLIBC_FLOOR} only, ` +
         `and it was not built from source here (no ${local}).`;
@@ -131,7 +133,9 @@ export function addonError(env: LoaderEnv, attempts: Attempt[]): Error & { code:
       fixes.push(checkout ? 'Rebuild it: npm run build' : 'Rebuild it: npm rebuild cusim');
     }
     if (pkg && attempts.some((a) => a.file !== local)) {
-      fixes.push(`Reinstall the prebuilt binary (a truncated download or a copy from another machine fails this way): npm install ${pkg}@${env.version}`);
+      fixes.push(
+        `Reinstall the prebuilt binary (a truncated download or a copy from another machine fails this way): npm install ${pkg}@${env.version}`,
+      );
     }
     if (!checkout) fixes.push(BUILD_FROM_SOURCE);
   }

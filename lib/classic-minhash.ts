@@ -149,13 +149,17 @@ export function tokenHashRows(matrix: CsrMatrix): CsrMatrix {
 
 /** datasketch's default token hash (sha1_hash32): the first 4 bytes of SHA-1, little-endian. Strings are UTF-8. */
 export function sha1Hash32(token: string | Uint8Array): number {
-  if (typeof token !== 'string' && !(token instanceof Uint8Array)) throw typeError(`token must be a string or a Uint8Array, got ${describe(token)}`);
+  if (typeof token !== 'string' && !(token instanceof Uint8Array))
+    throw typeError(`token must be a string or a Uint8Array, got ${describe(token)}`);
   return createHash('sha1').update(token).digest().readUInt32LE(0);
 }
 
 /** Fraction of equal samples of two classic signatures; 0 if either row is empty (every sample 2^32 - 1). */
 export function estimateSetJaccard(sigA: Uint32Array, sigB: Uint32Array): number {
-  for (const [v, name] of [[sigA, 'sigA'], [sigB, 'sigB']] as const) {
+  for (const [v, name] of [
+    [sigA, 'sigA'],
+    [sigB, 'sigB'],
+  ] as const) {
     if (!(v instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(v)}`);
     if (v.length === 0) throw rangeError(`${name} must hold at least one sample`);
   }

@@ -23,7 +23,19 @@ import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress 
 import { rangeError, typeError } from './errors.js';
 import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
-import { checkChoice, checkColumns, checkEnum, checkTuningKeys, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import {
+  checkChoice,
+  checkColumns,
+  checkEnum,
+  checkTuningKeys,
+  checkInt,
+  checkNumber,
+  checkOptions,
+  describe,
+  isObject,
+  toCsr,
+  type CsrMatrix,
+} from './validate.js';
 
 export const NO_CLUSTER = 0xffffffff;
 
@@ -195,7 +207,12 @@ export class StreamClusterer extends NativeResource {
     const staged = native().stageCsr(m);
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
-        const r = await withNativeProgress<Native>(reporter, ['cluster'], (progress) => handle.add(staged, { mode, cancel, progress }), m.rows);
+        const r = await withNativeProgress<Native>(
+          reporter,
+          ['cluster'],
+          (progress) => handle.add(staged, { mode, cancel, progress }),
+          m.rows,
+        );
         return {
           cluster: r.cluster,
           similarity: r.similarity,
@@ -260,9 +277,19 @@ export class StreamClusterer extends NativeResource {
     await this.#serial(() => handle.save(path));
   }
 
-  static async load(path: string, options: { backend?: BackendOption; device?: number; tuning?: ClusterTuning } = {}): Promise<StreamClusterer> {
+  static async load(
+    path: string,
+    options: { backend?: BackendOption; device?: number; tuning?: ClusterTuning } = {},
+  ): Promise<StreamClusterer> {
     checkPath(path);
-    const c = new StreamClusterer({ threshold: 0, maxTerms: 1, capacity: 1, backend: options.backend, device: options.device, tuning: options.tuning });
+    const c = new StreamClusterer({
+      threshold: 0,
+      maxTerms: 1,
+      capacity: 1,
+      backend: options.backend,
+      device: options.device,
+      tuning: options.tuning,
+    });
     try {
       await c.handle.load(path);
     } catch (e) {

@@ -108,7 +108,15 @@ export interface FlyHashTuning extends Tuning {
 const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-small', 'tile-large'] as const;
 
 function checkFlyHashTuning(v: unknown): FlyHashTuning & Required<Tuning> {
-  const t = checkTuningKeys(v, 'tuning', ['tensorCores', 'kernel', 'maxRowsPerBlock', 'stageProjection', 'exactRows', 'batchRows', 'forceFallback']);
+  const t = checkTuningKeys(v, 'tuning', [
+    'tensorCores',
+    'kernel',
+    'maxRowsPerBlock',
+    'stageProjection',
+    'exactRows',
+    'batchRows',
+    'forceFallback',
+  ]);
   const out: FlyHashTuning & Required<Tuning> = checkTuning({ tensorCores: t.tensorCores });
   if (t.kernel !== undefined) out.kernel = checkEnum(t.kernel, 'tuning.kernel', FLYHASH_KERNELS);
   if (t.maxRowsPerBlock !== undefined) out.maxRowsPerBlock = checkChoice(t.maxRowsPerBlock, 'tuning.maxRowsPerBlock', [1, 2, 4] as const);
@@ -155,7 +163,8 @@ export class FlyHash extends NativeResource {
       options.connections === undefined ? Math.max(1, Math.round(inputDim / 10)) : checkInt(options.connections, 'connections', 1, 1 << 30);
     if (connections > inputDim) throw rangeError(`connections (${connections}) must be <= inputDim (${inputDim})`);
     // The projection table (built at first use) holds hashLength * connections entries.
-    if (hashLength * connections > 2 ** 30) throw rangeError(`hashLength * connections = ${hashLength * connections} exceeds 2^30, the projection table's bound`);
+    if (hashLength * connections > 2 ** 30)
+      throw rangeError(`hashLength * connections = ${hashLength * connections} exceeds 2^30, the projection table's bound`);
     const seed = options.seed === undefined ? 1 : checkInt(options.seed, 'seed');
     const normalize = options.normalize === undefined ? 'none' : checkEnum(options.normalize, 'normalize', ['none', 'mean100'] as const);
     const backend = options.backend ?? 'auto';
@@ -199,7 +208,10 @@ export class FlyHash extends NativeResource {
       if (raw.length !== rows * cols) throw rangeError(`X.data has length ${raw.length} but rows * cols = ${rows * cols}`);
       x = { data: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), rows, cols };
     } else {
-      x = toDense(raw instanceof Uint8Array || raw instanceof Uint8ClampedArray ? { ...(X as ByteMatrix), data: Float32Array.from(raw) } : X, 'X');
+      x = toDense(
+        raw instanceof Uint8Array || raw instanceof Uint8ClampedArray ? { ...(X as ByteMatrix), data: Float32Array.from(raw) } : X,
+        'X',
+      );
     }
     if (x.cols !== this.inputDim) throw rangeError(`X.cols is ${x.cols} but this FlyHash was built for inputDim ${this.inputDim}`);
     if (this.normalize === 'mean100') x = mean100(x as DenseMatrix);
@@ -231,11 +243,7 @@ export class FlyHash extends NativeResource {
    * packed bits (ceil(m/32) words) or index lists (k ascending indices). The
    * format follows from the length; pass it when both lengths coincide.
    */
-  similarity(
-    a: Uint32Array,
-    b: Uint32Array,
-    format?: 'bits' | 'indices',
-  ): { overlap: number; hamming: number; jaccard: number } {
+  similarity(a: Uint32Array, b: Uint32Array, format?: 'bits' | 'indices'): { overlap: number; hamming: number; jaccard: number } {
     if (!(a instanceof Uint32Array)) throw typeError(`a must be a Uint32Array, got ${describe(a)}`);
     if (!(b instanceof Uint32Array)) throw typeError(`b must be a Uint32Array, got ${describe(b)}`);
     if (a.length !== b.length) throw rangeError(`a has length ${a.length} but b has length ${b.length}`);
@@ -264,9 +272,7 @@ export class FlyHash extends NativeResource {
       }
       ones = a.length + b.length;
     } else {
-      throw rangeError(
-        `codes must have ${this.wordsPerCode} words (bits) or ${this.winners} indices, got length ${a.length}`,
-      );
+      throw rangeError(`codes must have ${this.wordsPerCode} words (bits) or ${this.winners} indices, got length ${a.length}`);
     }
     const hamming = ones - 2 * overlap;
     const union = ones - overlap;
@@ -288,9 +294,7 @@ function mean100(x: DenseMatrix): DenseMatrix {
   for (let i = 0; i < data.length; i++) {
     const v = data[i];
     if (!Number.isFinite(v)) {
-      throw rangeError(
-        `X.data[${i}] (row ${Math.floor(i / cols)}, column ${i % cols}) is ${v}; the input must be finite`,
-      );
+      throw rangeError(`X.data[${i}] (row ${Math.floor(i / cols)}, column ${i % cols}) is ${v}; the input must be finite`);
     }
     if (v < min) min = v;
   }

@@ -13,8 +13,32 @@ export { HammingIndex, MISSING_ID } from './hamming.js';
 export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
 export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult } from './join.js';
-export { MinHashLSH, optimalParams, recallParams, recallCurve, candidateProbability, dedupParams, dedup, groupMembers, isEmptySignature, MAX_LSH_SAMPLES } from './lsh.js';
-export type { LshParams, RecallParams, RecallTarget, MinHashLSHOptions, RedisStorageOptions, SignatureKind, Verify, PairSet, GroupsResult, GroupsOptions, DedupOptions, DedupResult } from './lsh.js';
+export {
+  MinHashLSH,
+  optimalParams,
+  recallParams,
+  recallCurve,
+  candidateProbability,
+  dedupParams,
+  dedup,
+  groupMembers,
+  isEmptySignature,
+  MAX_LSH_SAMPLES,
+} from './lsh.js';
+export type {
+  LshParams,
+  RecallParams,
+  RecallTarget,
+  MinHashLSHOptions,
+  RedisStorageOptions,
+  SignatureKind,
+  Verify,
+  PairSet,
+  GroupsResult,
+  GroupsOptions,
+  DedupOptions,
+  DedupResult,
+} from './lsh.js';
 export type { ProgressEvent, OnProgress } from './progress.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL, rowChunks } from './minhash.js';
 export { MinHash, sha1Hash32, estimateSetJaccard, tokenHashRows, MERSENNE_PRIME, MAX_HASH } from './classic-minhash.js';

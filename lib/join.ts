@@ -5,7 +5,17 @@ import { MAX_TYPED_LENGTH, native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
-import { checkBool, checkEnum, checkInt, checkNumber, checkTuningKeys, isObject, toCsr, describe as describeValue, type CsrMatrix } from './validate.js';
+import {
+  checkBool,
+  checkEnum,
+  checkInt,
+  checkNumber,
+  checkTuningKeys,
+  isObject,
+  toCsr,
+  describe as describeValue,
+  type CsrMatrix,
+} from './validate.js';
 import { rangeError, typeError } from './errors.js';
 
 export type JoinMeasure = 'jaccard' | 'cosine' | 'dice' | 'overlap';
@@ -113,7 +123,8 @@ function normalize(sets: unknown, options: unknown): Normalized {
   let backend = resolveBackend(requested, 'options.backend');
   const forced = process.env.CUSIM_BACKEND;
   if (backend === 'cuda' && requested === 'auto' && (forced === undefined || forced === '' || forced === 'auto')) {
-    const tokens = (s.rows ? s.indptr[s.rows] - s.indptr[0] : 0) + (against && against.rows ? against.indptr[against.rows] - against.indptr[0] : 0);
+    const tokens =
+      (s.rows ? s.indptr[s.rows] - s.indptr[0] : 0) + (against && against.rows ? against.indptr[against.rows] - against.indptr[0] : 0);
     if (tokens < AUTO_GPU_MIN_TOKENS) backend = 'cpu';
   }
   const devices = o.device === undefined ? undefined : resolveDevices([o.device], 'options.device');
@@ -140,12 +151,18 @@ export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOption
 
 // The join's chunks. The inputs are staged (copied) by open(), which runs
 // before the first await: the caller's arrays are not read afterwards.
-async function* chunksOf(n: Normalized, signal: AbortSignal | undefined, reporter: ProgressReporter): AsyncGenerator<JoinChunk & { backend: Backend }> {
+async function* chunksOf(
+  n: Normalized,
+  signal: AbortSignal | undefined,
+  reporter: ProgressReporter,
+): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const handle = new (native().JoinHandle)();
   try {
     await withCancel(signal, (cancel) => handle.open(n.sets, n.against, { ...n.native, cancel }));
     for (;;) {
-      const c = await withCancel(signal, (cancel) => withNativeProgress(reporter, ['join'], (progress) => handle.next({ cancel, progress })));
+      const c = await withCancel(signal, (cancel) =>
+        withNativeProgress(reporter, ['join'], (progress) => handle.next({ cancel, progress })),
+      );
       if (c === null) {
         const rows = (n.against ?? n.sets).rows;
         reporter.finish('join', rows, rows);

@@ -65,13 +65,15 @@ export function checkRedisOptions(o: unknown): Required<Omit<RedisStorageOptions
   for (const k of Object.keys(o)) {
     if (!['type', 'url', 'prefix', 'partitions', 'signatures'].includes(k)) throw typeError(`storage.${k} is not an option`);
   }
-  if (typeof o.url !== 'string' || !/^rediss?:\/\//.test(o.url)) throw typeError(`storage.url must be a redis:// URL, got ${describe(o.url)}`);
+  if (typeof o.url !== 'string' || !/^rediss?:\/\//.test(o.url))
+    throw typeError(`storage.url must be a redis:// URL, got ${describe(o.url)}`);
   const prefix = o.prefix ?? 'cusim';
   if (typeof prefix !== 'string' || !/^[A-Za-z0-9_.:-]{1,100}$/.test(prefix)) {
     throw typeError(`storage.prefix must be 1-100 characters of letters, digits and _.:- (no braces), got ${describe(prefix)}`);
   }
   const partitions = checkInt(o.partitions ?? 64, 'storage.partitions', 1, 65536);
-  if (o.signatures !== undefined && typeof o.signatures !== 'boolean') throw typeError(`storage.signatures must be a boolean, got ${describe(o.signatures)}`);
+  if (o.signatures !== undefined && typeof o.signatures !== 'boolean')
+    throw typeError(`storage.signatures must be a boolean, got ${describe(o.signatures)}`);
   return { url: o.url, prefix, partitions, signatures: o.signatures === true };
 }
 
@@ -322,10 +324,14 @@ export class RedisLsh {
   /** Candidate ids per query (sharing a band bucket), deduplicated and ascending; removed ids never appear. */
   async query(sigs: Uint32Array): Promise<{ indptr: Uint32Array; ids: Uint32Array }> {
     const nq = sigs.length / this.#per;
-    const e = await native().lshStoreEntries(sigs, Uint32Array.from({ length: nq }, (_, i) => i), {
-      ...this.#p,
-      partitions: this.#o.partitions,
-    });
+    const e = await native().lshStoreEntries(
+      sigs,
+      Uint32Array.from({ length: nq }, (_, i) => i),
+      {
+        ...this.#p,
+        partitions: this.#o.partitions,
+      },
+    );
     return this.#run(async (c) => {
       const P = this.#o.partitions;
       const stored: Promise<Buffer | null>[] = [];
@@ -437,7 +443,9 @@ export class RedisLsh {
 
   async #signatures(c: Redis | Cluster, ids: Uint32Array): Promise<Uint32Array> {
     if (!this.#o.signatures) {
-      throw typeError("verify 'estimate' and 'none' need the signatures: create the Redis index with storage.signatures: true, or verify 'exact'");
+      throw typeError(
+        "verify 'estimate' and 'none' need the signatures: create the Redis index with storage.signatures: true, or verify 'exact'",
+      );
     }
     const per = this.#per;
     const bufs = await this.#fetch(c, ids, (p) => this.#sigKey(p), 'signature');
@@ -469,7 +477,7 @@ export class RedisLsh {
       }
       return { rows: ids.length, cols: matrix.cols, indptr, indices, values };
     }
-    const bufs = await this.#fetch(c, ids, (p) => this.#vecKey(p), "vector (insert with { vectors }, or pass groups({ matrix }))");
+    const bufs = await this.#fetch(c, ids, (p) => this.#vecKey(p), 'vector (insert with { vectors }, or pass groups({ matrix }))');
     let cols = 0;
     bufs.forEach((b, i) => {
       const n = b.length >= 4 ? b.readUInt32LE(0) : -1;
@@ -510,13 +518,27 @@ export class RedisLsh {
         const ends = runs.members;
         let same: (a: number[], b: number[]) => Promise<Uint8Array>;
         if (verify === 'exact') {
-          const local = await this.#vectors(c, Uint32Array.from(ends, (i) => ids[i]), matrix);
+          const local = await this.#vectors(
+            c,
+            Uint32Array.from(ends, (i) => ids[i]),
+            matrix,
+          );
           const at = new Map<number, number>();
           ends.forEach((idx, j) => at.set(idx, j));
           same = async (a, b) =>
-            (await native().lshStoreRowPairs(local, Uint32Array.from(a, (x) => at.get(x)!), Uint32Array.from(b, (x) => at.get(x)!), this.#sets)).same;
+            (
+              await native().lshStoreRowPairs(
+                local,
+                Uint32Array.from(a, (x) => at.get(x)!),
+                Uint32Array.from(b, (x) => at.get(x)!),
+                this.#sets,
+              )
+            ).same;
         } else {
-          const s = await this.#signatures(c, Uint32Array.from(ends, (i) => ids[i]));
+          const s = await this.#signatures(
+            c,
+            Uint32Array.from(ends, (i) => ids[i]),
+          );
           const per = this.#per;
           const at = new Map<number, number>();
           ends.forEach((idx, j) => at.set(idx, j));
@@ -535,11 +557,11 @@ export class RedisLsh {
           const a: number[] = [];
           const b: number[] = [];
           for (const run of open) {
-    for (let j = 1; j < run.length; j++) {
-      a.push(run[0]);
-      b.push(run[j]);
-    }
-  }
+            for (let j = 1; j < run.length; j++) {
+              a.push(run[0]);
+              b.push(run[j]);
+            }
+          }
           const eq = await same(a, b);
           const next: number[][] = [];
           let k = 0;

@@ -137,7 +137,7 @@ export function optimalParams(threshold: number, samples: number, weights: reado
 type Keyed = { lb: number };
 function heapPush<T extends Keyed>(h: T[], x: T): void {
   h.push(x);
-  for (let i = h.length - 1; i > 0; ) {
+  for (let i = h.length - 1; i > 0;) {
     const p = (i - 1) >> 1;
     if (h[p].lb <= h[i].lb) break;
     [h[p], h[i]] = [h[i], h[p]];
@@ -149,7 +149,7 @@ function heapPop<T extends Keyed>(h: T[]): T {
   const last = h.pop()!;
   if (h.length > 0) {
     h[0] = last;
-    for (let i = 0; ; ) {
+    for (let i = 0; ;) {
       const l = 2 * i + 1;
       const r = l + 1;
       let m = i;
@@ -378,7 +378,9 @@ export class MinHashLSH implements Disposable {
       this.rows = rows;
       this.samples = samples;
       this.threshold =
-        o.threshold === undefined ? Math.pow(1 / bands, 1 / rows) : checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+        o.threshold === undefined
+          ? Math.pow(1 / bands, 1 / rows)
+          : checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
     } else {
       const threshold = checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
       if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
@@ -404,7 +406,10 @@ export class MinHashLSH implements Disposable {
     this.#kind = o.kind === undefined ? undefined : checkEnum(o.kind, 'kind', ['weighted', 'classic'] as const);
     if (o.storage !== undefined && !(isObject(o.storage) && o.storage.type === 'memory' && Object.keys(o.storage).length === 1)) {
       this.#kind ??= 'weighted';
-      this.#redis = new RedisLsh({ samples: this.samples, bands: this.bands, rows: this.rows, width: WIDTH[this.#kind] }, checkRedisOptions(o.storage));
+      this.#redis = new RedisLsh(
+        { samples: this.samples, bands: this.bands, rows: this.rows, width: WIDTH[this.#kind] },
+        checkRedisOptions(o.storage),
+      );
     }
   }
 
@@ -460,7 +465,8 @@ export class MinHashLSH implements Disposable {
    */
   insert(ids: Uint32Array | readonly number[], signatures: Uint32Array, options?: { vectors?: CsrMatrix }): void | Promise<void> {
     this.#check();
-    if (!(ids instanceof Uint32Array) && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
+    if (!(ids instanceof Uint32Array) && !Array.isArray(ids))
+      throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
     const n = ids.length;
     const kind =
       this.#kind ?? (n > 0 && signatures instanceof Uint32Array && signatures.length === n * this.samples ? 'classic' : 'weighted');
@@ -521,7 +527,9 @@ export class MinHashLSH implements Disposable {
   }
 
   /** Every unique pair of inserted ids sharing a band bucket (left < right, sorted). */
-  async candidatePairs(options: { signal?: AbortSignal; onProgress?: OnProgress } = {}): Promise<PairSet & { kernelMs: number; transferMs: number }> {
+  async candidatePairs(
+    options: { signal?: AbortSignal; onProgress?: OnProgress } = {},
+  ): Promise<PairSet & { kernelMs: number; transferMs: number }> {
     this.#check();
     checkOptions(options);
     if (this.#redis) return { ...(await this.#redis.candidatePairs()), kernelMs: 0, transferMs: 0 };
@@ -541,9 +549,12 @@ export class MinHashLSH implements Disposable {
     if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
     const verify = checkEnum(options.verify ?? 'estimate', 'verify', ['none', 'estimate', 'exact'] as const);
     const threshold =
-      options.threshold === undefined ? this.threshold : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+      options.threshold === undefined
+        ? this.threshold
+        : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
     let matrix: CsrMatrix | undefined;
-    if (options.matrix !== undefined) matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
+    if (options.matrix !== undefined)
+      matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
     if (this.#redis) {
       const r = await this.#redis.groups(verify, threshold, matrix);
       return { ...r, kernelMs: 0, transferMs: 0 };
@@ -805,7 +816,9 @@ export interface DedupResult {
 }
 
 /** (bands, rows, samples) dedup uses for these options. */
-export function dedupParams(options: Pick<DedupOptions, 'threshold' | 'recall' | 'margin' | 'weights' | 'samples'> = {}): LshParams & { samples: number } {
+export function dedupParams(
+  options: Pick<DedupOptions, 'threshold' | 'recall' | 'margin' | 'weights' | 'samples'> = {},
+): LshParams & { samples: number } {
   const threshold = checkNumber(options.threshold ?? 0.9, 'threshold', { min: 0, max: 1, minExclusive: true });
   if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
   const samples = checkInt(options.samples ?? 128, 'samples', 1, MAX_SAMPLES);
@@ -815,9 +828,12 @@ export function dedupParams(options: Pick<DedupOptions, 'threshold' | 'recall' |
   }
   const r = recallParams(threshold, samples, { recall: options.recall, margin: options.margin });
   if (r.samples > samples && options.samples !== undefined) {
-    throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs at least ${r.samples} samples, got samples = ${samples}`);
+    throw rangeError(
+      `recall ${options.recall ?? 0.95} at similarity ${r.at} needs at least ${r.samples} samples, got samples = ${samples}`,
+    );
   }
-  if (r.samples > MAX_SAMPLES) throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs ${r.samples} samples, more than ${MAX_SAMPLES}`);
+  if (r.samples > MAX_SAMPLES)
+    throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs ${r.samples} samples, more than ${MAX_SAMPLES}`);
   // Samples past bands * rows would be hashed and never read.
   return { bands: r.bands, rows: r.rows, samples: options.samples === undefined ? r.bands * r.rows : samples };
 }

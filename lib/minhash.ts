@@ -166,7 +166,6 @@ export abstract class MinHashBase extends NativeResource {
     };
     return streamHashes(source, hash, reporter, total);
   }
-
 }
 
 /**
@@ -220,7 +219,14 @@ export class WeightedMinHash extends MinHashBase {
         }
       }
     }
-    const options = { dim, samples, backend: p.backend, devices: p.devices, tuning: p.tuning, _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas, columns } };
+    const options = {
+      dim,
+      samples,
+      backend: p.backend,
+      devices: p.devices,
+      tuning: p.tuning,
+      _tables: { rs: p.rs, lnCs: p.lnCs, betas: p.betas, columns },
+    };
     return new WeightedMinHash(options as WeightedMinHashOptions);
   }
 
@@ -254,7 +260,8 @@ export class WeightedMinHash extends MinHashBase {
 
 /** Column ids < dim as a Uint32Array; `distinct` rejects repeats. */
 function checkColumnList(v: unknown, name: string, dim: number, distinct: boolean): Uint32Array {
-  if (!(v instanceof Uint32Array) && !Array.isArray(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
+  if (!(v instanceof Uint32Array) && !Array.isArray(v))
+    throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
   const out = v instanceof Uint32Array ? v : new Uint32Array(v.length);
   for (let i = 0; i < v.length; i++) {
     const c = v[i] as number;
@@ -285,7 +292,9 @@ export function largeOutput(length: number, what: string): Uint32Array | undefin
   try {
     return new Uint32Array(length);
   } catch {
-    throw Object.assign(new Error(`could not allocate the ${what} (${length * 4} bytes) in JavaScript memory`), { code: 'CUSIM_OUT_OF_MEMORY' });
+    throw Object.assign(new Error(`could not allocate the ${what} (${length * 4} bytes) in JavaScript memory`), {
+      code: 'CUSIM_OUT_OF_MEMORY',
+    });
   }
 }
 
@@ -307,7 +316,12 @@ function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: nu
   type Raw = { signatures: Uint32Array } & HashTiming;
   const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
   const call = withCancel(signal, (cancel) =>
-    withNativeProgress(reporter, ['hash'], (progress) => h.hash(m, { rowStart, rowEnd, cancel, out, progress }) as Promise<Raw>, rowEnd - rowStart),
+    withNativeProgress(
+      reporter,
+      ['hash'],
+      (progress) => h.hash(m, { rowStart, rowEnd, cancel, out, progress }) as Promise<Raw>,
+      rowEnd - rowStart,
+    ),
   );
   return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
 }
@@ -396,7 +410,10 @@ export function estimateJaccardPairs(signatures: Uint32Array, samples: number, l
   if (!(right instanceof Uint32Array)) throw typeError(`right must be a Uint32Array, got ${describe(right)}`);
   if (left.length !== right.length) throw rangeError(`left has length ${left.length} but right has ${right.length}`);
   const rows = signatures.length / (samples * 2);
-  for (const [arr, name] of [[left, 'left'], [right, 'right']] as const) {
+  for (const [arr, name] of [
+    [left, 'left'],
+    [right, 'right'],
+  ] as const) {
     for (let i = 0; i < arr.length; i++) {
       if (arr[i] >= rows) throw rangeError(`${name}[${i}]=${arr[i]} is out of range for ${rows} signature rows`);
     }

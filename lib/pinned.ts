@@ -22,7 +22,14 @@ type TypedArrayConstructor =
   | Float64ArrayConstructor;
 
 const CONSTRUCTORS: readonly TypedArrayConstructor[] = [
-  Uint8Array, Int8Array, Uint16Array, Int16Array, Uint32Array, Int32Array, Float32Array, Float64Array,
+  Uint8Array,
+  Int8Array,
+  Uint16Array,
+  Int16Array,
+  Uint32Array,
+  Int32Array,
+  Float32Array,
+  Float64Array,
 ];
 
 const pinnedBuffers = new WeakSet<ArrayBufferLike>();

@@ -81,7 +81,9 @@ export class ProgressReporter {
   #emit(now = performance.now()): void {
     this.#last = now;
     this.#emitted = true;
-    this.cb!(this.#total === undefined ? { stage: this.#stage, done: this.#done } : { stage: this.#stage, done: this.#done, total: this.#total });
+    this.cb!(
+      this.#total === undefined ? { stage: this.#stage, done: this.#done } : { stage: this.#stage, done: this.#done, total: this.#total },
+    );
   }
 }
 

@@ -175,8 +175,7 @@ export function toCsr(
   if (!isObject(m)) throw typeError(`${name} must be a CsrMatrix { rows, cols, indptr, indices, values? }, got ${describe(m)}`);
   const rows = checkInt(m.rows, `${name}.rows`, 0, 0xfffffffe);
   const cols = checkInt(m.cols, `${name}.cols`, 0, maxCols);
-  const indptr =
-    m.indptr instanceof Int32Array || m.indptr instanceof Uint32Array ? m.indptr : toU32(m.indptr, `${name}.indptr`);
+  const indptr = m.indptr instanceof Int32Array || m.indptr instanceof Uint32Array ? m.indptr : toU32(m.indptr, `${name}.indptr`);
   const indices = toU32(m.indices, `${name}.indices`);
   if (indptr.length !== rows + 1) {
     throw rangeError(`${name}.indptr has length ${indptr.length} but rows + 1 = ${rows + 1}`);
@@ -241,10 +240,7 @@ export function toBits(m: unknown, name: string, { bits }: { bits?: number } = {
     if (u8.length !== words * 4) {
       throw rangeError(`${name}.data has ${u8.length} bytes but rows * bits / 8 = ${words * 4}`);
     }
-    data =
-      u8.byteOffset % 4 === 0
-        ? new Uint32Array(u8.buffer, u8.byteOffset, words)
-        : new Uint32Array(u8.slice().buffer, 0, words);
+    data = u8.byteOffset % 4 === 0 ? new Uint32Array(u8.buffer, u8.byteOffset, words) : new Uint32Array(u8.slice().buffer, 0, words);
   } else {
     throw typeError(`${name}.data must be a Uint32Array or Uint8Array, got ${describe(m.data)}`);
   }

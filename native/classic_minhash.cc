@@ -32,11 +32,10 @@ struct ClassicEngine {
 class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "MinHashNative",
-                       {InstanceMethod("hash", &ClassicWrap::Hash),
-                        InstanceMethod("permutations", &ClassicWrap::Permutations),
-                        InstanceMethod("devices", &ClassicWrap::Devices),
-                        InstanceMethod("dispose", &ClassicWrap::DisposeJs)});
+    return DefineClass(
+        env, "MinHashNative",
+        {InstanceMethod("hash", &ClassicWrap::Hash), InstanceMethod("permutations", &ClassicWrap::Permutations),
+         InstanceMethod("devices", &ClassicWrap::Devices), InstanceMethod("dispose", &ClassicWrap::DisposeJs)});
   }
 
   // new ({ samples, seed } | { samples, a, b }, backend, devices?): a and b are BigUint64Arrays.
@@ -63,7 +62,8 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
         auto b = in.Prop<uint64_t>(o, "b");
         if (a.length != e->samples || b.length != e->samples) ThrowInvalid("a and b must hold samples entries each");
         for (uint32_t s = 0; s < e->samples; ++s) {
-          if (a.data[s] < 1 || a.data[s] >= minhash::kMersenne61) ThrowInvalid("a[" + std::to_string(s) + "] must be in [1, 2^61 - 1)");
+          if (a.data[s] < 1 || a.data[s] >= minhash::kMersenne61)
+            ThrowInvalid("a[" + std::to_string(s) + "] must be in [1, 2^61 - 1)");
           if (b.data[s] >= minhash::kMersenne61) ThrowInvalid("b[" + std::to_string(s) + "] must be in [0, 2^61 - 1)");
           e->a[s] = a.data[s], e->b[s] = b.data[s];
         }
@@ -87,12 +87,13 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
           [e](const HashCall& c) {
             if (e->backend == Backend::Cpu) {
               ValidateCsr(c.m, "matrix");
-              minhash::ClassicHashCpu(c.m, 0, c.m.rows, e->a.data(), e->b.data(), e->samples, c.out->target(), c.cancel);
+              minhash::ClassicHashCpu(c.m, 0, c.m.rows, e->a.data(), e->b.data(), e->samples, c.out->target(),
+                                      c.cancel);
             } else {
               ValidateIndptr(c.m, "matrix");  // columns are checked by the kernel that reads them
 #ifdef CUSIM_WITH_CUDA
               minhash::ClassicHashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(),
-                                c.cancel);
+                                       c.cancel);
 #endif
             }
           },

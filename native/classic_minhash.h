@@ -23,8 +23,8 @@ inline constexpr uint64_t kMersenne61 = (1ull << 61) - 1;
 inline constexpr uint32_t kMaxHash = 0xFFFFFFFFu;
 
 CUSIM_HD uint32_t UniversalHash(uint64_t a, uint64_t b, uint32_t h) {
-  const uint64_t x = a * h + b;                         // mod 2^64
-  const uint64_t y = (x & kMersenne61) + (x >> 61);     // = x (mod p), at most p + 7
+  const uint64_t x = a * h + b;                      // mod 2^64
+  const uint64_t y = (x & kMersenne61) + (x >> 61);  // = x (mod p), at most p + 7
   return uint32_t(y >= kMersenne61 ? y - kMersenne61 : y);
 }
 

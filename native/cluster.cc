@@ -25,12 +25,13 @@ struct Holder {
 class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "StreamClusterer",
-                       {InstanceMethod("add", &ClustererWrap::Add), InstanceMethod("size", &ClustererWrap::Size),
-                        InstanceMethod("info", &ClustererWrap::Info), InstanceMethod("centroid", &ClustererWrap::Centroid),
-                        InstanceMethod("members", &ClustererWrap::Members), InstanceMethod("active", &ClustererWrap::Active),
-                        InstanceMethod("save", &ClustererWrap::Save), InstanceMethod("load", &ClustererWrap::Load),
-                        InstanceMethod("dispose", &ClustererWrap::DisposeJs)});
+    return DefineClass(
+        env, "StreamClusterer",
+        {InstanceMethod("add", &ClustererWrap::Add), InstanceMethod("size", &ClustererWrap::Size),
+         InstanceMethod("info", &ClustererWrap::Info), InstanceMethod("centroid", &ClustererWrap::Centroid),
+         InstanceMethod("members", &ClustererWrap::Members), InstanceMethod("active", &ClustererWrap::Active),
+         InstanceMethod("save", &ClustererWrap::Save), InstanceMethod("load", &ClustererWrap::Load),
+         InstanceMethod("dispose", &ClustererWrap::DisposeJs)});
   }
 
   explicit ClustererWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
@@ -76,9 +77,12 @@ class ClustererWrap : public ResourceWrap<ClustererWrap, Holder> {
       Napi::Object opts = args.Obj(1, "options");
       const std::string m = StrPropOr(opts, "mode", "auto");
       cluster::Mode mode = cluster::Mode::Auto;
-      if (m == "sequential") mode = cluster::Mode::Sequential;
-      else if (m == "batch") mode = cluster::Mode::Batch;
-      else if (m != "auto") ThrowInvalid("mode must be 'auto', 'sequential' or 'batch'", "TypeError");
+      if (m == "sequential")
+        mode = cluster::Mode::Sequential;
+      else if (m == "batch")
+        mode = cluster::Mode::Batch;
+      else if (m != "auto")
+        ThrowInvalid("mode must be 'auto', 'sequential' or 'batch'", "TypeError");
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(opts);
       const CsrView docs = in->Csr(info[0], "docs");

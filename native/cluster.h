@@ -31,9 +31,7 @@ inline constexpr uint32_t kMaxTerms = 1024;
 CUSIM_HD uint64_t FixedProduct(float a, float b) {
   return uint64_t(double(a) * double(b) * 2305843009213693952.0 /* 2^61 */);
 }
-CUSIM_HD float FixedToFloat(uint64_t acc) {
-  return float(double(acc) * (1.0 / 2305843009213693952.0));
-}
+CUSIM_HD float FixedToFloat(uint64_t acc) { return float(double(acc) * (1.0 / 2305843009213693952.0)); }
 // Candidate key: larger similarity wins, then the lower cluster id. sim >= 0,
 // so its IEEE bits order like the value. 0 means "no candidate".
 CUSIM_HD uint64_t PackKey(float sim, uint32_t id) {
@@ -186,7 +184,7 @@ class Engine {
   Config cfg_;
   Backend backend_;
   int device_;
-  Tuning tuning_;  // not part of the saved state
+  Tuning tuning_;      // not part of the saved state
   uint64_t time_ = 0;  // documents seen, empty ones included
   Rows rows_;
   std::vector<std::vector<SumEntry>> sums_;

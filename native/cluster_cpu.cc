@@ -160,9 +160,12 @@ uint32_t TopKNormalized(std::vector<std::pair<uint32_t, V>>& e, uint32_t k, uint
 uint64_t MergeDot(const uint32_t* t, const float* w, uint32_t n, const uint32_t* ct, const float* cw, uint32_t m) {
   uint64_t acc = 0;
   for (uint32_t i = 0, j = 0; i < n && j < m;) {
-    if (t[i] < ct[j]) i++;
-    else if (ct[j] < t[i]) j++;
-    else acc += FixedProduct(w[i++], cw[j++]);
+    if (t[i] < ct[j])
+      i++;
+    else if (ct[j] < t[i])
+      j++;
+    else
+      acc += FixedProduct(w[i++], cw[j++]);
   }
   return acc;
 }
@@ -313,9 +316,12 @@ uint32_t Engine::Apply(const uint32_t* t, const float* w, uint32_t n, uint64_t k
   merged.reserve(sum.size() + n);
   size_t i = 0, j = 0;
   while (i < sum.size() || j < n) {
-    if (j == n || (i < sum.size() && sum[i].term < t[j])) merged.push_back(sum[i++]);
-    else if (i == sum.size() || t[j] < sum[i].term) merged.push_back({t[j], double(w[j])}), j++;
-    else merged.push_back({t[j], sum[i].v + double(w[j])}), i++, j++;
+    if (j == n || (i < sum.size() && sum[i].term < t[j]))
+      merged.push_back(sum[i++]);
+    else if (i == sum.size() || t[j] < sum[i].term)
+      merged.push_back({t[j], double(w[j])}), j++;
+    else
+      merged.push_back({t[j], sum[i].v + double(w[j])}), i++, j++;
   }
   sum.swap(merged);
   members_[c]++;
@@ -452,14 +458,14 @@ void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddO
   // computed for all pairs in parallel before the (sequential) resolution.
   const uint64_t B = std::max<uint64_t>(1, scorer_->BatchSize());
   std::vector<uint64_t> keys(B);
-  const uint64_t maxDocs = std::min(B, n);       // a small add allocates only what it uses
+  const uint64_t maxDocs = std::min(B, n);                  // a small add allocates only what it uses
   std::vector<uint64_t> pair(maxDocs * (maxDocs - 1) / 2);  // docs (i, j < i) of a batch at i(i-1)/2 + j (0 if n = 0)
   BatchPostings post;
   double prof[4] = {0, 0, 0, 0};
-  std::vector<uint64_t> stamp;                  // batch number in which a cluster last changed
-  std::vector<uint32_t> from;                   // batch doc that created the cluster, kNone once updated
-  std::vector<uint32_t> updated;                // clusters updated (not just created) in this batch, each once
-  std::vector<uint32_t> cand(pair.size());      // per doc i (same layout as pair): docs j < i whose dot passes T
+  std::vector<uint64_t> stamp;              // batch number in which a cluster last changed
+  std::vector<uint32_t> from;               // batch doc that created the cluster, kNone once updated
+  std::vector<uint32_t> updated;            // clusters updated (not just created) in this batch, each once
+  std::vector<uint32_t> cand(pair.size());  // per doc i (same layout as pair): docs j < i whose dot passes T
   std::vector<uint32_t> nCand(maxDocs);
   uint64_t batchNo = 0;
   for (uint64_t b = 0; b < n; b += B) {
@@ -545,7 +551,9 @@ void Engine::AddAll(const CsrView& m, Mode mode, const CancelToken& cancel, AddO
   }
   // Host/device split of a micro-batch add (stderr, CUSIM_PROFILE=1).
   if (PhaseLog::Enabled())
-    std::fprintf(stderr, "cluster batch: %llu docs, prepare %.1f ms, postings %.1f ms, score %.1f ms, pair dots %.1f ms, resolve %.1f ms\n",
+    std::fprintf(stderr,
+                 "cluster batch: %llu docs, prepare %.1f ms, postings %.1f ms, score %.1f ms, pair dots %.1f ms, "
+                 "resolve %.1f ms\n",
                  (unsigned long long)n, prepMs, prof[0], prof[1], prof[2], prof[3]);
   out->timing = scorer_->TakeTiming();
 }
@@ -569,7 +577,14 @@ void Engine::Save(persist::Writer& w) const {
     sumEntries += slen[c];
   }
   persist::FieldWriter f;
-  f.Put(cfg_.threshold).Put(cfg_.maxTerms).Put(uint32_t(0)).Put(cfg_.maxAge).Put(time_).Put(count).Put(rowEntries).Put(sumEntries);
+  f.Put(cfg_.threshold)
+      .Put(cfg_.maxTerms)
+      .Put(uint32_t(0))
+      .Put(cfg_.maxAge)
+      .Put(time_)
+      .Put(count)
+      .Put(rowEntries)
+      .Put(sumEntries);
   w.Section(kParm, f.bytes().data(), f.bytes().size());
   w.Section(kMemb, members_.data(), count * 4);
   w.Section(kSeen, rows_.lastSeen.data(), count * 8);
@@ -608,7 +623,7 @@ void Engine::Load(const persist::Reader& r) {
   if (count >= kNone || count > time) r.Bad("more clusters than documents");
   if (rowEntries > count * cfg.maxTerms) r.Bad("more row entries than clusters * maxTerms");
   // Every size now follows from PARM; the sections must match before anything is allocated.
-  const std::pair<uint32_t, uint64_t> want[] = {{kMemb, count * 4},     {kSeen, count * 8},      {kRlen, count * 4},
+  const std::pair<uint32_t, uint64_t> want[] = {{kMemb, count * 4},      {kSeen, count * 8},      {kRlen, count * 4},
                                                 {kRtrm, rowEntries * 4}, {kRwgt, rowEntries * 4}, {kSlen, count * 8},
                                                 {kStrm, sumEntries * 4}, {kSval, sumEntries * 8}};
   if (sumEntries > (uint64_t(1) << 40)) r.Bad("sum entry count out of range");
@@ -630,9 +645,11 @@ void Engine::Load(const persist::Reader& r) {
   // file whose checksums hold but whose values do not must not reach them.
   uint64_t rowAt = 0, sumAt = 0, memberTotal = 0;
   for (uint64_t c = 0; c < count; c++) {
-    if (len[c] > cfg.maxTerms || len[c] > rowEntries - rowAt) r.Bad("cluster " + std::to_string(c) + ": bad row length");
+    if (len[c] > cfg.maxTerms || len[c] > rowEntries - rowAt)
+      r.Bad("cluster " + std::to_string(c) + ": bad row length");
     if (slen[c] > sumEntries - sumAt || len[c] > slen[c]) r.Bad("cluster " + std::to_string(c) + ": bad sum length");
-    if (members[c] == 0 || seen[c] >= time) r.Bad("cluster " + std::to_string(c) + ": bad member count or last-seen time");
+    if (members[c] == 0 || seen[c] >= time)
+      r.Bad("cluster " + std::to_string(c) + ": bad member count or last-seen time");
     memberTotal += members[c];
     const uint32_t* t = rterms.data() + rowAt;
     const float* w = rweights.data() + rowAt;
@@ -642,7 +659,8 @@ void Engine::Load(const persist::Reader& r) {
     const uint32_t* st = sterms.data() + sumAt;
     const double* sv = svals.data() + sumAt;
     for (uint64_t i = 0; i < slen[c]; i++)
-      if ((i > 0 && st[i] <= st[i - 1]) || !(sv[i] > 0 && std::isfinite(sv[i]))) r.Bad("cluster " + std::to_string(c) + ": bad sum");
+      if ((i > 0 && st[i] <= st[i - 1]) || !(sv[i] > 0 && std::isfinite(sv[i])))
+        r.Bad("cluster " + std::to_string(c) + ": bad sum");
     // A row holds terms of its cluster's sum.
     for (uint64_t k = 0, i = 0; k < len[c]; k++) {
       while (i < slen[c] && st[i] < t[k]) i++;

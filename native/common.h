@@ -53,8 +53,7 @@ struct CancelToken {
   const int32_t* flag = nullptr;
   uint64_t* progress = nullptr;
   bool requested() const {
-    return flag != nullptr &&
-           reinterpret_cast<const std::atomic<int32_t>*>(flag)->load(std::memory_order_relaxed) != 0;
+    return flag != nullptr && reinterpret_cast<const std::atomic<int32_t>*>(flag)->load(std::memory_order_relaxed) != 0;
   }
   void check() const {
     if (requested()) throw Error(kAborted, "The operation was aborted");

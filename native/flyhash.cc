@@ -45,7 +45,7 @@ struct FlyHashImpl {
   flyhash::Params params;
   std::mutex gpuMu;  // one GPU call at a time owns gpu
   std::unique_ptr<flyhash::GpuState> gpu;
-  std::atomic<uint64_t> bytes{0};  // for V8 (ResourceWrap)
+  std::atomic<uint64_t> bytes{0};       // for V8 (ResourceWrap)
   std::atomic<bool> gpuCounted{false};  // the GPU's tables are in `bytes` (about the projection's size)
 
   // m * s, built at first use (off the event loop in hash()), so the
@@ -79,10 +79,10 @@ void CheckProjectionSize(const flyhash::Params& p) {
 class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "FlyHash",
-                       {InstanceMethod("hash", &FlyHashWrap::Hash),
-                        InstanceMethod("projection", &FlyHashWrap::Projection),
-                        InstanceMethod("dispose", &FlyHashWrap::DisposeMethod)});
+    return DefineClass(
+        env, "FlyHash",
+        {InstanceMethod("hash", &FlyHashWrap::Hash), InstanceMethod("projection", &FlyHashWrap::Projection),
+         InstanceMethod("dispose", &FlyHashWrap::DisposeMethod)});
   }
 
   // new FlyHash({ inputDim, hashLength, connections, winners, seed })
@@ -210,7 +210,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
               r.Set("data", Napi::Uint32Array::New(env, 0));
             } else {
               CheckTypedLength(words, "the FlyHash codes", "hash fewer rows per call");
-              auto buf = ArrayBufferOver(env, result->release(), words * 4, [](void* q, void*) { std::free(q); }, nullptr);
+              auto buf =
+                  ArrayBufferOver(env, result->release(), words * 4, [](void* q, void*) { std::free(q); }, nullptr);
               r.Set("data", Napi::Uint32Array::New(env, words, buf, 0));
             }
             r.Set("kernelMs", timing->kernelMs);

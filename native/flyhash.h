@@ -67,9 +67,7 @@ bool CheckFinite(const DenseView& x, const char* name);
 inline bool ExactForBytes(const Params& p) { return uint64_t(p.s) * 255 < (uint64_t(1) << 24); }
 
 // Words (Bits) or indices (Indices) per output row.
-inline uint64_t OutStride(const Params& p, Output o) {
-  return o == Output::Bits ? (uint64_t(p.m) + 31) / 32 : p.k;
-}
+inline uint64_t OutStride(const Params& p, Output o) { return o == Output::Bits ? (uint64_t(p.m) + 31) / 32 : p.k; }
 
 // out holds x.rows * OutStride(p, o) words.
 void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
@@ -109,8 +107,8 @@ struct Tuning {
 // X is x.data (floats), or xBytes when it is not null (x then gives only
 // rows and cols). Float X is checked here, as CheckFinite would, while it is
 // staged for the GPU (one pass over it, not two).
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o,
-              uint32_t* out, int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
+void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out,
+              int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
               std::unique_ptr<GpuState>* state);
 // The kernel families a GPU with (or without) tensor-core kernels may run, in
 // the order `auto` prefers them; shapes decide among them.

@@ -23,7 +23,9 @@ struct State {
   void Measure() {
     const auto& ix = index;
     uint64_t b = (ix.codes.capacity() + ix.offsets.capacity() + ix.ids.capacity() + ix.positions.capacity() +
-                  ix.rowIds.capacity()) * 4 + ix.dead.capacity() * 8;
+                  ix.rowIds.capacity()) *
+                     4 +
+                 ix.dead.capacity() * 8;
     if (ix.device) b += (ix.codes.size() + ix.offsets.size() + ix.ids.size()) * 4;  // about the GPU's copy
     bytes = b;
     rows = hamming::LiveRows(ix);
@@ -45,13 +47,14 @@ uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t h
 class HammingWrap : public ResourceWrap<HammingWrap, State> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "HammingIndex",
-                       {InstanceMethod("add", &HammingWrap::Add), InstanceMethod("search", &HammingWrap::Search),
-                        InstanceMethod("scores", &HammingWrap::Scores), InstanceMethod("build", &HammingWrap::Build),
-                        InstanceMethod("positions", &HammingWrap::Positions),
-                        InstanceMethod("remove", &HammingWrap::Remove), InstanceMethod("ids", &HammingWrap::Ids),
-                        InstanceMethod("save", &HammingWrap::Save), InstanceMethod("load", &HammingWrap::Load),
-                        InstanceMethod("size", &HammingWrap::Size), InstanceMethod("dispose", &HammingWrap::DisposeJs)});
+    return DefineClass(
+        env, "HammingIndex",
+        {InstanceMethod("add", &HammingWrap::Add), InstanceMethod("search", &HammingWrap::Search),
+         InstanceMethod("scores", &HammingWrap::Scores), InstanceMethod("build", &HammingWrap::Build),
+         InstanceMethod("positions", &HammingWrap::Positions), InstanceMethod("remove", &HammingWrap::Remove),
+         InstanceMethod("ids", &HammingWrap::Ids), InstanceMethod("save", &HammingWrap::Save),
+         InstanceMethod("load", &HammingWrap::Load), InstanceMethod("size", &HammingWrap::Size),
+         InstanceMethod("dispose", &HammingWrap::DisposeJs)});
   }
 
   explicit HammingWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
@@ -218,11 +221,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       std::string ek = StrPropOr(o, "exactKernel", "auto");
       if (ek != "auto" && ek != "popc" && ek != "mma" && ek != "mma2")
         ThrowInvalid("exactKernel must be 'auto', 'popc', 'mma' or 'mma2'", "TypeError");
-      hamming::ExactKernel kernel =
-          ek == "popc"   ? hamming::ExactKernel::Popc
-          : ek == "mma"  ? hamming::ExactKernel::Mma
-          : ek == "mma2" ? hamming::ExactKernel::Mma2
-                         : hamming::ExactKernel::Auto;
+      hamming::ExactKernel kernel = ek == "popc"   ? hamming::ExactKernel::Popc
+                                    : ek == "mma"  ? hamming::ExactKernel::Mma
+                                    : ek == "mma2" ? hamming::ExactKernel::Mma2
+                                                   : hamming::ExactKernel::Auto;
       const int device = DeviceFor(backend, o);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(o);

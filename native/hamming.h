@@ -22,13 +22,13 @@ namespace hamming {
 constexpr uint32_t kMissing = 0xFFFFFFFFu;
 constexpr uint32_t kMaxK = 1024;
 constexpr uint32_t kMaxBits = 32768;  // distances must fit a Uint16
-constexpr uint32_t kMaxScore = 8191;   // tables * max(weight): bounds the score histogram
+constexpr uint32_t kMaxScore = 8191;  // tables * max(weight): bounds the score histogram
 
 struct Timing {
-  double kernelMs = 0;    // device time of the kernels (CUDA events)
-  double transferMs = 0;  // host<->device copies (CUDA events)
-  double buildMs = 0;     // EWH bucket build (device time on CUDA)
-  uint64_t scored = 0;    // EWH: ids with a nonzero score, summed over queries
+  double kernelMs = 0;       // device time of the kernels (CUDA events)
+  double transferMs = 0;     // host<->device copies (CUDA events)
+  double buildMs = 0;        // EWH bucket build (device time on CUDA)
+  uint64_t scored = 0;       // EWH: ids with a nonzero score, summed over queries
   uint64_t shortlisted = 0;  // EWH: ids re-ranked by exact distance, summed over queries
 };
 
@@ -58,9 +58,9 @@ struct HostIndex {
   std::vector<uint32_t> positions;  // tables * keyBits bit positions, drawn once
   UninitVector<uint32_t> codes;     // rows * wordsPerRow (a load reads straight into it)
   uint64_t rows = 0;
-  std::vector<uint32_t> rowIds;     // ascending; empty while every id is its row
-  uint64_t nextId = 0;              // the id the next added code gets
-  std::vector<uint64_t> dead;       // bitmap over rows removed since the last Compact
+  std::vector<uint32_t> rowIds;  // ascending; empty while every id is its row
+  uint64_t nextId = 0;           // the id the next added code gets
+  std::vector<uint64_t> dead;    // bitmap over rows removed since the last Compact
   uint64_t deadCount = 0;
   // Buckets (built lazily after adds): offsets[t * (2^h + 1) + b], ids[t * rows + j].
   bool built = false;
@@ -94,8 +94,8 @@ HostIndex LoadIndex(const persist::Reader& r);
 void BuildCpu(HostIndex& index);
 void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
                     const CancelToken& cancel);
-void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
-                  Timing* timing, const CancelToken& cancel);
+void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, Timing* timing,
+                  const CancelToken& cancel);
 // scores[q * rows + id]: the EWH score of every id for every query.
 void ScoresCpu(HostIndex& index, const BitsView& queries, uint32_t* scores);
 

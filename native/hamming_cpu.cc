@@ -208,12 +208,13 @@ void ScoresCpu(HostIndex& index, const BitsView& queries, uint32_t* scores) {
   BuildCpu(index);
   const auto masks = ProbeMasks(index.params.keyBits, index.params.maxErrors);
   ParallelFor(queries.rows, 1, [&](size_t b, size_t e) {
-    for (size_t q = b; q < e; ++q) ScoreOne(index, queries.words + q * index.wordsPerRow(), masks, scores + q * index.rows);
+    for (size_t q = b; q < e; ++q)
+      ScoreOne(index, queries.words + q * index.wordsPerRow(), masks, scores + q * index.rows);
   });
 }
 
-void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
-                  Timing* timing, const CancelToken& cancel) {
+void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, Timing* timing,
+                  const CancelToken& cancel) {
   BuildCpu(index);
   const EwhParams& p = index.params;
   const auto masks = ProbeMasks(p.keyBits, p.maxErrors);

@@ -130,7 +130,8 @@ HostIndex LoadIndex(const persist::Reader& r) {
     ix.rowIds.resize(rows);
     r.Read(kIds, ix.rowIds.data(), rows * 4);
     for (uint64_t i = 0; i < rows; ++i)
-      if (ix.rowIds[i] >= nextId || (i > 0 && ix.rowIds[i] <= ix.rowIds[i - 1])) r.Bad("ids are not ascending below the next id");
+      if (ix.rowIds[i] >= nextId || (i > 0 && ix.rowIds[i] <= ix.rowIds[i - 1]))
+        r.Bad("ids are not ascending below the next id");
   }
   if (ix.ewh) ix.positions = DrawPositions(ix.bits, p.tables, p.keyBits, p.seed);
   return ix;

@@ -75,11 +75,13 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       if (m == 3 ? !(t >= 1 && t == std::floor(t) && t <= 4294967295.0) : !(t > 0 && t <= 1))
         ThrowInvalid("options.threshold is out of range for this measure");
       const Backend backend = BackendProp(opts);
-      const auto algo = StrPropOr(opts, "algorithm", "ppjoin") == "allpairs" ? join::Algorithm::AllPairs : join::Algorithm::PPJoin;
+      const auto algo =
+          StrPropOr(opts, "algorithm", "ppjoin") == "allpairs" ? join::Algorithm::AllPairs : join::Algorithm::PPJoin;
       const double bs = NumPropOr(opts, "blockSize", 0);
       if (!(bs >= 0 && bs <= 4294967295.0)) ThrowInvalid("options.blockSize is out of range");
       const double mc = NumPropOr(opts, "maxChunkPairs", double(1 << 26));
-      if (!(mc >= 1 && mc <= 4294967295.0) || mc != std::floor(mc)) ThrowInvalid("options.maxChunkPairs is out of range");
+      if (!(mc >= 1 && mc <= 4294967295.0) || mc != std::floor(mc))
+        ThrowInvalid("options.maxChunkPairs is out of range");
       const bool wideSlots = BoolPropOr(opts, "wideSlots", false);
       const int device = DeviceFor(backend, opts);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
@@ -151,7 +153,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
               // Four views of one block; the last view's buffer frees it.
               const size_t n = chunk->count;
               CheckTypedLength(n, "a join chunk");
-              auto buf = ArrayBufferOver(env, chunk->block.release(), n * 16, [](void* q, void*) { std::free(q); }, nullptr);
+              auto buf =
+                  ArrayBufferOver(env, chunk->block.release(), n * 16, [](void* q, void*) { std::free(q); }, nullptr);
               r.Set("left", Napi::Uint32Array::New(env, n, buf, 0));
               r.Set("right", Napi::Uint32Array::New(env, n, buf, n * 4));
               r.Set("overlap", Napi::Uint32Array::New(env, n, buf, n * 8));
@@ -181,12 +184,14 @@ Napi::Value SortPairs(const Napi::CallbackInfo& info) {
     auto r = in->Array<uint32_t>(info[1], "right");
     auto o = in->Array<uint32_t>(info[2], "overlap");
     auto s = in->Array<float>(info[3], "similarity");
-    if (r.length != l.length || o.length != l.length || s.length != l.length) ThrowInvalid("sortPairs: arrays differ in length");
+    if (r.length != l.length || o.length != l.length || s.length != l.length)
+      ThrowInvalid("sortPairs: arrays differ in length");
     const uint64_t n = l.length;
     auto outs = std::make_shared<std::vector<std::unique_ptr<OutputArray>>>();
     const char* names[4] = {"left", "right", "overlap", "similarity"};
     for (int i = 0; i < 4; ++i)
-      outs->push_back(std::make_unique<OutputArray>(info[i], i == 3 ? napi_float32_array : napi_uint32_array, n, names[i], *in));
+      outs->push_back(
+          std::make_unique<OutputArray>(info[i], i == 3 ? napi_float32_array : napi_uint32_array, n, names[i], *in));
     return RunAsync(
         info.Env(),
         [=] {

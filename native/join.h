@@ -90,7 +90,7 @@ CUSIM_HD bool Accept(Measure m, double t, uint32_t a, uint32_t b, uint32_t o, do
 struct Collection {
   std::vector<uint64_t> offsets;  // n + 1
   UninitVector<uint32_t> tokens;  // filled in parallel by Prepare
-  std::vector<uint32_t> ids;  // input row id of each sorted position
+  std::vector<uint32_t> ids;      // input row id of each sorted position
   uint64_t n() const { return ids.size(); }
   uint32_t size(uint64_t i) const { return uint32_t(offsets[i + 1] - offsets[i]); }
   const uint32_t* row(uint64_t i) const { return tokens.data() + offsets[i]; }
@@ -99,8 +99,8 @@ struct Collection {
 struct Prepared {
   Bounds bounds{Measure::Jaccard, 1.0};
   bool self = true;
-  Collection probe;  // `sets`
-  Collection index;  // `against`; empty (unused) for a self-join
+  Collection probe;    // `sets`
+  Collection index;    // `against`; empty (unused) for a self-join
   uint32_t vocab = 0;  // distinct tokens over both collections
   const Collection& indexed() const { return self ? probe : index; }
   uint64_t IndexPrefix(uint64_t i) const {

@@ -60,8 +60,10 @@ class CpuJoiner final : public Joiner {
       s->candidates = 0;
     }
     // Aim for chunks of a few million pairs whatever the output density.
-    if (hits.size() > (4u << 20) && step_ > 64) step_ /= 2;
-    else if (hits.size() < (1u << 20) && step_ < (1u << 20)) step_ *= 2;
+    if (hits.size() > (4u << 20) && step_ > 64)
+      step_ /= 2;
+    else if (hits.size() < (1u << 20) && step_ < (1u << 20))
+      step_ *= 2;
     next_ = end;
     if (hits.size() <= maxChunkHits_) {
       Finalize(*p_, hits.data(), hits.size(), out);

@@ -346,7 +346,8 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
   const size_t chunks = std::max<size_t>(1, std::min<size_t>(threads * 4, n / 65536));
   std::vector<uint32_t> chunkMax(chunks, 0);
   ParallelFor(chunks, 1, [&](size_t b, size_t e) {
-    for (size_t c = b; c < e; c++) chunkMax[c] = *std::max_element(left.begin() + n * c / chunks, left.begin() + n * (c + 1) / chunks);
+    for (size_t c = b; c < e; c++)
+      chunkMax[c] = *std::max_element(left.begin() + n * c / chunks, left.begin() + n * (c + 1) / chunks);
   });
   const uint32_t maxL = *std::max_element(chunkMax.begin(), chunkMax.end());
   // Sorted position -> (right << 32 | source index): sorting these plain
@@ -417,9 +418,8 @@ void SortPairs(std::vector<uint32_t>& left, std::vector<uint32_t>& right, std::v
   } else {
     std::vector<uint32_t> perm(n);
     std::iota(perm.begin(), perm.end(), 0u);
-    std::sort(perm.begin(), perm.end(), [&](uint32_t x, uint32_t y) {
-      return left[x] != left[y] ? left[x] < left[y] : right[x] < right[y];
-    });
+    std::sort(perm.begin(), perm.end(),
+              [&](uint32_t x, uint32_t y) { return left[x] != left[y] ? left[x] < left[y] : right[x] < right[y]; });
     for (size_t i = 0; i < n; i++) key[i] = perm[i];
     gather(left);
     gather(right);

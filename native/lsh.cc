@@ -61,7 +61,8 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts, Inpu
 #ifdef CUSIM_WITH_CUDA
     const int device = ResolveDevices(DevicesProp(opts)).at(0);
     c.engine.repPairs = [device](const lsh::SigView& s, const std::vector<uint32_t>& reps, const lsh::Params& p,
-                                 std::vector<float>* est, lsh::Timing* t) { return lsh::RepPairsCuda(s, reps, p, est, device, t); };
+                                 std::vector<float>* est,
+                                 lsh::Timing* t) { return lsh::RepPairsCuda(s, reps, p, est, device, t); };
 #else
     ResolveDevices(DevicesProp(opts));  // throws: this build has no CUDA
 #endif
@@ -107,7 +108,8 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
     Napi::Object opts = args.Obj(2, "options");
     const std::string v = StrPropOr(opts, "verify", "estimate");
     lsh::Verify verify = v == "none" ? lsh::Verify::None : v == "exact" ? lsh::Verify::Exact : lsh::Verify::Estimate;
-    if (v != "none" && v != "exact" && v != "estimate") ThrowInvalid("verify must be 'none', 'estimate' or 'exact'", "TypeError");
+    if (v != "none" && v != "exact" && v != "estimate")
+      ThrowInvalid("verify must be 'none', 'estimate' or 'exact'", "TypeError");
     const double threshold = NumPropOr(opts, "threshold", 0.5);
     if (!(threshold > 0 && threshold <= 1)) ThrowInvalid("threshold must be in (0, 1]");
     Napi::Value mv = opts.Get("matrix");

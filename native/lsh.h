@@ -92,7 +92,8 @@ std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>
 // duplicates summed, weights <= 0 or NaN dropped): the weighted Jaccard, and
 // whether the rows are equal; with `sets`, each stored column is a member of
 // weight 1 (set Jaccard, as classic signatures stand for). Either output may be null.
-void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard, uint8_t* same);
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard,
+              uint8_t* same);
 
 // Candidate pairs among representative rows: positions (a < b) packed as
 // (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is
@@ -119,8 +120,8 @@ struct PairList {
 
 // Every unique pair of inserted rows sharing at least one band bucket, as ids
 // (left < right), sorted. ids[i] names row i.
-PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e, const CancelToken& cancel,
-                        Timing* timing);
+PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e,
+                        const CancelToken& cancel, Timing* timing);
 
 enum class Verify { None, Estimate, Exact };
 
@@ -145,8 +146,8 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
 
 // For each query, the ids of inserted rows sharing a band bucket with it,
 // deduplicated and ascending. indptr has queries + 1 entries.
-void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p, std::vector<uint32_t>* indptr,
-           std::vector<uint32_t>* out);
+void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p,
+           std::vector<uint32_t>* indptr, std::vector<uint32_t>* out);
 
 }  // namespace lsh
 }  // namespace cusim

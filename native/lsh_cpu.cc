@@ -319,7 +319,8 @@ std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>
   return out;
 }
 
-void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard, uint8_t* same) {
+void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard,
+              uint8_t* same) {
   std::vector<uint32_t> rows(m.rows);
   std::iota(rows.begin(), rows.end(), 0u);
   NormRows norm(m, rows.data(), m.rows, sets);
@@ -378,8 +379,8 @@ std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t
   return all;
 }
 
-PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e, const CancelToken& cancel,
-                        Timing* timing) {
+PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e,
+                        const CancelToken& cancel, Timing* timing) {
   Classes c = BuildClasses(sig, nullptr);
   cancel.check();
   std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, nullptr, timing);
@@ -396,8 +397,9 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
     off[rp.size() + k + 1] = off[rp.size() + k] + m * (m - 1) / 2;
   }
   if (off.back() > MaxTypedLength())
-    ThrowInvalid("candidatePairs would return " + std::to_string(off.back()) + " pairs, more than one typed array holds (" +
-                 std::to_string(MaxTypedLength()) + "); groups() links rows with identical signatures to their first copy "
+    ThrowInvalid("candidatePairs would return " + std::to_string(off.back()) +
+                 " pairs, more than one typed array holds (" + std::to_string(MaxTypedLength()) +
+                 "); groups() links rows with identical signatures to their first copy "
                  "instead of listing every pair");
   std::vector<uint64_t> pos(off.back());
   ParallelFor(rp.size() + c.reps.size(), 256, [&](size_t b, size_t e2) {
@@ -463,7 +465,8 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     if (!matrix) ThrowInvalid("matrix is required for verify 'exact'", "TypeError");
     for (uint64_t i = 0; i < n; ++i)
       if (ids[i] >= matrix->rows)
-        ThrowInvalid("id " + std::to_string(ids[i]) + " has no row in matrix (matrix.rows = " + std::to_string(matrix->rows) + ")");
+        ThrowInvalid("id " + std::to_string(ids[i]) +
+                     " has no row in matrix (matrix.rows = " + std::to_string(matrix->rows) + ")");
     norm = std::make_unique<NormRows>(*matrix, ids, n, sets);
     // Signature classes first; rows that share a signature are then split by
     // exact vector equality, so only truly interchangeable rows collapse.
@@ -471,7 +474,8 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     std::vector<uint32_t> multi;
     for (size_t k = 0; k < bySig.reps.size(); ++k)
       if (bySig.memberPtr[k + 1] - bySig.memberPtr[k] > 1)
-        multi.insert(multi.end(), bySig.members.begin() + bySig.memberPtr[k], bySig.members.begin() + bySig.memberPtr[k + 1]);
+        multi.insert(multi.end(), bySig.members.begin() + bySig.memberPtr[k],
+                     bySig.members.begin() + bySig.memberPtr[k + 1]);
     norm->Need(multi);
     NormRows* nr = norm.get();
     c = BuildClasses(sig, [nr](uint32_t a, uint32_t b) { return nr->Same(a, b); });
@@ -520,8 +524,8 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
   return Components(c.rep, std::move(edges), std::move(edgeSim), ids);
 }
 
-void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p, std::vector<uint32_t>* indptr,
-           std::vector<uint32_t>* out) {
+void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p,
+           std::vector<uint32_t>* indptr, std::vector<uint32_t>* out) {
   std::vector<uint32_t> live;
   for (uint64_t i = 0; i < stored.n; ++i)
     if (!IsEmptyRow(stored.row(i), stored.samples, stored.width)) live.push_back(uint32_t(i));
@@ -555,7 +559,8 @@ void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, c
   for (const auto& h : hits) total += h.size();
   // indptr is uint32 (one typed array of ids, at most 2^32 - 1 long).
   if (total > std::min<uint64_t>(MaxTypedLength(), 0xFFFFFFFFull))
-    ThrowInvalid("query would return " + std::to_string(total) + " candidate ids, more than one typed array holds; "
+    ThrowInvalid("query would return " + std::to_string(total) +
+                 " candidate ids, more than one typed array holds; "
                  "query fewer signatures per call");
   indptr->assign(queries.n + 1, 0);
   for (uint64_t q = 0; q < queries.n; ++q) (*indptr)[q + 1] = (*indptr)[q] + uint32_t(hits[q].size());

@@ -35,7 +35,8 @@ inline uint32_t KeyPartition(uint64_t key, uint32_t parts) { return uint32_t(key
 uint32_t U32(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi) {
   const double v = NumProp(o, key, "options");
   if (!(v >= lo && v <= hi) || v != double(uint32_t(v)))
-    ThrowInvalid(std::string("options.") + key + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    ThrowInvalid(std::string("options.") + key + " must be an integer in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]");
   return uint32_t(v);
 }
 
@@ -132,7 +133,8 @@ Napi::Value Entries(const Napi::CallbackInfo& info) {
           for (uint64_t i = 0; i < n; ++i) {
             ++rcount[IdPartition(idd[i], P) + 1];
             if (!empty[i])
-              for (uint32_t band = 0; band < p.bands; ++band) ++count[uint64_t(band) * P + KeyPartition(keys[i * p.bands + band], P) + 1];
+              for (uint32_t band = 0; band < p.bands; ++band)
+                ++count[uint64_t(band) * P + KeyPartition(keys[i * p.bands + band], P) + 1];
           }
           for (uint64_t k = 0; k < K; ++k) count[k + 1] += count[k];
           for (uint32_t k = 0; k < P; ++k) rcount[k + 1] += rcount[k];
@@ -194,7 +196,8 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
           std::vector<std::vector<std::pair<uint32_t, uint32_t>>> perKey(stored.size());  // (query, id)
           ParallelFor(stored.size(), 1, [&](size_t b, size_t e) {
             for (size_t k = b; k < e; ++k) {
-              if (stored[k].size % kBandEntry || queries[k].size % kBandEntry) ThrowInvalid("band entries must be 12 bytes each");
+              if (stored[k].size % kBandEntry || queries[k].size % kBandEntry)
+                ThrowInvalid("band entries must be 12 bytes each");
               std::vector<std::pair<uint64_t, uint32_t>> s(stored[k].size / kBandEntry);
               for (size_t i = 0; i < s.size(); ++i)
                 s[i] = {Get64(stored[k].data + i * kBandEntry), Get32(stored[k].data + i * kBandEntry + 8)};
@@ -203,7 +206,8 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
                 const uint64_t key = Get64(queries[k].data + j * kBandEntry);
                 const uint32_t q = Get32(queries[k].data + j * kBandEntry + 8);
                 if (q >= nq) ThrowInvalid("query entry out of range");
-                for (auto it = std::lower_bound(s.begin(), s.end(), std::make_pair(key, uint32_t(0))); it != s.end() && it->first == key; ++it)
+                for (auto it = std::lower_bound(s.begin(), s.end(), std::make_pair(key, uint32_t(0)));
+                     it != s.end() && it->first == key; ++it)
                   if (!std::binary_search(rm, rm + nrm, it->second)) perKey[k].emplace_back(q, it->second);
               }
             }
@@ -250,12 +254,16 @@ Napi::Value Records(const Napi::CallbackInfo& info) {
           struct Rec {
             uint32_t id, flags;
             uint64_t fp;
-            bool operator<(const Rec& o) const { return id != o.id ? id < o.id : fp != o.fp ? fp < o.fp : flags < o.flags; }
+            bool operator<(const Rec& o) const {
+              return id != o.id ? id < o.id : fp != o.fp ? fp < o.fp : flags < o.flags;
+            }
             bool operator==(const Rec& o) const { return id == o.id && fp == o.fp && flags == o.flags; }
           };
           std::vector<Rec> all;
           for (const Bytes& b : recs) {
-            if (b.size % kRecord) throw Error("CUSIM_STORAGE_ERROR", "a record key holds a partial record: not a cusim LSH index, or damaged");
+            if (b.size % kRecord)
+              throw Error("CUSIM_STORAGE_ERROR",
+                          "a record key holds a partial record: not a cusim LSH index, or damaged");
             for (size_t i = 0; i < b.size; i += kRecord)
               all.push_back({Get32(b.data + i), Get32(b.data + i + 4), Get64(b.data + i + 8)});
           }
@@ -263,8 +271,10 @@ Napi::Value Records(const Napi::CallbackInfo& info) {
           all.erase(std::unique(all.begin(), all.end()), all.end());
           for (size_t i = 0; i < all.size(); ++i) {
             if (i > 0 && all[i].id == all[i - 1].id)
-              throw Error("CUSIM_STORAGE_ERROR", "id " + std::to_string(all[i].id) + " was inserted twice with different signatures");
-            if (all[i].flags > kEmptyFlag) throw Error("CUSIM_STORAGE_ERROR", "a record has unknown flags: damaged index");
+              throw Error("CUSIM_STORAGE_ERROR",
+                          "id " + std::to_string(all[i].id) + " was inserted twice with different signatures");
+            if (all[i].flags > kEmptyFlag)
+              throw Error("CUSIM_STORAGE_ERROR", "a record has unknown flags: damaged index");
             if (std::binary_search(rm, rm + nrm, all[i].id)) continue;
             out->ids.push_back(all[i].id);
             out->fp.push_back(all[i].fp);
@@ -327,7 +337,8 @@ Napi::Value Pairs(const Napi::CallbackInfo& info) {
     if (rep.length != live.length) ThrowInvalid("rep must have one entry per live id");
     for (size_t i = 0; i < rep.length; ++i)
       if (rep.data[i] != kNone && rep.data[i] >= rep.length) ThrowInvalid("rep out of range");
-    if (e.length % kBandEntry) throw Error("CUSIM_STORAGE_ERROR", "a band key holds a partial entry: not a cusim LSH index, or damaged");
+    if (e.length % kBandEntry)
+      throw Error("CUSIM_STORAGE_ERROR", "a band key holds a partial entry: not a cusim LSH index, or damaged");
     const uint8_t* ed = e.data;
     const uint64_t ne = e.length / kBandEntry;
     const uint32_t* ld = live.data;
@@ -367,7 +378,8 @@ Napi::Value Merge(const Napi::CallbackInfo& info) {
     for (uint32_t i = 0; i < a.Length(); ++i) items.push_back(a.Get(i));
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     std::vector<ArrayArg<uint64_t>> parts;
-    for (size_t i = 0; i < items.size(); ++i) parts.push_back(in->Array<uint64_t>(items[i], "chunks[" + std::to_string(i) + "]", true));
+    for (size_t i = 0; i < items.size(); ++i)
+      parts.push_back(in->Array<uint64_t>(items[i], "chunks[" + std::to_string(i) + "]", true));
     auto out = std::make_shared<std::vector<uint64_t>>();
     return RunAsync(
         info.Env(),
@@ -388,7 +400,8 @@ Napi::Value Merge(const Napi::CallbackInfo& info) {
 Napi::Value Estimate(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     const double sd = Args(info).Num(1, "samples");
-    if (!(sd >= 1 && sd <= (1u << 20)) || sd != double(uint32_t(sd))) ThrowInvalid("samples must be an integer in [1, 2^20]");
+    if (!(sd >= 1 && sd <= (1u << 20)) || sd != double(uint32_t(sd)))
+      ThrowInvalid("samples must be an integer in [1, 2^20]");
     const uint32_t samples = uint32_t(sd);
     const double wd = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().DoubleValue() : 2;
     if (wd != 1 && wd != 2) ThrowInvalid("width must be 1 (classic signatures) or 2 (weighted)");

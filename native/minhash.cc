@@ -33,7 +33,8 @@ struct Engine {
     std::lock_guard<std::mutex> lock(gpuMutex);
     if (!gpu) {
       // Injected tables are uploaded; seeded ones are generated on each device as columns appear.
-      gpu = minhash::CreateCudaEngine(devices, params->seed(), dim, samples, params->injected() ? params.get() : nullptr);
+      gpu =
+          minhash::CreateCudaEngine(devices, params->seed(), dim, samples, params->injected() ? params.get() : nullptr);
     }
     return *gpu;
   }
@@ -70,8 +71,8 @@ std::vector<uint32_t> ColumnsArg(const Napi::Value& v, const Engine& e) {
     auto a = in.Array<uint32_t>(v, "columns");
     for (size_t i = 0; i < a.length; ++i)
       if (a.data[i] >= e.dim)
-        ThrowInvalid("columns[" + std::to_string(i) + "]=" + std::to_string(a.data[i]) + " is out of range for dim=" +
-                     std::to_string(e.dim));
+        ThrowInvalid("columns[" + std::to_string(i) + "]=" + std::to_string(a.data[i]) +
+                     " is out of range for dim=" + std::to_string(e.dim));
     CheckTypedLength(uint64_t(a.length) * e.samples, "the parameter tables");
     return std::vector<uint32_t>(a.data, a.data + a.length);
   }
@@ -85,11 +86,11 @@ std::vector<uint32_t> ColumnsArg(const Napi::Value& v, const Engine& e) {
 class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "WeightedMinHashNative",
-                       {InstanceMethod("hash", &MinHashWrap::Hash), InstanceMethod("parameters", &MinHashWrap::Parameters),
-                        InstanceMethod("deviceParameters", &MinHashWrap::DeviceParameters),
-                        InstanceMethod("devices", &MinHashWrap::Devices),
-                        InstanceMethod("dispose", &MinHashWrap::DisposeJs)});
+    return DefineClass(
+        env, "WeightedMinHashNative",
+        {InstanceMethod("hash", &MinHashWrap::Hash), InstanceMethod("parameters", &MinHashWrap::Parameters),
+         InstanceMethod("deviceParameters", &MinHashWrap::DeviceParameters),
+         InstanceMethod("devices", &MinHashWrap::Devices), InstanceMethod("dispose", &MinHashWrap::DisposeJs)});
   }
 
   // new (options: { dim, samples, seed, backend, devices?, rs?, lnCs?, betas?, columns? })
@@ -100,7 +101,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       Napi::Object o = args.Obj(0, "options");
       auto e = std::make_shared<Engine>();
       double dim = NumProp(o, "dim", "options"), samples = NumProp(o, "samples", "options");
-      if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim))) ThrowInvalid("dim must be an integer >= 1");
+      if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim)))
+        ThrowInvalid("dim must be an integer >= 1");
       if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
         ThrowInvalid("samples must be an integer in [1, 65536]");
       e->dim = uint32_t(dim), e->samples = uint32_t(samples);
@@ -124,7 +126,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
           std::vector<uint32_t> sorted(cols);
           std::sort(sorted.begin(), sorted.end());
           for (size_t i = 0; i < sorted.size(); ++i) {
-            if (sorted[i] >= e->dim) ThrowInvalid("columns has " + std::to_string(sorted[i]) + ", out of range for dim");
+            if (sorted[i] >= e->dim)
+              ThrowInvalid("columns has " + std::to_string(sorted[i]) + ", out of range for dim");
             if (i && sorted[i] == sorted[i - 1]) ThrowInvalid("columns repeats " + std::to_string(sorted[i]));
           }
         }
@@ -134,7 +137,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         for (int i = 0; i < 3; ++i) {
           auto a = in.Prop<float>(o, names[i]);
           if (a.length != n)
-            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) + " but samples * columns = " + std::to_string(n));
+            ThrowInvalid(std::string(names[i]) + " has length " + std::to_string(a.length) +
+                         " but samples * columns = " + std::to_string(n));
           t[i].resize(n);
           Transpose(a.data, e->samples, cols.size(), t[i].data());
         }
@@ -155,8 +159,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       auto e = Get("WeightedMinHash");
       HashCall call = ParseHashCall(info, 2 * e->samples, true, e->backend == Backend::Cuda, [&](const CsrSource& src) {
         if (src.cols != e->dim)
-          ThrowInvalid("matrix.cols is " + std::to_string(src.cols) + " but this WeightedMinHash was built for dim=" +
-                       std::to_string(e->dim));
+          ThrowInvalid("matrix.cols is " + std::to_string(src.cols) +
+                       " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
       });
       auto memory = memory_;
       return RunHashCall(
@@ -174,8 +178,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
               minhash::HashCpu(c.m, 0, c.m.rows, *e->params, c.out->target(), c.cancel);
             } else {
 #ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(),
-                                c.cancel);
+              minhash::HashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(), c.cancel);
 #endif
             }
           },
@@ -247,8 +250,12 @@ Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
     if (left.length != right.length) ThrowInvalid("left and right must have the same length");
     const uint64_t rows = sigs.length / stride;
     for (size_t i = 0; i < left.length; ++i) {
-      if (left.data[i] >= rows) ThrowInvalid("left[" + std::to_string(i) + "]=" + std::to_string(left.data[i]) + " is out of range for " + std::to_string(rows) + " rows");
-      if (right.data[i] >= rows) ThrowInvalid("right[" + std::to_string(i) + "]=" + std::to_string(right.data[i]) + " is out of range for " + std::to_string(rows) + " rows");
+      if (left.data[i] >= rows)
+        ThrowInvalid("left[" + std::to_string(i) + "]=" + std::to_string(left.data[i]) + " is out of range for " +
+                     std::to_string(rows) + " rows");
+      if (right.data[i] >= rows)
+        ThrowInvalid("right[" + std::to_string(i) + "]=" + std::to_string(right.data[i]) + " is out of range for " +
+                     std::to_string(rows) + " rows");
     }
     std::vector<float> out(left.length);
     minhash::JaccardPairsCpu(sigs.data, uint32_t(samples), left.data, right.data, left.length, out.data());

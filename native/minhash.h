@@ -130,12 +130,11 @@ struct CudaEngine;
 std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, uint64_t seed, uint32_t dim,
                                              uint32_t samples, ColumnParams* injected);
 // Rows are split across the engine's devices balanced by nnz.
-void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
-              const Tuning& tuning, Timing* timing, const CancelToken& cancel);
+void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, const Tuning& tuning,
+              Timing* timing, const CancelToken& cancel);
 // Device `slot`'s (index into the engine's device list) tables of the given
 // columns, [n][samples] each; seeded columns not yet used are added first.
-void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs,
-                      float* betas);
+void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs, float* betas);
 #endif
 
 }  // namespace minhash

@@ -65,7 +65,8 @@ void UpdateRow(float lw, uint32_t d, const float* R, const float* C, const float
     _mm_storeu_ps(T + s, _mm_or_ps(_mm_and_ps(lt, t), _mm_andnot_ps(lt, tOld)));
     const __m128i lti = _mm_castps_si128(lt);
     const __m128i kOld = _mm_loadu_si128(reinterpret_cast<const __m128i*>(K + s));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(K + s), _mm_or_si128(_mm_and_si128(lti, vd), _mm_andnot_si128(lti, kOld)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(K + s),
+                     _mm_or_si128(_mm_and_si128(lti, vd), _mm_andnot_si128(lti, kOld)));
   }
 #endif
   for (; s < samples; ++s) {
@@ -186,8 +187,9 @@ void ColumnParams::Ensure(const CsrView& m, uint64_t a, uint64_t b, const Cancel
   }
   if (missing.empty()) return;
   if (injected_)
-    ThrowInvalid(std::string(name) + ".indices[" + std::to_string(firstMissing) + "]=" +
-                 std::to_string(m.indices[firstMissing]) + " has no parameters (fromParameters was given other columns)");
+    ThrowInvalid(std::string(name) + ".indices[" + std::to_string(firstMissing) +
+                 "]=" + std::to_string(m.indices[firstMissing]) +
+                 " has no parameters (fromParameters was given other columns)");
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
   std::unique_lock<RwLock> write(lock_);

@@ -85,7 +85,8 @@ Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::function<void(
         const auto t0 = std::chrono::steady_clock::now();
         call.out->allocate(call.m.rows * uint64_t(call.wordsPerRow));
         work(call);
-        call.timing->nativeMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        call.timing->nativeMs =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       },
       [out = call.out, timing = call.timing, copyInMs = call.copyInMs, done](Napi::Env env) -> Napi::Value {
         done();

@@ -80,7 +80,8 @@ uint64_t SeedProp(const Napi::Object& o, double fallback) {
     if (!v.IsNumber()) ThrowInvalid("options.seed must be a number", "TypeError");
     d = v.As<Napi::Number>().DoubleValue();
   }
-  if (!(d >= 0 && d <= 9007199254740991.0) || d != std::floor(d)) ThrowInvalid("seed must be a non-negative safe integer");
+  if (!(d >= 0 && d <= 9007199254740991.0) || d != std::floor(d))
+    ThrowInvalid("seed must be a non-negative safe integer");
   return uint64_t(d);
 }
 
@@ -170,7 +171,11 @@ Napi::ArrayBuffer NewJsArrayBuffer(Napi::Env env, uint64_t bytes) {
   // Not napi_create_arraybuffer: V8 aborts the process when that allocation
   // fails, where `new ArrayBuffer(bytes)` throws a RangeError.
   try {
-    return env.Global().Get("ArrayBuffer").As<Napi::Function>().New({Napi::Number::New(env, double(bytes))}).As<Napi::ArrayBuffer>();
+    return env.Global()
+        .Get("ArrayBuffer")
+        .As<Napi::Function>()
+        .New({Napi::Number::New(env, double(bytes))})
+        .As<Napi::ArrayBuffer>();
   } catch (const Napi::Error&) {
     throw Error(kOutOfMemory, "could not allocate " + std::to_string(bytes) + " bytes (" + FormatBytes(bytes) +
                                   ") of host memory for a JavaScript array");
@@ -212,10 +217,7 @@ Napi::ArrayBuffer ArrayBufferOver(Napi::Env env, void* p, uint64_t bytes, void (
 }
 
 Task::Task(Napi::Env env, Work work, Done done, const std::vector<Napi::Value>& keep, std::shared_ptr<Inputs> inputs)
-    : Napi::AsyncWorker(env, "cusim"),
-      work_(std::move(work)),
-      done_(std::move(done)),
-      inputs_(std::move(inputs)) {
+    : Napi::AsyncWorker(env, "cusim"), work_(std::move(work)), done_(std::move(done)), inputs_(std::move(inputs)) {
   NAPI_THROW_IF_FAILED_VOID(env, napi_create_promise(env, &deferred_, &promise_));
   for (const auto& v : keep)
     if (!v.IsUndefined() && !v.IsNull()) keep_.push_back(Napi::Persistent(v));
@@ -237,15 +239,19 @@ void Task::Execute() {
 
 void Task::Settle(Napi::Env env, bool ok, napi_value v) noexcept {
   // Raw calls: the wrappers throw when the environment is going away.
-  if (ok) napi_resolve_deferred(env, deferred_, v);
-  else napi_reject_deferred(env, deferred_, v);
+  if (ok)
+    napi_resolve_deferred(env, deferred_, v);
+  else
+    napi_reject_deferred(env, deferred_, v);
 }
 
 void Task::Complete(Napi::Env env) {
   napi_value result = nullptr, error = nullptr;
   try {
-    if (error_) error = MakeJsError(env, *error_).Value();
-    else result = done_(env);
+    if (error_)
+      error = MakeJsError(env, *error_).Value();
+    else
+      result = done_(env);
   } catch (const Napi::Error& e) {
     error = e.Value();
   } catch (const Error& e) {
@@ -266,8 +272,10 @@ void Task::Complete(Napi::Env env) {
   } catch (...) {
   }
   // Neither: the environment is being torn down and the Promise cannot settle.
-  if (result) Settle(env, true, result);
-  else if (error) Settle(env, false, error);
+  if (result)
+    Settle(env, true, result);
+  else if (error)
+    Settle(env, false, error);
 }
 
 // Replaces AsyncWorker's, which rethrows as a C++ exception what it cannot

@@ -59,7 +59,7 @@ bool BoolPropOr(const Napi::Object& o, const char* key, bool fallback);
 std::string StrPropOr(const Napi::Object& o, const char* key, const std::string& fallback);
 // o.tuning (an engine's kernel choices, checked by lib/), or an empty object when absent.
 Napi::Object TuningProp(const Napi::Object& o);
-Backend BackendProp(const Napi::Object& o);  // o.backend: 'cpu' | 'cuda'
+Backend BackendProp(const Napi::Object& o);           // o.backend: 'cpu' | 'cuda'
 std::vector<int> DevicesProp(const Napi::Object& o);  // o.devices: number[] or absent (all)
 // devices as a JavaScript array of GPU indices.
 Napi::Array DeviceList(Napi::Env env, const std::vector<int>& devices);
@@ -71,13 +71,41 @@ int DeviceFor(Backend backend, const Napi::Object& o);
 // which owns what async calls read.
 template <typename T>
 struct TypedArrayTraits;
-template <> struct TypedArrayTraits<float> { static constexpr napi_typedarray_type type = napi_float32_array; static constexpr const char* name = "Float32Array"; };
-template <> struct TypedArrayTraits<double> { static constexpr napi_typedarray_type type = napi_float64_array; static constexpr const char* name = "Float64Array"; };
-template <> struct TypedArrayTraits<uint32_t> { static constexpr napi_typedarray_type type = napi_uint32_array; static constexpr const char* name = "Uint32Array"; };
-template <> struct TypedArrayTraits<int32_t> { static constexpr napi_typedarray_type type = napi_int32_array; static constexpr const char* name = "Int32Array"; };
-template <> struct TypedArrayTraits<uint16_t> { static constexpr napi_typedarray_type type = napi_uint16_array; static constexpr const char* name = "Uint16Array"; };
-template <> struct TypedArrayTraits<uint64_t> { static constexpr napi_typedarray_type type = napi_biguint64_array; static constexpr const char* name = "BigUint64Array"; };
-template <> struct TypedArrayTraits<uint8_t> { static constexpr napi_typedarray_type type = napi_uint8_array; static constexpr const char* name = "Uint8Array"; };
+template <>
+struct TypedArrayTraits<float> {
+  static constexpr napi_typedarray_type type = napi_float32_array;
+  static constexpr const char* name = "Float32Array";
+};
+template <>
+struct TypedArrayTraits<double> {
+  static constexpr napi_typedarray_type type = napi_float64_array;
+  static constexpr const char* name = "Float64Array";
+};
+template <>
+struct TypedArrayTraits<uint32_t> {
+  static constexpr napi_typedarray_type type = napi_uint32_array;
+  static constexpr const char* name = "Uint32Array";
+};
+template <>
+struct TypedArrayTraits<int32_t> {
+  static constexpr napi_typedarray_type type = napi_int32_array;
+  static constexpr const char* name = "Int32Array";
+};
+template <>
+struct TypedArrayTraits<uint16_t> {
+  static constexpr napi_typedarray_type type = napi_uint16_array;
+  static constexpr const char* name = "Uint16Array";
+};
+template <>
+struct TypedArrayTraits<uint64_t> {
+  static constexpr napi_typedarray_type type = napi_biguint64_array;
+  static constexpr const char* name = "BigUint64Array";
+};
+template <>
+struct TypedArrayTraits<uint8_t> {
+  static constexpr napi_typedarray_type type = napi_uint8_array;
+  static constexpr const char* name = "Uint8Array";
+};
 
 template <typename T>
 struct ArrayArg {
@@ -103,7 +131,8 @@ void CheckTypedLength(uint64_t elements, const std::string& what, const std::str
 // wraps p and release(p, hint) runs at garbage collection; larger blocks are
 // copied (on all cores) into a V8-owned buffer and released at once. Owns p
 // from the call on, also when it throws.
-Napi::ArrayBuffer ArrayBufferOver(Napi::Env env, void* p, uint64_t bytes, void (*release)(void* p, void* hint), void* hint);
+Napi::ArrayBuffer ArrayBufferOver(Napi::Env env, void* p, uint64_t bytes, void (*release)(void* p, void* hint),
+                                  void* hint);
 
 // A zero-filled ArrayBuffer owned by V8 (no size limit but memory); coded
 // CUSIM_OUT_OF_MEMORY instead of V8's abort when it cannot be allocated.
@@ -116,8 +145,8 @@ Napi::TypedArrayOf<T> ToTyped(Napi::Env env, std::vector<T, A>&& v, const char* 
   if (v.empty()) return Napi::TypedArrayOf<T>::New(env, 0);
   auto* owned = new std::vector<T, A>(std::move(v));
   const size_t n = owned->size();
-  auto buf = ArrayBufferOver(env, owned->data(), n * sizeof(T),
-                             [](void*, void* h) { delete static_cast<std::vector<T, A>*>(h); }, owned);
+  auto buf = ArrayBufferOver(
+      env, owned->data(), n * sizeof(T), [](void*, void* h) { delete static_cast<std::vector<T, A>*>(h); }, owned);
   return Napi::TypedArrayOf<T>::New(env, n, buf, 0);
 }
 

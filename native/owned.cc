@@ -168,8 +168,9 @@ class BlockPool {
 // page-locked at once (or when cudaHostAlloc refuses) calls get pageable
 // staging, from which the engines stage batches as from any array.
 BlockPool& PinnedPool() {
-  static BlockPool* p = new BlockPool([](uint64_t b) { return QueryDevices().cuda ? HostPinnedAlloc(b, false) : nullptr; },
-                                      [](void* q) { HostPinnedFree(q); }, PhysicalBytes() / 4);
+  static BlockPool* p =
+      new BlockPool([](uint64_t b) { return QueryDevices().cuda ? HostPinnedAlloc(b, false) : nullptr; },
+                    [](void* q) { HostPinnedFree(q); }, PhysicalBytes() / 4);
   return *p;  // never destroyed (see LentRegistry)
 }
 
@@ -231,8 +232,8 @@ uint64_t Dim(const Napi::Object& o, const char* key, const char* name) {
 struct StagedData {
   std::shared_ptr<Inputs> in;  // owns the memory
   bool csr = false;
-  CsrView view;                       // csr
-  ArrayRef array;                     // !csr
+  CsrView view;    // csr
+  ArrayRef array;  // !csr
   napi_typedarray_type type = napi_uint32_array;
 };
 
@@ -247,8 +248,9 @@ const napi_type_tag kCancelTag = {0x6375736963616e63ull, 0x656c666c61673031ull};
 class CancelFlag : public Napi::ObjectWrap<CancelFlag> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "CancelFlag",
-                       {InstanceMethod("abort", &CancelFlag::Abort), InstanceAccessor("aborted", &CancelFlag::Aborted, nullptr)});
+    return DefineClass(
+        env, "CancelFlag",
+        {InstanceMethod("abort", &CancelFlag::Abort), InstanceAccessor("aborted", &CancelFlag::Aborted, nullptr)});
   }
   explicit CancelFlag(const Napi::CallbackInfo& info)
       : Napi::ObjectWrap<CancelFlag>(info), flag_(std::make_shared<std::atomic<int32_t>>(0)) {
@@ -299,8 +301,9 @@ const napi_type_tag kStagedTag = {0x6375736973746167ull, 0x6564696e70757431ull};
 class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "Staged", {InstanceAccessor("length", &StagedWrap::Length, nullptr),
-                                       InstanceMethod("dispose", &StagedWrap::Dispose)});
+    return DefineClass(
+        env, "Staged",
+        {InstanceAccessor("length", &StagedWrap::Length, nullptr), InstanceMethod("dispose", &StagedWrap::Dispose)});
   }
   // Made only by stageCsr / stageArray, which pass the data as an External.
   explicit StagedWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<StagedWrap>(info) {
@@ -328,7 +331,8 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
 
 std::shared_ptr<const StagedData> StagedOf(const Napi::Value& v) {
   bool tagged = false;
-  if (!v.IsObject() || napi_check_object_type_tag(v.Env(), v, &kStagedTag, &tagged) != napi_ok || !tagged) return nullptr;
+  if (!v.IsObject() || napi_check_object_type_tag(v.Env(), v, &kStagedTag, &tagged) != napi_ok || !tagged)
+    return nullptr;
   return StagedWrap::Unwrap(v.As<Napi::Object>())->data();
 }
 
@@ -377,8 +381,10 @@ Napi::Value StageArray(const Napi::CallbackInfo& info) {
           ThrowInvalid("parts[" + std::to_string(i) + "] must be a typed array", "TypeError");
         napi_get_typedarray_info(info.Env(), parts[i], &t, nullptr, nullptr, nullptr, nullptr);
       }
-      if (i == 0) type = t;
-      else if (t != type) ThrowInvalid("parts must all have one element type", "TypeError");
+      if (i == 0)
+        type = t;
+      else if (t != type)
+        ThrowInvalid("parts must all have one element type", "TypeError");
       refs.push_back(ResolveArray(parts[i], t, "parts[" + std::to_string(i) + "]"));
       total += refs.back().length;
     }
@@ -404,7 +410,8 @@ Napi::Value StageSelect(const Napi::CallbackInfo& info) {
     auto st = StagedOf(info[0]);
     if (!st || st->csr) ThrowInvalid("staged must be a staged array", "TypeError");
     const double per = Args(info).Num(1, "rowLength");
-    if (!(per >= 1 && per <= 4294967295.0) || per != double(uint64_t(per))) ThrowInvalid("rowLength must be a positive integer");
+    if (!(per >= 1 && per <= 4294967295.0) || per != double(uint64_t(per)))
+      ThrowInvalid("rowLength must be a positive integer");
     const uint64_t w = uint64_t(per);
     Inputs in(Inputs::Use::Sync);
     auto keep = in.Array<uint8_t>(info[2], "keep");
@@ -456,11 +463,14 @@ Napi::Object NewLentBuffer(Napi::Env env, uint64_t bytes) {
     // The buffer's own reference; its finalizer runs once no ArrayBuffer
     // (here or in a worker it was transferred to) uses the memory.
     auto* ref = new std::shared_ptr<LentBlock>(block);
-    out.Set("buffer", ArrayBufferOver(env, p, bytes, [](void*, void* r) {
-      auto* b = static_cast<std::shared_ptr<LentBlock>*>(r);
-      Lent().Remove(b->get());
-      delete b;
-    }, ref));
+    out.Set("buffer", ArrayBufferOver(
+                          env, p, bytes,
+                          [](void*, void* r) {
+                            auto* b = static_cast<std::shared_ptr<LentBlock>*>(r);
+                            Lent().Remove(b->get());
+                            delete b;
+                          },
+                          ref));
   } else {
     out.Set("buffer", NewJsArrayBuffer(env, bytes));
   }
@@ -487,7 +497,8 @@ ArrayRef ResolveArray(const Napi::Value& v, napi_typedarray_type type, const std
   napi_value ab;
   if (napi_get_typedarray_info(env, v, &t, &length, &data, &ab, &offset) != napi_ok)
     ThrowInvalid(name + " could not be read as a " + TypeName(type), "TypeError");
-  if (t != type && !(alsoInt32 && t == napi_int32_array)) ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
+  if (t != type && !(alsoInt32 && t == napi_int32_array))
+    ThrowInvalid(name + " must be a " + TypeName(type), "TypeError");
   ArrayRef a;
   bool isAb = false;
   napi_is_arraybuffer(env, ab, &isAb);
@@ -583,7 +594,8 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
   const bool hasValues = !src.values.IsUndefined();
   if (hasValues) va = ResolveArray(src.values, napi_float32_array, n + ".values");
   if (ip.length != src.rows + 1)
-    ThrowInvalid(n + ".indptr has length " + std::to_string(ip.length) + " but rows + 1 = " + std::to_string(src.rows + 1));
+    ThrowInvalid(n + ".indptr has length " + std::to_string(ip.length) +
+                 " but rows + 1 = " + std::to_string(src.rows + 1));
   if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
   const uint64_t rows = rowEnd - rowStart;
   const bool copy = use_ == Use::Async || ip.shared || ix.shared || va.shared;
@@ -606,12 +618,13 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
   });
   if (firstBad.load() != UINT64_MAX) {
     const uint64_t r = rowStart + firstBad.load();
-    ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" + std::to_string(r) + "])");
+    ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" +
+                 std::to_string(r) + "])");
   }
   const uint64_t nz0 = p[0], nz1 = p[rows];
   if (nz1 > ix.length)
-    ThrowInvalid(n + ".indptr[" + std::to_string(rowEnd) + "]=" + std::to_string(nz1) + " exceeds indices.length=" +
-                 std::to_string(ix.length));
+    ThrowInvalid(n + ".indptr[" + std::to_string(rowEnd) + "]=" + std::to_string(nz1) +
+                 " exceeds indices.length=" + std::to_string(ix.length));
   if (hasValues && va.length < nz1)
     ThrowInvalid(n + ".values has length " + std::to_string(va.length) + " but indptr[" + std::to_string(rowEnd) +
                  "]=" + std::to_string(nz1));
@@ -658,8 +671,8 @@ ArrayRef DenseData(const Napi::Value& v, const char* name, napi_typedarray_type 
     ThrowInvalid(std::string(name) + ".rows * " + name + ".cols overflows 64 bits (rows=" + std::to_string(d->rows) +
                  ", cols=" + std::to_string(d->cols) + ")");
   if (a.length != elems)
-    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) + " but rows * cols = " +
-                 std::to_string(elems));
+    ThrowInvalid(std::string(name) + ".data has length " + std::to_string(a.length) +
+                 " but rows * cols = " + std::to_string(elems));
   return a;
 }
 }  // namespace
@@ -684,7 +697,8 @@ BitsView Inputs::Bits(const Napi::Value& v, const char* name) {
   BitsView b;
   b.rows = Dim(o, "rows", name);
   const uint64_t bits = Dim(o, "bits", name);
-  if (bits == 0 || bits % 32 != 0 || bits > 65536) ThrowInvalid(std::string(name) + ".bits must be a positive multiple of 32");
+  if (bits == 0 || bits % 32 != 0 || bits > 65536)
+    ThrowInvalid(std::string(name) + ".bits must be a positive multiple of 32");
   b.bits = uint32_t(bits);
   const Napi::Value data = o.Get("data");
   const ArrayRef a = ResolveArray(data, napi_uint32_array, std::string(name) + ".data");
@@ -703,7 +717,8 @@ std::pair<const uint8_t*, uint64_t> Inputs::Bytes(const Napi::Value& v, const st
     t = st->type;
   } else {
     bool typed = false;
-    if (napi_is_typedarray(v.Env(), v, &typed) != napi_ok || !typed) ThrowInvalid(name + " must be a typed array", "TypeError");
+    if (napi_is_typedarray(v.Env(), v, &typed) != napi_ok || !typed)
+      ThrowInvalid(name + " must be a typed array", "TypeError");
     napi_get_typedarray_info(v.Env(), v, &t, nullptr, nullptr, nullptr, nullptr);
   }
   const ArrayRef a = ResolveArray(v, t, name);

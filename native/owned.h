@@ -94,7 +94,9 @@ class Inputs {
   template <typename T>
   ArrayArg<T> Array(const Napi::Value& v, const std::string& name, bool bulk = false);
   template <typename T>
-  ArrayArg<T> Prop(const Napi::Object& o, const char* key) { return Array<T>(o.Get(key), key); }
+  ArrayArg<T> Prop(const Napi::Object& o, const char* key) {
+    return Array<T>(o.Get(key), key);
+  }
   // Rows [rowStart, rowEnd) of src. indptr is checked here (non-decreasing,
   // within indices and values); column indices are left to ValidateCsr.
   CsrView Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd);

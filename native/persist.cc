@@ -36,15 +36,14 @@ Napi::Value LoadTask(const Napi::CallbackInfo& info, const char* kind, uint32_t 
                      std::function<std::function<void()>(persist::Reader&)> read, Task::Done done) {
   const std::string path = PathArg(info[0]);
   const std::string k = kind;
-  return RunAsync(
-      info.Env(),
-      [=] {
-        persist::Reader r(path, k.c_str(), version);
-        std::function<void()> install = read(r);
-        std::lock_guard<std::mutex> lock(*mu);
-        install();
-      },
-      std::move(done), {info.This()});
+  return RunAsync(info.Env(),
+                  [=] {
+                    persist::Reader r(path, k.c_str(), version);
+                    std::function<void()> install = read(r);
+                    std::lock_guard<std::mutex> lock(*mu);
+                    install();
+                  },
+                  std::move(done), {info.This()});
 }
 
 namespace {
@@ -60,7 +59,8 @@ uint32_t TagArg(const Napi::Value& v) {
   if (!v.IsString()) ThrowInvalid("section tag must be a 4-character string", "TypeError");
   const std::string s = v.As<Napi::String>().Utf8Value();
   if (s.size() != 4) ThrowInvalid("section tag must be a 4-character string");
-  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 | uint32_t(uint8_t(s[3])) << 24;
+  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
+         uint32_t(uint8_t(s[3])) << 24;
 }
 
 uint32_t VersionArg(const Napi::Value& v) {
@@ -88,7 +88,8 @@ Napi::Value Save(const Napi::CallbackInfo& info) {
     std::vector<std::pair<uint32_t, Napi::Value>> given;
     for (uint32_t i = 0; i < arr.Length(); ++i) {
       Napi::Value e = arr.Get(i);
-      if (!e.IsArray() || e.As<Napi::Array>().Length() != 2) ThrowInvalid("sections[i] must be [tag, typedArray]", "TypeError");
+      if (!e.IsArray() || e.As<Napi::Array>().Length() != 2)
+        ThrowInvalid("sections[i] must be [tag, typedArray]", "TypeError");
       auto pair = e.As<Napi::Array>();
       given.emplace_back(TagArg(pair.Get(0u)), pair.Get(1u));
     }
@@ -131,7 +132,8 @@ Napi::Value Open(const Napi::CallbackInfo& info) {
                       const uint32_t tag = TagArg(ci[0]);
                       if (!ci[1].IsNumber()) ThrowInvalid("bytes must be a number", "TypeError");
                       const double b = ci[1].As<Napi::Number>().DoubleValue();
-                      if (!(b >= 0 && b <= 9007199254740991.0) || b != double(uint64_t(b))) ThrowInvalid("bytes must be a non-negative integer");
+                      if (!(b >= 0 && b <= 9007199254740991.0) || b != double(uint64_t(b)))
+                        ThrowInvalid("bytes must be a non-negative integer");
                       const uint64_t bytes = uint64_t(b);
                       // Sizes are compared before anything is allocated.
                       if (r->Bytes(tag) != bytes) r->Read(tag, nullptr, bytes);

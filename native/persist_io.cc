@@ -159,7 +159,8 @@ void CheckPath(const std::string& path) {
 
 // ---- Writer ------------------------------------------------------------------------
 
-Writer::Writer(const std::string& path, const char* kind, uint32_t version) : target_(path), kind_(kind), version_(version) {
+Writer::Writer(const std::string& path, const char* kind, uint32_t version)
+    : target_(path), kind_(kind), version_(version) {
   CheckPath(path);
   if (kind_.size() >= 16) throw Error(kInternal, "persist kind too long");
   struct stat st;
@@ -329,7 +330,8 @@ Reader::Reader(const std::string& path, const char* kind, uint32_t maxVersion) :
   bool shortRead = false;
   PreadFull(fd_, 0, head, std::min<uint64_t>(size, kDataStart), path, &shortRead);
   if (size < 8 || std::memcmp(head, kMagic, 8) != 0) Bad("not a cusim file (no cusim header)");
-  if (size < kDataStart || shortRead) Bad("truncated (" + std::to_string(size) + " bytes; the header alone is " + std::to_string(kDataStart) + ")");
+  if (size < kDataStart || shortRead)
+    Bad("truncated (" + std::to_string(size) + " bytes; the header alone is " + std::to_string(kDataStart) + ")");
   auto get32 = [&](size_t at) { return Read32(head + at); };
   auto get64 = [&](size_t at) { return Read64(head + at); };
   if (get64(56) != TableChecksum(head)) Bad("header checksum mismatch (corrupted)");
@@ -346,7 +348,8 @@ Reader::Reader(const std::string& path, const char* kind, uint32_t maxVersion) :
   if (fileKind != kind_) Bad("it holds a '" + fileKind + "' state, not a '" + kind_ + "'");
   version_ = get32(32);
   if (version_ < 1 || version_ > maxVersion)
-    Bad("format version " + std::to_string(version_) + " is not supported (this cusim reads 1 to " + std::to_string(maxVersion) + ")");
+    Bad("format version " + std::to_string(version_) + " is not supported (this cusim reads 1 to " +
+        std::to_string(maxVersion) + ")");
   const uint32_t count = get32(36);
   if (count < 1 || count > kMaxSections) Bad("bad section count " + std::to_string(count));
   const uint64_t fileBytes = get64(40);
@@ -408,7 +411,8 @@ uint64_t Reader::Bytes(uint32_t tag) const { return Find(tag).bytes; }
 void Reader::Read(uint32_t tag, void* dst, uint64_t bytes) const {
   const Entry& e = Find(tag);
   if (e.bytes != bytes)
-    Bad("section " + TagName(tag) + " has " + std::to_string(e.bytes) + " bytes where its parameters give " + std::to_string(bytes));
+    Bad("section " + TagName(tag) + " has " + std::to_string(e.bytes) + " bytes where its parameters give " +
+        std::to_string(bytes));
   if (fd_ < 0) throw Error(kInternal, "persist: read after close");
   uint8_t* out = static_cast<uint8_t*>(dst);
   const uint64_t nb = (bytes + kBlockBytes - 1) / kBlockBytes;
@@ -419,17 +423,21 @@ void Reader::Read(uint32_t tag, void* dst, uint64_t bytes) const {
       const uint64_t len = std::min<uint64_t>(kBlockBytes, bytes - i * kBlockBytes);
       bool s = false;
       PreadFull(fd_, e.offset + i * kBlockBytes, out + i * kBlockBytes, len, path_, &s);
-      if (s) shortRead = true;
-      else hashes[i] = Xxh64(out + i * kBlockBytes, len, 0);
+      if (s)
+        shortRead = true;
+      else
+        hashes[i] = Xxh64(out + i * kBlockBytes, len, 0);
     }
   });
   if (shortRead) Bad("truncated while it was read");
-  if (Xxh64(hashes.data(), hashes.size() * 8, tag) != e.checksum) Bad("section " + TagName(tag) + " checksum mismatch (corrupted)");
+  if (Xxh64(hashes.data(), hashes.size() * 8, tag) != e.checksum)
+    Bad("section " + TagName(tag) + " checksum mismatch (corrupted)");
 }
 
 std::vector<uint8_t> Reader::ReadSmall(uint32_t tag, uint64_t maxBytes) const {
   const uint64_t n = Bytes(tag);
-  if (n > maxBytes) Bad("section " + TagName(tag) + " has " + std::to_string(n) + " bytes, more than " + std::to_string(maxBytes));
+  if (n > maxBytes)
+    Bad("section " + TagName(tag) + " has " + std::to_string(n) + " bytes, more than " + std::to_string(maxBytes));
   std::vector<uint8_t> out(n);
   Read(tag, out.data(), n);
   return out;

@@ -16,11 +16,14 @@ namespace cusim {
 #define CUSIM_NO_CUDA_REASON "built without CUDA"
 #endif
 const DeviceReport& QueryDevices() {
-  static const DeviceReport report{false, std::string("not compiled: this addon was built without CUDA kernels (") + CUSIM_NO_CUDA_REASON + ")", {}};
+  static const DeviceReport report{
+      false, std::string("not compiled: this addon was built without CUDA kernels (") + CUSIM_NO_CUDA_REASON + ")", {}};
   return report;
 }
 void DeviceMemory(int, uint64_t*, uint64_t*) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
-std::shared_ptr<void> HoldDeviceMemory(int, uint64_t) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
+std::shared_ptr<void> HoldDeviceMemory(int, uint64_t) {
+  throw Error(kCudaError, "CUDA is not compiled into this addon");
+}
 void* HostPinnedAlloc(uint64_t, bool) { return nullptr; }
 void HostPinnedFree(void*) noexcept {}
 #endif
@@ -39,7 +42,8 @@ std::vector<int> ResolveDevices(const std::vector<int>& requested) {
       ThrowInvalid("devices[" + std::to_string(i) + "]=" + std::to_string(d) + " is out of range: this host has " +
                    std::to_string(r.gpus.size()) + " GPU(s)");
     for (size_t j = 0; j < i; ++j)
-      if (requested[j] == d) ThrowInvalid("devices[" + std::to_string(i) + "]=" + std::to_string(d) + " is listed twice");
+      if (requested[j] == d)
+        ThrowInvalid("devices[" + std::to_string(i) + "]=" + std::to_string(d) + " is listed twice");
     out.push_back(r.gpus[size_t(d)].index);
   }
   return out;
@@ -138,7 +142,8 @@ Napi::Value Threads(const Napi::CallbackInfo& info) {
 Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     const double n = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
-    if (!(n >= 0 && n <= 9007199254740991.0 && n == double(uint64_t(n)))) ThrowInvalid("bytes must be a non-negative integer");
+    if (!(n >= 0 && n <= 9007199254740991.0 && n == double(uint64_t(n))))
+      ThrowInvalid("bytes must be a non-negative integer");
     return NewLentBuffer(info.Env(), uint64_t(n));
   });
 }
@@ -163,7 +168,8 @@ Napi::Value SetMaxTyped(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
     const double n = args.Num(0, "maxLength");
-    if (!(n >= 1 && n <= 9007199254740991.0) || n != double(uint64_t(n))) ThrowInvalid("maxLength must be a positive safe integer");
+    if (!(n >= 1 && n <= 9007199254740991.0) || n != double(uint64_t(n)))
+      ThrowInvalid("maxLength must be a positive safe integer");
     SetMaxTypedLength(uint64_t(n));
     return info.Env().Undefined();
   });
@@ -177,13 +183,14 @@ Napi::Value HoldDeviceMemoryJs(const Napi::CallbackInfo& info) {
     const double d = args.Num(0, "device"), b = args.Num(1, "bytes");
     const auto devs = ResolveDevices({});
     if (!(d >= 0 && d < double(devs.size())) || d != double(int(d))) ThrowInvalid("device is out of range");
-    if (!(b >= 1 && b <= 9007199254740991.0) || b != double(uint64_t(b))) ThrowInvalid("bytes must be a positive integer");
+    if (!(b >= 1 && b <= 9007199254740991.0) || b != double(uint64_t(b)))
+      ThrowInvalid("bytes must be a positive integer");
     auto held = std::make_shared<std::shared_ptr<void>>(HoldDeviceMemory(int(d), uint64_t(b)));
     auto o = Napi::Object::New(info.Env());
     o.Set("release", Napi::Function::New(info.Env(), [held](const Napi::CallbackInfo& i) {
-      held->reset();
-      return i.Env().Undefined();
-    }));
+            held->reset();
+            return i.Env().Undefined();
+          }));
     return o;
   });
 }

@@ -23,7 +23,8 @@ std::vector<std::string> StringList(const Napi::Object& o, const char* key) {
   out.reserve(a.Length());
   for (uint32_t i = 0; i < a.Length(); ++i) {
     Napi::Value s = a.Get(i);
-    if (!s.IsString()) ThrowInvalid(std::string("options.") + key + "[" + std::to_string(i) + "] must be a string", "TypeError");
+    if (!s.IsString())
+      ThrowInvalid(std::string("options.") + key + "[" + std::to_string(i) + "] must be a string", "TypeError");
     out.push_back(s.As<Napi::String>().Utf8Value());
   }
   return out;
@@ -52,7 +53,8 @@ Input ReadInput(const Napi::CallbackInfo& info, Inputs& in) {
   if (offsets.data[0] != 0) ThrowInvalid("offsets[0] must be 0");
   for (size_t i = 1; i < offsets.length; ++i) {
     if (offsets.data[i] < offsets.data[i - 1])
-      ThrowInvalid("offsets must be non-decreasing (offsets[" + std::to_string(i) + "] is smaller than the one before)");
+      ThrowInvalid("offsets must be non-decreasing (offsets[" + std::to_string(i) +
+                   "] is smaller than the one before)");
   }
   if (offsets.data[offsets.length - 1] > bytes.length)
     ThrowInvalid("offsets end at " + std::to_string(offsets.data[offsets.length - 1]) + " but bytes has length " +
@@ -79,8 +81,9 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   // its FixedArray limit, 2^27 - 3 elements; stay clear of it.
   constexpr size_t kMaxTerms = (size_t(1) << 27) - 1024;
   if (b.termEnds.size() > kMaxTerms)
-    ThrowInvalid("a batch has " + std::to_string(b.termEnds.size()) + " distinct tokens, more than a JavaScript array holds (" +
-                 std::to_string(kMaxTerms) + "); tokenize fewer texts per call");
+    ThrowInvalid("a batch has " + std::to_string(b.termEnds.size()) +
+                 " distinct tokens, more than a JavaScript array holds (" + std::to_string(kMaxTerms) +
+                 "); tokenize fewer texts per call");
   auto r = Napi::Object::New(env);
   auto terms = Napi::Array::New(env, b.termEnds.size());
   uint32_t start = 0;
@@ -117,10 +120,14 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       Napi::Object o = args.Obj(0, "options");
       text::Options opt;
       const std::string mode = StrPropOr(o, "mode", "words");
-      if (mode == "code") opt.mode = text::Mode::Code;
-      else if (mode == "words") opt.mode = text::Mode::Words;
-      else if (mode == "qgrams") opt.mode = text::Mode::Qgrams;
-      else ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
+      if (mode == "code")
+        opt.mode = text::Mode::Code;
+      else if (mode == "words")
+        opt.mode = text::Mode::Words;
+      else if (mode == "qgrams")
+        opt.mode = text::Mode::Qgrams;
+      else
+        ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
       opt.minLength = UintProp(o, "minLength", 1, 1, 1 << 20);
       opt.q = UintProp(o, "q", 3, 1, 1024);
       opt.dropKeywords = BoolPropOr(o, "dropKeywords", true);
@@ -169,7 +176,8 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
     return Guard(info, [&]() -> Napi::Value {
       auto impl = Get("TextTokenizer");
       const double bits = info.Length() > 3 && info[3].IsNumber() ? info[3].As<Napi::Number>().DoubleValue() : -1;
-      if (!(bits >= 1 && bits <= 32) || bits != double(uint32_t(bits))) ThrowInvalid("bits must be an integer in [1, 32]");
+      if (!(bits >= 1 && bits <= 32) || bits != double(uint32_t(bits)))
+        ThrowInvalid("bits must be an integer in [1, 32]");
       const uint32_t mask = bits == 32 ? 0xffffffffu : (1u << uint32_t(bits)) - 1;
       auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
       Input in = ReadInput(info, *owned);

@@ -59,7 +59,7 @@ struct Rows {
   std::vector<uint32_t> rowPtr;  // kept rows + 1
   std::vector<uint32_t> cols;
   std::vector<float> values;
-  uint64_t kept = 0;             // token occurrences with a column
+  uint64_t kept = 0;  // token occurrences with a column
 };
 
 // Throws if an id is out of range for remap (terms entries) or indptr is not

@@ -34,7 +34,6 @@ struct Tables {
 };
 const Tables kT;
 
-
 inline uint64_t Mix(uint64_t h) {
   h ^= h >> 32;
   h *= 0xd6e8feb86659fd93ull;
@@ -113,7 +112,8 @@ inline Key KeyOf(const uint8_t* p, size_t n) {
   } else if (n > 0) {
     k.a = uint64_t(p[0]) | uint64_t(p[n >> 1]) << 8 | uint64_t(p[n - 1]) << 16;
   }
-  k.hash = n > 16 ? HashBytes(p, n) : Mix((k.a * 0xbf58476d1ce4e5b9ull) ^ (k.b * 0x94d049bb133111ebull) ^ (n * 0xff51afd7ed558ccdull));
+  k.hash = n > 16 ? HashBytes(p, n)
+                  : Mix((k.a * 0xbf58476d1ce4e5b9ull) ^ (k.b * 0x94d049bb133111ebull) ^ (n * 0xff51afd7ed558ccdull));
   return k;
 }
 
@@ -134,8 +134,10 @@ struct Tok {
 class KeyTable {
  public:
   void Reset(size_t cap) {
-    if (slots_.size() != cap) slots_.assign(cap, 0);
-    else std::fill(slots_.begin(), slots_.end(), 0ull);
+    if (slots_.size() != cap)
+      slots_.assign(cap, 0);
+    else
+      std::fill(slots_.begin(), slots_.end(), 0ull);
     mask_ = cap - 1;
   }
   // Index of the key equal to k, or -1 with *empty set to the free slot
@@ -191,10 +193,13 @@ class DocCounter {
     const Key k = KeyOf(p, len);
     auto& toks = *out_;
     size_t empty;
-    const int64_t found = table_.Find(k, p, [&](uint32_t i, const uint8_t** text) -> const Key& {
-      *text = base_ + toks[i].off;
-      return toks[i].key;
-    }, &empty);
+    const int64_t found = table_.Find(
+        k, p,
+        [&](uint32_t i, const uint8_t** text) -> const Key& {
+          *text = base_ + toks[i].off;
+          return toks[i].key;
+        },
+        &empty);
     if (found >= 0) {
       ++toks[size_t(found)].count;
       return;
@@ -276,8 +281,8 @@ inline void Classify64(const uint8_t* b, uint64_t* part, uint64_t* lower, uint64
   for (int k = 0; k < 4; ++k) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * k));
     const uint64_t l = InRange16(v, 'a', 'z'), u = InRange16(v, 'A', 'Z'), d = InRange16(v, '0', '9');
-    const uint64_t o = uint32_t(_mm_movemask_epi8(
-        _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('_')), _mm_cmpeq_epi8(v, _mm_set1_epi8('$')))));
+    const uint64_t o = uint32_t(
+        _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('_')), _mm_cmpeq_epi8(v, _mm_set1_epi8('$')))));
     p |= (l | u | d | o) << (16 * k);
     lo |= l << (16 * k);
     up |= u << (16 * k);
@@ -480,8 +485,10 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
         im.Qgrams(n + pad, at, counter);
       } else {
         Lower(src, n, dst);
-        if (o.mode == Mode::Code) im.Code(src, n, at, masks, counter);
-        else im.Words(dst, n, at, counter);
+        if (o.mode == Mode::Code)
+          im.Code(src, n, at, masks, counter);
+        else
+          im.Words(dst, n, at, counter);
       }
       if (counter.total() >= kFallback) ThrowInvalid("a document has more than 2^32 - 2 tokens");
       out->tokens[d] = uint32_t(counter.total());

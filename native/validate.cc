@@ -31,7 +31,8 @@ void ValidateIndptr(const CsrView& m, const char* name) {
   std::string n(name);
   for (uint64_t r = 0; r < m.rows; ++r) {
     if (m.indptr[r + 1] < m.indptr[r])
-      ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" + std::to_string(r) + "])");
+      ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" +
+                   std::to_string(r) + "])");
   }
 }
 
@@ -47,7 +48,8 @@ void ValidateCsr(const CsrView& m, const char* name) {
 
 void RejectInfiniteWeights(const CsrView& m, const char* name) {
   if (!m.values || m.rows == 0) return;
-  const uint64_t bad = FirstBad(m.indptr[0], m.indptr[m.rows], [&](size_t i) { return std::isinf(m.values[i]) && m.values[i] > 0; });
+  const uint64_t bad =
+      FirstBad(m.indptr[0], m.indptr[m.rows], [&](size_t i) { return std::isinf(m.values[i]) && m.values[i] > 0; });
   if (bad != UINT64_MAX)
     ThrowInvalid(std::string(name) + ".values[" + std::to_string(m.base + bad) + "]=Infinity: weights must be finite");
 }

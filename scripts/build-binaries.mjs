@@ -48,7 +48,9 @@ if (!runs('readelf', ['--version'])) fail('readelf (binutils) not found; install
 function curandInclude() {
   const nvcc = process.env.CUDACXX || 'nvcc';
   if (!runs(nvcc, ['--version'])) {
-    fail(`nvcc not found (${process.env.CUDACXX ? `CUDACXX=${nvcc}` : 'not on PATH'}); install the CUDA toolkit, set CUDACXX, or pass --cpu-only`);
+    fail(
+      `nvcc not found (${process.env.CUDACXX ? `CUDACXX=${nvcc}` : 'not on PATH'}); install the CUDA toolkit, set CUDACXX, or pass --cpu-only`,
+    );
   }
   const has = (dir) => Boolean(dir) && existsSync(path.join(dir, 'curand_kernel.h'));
   const fromEnv = process.env.CUSIM_CURAND_INCLUDE;
@@ -58,7 +60,12 @@ function curandInclude() {
   const dry = spawnSync(nvcc, ['--dryrun', '-x', 'cu', '-c', '/dev/null', '-o', '/dev/null'], { encoding: 'utf8' });
   const here = /#\$ _HERE_=(\S+)/.exec(`${dry.stdout ?? ''}${dry.stderr ?? ''}`)?.[1];
   const found = here && ['include', 'targets/x86_64-linux/include'].map((d) => path.resolve(here, '..', d)).find(has);
-  return found || fail("cuRAND's curand_kernel.h not found (CUSIM_CURAND_INCLUDE, .cuda-include/, the toolkit); set CUSIM_CURAND_INCLUDE or pass --cpu-only");
+  return (
+    found ||
+    fail(
+      "cuRAND's curand_kernel.h not found (CUSIM_CURAND_INCLUDE, .cuda-include/, the toolkit); set CUSIM_CURAND_INCLUDE or pass --cpu-only",
+    )
+  );
 }
 
 const cmakeJs = path.join(path.dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');

@@ -31,7 +31,9 @@ const MIRROR = 'http://deb.debian.org/debian';
 function run(cmd, args, options = {}) {
   const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...options });
   if (r.status !== 0) {
-    throw new Error(`${cmd} ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${(r.stderr || r.stdout || '').slice(-3000)}`);
+    throw new Error(
+      `${cmd} ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${(r.stderr || r.stdout || '').slice(-3000)}`,
+    );
   }
   return r.stdout;
 }
@@ -54,7 +56,12 @@ function downloadDebs(cacheDir) {
   const sources = path.join(apt, 'sources.list');
   const keyring = '/usr/share/keyrings/debian-archive-keyring.gpg';
   if (!existsSync(keyring)) throw new Error(`${keyring} is missing; install debian-archive-keyring`);
-  writeFileSync(sources, `deb [arch=${Object.values(TARGETS).map((t) => t.deb).join(',')} signed-by=${keyring}] ${MIRROR} ${SUITE} main\n`);
+  writeFileSync(
+    sources,
+    `deb [arch=${Object.values(TARGETS)
+      .map((t) => t.deb)
+      .join(',')} signed-by=${keyring}] ${MIRROR} ${SUITE} main\n`,
+  );
   const opts = [
     `-oDir::Etc::SourceList=${sources}`,
     '-oDir::Etc::SourceParts=/dev/null',
@@ -66,7 +73,12 @@ function downloadDebs(cacheDir) {
   ];
   run('apt-get', ['-q', ...opts, 'update']);
   run('apt-get', ['-q', ...opts, 'download', ...missing().map(([p, deb]) => `${p}:${deb}`)], { cwd: debs });
-  if (missing().length) throw new Error(`apt-get download left ${missing().map((m) => m.join(':')).join(', ')} missing in ${debs}`);
+  if (missing().length)
+    throw new Error(
+      `apt-get download left ${missing()
+        .map((m) => m.join(':'))
+        .join(', ')} missing in ${debs}`,
+    );
   return debs;
 }
 
@@ -118,18 +130,42 @@ function writeStub(dir, soname, symbols, cc) {
   for (const [name, s] of [...symbols].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const size = Math.max(1, s.size);
     const bind = s.bind === 'WEAK' ? '.weak' : '.globl';
-    if (s.type === 'OBJECT') asm.push('.data', `${bind} ${name}`, `.type ${name}, %object`, `${name}: .zero ${size}`, `.size ${name}, ${size}`, '.text');
-    else if (s.type === 'TLS') asm.push('.section .tbss,"awT",%nobits', `${bind} ${name}`, `.type ${name}, %tls_object`, `${name}: .zero ${size}`, `.size ${name}, ${size}`, '.text');
+    if (s.type === 'OBJECT')
+      asm.push('.data', `${bind} ${name}`, `.type ${name}, %object`, `${name}: .zero ${size}`, `.size ${name}, ${size}`, '.text');
+    else if (s.type === 'TLS')
+      asm.push(
+        '.section .tbss,"awT",%nobits',
+        `${bind} ${name}`,
+        `.type ${name}, %tls_object`,
+        `${name}: .zero ${size}`,
+        `.size ${name}, ${size}`,
+        '.text',
+      );
     else asm.push(`${bind} ${name}`, `.type ${name}, %function`, `${name}: .zero 1`, `.size ${name}, 1`);
     if (!byVersion.has(s.version)) byVersion.set(s.version, []);
     byVersion.get(s.version).push(name);
   }
   const versions = [...byVersion.keys()].sort((a, b) => compareVersions(a.slice(6), b.slice(6)));
-  const script = versions.map((v, i) => `${v} {\n  global:\n${byVersion.get(v).map((n) => `    ${n};\n`).join('')}${i === 0 ? '  local: *;\n' : ''}};\n`);
+  const script = versions.map(
+    (v, i) =>
+      `${v} {\n  global:\n${byVersion
+        .get(v)
+        .map((n) => `    ${n};\n`)
+        .join('')}${i === 0 ? '  local: *;\n' : ''}};\n`,
+  );
   const base = path.join(dir, `${soname}.stub`);
   writeFileSync(`${base}.S`, `${asm.join('\n')}\n`);
   writeFileSync(`${base}.map`, script.join(''));
-  run(cc, ['-shared', '-nostdlib', '-o', path.join(dir, soname), `${base}.S`, `-Wl,--version-script=${base}.map`, `-Wl,-soname,${soname}`, '-Wl,--hash-style=both']);
+  run(cc, [
+    '-shared',
+    '-nostdlib',
+    '-o',
+    path.join(dir, soname),
+    `${base}.S`,
+    `-Wl,--version-script=${base}.map`,
+    `-Wl,-soname,${soname}`,
+    '-Wl,--hash-style=both',
+  ]);
 }
 
 /**

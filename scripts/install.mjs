@@ -46,14 +46,16 @@ const build = spawnSync(process.execPath, [cmakeJs, 'compile'], { cwd: root, std
 if (build.status !== 0) {
   console.error(
     `cusim: the build failed (exit ${build.status ?? build.signal}); it needs a C++17 compiler and CMake >= 3.18 ` +
-      '(and, for CUDA kernels, nvcc with cuRAND\'s headers). See the output above.',
+      "(and, for CUDA kernels, nvcc with cuRAND's headers). See the output above.",
   );
   process.exit(1);
 }
 const addon = path.join(root, 'build', 'Release', 'cusim.node');
 try {
   const d = require(addon).devices();
-  console.error(`cusim: built ${path.relative(root, addon)}: ${d.compiledWithCuda ? 'CUDA kernels and the CPU backend' : `CPU backend only (${d.reason})`}`);
+  console.error(
+    `cusim: built ${path.relative(root, addon)}: ${d.compiledWithCuda ? 'CUDA kernels and the CPU backend' : `CPU backend only (${d.reason})`}`,
+  );
 } catch (e) {
   console.error(`cusim: built ${addon}, but it does not load: ${e.message}`);
   process.exit(1);

@@ -74,14 +74,16 @@ describe('addon loader', () => {
     const mac: Host = { platform: 'darwin', arch: 'arm64', libc: null, glibcVersion: null };
     const e = thrown(() => loadAddon(env({ host: mac })));
     expect(e.code).toBe('CUSIM_ADDON_NOT_FOUND');
-    expect(e.message).toMatch(/^No native addon for darwin-arm64: cusim publishes binaries for linux-x64 and linux-arm64 with glibc >= 2\.28 only/);
+    expect(e.message).toMatch(
+      /^No native addon for darwin-arm64: cusim publishes binaries for linux-x64 and linux-arm64 with glibc >= 2\.28 only/,
+    );
     expect(e.message).not.toContain('npm install cusim-linux');
     expect(e.message).toContain('npm install-scripts approve cusim && npm rebuild cusim');
     const musl = thrown(() => loadAddon(env({ host: { ...x64, libc: 'musl', glibcVersion: null } })));
     expect(musl.message).toMatch(/^No native addon for linux-x64 \(musl\)/);
   });
 
-  it('a binary that matched but failed: the loader\'s message, the glibc floor when that is the cause, and fixes', () => {
+  it("a binary that matched but failed: the loader's message, the glibc floor when that is the cause, and fixes", () => {
     const old: Host = { ...x64, glibcVersion: '2.17' };
     const glibcError = "/lib64/libc.so.6: version `GLIBC_2.18' not found (required by /app/node_modules/cusim-linux-x64-gnu/cusim.node)";
     const e = thrown(() =>
@@ -105,19 +107,33 @@ describe('addon loader', () => {
     expect((e as Error).cause).toBeInstanceOf(Error);
   });
 
-  it('in a checkout, the fix is the checkout\'s own build', () => {
+  it("in a checkout, the fix is the checkout's own build", () => {
     const e = thrown(() => loadAddon(env({ root: '/src/cusim' })));
-    expect(e.message).toMatch(/^No native addon for linux-x64 \(glibc 2\.36\): this checkout has no build \(\/src\/cusim\/build\/Release\/cusim\.node\)/);
+    expect(e.message).toMatch(
+      /^No native addon for linux-x64 \(glibc 2\.36\): this checkout has no build \(\/src\/cusim\/build\/Release\/cusim\.node\)/,
+    );
     expect(e.message).toContain('- Build it: npm run build');
     expect(e.message).not.toContain('npm rebuild cusim');
-    const failed = addonError(env({ root: '/src/cusim' }), [{ what: 'local build', file: '/src/cusim/build/Release/cusim.node', error: new Error('bad') }]);
+    const failed = addonError(env({ root: '/src/cusim' }), [
+      { what: 'local build', file: '/src/cusim/build/Release/cusim.node', error: new Error('bad') },
+    ]);
     expect(failed.message).toContain('- Rebuild it: npm run build');
   });
 });
 
 describe('CUDA support decisions (injected versions)', () => {
-  const support = (driver: number, runtime: number, cc: [number, number] = [9, 0], archs = '75-real,80-real,86-real,89-real,90-real,100-real,120', release = '') =>
-    native().cudaSupport(driver, runtime, release, cc[0], cc[1], archs) as { reason?: string; archSupported: boolean; tensorCores: boolean };
+  const support = (
+    driver: number,
+    runtime: number,
+    cc: [number, number] = [9, 0],
+    archs = '75-real,80-real,86-real,89-real,90-real,100-real,120',
+    release = '',
+  ) =>
+    native().cudaSupport(driver, runtime, release, cc[0], cc[1], archs) as {
+      reason?: string;
+      archSupported: boolean;
+      tensorCores: boolean;
+    };
 
   it('a driver older than the runtime is named with both versions and the fix; same or newer major is fine', () => {
     const r = support(12080, 13000, [9, 0], '90', '570.124.06');

@@ -35,7 +35,11 @@ describe.skipIf(!!why)(`linux-arm64 under qemu${why ? ` (skipped: ${why})` : ''}
     writeFileSync(path.join(proj, 'package.json'), JSON.stringify({ name: 'arm64-app', version: '1.0.0', private: true }));
     // As on an arm64 host: npm picks the arm64 package by its cpu field (--force:
     // this host is x64); no install script runs (it would build for x64).
-    const i = await sh('npm', ['install', '--prefer-offline', '--force', '--ignore-scripts', '--os=linux', '--cpu=arm64', '--libc=glibc', main, platformTgz!], proj);
+    const i = await sh(
+      'npm',
+      ['install', '--prefer-offline', '--force', '--ignore-scripts', '--os=linux', '--cpu=arm64', '--libc=glibc', main, platformTgz!],
+      proj,
+    );
     if (i.status !== 0 && !(noRegistry = offline(i))) throw new Error(`npm install failed:\n${i.out.slice(-3000)}`);
     for (const f of ['engine-checks.mjs', 'rng.mjs']) copyFileSync(path.join(root, 'test', f), path.join(proj, f));
   }, 600_000);

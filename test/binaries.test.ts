@@ -15,7 +15,16 @@ import { arm64Node, qemu } from './qemu.js';
 
 const localBuild = path.join(root, 'build', 'Release', 'cusim.node');
 // Libraries any glibc system has; nothing from CUDA, no libstdc++.
-const ALLOWED_NEEDED = ['libc.so.6', 'libm.so.6', 'libpthread.so.0', 'libdl.so.2', 'librt.so.1', 'libgcc_s.so.1', 'ld-linux-x86-64.so.2', 'ld-linux-aarch64.so.1'];
+const ALLOWED_NEEDED = [
+  'libc.so.6',
+  'libm.so.6',
+  'libpthread.so.0',
+  'libdl.so.2',
+  'librt.so.1',
+  'libgcc_s.so.1',
+  'ld-linux-x86-64.so.2',
+  'ld-linux-aarch64.so.1',
+];
 const RELEASE_ARCHS = /set\(CUSIM_RELEASE_CUDA_ARCHITECTURES "([^"]+)"\)/.exec(readFileSync(path.join(root, 'CMakeLists.txt'), 'utf8'))![1];
 
 /** Runs `node -e script` on Debian 11's glibc 2.31 for `arch`; null when that cannot run here (with why). */
@@ -62,7 +71,7 @@ describe('binary rules', () => {
         expect(neededLibraries(binary).filter((l) => !ALLOWED_NEEDED.includes(l))).toEqual([]);
       });
 
-      it("the package declares its platform and holds the binary built for it", () => {
+      it('the package declares its platform and holds the binary built for it', () => {
         const manifest = JSON.parse(readFileSync(path.join(PACKAGES_DIR, p.name, 'package.json'), 'utf8'));
         expect(manifest).toMatchObject({ name: p.name, os: ['linux'], cpu: [p.cpu], libc: ['glibc'] });
         expect(manifest.version).toBe(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version);
@@ -70,7 +79,7 @@ describe('binary rules', () => {
         expect(machine).toMatch(arch === 'x64' ? /Machine:\s+Advanced Micro Devices X86-64/ : /Machine:\s+AArch64/);
       });
 
-      it('loads and reports devices on glibc 2.31 (Debian 11), where a build against this machine\'s glibc does not', (ctx) => {
+      it("loads and reports devices on glibc 2.31 (Debian 11), where a build against this machine's glibc does not", (ctx) => {
         const script = `const d = require(${JSON.stringify(binary)}).devices(); console.log(JSON.stringify(d))`;
         const r = onGlibc231(arch, script);
         if (typeof r === 'string') return ctx.skip(r);
@@ -89,7 +98,9 @@ describe('binary rules', () => {
       }, 180_000);
 
       it.skipIf(arch !== 'x64')('carries kernels for every current GPU architecture where built with CUDA', (ctx) => {
-        const r = spawnSync(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(binary)}).devices()))`], { encoding: 'utf8' });
+        const r = spawnSync(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(binary)}).devices()))`], {
+          encoding: 'utf8',
+        });
         const d = JSON.parse(r.stdout);
         if (!d.compiledWithCuda) return ctx.skip('built CPU-only (npm run build:binaries -- --cpu-only)');
         expect(d.cudaArchitectures).toBe(RELEASE_ARCHS.replaceAll(';', ','));

@@ -50,7 +50,9 @@ describe('SharedArrayBuffer-backed arrays are accepted (copied) by every entry p
   });
   it('similarityJoin, HammingIndex.add/search, StreamClusterer.add, MinHashLSH, popcountRows', async () => {
     const sets = randomCsr(R, 400, 100, (i) => 2 + (i % 9), { weights: false });
-    expect((await similarityJoin(sharedCsr(sets), { threshold: 0.4, backend: 'cpu' })).left).toEqual((await similarityJoin(sets, { threshold: 0.4, backend: 'cpu' })).left);
+    expect((await similarityJoin(sharedCsr(sets), { threshold: 0.4, backend: 'cpu' })).left).toEqual(
+      (await similarityJoin(sets, { threshold: 0.4, backend: 'cpu' })).left,
+    );
     const codes = randomBits(R, 500, 64);
     using a = new HammingIndex({ bits: 64, backend: 'cpu' });
     using b = new HammingIndex({ bits: 64, backend: 'cpu' });
@@ -67,8 +69,12 @@ describe('SharedArrayBuffer-backed arrays are accepted (copied) by every entry p
     const l2 = new MinHashLSH({ threshold: 0.5, samples: 16, backend: 'cpu' });
     l1.insert(shared(ids), shared(sigs));
     l2.insert(ids, sigs);
-    expect((await l1.groups({ verify: 'exact', matrix: sharedCsr(m) })).group).toEqual((await l2.groups({ verify: 'exact', matrix: m })).group);
-    expect((await popcountRows({ data: shared(codes), rows: 500, bits: 64 }, { backend: 'cpu' })).counts).toEqual((await popcountRows({ data: codes, rows: 500, bits: 64 }, { backend: 'cpu' })).counts);
+    expect((await l1.groups({ verify: 'exact', matrix: sharedCsr(m) })).group).toEqual(
+      (await l2.groups({ verify: 'exact', matrix: m })).group,
+    );
+    expect((await popcountRows({ data: shared(codes), rows: 500, bits: 64 }, { backend: 'cpu' })).counts).toEqual(
+      (await popcountRows({ data: codes, rows: 500, bits: 64 }, { backend: 'cpu' })).counts,
+    );
   });
 });
 
@@ -96,7 +102,9 @@ describe('every error has a code', () => {
     using c = new StreamClusterer({ threshold: 0.2, backend: 'cpu' });
     const m: CsrMatrix = { rows: 0, cols: 5, indptr: new Uint32Array(1), indices: new Uint32Array(0) };
     await expect(c.add(m, null as never)).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
-    await expect(popcountRows({ data: new Uint32Array(2), rows: 1, bits: 64 }, null as never)).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    await expect(popcountRows({ data: new Uint32Array(2), rows: 1, bits: 64 }, null as never)).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+    });
     const l = new MinHashLSH({ bands: 2, rows: 2, samples: 4 });
     await expect(l.candidatePairs(null as never)).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
   });
@@ -105,7 +113,9 @@ describe('every error has a code', () => {
 describe('options whose cost grows with their value are bounded before anything is allocated', () => {
   it('FlyHash: hashLength x connections beyond 2^30 is refused; at the bound the constructor costs nothing', () => {
     const t0 = performance.now();
-    expect(() => new FlyHash({ inputDim: 2 ** 16, hashLength: 2 ** 16, connections: 2 ** 16, winners: 1 })).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', name: 'RangeError' }));
+    expect(() => new FlyHash({ inputDim: 2 ** 16, hashLength: 2 ** 16, connections: 2 ** 16, winners: 1 })).toThrow(
+      expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', name: 'RangeError' }),
+    );
     // 2^30 entries (4 GiB of table) is allowed, built only when first used.
     const f = new FlyHash({ inputDim: 2 ** 30, hashLength: 2 ** 30, connections: 1, winners: 1, backend: 'cpu' });
     f.dispose();
@@ -114,8 +124,14 @@ describe('options whose cost grows with their value are bounded before anything 
   it('HammingIndex: scores() of 4096 x 2^20 entries is refused before allocating 16 GB', async () => {
     using h = new HammingIndex({ bits: 32, method: 'ewh', backend: 'cpu', tables: 1, keyBits: 4, maxErrors: 0, weights: [1] });
     h.add(new Uint32Array(2 ** 20));
-    await expect(h.scores(new Uint32Array(4096))).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT', name: 'RangeError', message: expect.stringMatching(/2\^30 entries/) });
-    expect(() => new HammingIndex({ bits: 64, method: 'ewh', tables: 64, keyBits: 24, maxErrors: 0, weights: [1] })).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', message: expect.stringMatching(/2\^keyBits/) }));
+    await expect(h.scores(new Uint32Array(4096))).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+      name: 'RangeError',
+      message: expect.stringMatching(/2\^30 entries/),
+    });
+    expect(() => new HammingIndex({ bits: 64, method: 'ewh', tables: 64, keyBits: 24, maxErrors: 0, weights: [1] })).toThrow(
+      expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', message: expect.stringMatching(/2\^keyBits/) }),
+    );
   });
   it('StreamClusterer: the largest capacity constructs at once, without reserving it', () => {
     const t0 = performance.now();

@@ -102,8 +102,12 @@ describe('cusim dedup: classic MinHash for binary features', () => {
       expect(r.options, args.join(' ')).toMatchObject({ weighting, method });
     }
     // Identifiers (--mode code) are sets too unless --weighted.
-    expect(cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu'], { input }).stderr).toMatch(/classic MinHash, \d+ samples/);
-    expect(cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu', '--weighted'], { input }).stderr).toMatch(/weighted MinHash, \d+ samples/);
+    expect(cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu'], { input }).stderr).toMatch(
+      /classic MinHash, \d+ samples/,
+    );
+    expect(cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu', '--weighted'], { input }).stderr).toMatch(
+      /weighted MinHash, \d+ samples/,
+    );
   });
 
   it('finds exactly the brute-force set-Jaccard groups over 3-gram sets, with exact similarities', () => {

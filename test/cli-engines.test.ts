@@ -60,7 +60,10 @@ describe('cusim join', () => {
 
   it('streams pairs chunk by chunk (--chunk-pairs below the pair count): every brute-force pair once; --sort orders them all', () => {
     const r = rng(5);
-    const recs = Array.from({ length: 150 }, () => `jonathan smith ${String.fromCharCode(97 + randInt(r, 4))}${String.fromCharCode(97 + randInt(r, 4))}`);
+    const recs = Array.from(
+      { length: 150 },
+      () => `jonathan smith ${String.fromCharCode(97 + randInt(r, 4))}${String.fromCharCode(97 + randInt(r, 4))}`,
+    );
     const many = path.join(dir, 'many.txt');
     writeFileSync(many, recs.join('\n') + '\n');
     const t = 0.7;
@@ -180,7 +183,10 @@ describe('cusim cluster', () => {
     ];
     const res = cusim(['cluster', '--threshold', '0.3', '--batch', '2'], { input: docs.join('\n') + '\n' });
     expect(res.status, res.stderr).toBe(0);
-    const lines = res.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = res.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     // Blank lines are not documents; ids are line numbers.
     expect(lines.map((l) => l.id)).toEqual(['1', '2', '3', '5', '6']);
     for (const l of lines) expect(Object.keys(l)).toEqual(['id', 'cluster', 'similarity', 'created']);
@@ -197,7 +203,12 @@ describe('cusim cluster', () => {
   it('JSONL input keeps the record ids; a bad line is a one-line error', () => {
     const ok = cusim(['cluster', '--quiet'], { input: '{"id":"a","text":"one two three"}\n{"id":"b","text":"one two three"}\n' });
     expect(ok.status, ok.stderr).toBe(0);
-    expect(ok.stdout.trim().split('\n').map((l) => JSON.parse(l).id)).toEqual(['a', 'b']);
+    expect(
+      ok.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).id),
+    ).toEqual(['a', 'b']);
     const bad = cusim(['cluster', '--quiet', '--format', 'jsonl'], { input: '{"text":"x"}\n{oops\n' });
     expect(bad.status).toBe(1);
     expect(bad.stderr.trim()).toMatch(/^cusim: stdin line 2 is not valid JSON \(fix the line or use --format lines\)$/);

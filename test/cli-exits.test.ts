@@ -51,10 +51,17 @@ describe('a closed stdout ends every subcommand quietly with status 0', () => {
   ];
   for (const [name, args] of cases) {
     it(name, () => {
-      const r = spawnSync('bash', ['-c', `${cli} ${args} 2>${path.join(dir, 'err')} | head -c 100 > /dev/null; echo "\${PIPESTATUS[0]}"; cat ${path.join(dir, 'err')}`], {
-        encoding: 'utf8',
-        timeout: 120_000,
-      });
+      const r = spawnSync(
+        'bash',
+        [
+          '-c',
+          `${cli} ${args} 2>${path.join(dir, 'err')} | head -c 100 > /dev/null; echo "\${PIPESTATUS[0]}"; cat ${path.join(dir, 'err')}`,
+        ],
+        {
+          encoding: 'utf8',
+          timeout: 120_000,
+        },
+      );
       const [status, ...stderr] = r.stdout.split('\n');
       expect(status).toBe('0');
       const err = stderr.join('\n');
@@ -65,10 +72,14 @@ describe('a closed stdout ends every subcommand quietly with status 0', () => {
 
 it('cusim join … | head -1 prints one line and exits 0 quietly', () => {
   const err = path.join(dir, 'err-head');
-  const r = spawnSync('bash', ['-c', `${cli} join ${lines} -t 0.8 --csv --chunk-pairs 1000 2>${err} | head -1; echo "\${PIPESTATUS[0]}"; cat ${err}`], {
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
+  const r = spawnSync(
+    'bash',
+    ['-c', `${cli} join ${lines} -t 0.8 --csv --chunk-pairs 1000 2>${err} | head -1; echo "\${PIPESTATUS[0]}"; cat ${err}`],
+    {
+      encoding: 'utf8',
+      timeout: 120_000,
+    },
+  );
   const [header, status, ...stderr] = r.stdout.split('\n');
   expect(header).toBe('left,right,overlap,similarity');
   expect(status).toBe('0');
@@ -85,15 +96,30 @@ describe('empty input: "no documents found in …", exit 1', () => {
     writeFileSync(path.join(dir, 'binaries', 'b.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0x0d]));
   });
   const cases: [string, string[], string | undefined, RegExp][] = [
-    ['an empty file (one empty document)', ['dedup', 'empty.txt'], undefined, /^cusim: no documents found in empty\.txt: 1 read, none with at least 1 token/],
+    [
+      'an empty file (one empty document)',
+      ['dedup', 'empty.txt'],
+      undefined,
+      /^cusim: no documents found in empty\.txt: 1 read, none with at least 1 token/,
+    ],
     ['an empty JSONL file', ['dedup', 'empty.jsonl'], undefined, /^cusim: no documents found in empty\.jsonl \(/],
     ['empty stdin', ['dedup', '-'], '', /^cusim: no documents found in stdin \(/],
     ['blank lines on stdin', ['dedup', '-'], '\n \n\n', /^cusim: no documents found in stdin \(/],
-    ['a directory of binaries', ['dedup', 'binaries'], undefined, /^cusim: no documents found in binaries: 2 file\(s\) skipped \(2 binary\)/],
+    [
+      'a directory of binaries',
+      ['dedup', 'binaries'],
+      undefined,
+      /^cusim: no documents found in binaries: 2 file\(s\) skipped \(2 binary\)/,
+    ],
     ['join on an empty file', ['join', 'empty.txt', '-t', '0.5'], undefined, /^cusim: no records found in empty\.txt/],
     ['join on blank lines', ['join', '-', '-t', '0.5'], '\n\n', /^cusim: no records found in stdin/],
     ['cluster on empty stdin', ['cluster'], '', /^cusim: no documents found in stdin/],
-    ['knn on an empty index', ['knn', '--index', 'empty.txt', '--queries', 'empty.txt'], undefined, /^cusim: no codes found in --index empty\.txt/],
+    [
+      'knn on an empty index',
+      ['knn', '--index', 'empty.txt', '--queries', 'empty.txt'],
+      undefined,
+      /^cusim: no codes found in --index empty\.txt/,
+    ],
   ];
   for (const [name, args, input, re] of cases) {
     it(name, () => {
@@ -109,7 +135,14 @@ describe('empty input: "no documents found in …", exit 1', () => {
 describe('hostile names are escaped in every output format', () => {
   // Names with an escape sequence, a newline that would forge a report line, a
   // carriage return, a C1 control, a bidi override and a backslash.
-  const names = ['a\x1b[31mred\x1b[0m.txt', 'b\ngroup 99: 7 near-duplicates.txt', 'c\rX.txt', 'd\u009bq.txt', 'e\u202egnp.txt', 'f\\x1b.txt'];
+  const names = [
+    'a\x1b[31mred\x1b[0m.txt',
+    'b\ngroup 99: 7 near-duplicates.txt',
+    'c\rX.txt',
+    'd\u009bq.txt',
+    'e\u202egnp.txt',
+    'f\\x1b.txt',
+  ];
   const tree = path.join(dir, 'hostile');
   const body = 'const shared = compute(alpha, beta, gamma); export default shared; // the same body in every file';
   beforeAll(() => {
@@ -170,7 +203,11 @@ describe('hostile names are escaped in every output format', () => {
 describe('progress: on a terminal only, never with --quiet or on a pipe', () => {
   const cases: [string, string, RegExp][] = [
     ['dedup (files)', `dedup ${dups}`, /reading .*\|.*%.*hashing \|.*docs/s],
-    ['dedup (stdin: unknown total shows counts and rate)', `dedup - < ${dups}`, /reading stdin \| [\d.]+ (KiB|MiB|B) \| [\d.]+ (KiB|MiB|B)\/s/],
+    [
+      'dedup (stdin: unknown total shows counts and rate)',
+      `dedup - < ${dups}`,
+      /reading stdin \| [\d.]+ (KiB|MiB|B) \| [\d.]+ (KiB|MiB|B)\/s/,
+    ],
     ['join', `join ${lines} -t 0.8 --limit 1`, /reading .*\|.*%/],
     ['knn', `knn --index ${codes} --queries ${codes} -k 3`, /searching \|.*%.*queries/s],
     ['cluster (to a file)', `cluster < ${lines} > /dev/null`, /clustering \| [\d,]+ docs \| [\d,]+\/s/],
@@ -182,10 +219,14 @@ describe('progress: on a terminal only, never with --quiet or on a pipe', () => 
       expect(tty.status).toBe(0);
       expect(tty.stdout).toMatch(re);
       expect(tty.stdout).not.toMatch(/0\/0|ETA LL|NULL|NaN|Infinity/);
-      const quiet = spawnSync('script', ['-qec', `${cli} ${args.replace(/ [<>] .*$/, '')} --quiet${args.match(/ [<>] .*$/)?.[0] ?? ''}`, '/dev/null'], {
-        encoding: 'utf8',
-        timeout: 120_000,
-      });
+      const quiet = spawnSync(
+        'script',
+        ['-qec', `${cli} ${args.replace(/ [<>] .*$/, '')} --quiet${args.match(/ [<>] .*$/)?.[0] ?? ''}`, '/dev/null'],
+        {
+          encoding: 'utf8',
+          timeout: 120_000,
+        },
+      );
       expect(quiet.status).toBe(0);
       // eslint-disable-next-line no-control-regex -- ESC of a terminal control sequence
       expect(quiet.stdout).not.toMatch(/\x1b\[\?25l|\|.*%|docs \||ETA/);

@@ -19,7 +19,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 // t = 0.8 with probability 1 - (1 - 0.935^9)^12 > 0.9999).
 function plantedRecords(seed: number, n: number): { id: string; text: string }[] {
   const r = rng(seed);
-  const words = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega'.split(' ');
+  const words =
+    'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon phi chi psi omega'.split(
+      ' ',
+    );
   const out: { id: string; text: string }[] = [];
   for (let i = 0; i < n; i++) {
     const t = Array.from({ length: 30 }, () => words[randInt(r, words.length)] + randInt(r, 50)).join(' ');
@@ -74,7 +77,13 @@ describe('record files given as arguments', () => {
     writeFileSync(tsv, 'name\tbody\n' + recs.map((d) => `${d.id}\t${d.text} "as is`).join('\n') + '\n');
     const a = cusim(['dedup', tsv, '--field', 'body', '--id-field', 'name', '-t', '0.8', '--json']);
     expect(a.status, a.stderr).toBe(0);
-    expect(groupsOf(a.stdout)).toEqual(oracleGroups(recs.map((d) => ({ id: d.id, text: `${d.text} "as is` })), 0.8, 'words').groups.map((g) => [...g].sort()));
+    expect(groupsOf(a.stdout)).toEqual(
+      oracleGroups(
+        recs.map((d) => ({ id: d.id, text: `${d.text} "as is` })),
+        0.8,
+        'words',
+      ).groups.map((g) => [...g].sort()),
+    );
     const semi = path.join(dir, 'recs.txt');
     writeFileSync(semi, 'id;text\n' + recs.map((d) => `${d.id};${d.text}`).join('\n') + '\n');
     const b = cusim(['dedup', semi, '--format', 'csv', '--delimiter', ';', '-t', '0.8', '--json']);
@@ -233,7 +242,17 @@ describe('directory walks', () => {
 
   it('--no-gitignore walks everything; --exclude drops paths and names matching its globs', () => {
     expect(members(['--no-gitignore'])).toEqual(
-      ['build/c.js', 'keep.log', 'other/gen-2.js', 'src/a.js', 'src/b.js', 'sub/d.js', 'sub/gen-1.js', 'test/fixtures/e.js', 'x.log'].sort(),
+      [
+        'build/c.js',
+        'keep.log',
+        'other/gen-2.js',
+        'src/a.js',
+        'src/b.js',
+        'sub/d.js',
+        'sub/gen-1.js',
+        'test/fixtures/e.js',
+        'x.log',
+      ].sort(),
     );
     expect(members(['--exclude', 'test/**', '--exclude', '*.log'])).toEqual(['other/gen-2.js', 'src/a.js', 'src/b.js', 'sub/d.js']);
     expect(members(['--exclude', 'src'])).toEqual(['keep.log', 'other/gen-2.js', 'sub/d.js', 'test/fixtures/e.js']);
@@ -267,6 +286,8 @@ describe('skip reasons say what happened', () => {
     expect(dflt['latin1.txt']).toEqual({ id: 'latin1.txt', reason: 'not-utf8', detail: 'invalid UTF-8' });
     const big = skips(['--max-size', String(2 ** 31)]);
     expect(big['huge.txt'].reason).toBe('too-large');
-    expect(big['huge.txt'].detail).toMatch(/^600 MiB > 512 MiB, the longest text one document can hold \(read it as records with --format\)$/);
+    expect(big['huge.txt'].detail).toMatch(
+      /^600 MiB > 512 MiB, the longest text one document can hold \(read it as records with --format\)$/,
+    );
   });
 });

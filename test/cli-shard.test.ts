@@ -51,7 +51,9 @@ function suite(cluster: boolean) {
     const want = JSON.parse(one.stdout) as typeof single & { options: { method: string } };
     expect(want.options.method).toBe('classic');
     expect(want.groups.length).toBeGreaterThan(10);
-    const runs = await Promise.all([0, 1, 2].map((i) => worker(handle().url, 'classic', `${i}/3`, [...qgrams, '--batch-docs', '300']).done));
+    const runs = await Promise.all(
+      [0, 1, 2].map((i) => worker(handle().url, 'classic', `${i}/3`, [...qgrams, '--batch-docs', '300']).done),
+    );
     for (const r of runs) expect(r.code, r.err).toBe(0);
     const got = report(handle().url, 'classic') as typeof want;
     expect(got.options.method).toBe('classic');

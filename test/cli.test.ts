@@ -20,7 +20,10 @@ beforeAll(() => ensureDist());
 
 /** A stderr of one line per message and no stack frames. */
 function oneLineError(stderr: string, re: RegExp): void {
-  const lines = stderr.trim().split('\n').filter((l) => !l.startsWith('cusim: backend'));
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((l) => !l.startsWith('cusim: backend'));
   expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(re);
   expect(stderr).not.toMatch(/\n\s+at /);
@@ -55,7 +58,9 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
         pairs++;
       }
       for (const m of g.members) {
-        const best = Math.max(...g.members.filter((o: { id: string }) => o.id !== m.id).map((o: { id: string }) => oracle.sim.get(`${m.id}|${o.id}`)!));
+        const best = Math.max(
+          ...g.members.filter((o: { id: string }) => o.id !== m.id).map((o: { id: string }) => oracle.sim.get(`${m.id}|${o.id}`)!),
+        );
         expect(m.similarity).toBeCloseTo(best, 5);
       }
       expect(g.size).toBe(g.members.length);

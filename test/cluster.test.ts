@@ -159,7 +159,12 @@ function slice(m: CsrMatrix, b: number, e: number): CsrMatrix {
   };
 }
 
-function expectSameAsOracle(c: StreamClusterer, o: Oracle, got: { cluster: Uint32Array; similarity: Float32Array; created: Uint8Array }, want: ReturnType<Oracle['add']>) {
+function expectSameAsOracle(
+  c: StreamClusterer,
+  o: Oracle,
+  got: { cluster: Uint32Array; similarity: Float32Array; created: Uint8Array },
+  want: ReturnType<Oracle['add']>,
+) {
   expect(Array.from(got.cluster)).toEqual(want.cluster);
   expect(Array.from(got.created)).toEqual(want.created);
   expect(Array.from(got.similarity)).toEqual(want.similarity);
@@ -174,7 +179,9 @@ function expectSameAsOracle(c: StreamClusterer, o: Oracle, got: { cluster: Uint3
 
 // Real text: npm package summaries, word-tokenized, TF-IDF with a streaming table.
 function npmText(): CsrMatrix {
-  const lines = readFileSync(path.join(__dirname, 'fixtures', 'npm-summaries-300.tsv'), 'utf8').trim().split('\n');
+  const lines = readFileSync(path.join(__dirname, 'fixtures', 'npm-summaries-300.tsv'), 'utf8')
+    .trim()
+    .split('\n');
   const vocab = new Map<number | string, number>();
   const docs: { t: number[]; w: number[] }[] = [];
   for (const line of lines) {
@@ -376,7 +383,9 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
         // Clusters 0 = {3,4} and 1 = {1,2}; {1,2,3,4} is equally similar (1/sqrt 2) to both.
         const r = await c.add(csr([{ t: [3, 4] }, { t: [1, 2] }, { t: [1, 2, 3, 4] }], 8), { mode });
         expect(Array.from(r.cluster)).toEqual([0, 1, 0]);
-        expect(r.similarity[2]).toBe(Math.fround(Number(2n * BigInt(Math.trunc(Math.fround(0.5) * Math.fround(Math.SQRT1_2) * SCALE))) / SCALE));
+        expect(r.similarity[2]).toBe(
+          Math.fround(Number(2n * BigInt(Math.trunc(Math.fround(0.5) * Math.fround(Math.SQRT1_2) * SCALE))) / SCALE),
+        );
       }
     }
   });
@@ -437,7 +446,11 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     const badDocs = [
       [csr([{ t: [1, 2, 1] }], 4), RangeError, /docs row 0 lists term 1 twice/],
       // Long unsorted row after a valid one (the repeated-term table grows and is stamped per row).
-      [csr([{ t: [5, 3] }, { t: [...Array.from({ length: 200 }, (_, i) => 199 - i), 57] }], 300), RangeError, /docs row 1 lists term 57 twice/],
+      [
+        csr([{ t: [5, 3] }, { t: [...Array.from({ length: 200 }, (_, i) => 199 - i), 57] }], 300),
+        RangeError,
+        /docs row 1 lists term 57 twice/,
+      ],
       [csr([{ t: [1, 2], w: [1, -1] }], 4), RangeError, /docs\.values\[1\]=-1/],
       [csr([{ t: [1], w: [NaN] }], 4), RangeError, /docs\.values\[0\]=NaN/],
       [csr([{ t: [9] }], 4), RangeError, /docs/],
@@ -484,7 +497,9 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
         message: expect.stringMatching(/more clusters than documents/),
       });
       parm.writeBigUInt64LE(0x7fffffffn, 24); // time: now the count is plausible, the sections are not
-      await expect(load(resealed(good, 'PARM', parm), 'count2.bin')).rejects.toThrow(/section MEMB has 8 bytes where its parameters give 8589934588/);
+      await expect(load(resealed(good, 'PARM', parm), 'count2.bin')).rejects.toThrow(
+        /section MEMB has 8 bytes where its parameters give 8589934588/,
+      );
       // Cluster 0's sum length (SLEN, u64 each).
       const slen = Buffer.from(sectionBytes(good, 'SLEN'));
       slen.writeBigUInt64LE(1n << 31n, 0);
@@ -609,7 +624,11 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
   it('every micro-batch size (tuning.batchSize): batches not multiples of B, long postings, filter collisions, duplicates, empty docs, growth, decay', async () => {
     // Injective and monotone, so rows stay sorted; ids 65,536 apart share
     // their low 16 bits (the document filter's bit index).
-    const collide = (m: CsrMatrix): CsrMatrix => ({ ...m, cols: 65536 * 64, indices: m.indices.map((t) => (t % 7) + 65536 * Math.floor(t / 7)) });
+    const collide = (m: CsrMatrix): CsrMatrix => ({
+      ...m,
+      cols: 65536 * 64,
+      indices: m.indices.map((t) => (t % 7) + 65536 * Math.floor(t / 7)),
+    });
     // Every third copy carries one extra term, so the cluster's row changes
     // inside batches (re-scoring by the host) as well as between them.
     const repeated = csr(
@@ -640,9 +659,18 @@ describeGpu('StreamClusterer cuda equals cpu', () => {
         const cuts = name === 'one document per add' ? Array.from({ length: docs.rows + 1 }, (_, i) => i) : [0, h, docs.rows];
         const parts = [];
         for (let i = 0; i + 1 < cuts.length; i++) parts.push(await g.add(slice(docs, cuts[i], cuts[i + 1]), { mode }));
-        expect(parts.flatMap((p) => Array.from(p.cluster)), `${name}: ${label}`).toEqual(Array.from(want.cluster));
-        expect(parts.flatMap((p) => Array.from(p.similarity)), `${name}: ${label}`).toEqual(Array.from(want.similarity));
-        expect(parts.flatMap((p) => Array.from(p.created)), `${name}: ${label}`).toEqual(Array.from(want.created));
+        expect(
+          parts.flatMap((p) => Array.from(p.cluster)),
+          `${name}: ${label}`,
+        ).toEqual(Array.from(want.cluster));
+        expect(
+          parts.flatMap((p) => Array.from(p.similarity)),
+          `${name}: ${label}`,
+        ).toEqual(Array.from(want.similarity));
+        expect(
+          parts.flatMap((p) => Array.from(p.created)),
+          `${name}: ${label}`,
+        ).toEqual(Array.from(want.created));
         expect(g.size).toBe(cpu.size);
         for (let id = 0; id < cpu.size; id++) expect(g.centroid(id)).toEqual(cpu.centroid(id));
       };

@@ -62,11 +62,20 @@ export async function runWorkloads(cusim, backend) {
   wmh.dispose();
   out.minhash = list(sigs);
   const lsh = new cusim.MinHashLSH({ threshold: 0.5, samples: 64, backend });
-  lsh.insert(Uint32Array.from({ length: weighted.rows }, (_, i) => i), sigs);
+  lsh.insert(
+    Uint32Array.from({ length: weighted.rows }, (_, i) => i),
+    sigs,
+  );
   const g = await lsh.groups({ verify: 'exact', matrix: weighted });
   lsh.dispose();
   // Every verified edge must be a pair whose true weighted Jaccard clears the threshold.
-  const row = (i) => new Map(Array.from(weighted.indices.subarray(weighted.indptr[i], weighted.indptr[i + 1]), (c, j) => [c, weighted.values[weighted.indptr[i] + j]]));
+  const row = (i) =>
+    new Map(
+      Array.from(weighted.indices.subarray(weighted.indptr[i], weighted.indptr[i + 1]), (c, j) => [
+        c,
+        weighted.values[weighted.indptr[i] + j],
+      ]),
+    );
   for (let e = 0; e < g.pairs.left.length; e++) {
     const a = row(g.pairs.left[e]);
     const b = row(g.pairs.right[e]);
@@ -85,7 +94,9 @@ export async function runWorkloads(cusim, backend) {
   // Exact set similarity join against brute force.
   const { m: sets, sets: plain } = sparseRows(r, 80, 200, 12, false);
   const j = await cusim.similarityJoin(sets, { threshold: 0.5, measure: 'jaccard', backend });
-  const got = list(j.left).map((x, i) => `${x}-${j.right[i]}`).sort();
+  const got = list(j.left)
+    .map((x, i) => `${x}-${j.right[i]}`)
+    .sort();
   const want = [];
   for (let a = 0; a < plain.length; a++) {
     for (let b = a + 1; b < plain.length; b++) {
@@ -111,10 +122,17 @@ export async function runWorkloads(cusim, backend) {
     out[`hamming_${method}`] = { ids: list(res.ids), distances: list(res.distances) };
     if (method !== 'exact') continue;
     for (let q = 0; q < 7; q++) {
-      const dist = Array.from({ length: 300 }, (_, i) => popcount32(codes[2 * i] ^ queries[2 * q]) + popcount32(codes[2 * i + 1] ^ queries[2 * q + 1]));
-      const order = dist.map((x, i) => [x, i]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).slice(0, 5);
+      const dist = Array.from(
+        { length: 300 },
+        (_, i) => popcount32(codes[2 * i] ^ queries[2 * q]) + popcount32(codes[2 * i + 1] ^ queries[2 * q + 1]),
+      );
+      const order = dist
+        .map((x, i) => [x, i])
+        .sort((a, b) => a[0] - b[0] || a[1] - b[1])
+        .slice(0, 5);
       const ids = list(res.ids.subarray(q * 5, q * 5 + 5));
-      if (JSON.stringify(ids) !== JSON.stringify(order.map((o) => o[1]))) fail('HammingIndex exact', `query ${q}: ${ids} != ${order.map((o) => o[1])}`);
+      if (JSON.stringify(ids) !== JSON.stringify(order.map((o) => o[1])))
+        fail('HammingIndex exact', `query ${q}: ${ids} != ${order.map((o) => o[1])}`);
     }
   }
 
@@ -130,7 +148,12 @@ export async function runWorkloads(cusim, backend) {
       for (let c = 0; c < 5; c++) s = Math.fround(s + X.data[i * 24 + proj[o * 5 + c]]);
       return s;
     });
-    const top = act.map((a, o) => [a, o]).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, 6).map((x) => x[1]).sort((a, b) => a - b);
+    const top = act
+      .map((a, o) => [a, o])
+      .sort((a, b) => b[0] - a[0] || a[1] - b[1])
+      .slice(0, 6)
+      .map((x) => x[1])
+      .sort((a, b) => a - b);
     const mine = list(fh.data.subarray(i * 6, i * 6 + 6));
     if (JSON.stringify(mine) !== JSON.stringify(top)) fail('FlyHash', `row ${i}: ${mine} != ${top}`);
   }

@@ -31,7 +31,10 @@ function referenceProjection(d: number, m: number, s: number, seed: number): Uin
       const t = bounded(i + 1);
       chosen.add(chosen.has(t) ? i : t);
     }
-    out.set([...chosen].sort((a, b) => a - b), j * s);
+    out.set(
+      [...chosen].sort((a, b) => a - b),
+      j * s,
+    );
   }
   return out;
 }
@@ -98,7 +101,12 @@ function inputFor(sh: Shape, seed: number): DenseMatrix {
 
 describe('FlyHash projection', () => {
   it('follows the contract: Philox(seed, j, 0), Floyd + Lemire, sorted, distinct, in range', () => {
-    for (const [d, m, s, seed] of [[128, 40, 13, 1], [1000, 7, 100, 77], [5, 9, 5, 3], [70000, 3, 2, 2 ** 40 + 5]]) {
+    for (const [d, m, s, seed] of [
+      [128, 40, 13, 1],
+      [1000, 7, 100, 77],
+      [5, 9, 5, 3],
+      [70000, 3, 2, 2 ** 40 + 5],
+    ]) {
       using fly = new FlyHash({ inputDim: d, hashLength: m, connections: s, winners: 1, seed });
       const p = fly.projection();
       expect(p).toEqual(referenceProjection(d, m, s, seed));
@@ -367,16 +375,30 @@ describe('FlyHash rejects bad input', () => {
   it('native boundary: rows * cols wrapping 64 bits is rejected, never read as an empty matrix', () => {
     // 2^34 * 2^30 = 2^64 wraps to 0, which an empty data array would match.
     const h = new (native().FlyHash)({ inputDim: 2 ** 30, hashLength: 1, connections: 1, winners: 1, seed: 1 });
-    expectInvalid(() => h.hash({ data: new Float32Array(0), rows: 2 ** 34, cols: 2 ** 30 }, {}), RangeError, /X\.rows \* X\.cols overflows 64 bits/);
-    expectInvalid(() => new (native().FlyHash)({ inputDim: 4, hashLength: 8, connections: 2, winners: 2, seed: -1 }), RangeError, /seed must be a non-negative safe integer/);
-    expectInvalid(() => new (native().FlyHash)({ inputDim: 'x', hashLength: 8, connections: 2, winners: 2 }), TypeError, /options\.inputDim must be a number/);
+    expectInvalid(
+      () => h.hash({ data: new Float32Array(0), rows: 2 ** 34, cols: 2 ** 30 }, {}),
+      RangeError,
+      /X\.rows \* X\.cols overflows 64 bits/,
+    );
+    expectInvalid(
+      () => new (native().FlyHash)({ inputDim: 4, hashLength: 8, connections: 2, winners: 2, seed: -1 }),
+      RangeError,
+      /seed must be a non-negative safe integer/,
+    );
+    expectInvalid(
+      () => new (native().FlyHash)({ inputDim: 'x', hashLength: 8, connections: 2, winners: 2 }),
+      TypeError,
+      /options\.inputDim must be a number/,
+    );
   });
 
   for (const backend of backends) {
     it(`${backend}: d mismatch, NaN and Infinity in X, bad output`, async () => {
       using fly = new FlyHash({ inputDim: 4, hashLength: 40, connections: 2, winners: 3, backend });
       const bad = (X: unknown, opts?: object) => fly.hash(X as DenseMatrix, opts as never);
-      await expect(bad({ data: new Float32Array(10), rows: 2, cols: 5 })).rejects.toThrow(/X.cols is 5 but this FlyHash was built for inputDim 4/);
+      await expect(bad({ data: new Float32Array(10), rows: 2, cols: 5 })).rejects.toThrow(
+        /X.cols is 5 but this FlyHash was built for inputDim 4/,
+      );
       const nan = new Float32Array(12);
       nan[9] = NaN;
       nan[11] = NaN;
@@ -403,7 +425,9 @@ describe('FlyHash rejects bad input', () => {
     const fly = new FlyHash({ inputDim: 4, hashLength: 40, connections: 2, winners: 3 });
     const ac = new AbortController();
     ac.abort();
-    await expect(fly.hash({ data: new Float32Array(8), rows: 2, cols: 4 }, { signal: ac.signal })).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(fly.hash({ data: new Float32Array(8), rows: 2, cols: 4 }, { signal: ac.signal })).rejects.toMatchObject({
+      name: 'AbortError',
+    });
     fly.dispose();
     expect(() => fly.projection()).toThrow(expect.objectContaining({ code: 'CUSIM_DISPOSED' }));
     await expect(fly.hash({ data: new Float32Array(8), rows: 2, cols: 4 })).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
@@ -437,8 +461,11 @@ async function expectSame(opts: { d: number; m: number; s: number; k: number }, 
     expect(gpu.backend).toBe('cuda');
     if (kernel !== undefined && X.rows > 0) expect(gpu.kernel).toBe(kernel);
     expect(gpu.data.length).toBe(cpu.data.length);
-    expect(Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
-      Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength))).toBe(true);
+    expect(
+      Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
+        Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength),
+      ),
+    ).toBe(true);
   }
 }
 
@@ -511,9 +538,7 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
 
   it('tile-small: the 1M x 128 configuration (m = 1280, s = 13, k = 32); legacy and forced tile-small agree', async () => {
     // 5000 rows = 157 tiles: at least one per multiprocessor on an H100 (132).
-    await withTuning({ kernel: 'legacy' }, () =>
-      expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'),
-    );
+    await withTuning({ kernel: 'legacy' }, () => expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'));
     await withTuning({ kernel: 'tile-small' }, () =>
       expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'tile-small'),
     );
@@ -582,8 +607,11 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
       const X = randomDense(rng(60 + rows), rows, 128);
       const cpu = await fly.hash(X, { backend: 'cpu' });
       const gpu = await fly.hash(X, { backend: 'cuda' });
-      expect(Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
-        Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength))).toBe(true);
+      expect(
+        Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
+          Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength),
+        ),
+      ).toBe(true);
     }
   }, 120_000);
 });
@@ -671,10 +699,10 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       using fly = gpuFly({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 3 });
       const cases: [DenseMatrix, RegExp][] = [];
       const nan = byteDense(rng(89), 300, 128);
-      nan.data[250 * 128 + 7] = NaN;  // among byte rows, in the fourth batch
+      nan.data[250 * 128 + 7] = NaN; // among byte rows, in the fourth batch
       cases.push([nan, /X\.data\[32007\] \(row 250, column 7\) is NaN/]);
       const inf = floatDense(rng(90), 300, 128, floatKinds.uniform);
-      inf.data[130 * 128 + 1] = Infinity;  // float rows, third batch
+      inf.data[130 * 128 + 1] = Infinity; // float rows, third batch
       inf.data[260 * 128] = NaN;
       cases.push([inf, /X\.data\[16641\] \(row 130, column 1\) is Infinity/]);
       for (const [bad, message] of cases) {
@@ -811,9 +839,7 @@ describeGpu('FlyHash CUDA tensor-core path on float rows (quantized, exact refin
 
   it('knobs: mma takes the tensor-core path for floats too, a forced float variant runs its own kernel', async () => {
     const X = randomDense(rng(102), 100, 64);
-    await withTuning({ kernel: 'tile-large' }, () =>
-      expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'tile-large'),
-    );
+    await withTuning({ kernel: 'tile-large' }, () => expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'tile-large'));
     await withTuning({ kernel: 'mma' }, () => expectSame({ d: 64, m: 2000, s: 6, k: 100 }, X, 'mma-q8'));
   }, 120_000);
 });

@@ -16,14 +16,33 @@ describe('fuzz harness', () => {
     const s = (await fuzz({ cases: 36, seed: 7, jobs: 2, batch: 12, timeoutMs: 3000, families: ['canary'] })) as Summary;
     const e = s.byEntry;
     expect(s.totals.cases).toBe(36);
-    for (const [entry, status] of [['crash', 'crash'], ['hang', 'hang'], ['wrong', 'wrong'], ['untyped', 'untyped'], ['typed', 'typed'], ['ok', 'ok']]) {
+    for (const [entry, status] of [
+      ['crash', 'crash'],
+      ['hang', 'hang'],
+      ['wrong', 'wrong'],
+      ['untyped', 'untyped'],
+      ['typed', 'typed'],
+      ['ok', 'ok'],
+    ]) {
       const row = e[`canary: canary ${entry}`];
       if (!row) continue; // not drawn with this seed
       expect(row[status], entry).toBe(row.cases);
     }
     expect(s.totals.crash).toBeGreaterThan(0);
     expect(s.totals.hang).toBeGreaterThan(0);
-    expect(s.failures.every((f) => f.entry.endsWith(f.status === 'crash' ? 'canary crash' : f.status === 'hang' ? 'canary hang' : f.status === 'wrong' ? 'canary wrong' : 'canary untyped'))).toBe(true);
+    expect(
+      s.failures.every((f) =>
+        f.entry.endsWith(
+          f.status === 'crash'
+            ? 'canary crash'
+            : f.status === 'hang'
+              ? 'canary hang'
+              : f.status === 'wrong'
+                ? 'canary wrong'
+                : 'canary untyped',
+        ),
+      ),
+    ).toBe(true);
   });
 
   it('CI slice: 3,000 fixed-seed cases over every entry point, no crash, hang, wrong result or untyped error', async () => {
@@ -33,6 +52,9 @@ describe('fuzz harness', () => {
     expect(s.failures.map((f) => `case ${f.id} ${f.status} ${f.entry}: ${f.detail}`)).toEqual([]);
     // Every family was exercised.
     for (const family of ['minhash', 'flyhash', 'join', 'hamming', 'cluster', 'lsh', 'text', 'ops', 'native'])
-      expect(Object.keys(s.byEntry).some((k) => k.startsWith(`${family}:`)), family).toBe(true);
+      expect(
+        Object.keys(s.byEntry).some((k) => k.startsWith(`${family}:`)),
+        family,
+      ).toBe(true);
   });
 });

@@ -68,7 +68,12 @@ describeGpu('GPU out of memory: coded error, then the same object works', () => 
     // Device tables for 2^17 distinct columns at 65536 samples: 2^17 x 65536 x 18 B = 154 GB.
     using g = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cuda', devices: [0] });
     const cols = 1 << 17;
-    const one: CsrMatrix = { rows: 1, cols: 0xffffffff, indptr: new Uint32Array([0, cols]), indices: Uint32Array.from({ length: cols }, (_, i) => i * 7919) };
+    const one: CsrMatrix = {
+      rows: 1,
+      cols: 0xffffffff,
+      indptr: new Uint32Array([0, cols]),
+      indices: Uint32Array.from({ length: cols }, (_, i) => i * 7919),
+    };
     await expectOom(g.hash(one));
     await expectOom(g.hash(one));
     using small = new WeightedMinHash({ dim: 50000, samples: 16, backend: 'cuda', devices: [0] });
@@ -102,7 +107,10 @@ describeGpu('GPU out of memory: coded error, then the same object works', () => 
   it('similarityJoin', async () => {
     const sets = randomCsr(R, 200000, 20000, (i) => 5 + (i % 30), { weights: false });
     await whileFull(() => expectOom(similarityJoin(sets, { threshold: 0.5, backend: 'cuda' })));
-    const [a, b] = [await similarityJoin(sets, { threshold: 0.5, backend: 'cuda' }), await similarityJoin(sets, { threshold: 0.5, backend: 'cpu' })];
+    const [a, b] = [
+      await similarityJoin(sets, { threshold: 0.5, backend: 'cuda' }),
+      await similarityJoin(sets, { threshold: 0.5, backend: 'cpu' }),
+    ];
     expect(a.left).toEqual(b.left);
     expect(a.right).toEqual(b.right);
   });
@@ -138,7 +146,10 @@ describeGpu('GPU out of memory: coded error, then the same object works', () => 
   it('popcountRows', async () => {
     const data = randomBits(R, 1 << 20, 256);
     await whileFull(() => expectOom(popcountRows({ data, rows: 1 << 20, bits: 256 }, { backend: 'cuda' })));
-    const [a, b] = [await popcountRows({ data, rows: 1 << 20, bits: 256 }, { backend: 'cuda' }), await popcountRows({ data, rows: 1 << 20, bits: 256 }, { backend: 'cpu' })];
+    const [a, b] = [
+      await popcountRows({ data, rows: 1 << 20, bits: 256 }, { backend: 'cuda' }),
+      await popcountRows({ data, rows: 1 << 20, bits: 256 }, { backend: 'cpu' }),
+    ];
     expect(a.counts).toEqual(b.counts);
   });
 });
@@ -148,7 +159,12 @@ it('out-of-memory errors carry bytesRequested and bytesFree (host tables too lar
   // floats (824 GB), refused before allocating.
   using w = new WeightedMinHash({ dim: 0xffffffff, samples: 65536, backend: 'cpu' });
   const cols = 1 << 20;
-  const one: CsrMatrix = { rows: 1, cols: 0xffffffff, indptr: new Uint32Array([0, cols]), indices: Uint32Array.from({ length: cols }, (_, i) => i * 4093) };
+  const one: CsrMatrix = {
+    rows: 1,
+    cols: 0xffffffff,
+    indptr: new Uint32Array([0, cols]),
+    indices: Uint32Array.from({ length: cols }, (_, i) => i * 4093),
+  };
   const err = (await w.hash(one).catch((e: unknown) => e)) as { code: string; bytesRequested: number; bytesFree: number };
   expect(err.code).toBe('CUSIM_OUT_OF_MEMORY');
   expect(err.bytesRequested).toBe(3 * cols * 65536 * 4);

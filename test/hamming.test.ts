@@ -102,7 +102,18 @@ function recall(got: Uint32Array, want: Uint32Array, nq: number, k: number): num
 }
 
 /** Paper's Algorithm 3 directly: for each table, each bucket within e bits of the query key adds alpha_d to its ids. */
-function ewhScores(db: Uint32Array, n: number, qs: Uint32Array, nq: number, bits: number, pos: Uint32Array, tables: number, h: number, e: number, alpha: number[]) {
+function ewhScores(
+  db: Uint32Array,
+  n: number,
+  qs: Uint32Array,
+  nq: number,
+  bits: number,
+  pos: Uint32Array,
+  tables: number,
+  h: number,
+  e: number,
+  alpha: number[],
+) {
   const w = bits / 32;
   const key = (codes: Uint32Array, row: number, t: number) => {
     let k = 0;
@@ -126,7 +137,16 @@ function ewhScores(db: Uint32Array, n: number, qs: Uint32Array, nq: number, bits
   return out;
 }
 
-async function exactCase(bits: number, n: number, nq: number, k: number, seed: number, backend: 'cpu' | 'cuda' = 'cpu', exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' = 'auto', dupes = false) {
+async function exactCase(
+  bits: number,
+  n: number,
+  nq: number,
+  k: number,
+  seed: number,
+  backend: 'cpu' | 'cuda' = 'cpu',
+  exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' = 'auto',
+  dupes = false,
+) {
   const r = rng(seed);
   const db = dupes ? withDuplicates(r, n, bits) : randomBits(r, n, bits);
   const qs = randomBits(r, nq, bits);
@@ -142,7 +162,12 @@ describe('HammingIndex exact (cpu)', () => {
   for (const bits of [32, 64, 256, 512, 1024]) {
     it(`${bits} bits: equals brute force in (distance, id) order for k in {1, 10, 100, 1024}`, async () => {
       const n = bits >= 512 ? 1031 : 1237;
-      for (const [k, dupes] of [[1, false], [10, true], [100, false], [1024, true]] as const) {
+      for (const [k, dupes] of [
+        [1, false],
+        [10, true],
+        [100, false],
+        [1024, true],
+      ] as const) {
         const { res, db, qs } = await exactCase(bits, n, 7, k, bits * 31 + k, 'cpu', 'auto', dupes);
         const want = oracle(db, n, qs, 7, bits, k);
         expect(res.ids).toEqual(want.ids);
@@ -152,7 +177,11 @@ describe('HammingIndex exact (cpu)', () => {
   }
 
   it('k > n pads with MISSING_ID and distance = bits; n = 1 works', async () => {
-    for (const [n, k] of [[1, 1], [1, 10], [5, 1024]] as const) {
+    for (const [n, k] of [
+      [1, 1],
+      [1, 10],
+      [5, 1024],
+    ] as const) {
       const { res, db, qs } = await exactCase(256, n, 3, k, 99 + n + k);
       const want = oracle(db, n, qs, 3, 256, k);
       expect(res.ids).toEqual(want.ids);
@@ -276,9 +305,9 @@ describe('HammingIndex EWH (cpu)', () => {
     const db = new Uint32Array(parts.reduce((s, p) => s + p.length, 0));
     let off = 0;
     for (const p of parts) {
-    db.set(p, off);
-    off += p.length;
-  }
+      db.set(p, off);
+      off += p.length;
+    }
     const n = db.length / w;
     using exact = new HammingIndex({ bits, backend: 'cpu' });
     using ewh = new HammingIndex({ bits, method: 'ewh', backend: 'cpu' });
@@ -322,7 +351,11 @@ describe('HammingIndex bad input', () => {
     expectInvalid(() => new Ctor({ bits: 64, method: 'ewhh', weights }), TypeError, /method must be 'exact' or 'ewh'/);
     const h = new Ctor({ bits: 64, weights });
     h.add(new Uint32Array(4));
-    expectInvalid(() => h.search({ rows: 1, bits: 64, data: new Uint32Array(2) }, { k: 1, exactKernel: 'fast' }), TypeError, /exactKernel must be/);
+    expectInvalid(
+      () => h.search({ rows: 1, bits: 64, data: new Uint32Array(2) }, { k: 1, exactKernel: 'fast' }),
+      TypeError,
+      /exactKernel must be/,
+    );
   });
 
   it('rejects bad options, code lengths, k and empty indexes with coded errors', async () => {

@@ -227,7 +227,8 @@ describe('similarityJoin (cpu) equals brute force', () => {
     expect(postings.size).toBeGreaterThan(1 << 20);
     const shared = new Map<number, number>();
     for (const list of postings.values())
-      for (let a = 0; a < list.length; a++) for (let b = a + 1; b < list.length; b++) shared.set(list[a] * n + list[b], (shared.get(list[a] * n + list[b]) ?? 0) + 1);
+      for (let a = 0; a < list.length; a++)
+        for (let b = a + 1; b < list.length; b++) shared.set(list[a] * n + list[b], (shared.get(list[a] * n + list[b]) ?? 0) + 1);
     const keys = [...shared.keys()].sort((x, y) => x - y);
     const p: Pairs = { l: [], r: [], a: [], b: [], o: [] };
     for (const k of keys) {
@@ -348,14 +349,30 @@ describe('similarityJoin (cpu) equals brute force', () => {
 
   it('native boundary: a fractional measure is rejected, not truncated to another measure', () => {
     const j = new (native().JoinHandle)();
-    const sets = csrFromRows([[0, 1], [1, 2]], 3);
-    expectInvalid(() => j.open(sets, undefined, { measure: 2.5, threshold: 0.5 }), RangeError, /options\.measure must be an integer 0\.\.3/);
+    const sets = csrFromRows(
+      [
+        [0, 1],
+        [1, 2],
+      ],
+      3,
+    );
+    expectInvalid(
+      () => j.open(sets, undefined, { measure: 2.5, threshold: 0.5 }),
+      RangeError,
+      /options\.measure must be an integer 0\.\.3/,
+    );
     expectInvalid(() => j.open(sets, undefined, { measure: NaN, threshold: 0.5 }), RangeError, /options\.measure must be finite/);
     j.dispose();
   });
 
   it('rejects bad input with coded errors naming the argument', async () => {
-    const m = csrFromRows([[0, 1], [1, 2]], 3);
+    const m = csrFromRows(
+      [
+        [0, 1],
+        [1, 2],
+      ],
+      3,
+    );
     const bad: [unknown, unknown, RegExp, typeof TypeError | typeof RangeError][] = [
       [m, { threshold: 0 }, /options\.threshold/, RangeError],
       [m, { threshold: 1.5 }, /options\.threshold/, RangeError],
@@ -368,7 +385,12 @@ describe('similarityJoin (cpu) equals brute force', () => {
       [m, { threshold: 0.5, algorithm: 'naive' }, /options\.algorithm/, TypeError],
       [m, { threshold: 0.5, blockSize: 0 }, /options\.blockSize/, RangeError],
       [m, { threshold: 0.5, tuning: { wideSlots: 1 } }, /options\.tuning\.wideSlots must be a boolean/, TypeError],
-      [m, { threshold: 0.5, tuning: { chunkPairs: 4 } }, /options\.tuning\.chunkPairs is not a tuning option \(known: maxChunkPairs, wideSlots\)/, TypeError],
+      [
+        m,
+        { threshold: 0.5, tuning: { chunkPairs: 4 } },
+        /options\.tuning\.chunkPairs is not a tuning option \(known: maxChunkPairs, wideSlots\)/,
+        TypeError,
+      ],
       [m, { threshold: 0.5, against: { rows: 1 } }, /options\.against/, TypeError],
       [csrFromRows([[0, 5]], 3), { threshold: 0.5, backend: 'cpu' }, /sets\.indices\[1\]=5 is out of range/, RangeError],
       [m, { threshold: 0.5, backend: 'cpu', against: csrFromRows([[9]], 4) }, /against\.indices\[0\]=9 is out of range/, RangeError],
@@ -450,7 +472,10 @@ describeGpu('similarityJoin', () => {
     }
     const disjoint = await similarityJoin(csrFromRows(L, 100), {
       threshold: 0.5,
-      against: csrFromRows(R.map((r) => r.map((t) => t + 50)), 100),
+      against: csrFromRows(
+        R.map((r) => r.map((t) => t + 50)),
+        100,
+      ),
       backend: 'cuda',
     });
     expect(disjoint.left.length).toBe(0);
@@ -467,14 +492,23 @@ describeGpu('similarityJoin', () => {
   it('cuda equals cpu on one-token sets and on a 12,000-row join that spans many batches', async () => {
     const r = rng(31);
     const one = Array.from({ length: 700 }, () => [randInt(r, 25)]);
-    const many = Array.from({ length: 12_000 }, () => (r() < 0.5 ? [randInt(r, 3000)] : [randInt(r, 40), 40 + randInt(r, 40), randInt(r, 3000)]));
-    for (const [rows, cols] of [[one, 25], [many, 3000]] as const) {
+    const many = Array.from({ length: 12_000 }, () =>
+      r() < 0.5 ? [randInt(r, 3000)] : [randInt(r, 40), 40 + randInt(r, 40), randInt(r, 3000)],
+    );
+    for (const [rows, cols] of [
+      [one, 25],
+      [many, 3000],
+    ] as const) {
       for (const measure of MEASURES) {
         for (const threshold of measure === 'overlap' ? [1, 2] : [0.5, 1]) {
           const m = csrFromRows(rows as number[][], cols);
           const cpu = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
           for (const blockSize of [undefined, 1000]) {
-            expectSame(cpu, await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize }), `${rows.length} ${measure} ${threshold}`);
+            expectSame(
+              cpu,
+              await similarityJoin(m, { threshold, measure, backend: 'cuda', blockSize }),
+              `${rows.length} ${measure} ${threshold}`,
+            );
           }
         }
       }
@@ -487,7 +521,10 @@ describeGpu('similarityJoin', () => {
     // sizes in the postings.
     const cols = Math.max(t3.cols, 1500);
     const wide = [...t3.rows, Array.from({ length: 1500 }, (_, i) => i), Array.from({ length: 1400 }, (_, i) => i)];
-    for (const [rows, force] of [[t3.rows, true], [wide, false]] as const) {
+    for (const [rows, force] of [
+      [t3.rows, true],
+      [wide, false],
+    ] as const) {
       const m = csrFromRows(rows as number[][], cols);
       for (const measure of MEASURES) {
         const threshold = measure === 'overlap' ? 12 : 0.6;
@@ -514,10 +551,17 @@ describeGpu('similarityJoin', () => {
       expect(cpu.left.length).toBeGreaterThan(3);
       expectSame(cpu, await similarityJoin(csrFromRows(rows, cols), { threshold, measure, backend: 'cuda' }), `self ${measure}`);
       // R–S: only the indexed side decides; big sets on either side.
-      for (const [L, R] of [[small, rows], [rows, small]] as const) {
+      for (const [L, R] of [
+        [small, rows],
+        [rows, small],
+      ] as const) {
         const o = { threshold, measure, against: csrFromRows(R as number[][], cols) };
         const want = await similarityJoin(csrFromRows(L as number[][], cols), { ...o, backend: 'cpu' });
-        expectSame(want, await similarityJoin(csrFromRows(L as number[][], cols), { ...o, backend: 'cuda', blockSize: 64 }), `R–S ${measure}`);
+        expectSame(
+          want,
+          await similarityJoin(csrFromRows(L as number[][], cols), { ...o, backend: 'cuda', blockSize: 64 }),
+          `R–S ${measure}`,
+        );
       }
     }
   });

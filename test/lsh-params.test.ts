@@ -42,7 +42,9 @@ describe('optimalParams', () => {
       [0.05, 0.95],
       [0.9, 0.1],
     ];
-    for (const t of thresholds) for (const s of samples) for (const w of weights) expect(optimalParams(t, s, w), `t=${t} samples=${s} w=${w}`).toEqual(exhaustive(t, s, w));
+    for (const t of thresholds)
+      for (const s of samples)
+        for (const w of weights) expect(optimalParams(t, s, w), `t=${t} samples=${s} w=${w}`).toEqual(exhaustive(t, s, w));
   });
 
   it("keeps datasketch's published choices at 128 samples", () => {
@@ -78,7 +80,7 @@ describe('recallParams', () => {
     }
   });
 
-  it('the issue\'s cases: 0.9 finds 0.95-similar pairs, 0.7 finds 0.75-similar ones, each with probability >= 0.95', () => {
+  it("the issue's cases: 0.9 finds 0.95-similar pairs, 0.7 finds 0.75-similar ones, each with probability >= 0.95", () => {
     const a = recallParams(0.9, 128);
     expect(a).toMatchObject({ bands: 6, rows: 18 });
     expect(candidateProbability(0.95, a.bands, a.rows)).toBeGreaterThanOrEqual(0.95);

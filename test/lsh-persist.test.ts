@@ -97,7 +97,10 @@ describe('MinHashLSH files', () => {
 
   it('values that pass the checksums but not the checks are refused', async () => {
     using lsh = new MinHashLSH({ threshold: 0.7, samples: 16, backend: 'cpu' });
-    lsh.insert([5, 6, 7], new Uint32Array(3 * 32).map((_, i) => i));
+    lsh.insert(
+      [5, 6, 7],
+      new Uint32Array(3 * 32).map((_, i) => i),
+    );
     const file = path.join(dir, 'vals.bin');
     await lsh.save(file);
     const good = readFileSync(file);
@@ -118,7 +121,10 @@ describe('MinHashLSH files', () => {
     const thr = Buffer.from(sectionBytes(good, 'PARM'));
     thr.writeDoubleLE(NaN, 16);
     await expect(load(resealed(good, 'PARM', thr))).rejects.toThrow(/threshold NaN/);
-    await expect(MinHashLSH.load(path.join(dir, 'nope.bin'))).rejects.toMatchObject({ code: 'CUSIM_IO_ERROR', message: expect.stringMatching(/cannot open .*ENOENT/) });
+    await expect(MinHashLSH.load(path.join(dir, 'nope.bin'))).rejects.toMatchObject({
+      code: 'CUSIM_IO_ERROR',
+      message: expect.stringMatching(/cannot open .*ENOENT/),
+    });
     await expect(MinHashLSH.load('a\0b')).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
     await expect(lsh.save('')).rejects.toThrow(TypeError);
   });

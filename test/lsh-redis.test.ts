@@ -94,7 +94,9 @@ function suite(cluster: boolean) {
     sameGroups(await everything(other, c, false), want); // exact verification from the stored vectors
     expect(want.exact.count).toBeGreaterThan(20);
     // A batch sent again (a restarted worker) changes nothing.
-    await lsh.insert(all.subarray(cuts[1], cuts[2]), sigRows(c.sigs, c.samples, cuts[1], cuts[2]), { vectors: rowsOf(c.matrix, cuts[1], cuts[2]) });
+    await lsh.insert(all.subarray(cuts[1], cuts[2]), sigRows(c.sigs, c.samples, cuts[1], cuts[2]), {
+      vectors: rowsOf(c.matrix, cuts[1], cuts[2]),
+    });
     sameGroups(await everything(lsh, c), want);
     await other.close();
     await lsh.clear();
@@ -133,7 +135,10 @@ function suite(cluster: boolean) {
     expect(weightedDiffers).toBeGreaterThan(0);
     // The index's kind is fixed in Redis: a weighted MinHashLSH on it is refused.
     const weighted = open(lsh.storagePrefix!);
-    await expect(weighted.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/has width=1, this MinHashLSH has width=2/) });
+    await expect(weighted.count()).rejects.toMatchObject({
+      code: 'CUSIM_STORAGE_ERROR',
+      message: expect.stringMatching(/has width=1, this MinHashLSH has width=2/),
+    });
     await weighted.close();
     expect(() => lsh.insert([1], sigRows(c.sigs, c.samples, 1, 2))).toThrow(/samples \* 1 = /);
     await other.close();
@@ -145,15 +150,23 @@ function suite(cluster: boolean) {
     const r = rng(3);
     const gone = [...new Set(Array.from({ length: 40 }, () => randInt(r, c.rows)))];
     using mem = new MinHashLSH({ threshold: 0.7, samples: c.samples, backend: 'cpu' });
-    mem.insert(Uint32Array.from({ length: c.rows }, (_, i) => i), c.sigs);
+    mem.insert(
+      Uint32Array.from({ length: c.rows }, (_, i) => i),
+      c.sigs,
+    );
     mem.remove(gone);
     const lsh = open(`rm${n++}`);
-    await lsh.insert(Uint32Array.from({ length: c.rows }, (_, i) => i), c.sigs);
+    await lsh.insert(
+      Uint32Array.from({ length: c.rows }, (_, i) => i),
+      c.sigs,
+    );
     expect(await lsh.remove([...gone, 999999])).toBe(gone.length);
     expect(await lsh.remove(gone)).toBe(0);
     sameGroups(await everything(lsh, c), await everything(mem, c));
     for (const id of (await lsh.query(c.sigs)).ids) expect(gone.includes(id)).toBe(false);
-    await expect(lsh.insert([gone[0]], sigRows(c.sigs, c.samples, gone[0], gone[0] + 1))).rejects.toThrow(/was removed from this Redis index/);
+    await expect(lsh.insert([gone[0]], sigRows(c.sigs, c.samples, gone[0], gone[0] + 1))).rejects.toThrow(
+      /was removed from this Redis index/,
+    );
     await lsh.clear();
   });
 
@@ -165,12 +178,23 @@ function suite(cluster: boolean) {
     expect(await b.count()).toBe(2);
     const q = await b.query(sigRows(c.sigs, c.samples, 5, 6));
     expect([...q.ids]).toContain(5);
-    const wrong = new MinHashLSH({ bands: 3, rows: 2, samples: c.samples, storage: { type: 'redis', url: handle().url, prefix: a.storagePrefix! } });
-    await expect(wrong.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/has bands=\d+, this MinHashLSH has bands=3/) });
+    const wrong = new MinHashLSH({
+      bands: 3,
+      rows: 2,
+      samples: c.samples,
+      storage: { type: 'redis', url: handle().url, prefix: a.storagePrefix! },
+    });
+    await expect(wrong.count()).rejects.toMatchObject({
+      code: 'CUSIM_STORAGE_ERROR',
+      message: expect.stringMatching(/has bands=\d+, this MinHashLSH has bands=3/),
+    });
     await wrong.close();
     // One id with two different signatures.
     await a.insert([5], sigRows(c.sigs, c.samples, 9, 10));
-    await expect(b.groups({ verify: 'estimate' })).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/id 5 was inserted twice/) });
+    await expect(b.groups({ verify: 'estimate' })).rejects.toMatchObject({
+      code: 'CUSIM_STORAGE_ERROR',
+      message: expect.stringMatching(/id 5 was inserted twice/),
+    });
     // Without stored signatures, only exact verification applies.
     const noSig = open(`nosig${n++}`, { signatures: false });
     const twice = new Uint32Array(c.samples * 4);
@@ -178,7 +202,10 @@ function suite(cluster: boolean) {
     twice.set(sigRows(c.sigs, c.samples, 1, 2), c.samples * 2);
     await noSig.insert([1, 2], twice);
     await expect(noSig.groups({ verify: 'estimate' })).rejects.toThrow(/storage.signatures: true/);
-    await expect(noSig.groups({ verify: 'exact' })).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/no vector .* is stored for id 1/) });
+    await expect(noSig.groups({ verify: 'exact' })).rejects.toMatchObject({
+      code: 'CUSIM_STORAGE_ERROR',
+      message: expect.stringMatching(/no vector .* is stored for id 1/),
+    });
     await noSig.clear();
     await b.close();
     await a.clear();
@@ -197,7 +224,10 @@ describe('MinHashLSH Redis options', () => {
     expect(() => new MinHashLSH({ ...base, storage: { type: 'disk' } as never })).toThrow(/storage.type must be 'redis'/);
     const lsh = new MinHashLSH({ ...base, storage: { type: 'redis', url: 'redis://127.0.0.1:1' } });
     expect(() => lsh.size).toThrow(/use await lsh.count\(\)/);
-    await expect(lsh.count()).rejects.toMatchObject({ code: 'CUSIM_STORAGE_ERROR', message: expect.stringMatching(/cannot reach Redis at redis:\/\/127.0.0.1:1/) });
+    await expect(lsh.count()).rejects.toMatchObject({
+      code: 'CUSIM_STORAGE_ERROR',
+      message: expect.stringMatching(/cannot reach Redis at redis:\/\/127.0.0.1:1/),
+    });
     await expect(lsh.save('/tmp/x.bin')).rejects.toThrow(/lives in Redis/);
     await lsh.close();
   });

@@ -53,7 +53,8 @@ function shareBand(sig: Uint32Array, S: number, i: number, j: number, bands: num
 
 function agreement(sig: Uint32Array, S: number, i: number, j: number): number {
   let eq = 0;
-  for (let s = 0; s < S; s++) if (sig[i * 2 * S + 2 * s] === sig[j * 2 * S + 2 * s] && sig[i * 2 * S + 2 * s + 1] === sig[j * 2 * S + 2 * s + 1]) eq++;
+  for (let s = 0; s < S; s++)
+    if (sig[i * 2 * S + 2 * s] === sig[j * 2 * S + 2 * s] && sig[i * 2 * S + 2 * s + 1] === sig[j * 2 * S + 2 * s + 1]) eq++;
   return Math.fround(eq / S);
 }
 
@@ -227,7 +228,11 @@ describe('optimalParams', () => {
 
 describe('MinHashLSH (cpu)', () => {
   it('candidatePairs equals a brute-force band comparison (shuffled ids, empty rows, exact copies)', async () => {
-    for (const [S, bands, rows, seed] of [[16, 4, 4, 1], [13, 3, 4, 2], [128, 25, 5, 3]] as const) {
+    for (const [S, bands, rows, seed] of [
+      [16, 4, 4, 1],
+      [13, 3, 4, 2],
+      [128, 25, 5, 3],
+    ] as const) {
       const { sig: raw } = makeCorpus(seed, 60, S);
       const lsh = new MinHashLSH({ bands, rows, samples: S, backend: 'cpu' });
       const { ids, sig } = insertShuffled(lsh, raw, S, seed + 10);
@@ -286,7 +291,10 @@ describe('MinHashLSH (cpu)', () => {
     }
     const lsh = new MinHashLSH({ threshold: 0.7, samples: S, backend: 'cpu' });
     const n = sigs.length;
-    lsh.insert(Uint32Array.from({ length: n }, (_, i) => i), concat(sigs));
+    lsh.insert(
+      Uint32Array.from({ length: n }, (_, i) => i),
+      concat(sigs),
+    );
     const cand = await lsh.candidatePairs();
     const found = new Set<number>();
     for (let k = 0; k < cand.left.length; k++) {
@@ -319,10 +327,14 @@ describe('MinHashLSH (cpu)', () => {
       }
       for (let k = 0; k < 2000; k++) sigs.push(randomSig(r, S)); // background
       const lsh = new MinHashLSH({ threshold: t, samples: S, weights: [0.05, 0.95], backend: 'cpu' });
-      lsh.insert(Uint32Array.from({ length: sigs.length }, (_, i) => i), concat(sigs));
+      lsh.insert(
+        Uint32Array.from({ length: sigs.length }, (_, i) => i),
+        concat(sigs),
+      );
       const cand = await lsh.candidatePairs();
       const found = new Set<number>();
-      for (let k = 0; k < cand.left.length; k++) if (cand.right[k] === cand.left[k] + 1 && cand.left[k] < 2 * pairs) found.add(cand.left[k]);
+      for (let k = 0; k < cand.left.length; k++)
+        if (cand.right[k] === cand.left[k] + 1 && cand.left[k] < 2 * pairs) found.add(cand.left[k]);
       let hits = 0;
       for (let k = 0; k < pairs; k++) if (found.has(2 * k)) hits++;
       expect(hits / pairs).toBeGreaterThanOrEqual(0.99);
@@ -330,7 +342,10 @@ describe('MinHashLSH (cpu)', () => {
   });
 
   it("groups({ verify: 'exact' }): no false positives, and equal to components of brute-force J >= t among candidates", async () => {
-    for (const [t, seed] of [[0.5, 31], [0.8, 32]] as const) {
+    for (const [t, seed] of [
+      [0.5, 31],
+      [0.8, 32],
+    ] as const) {
       const S = 64;
       const { matrix, sig: raw } = makeCorpus(seed, 120, S);
       const lsh = new MinHashLSH({ threshold: t, samples: S, weights: [0.05, 0.95], backend: 'cpu' });
@@ -347,7 +362,9 @@ describe('MinHashLSH (cpu)', () => {
         expect(g.group[pos.get(g.pairs.left[k])!]).toBe(g.group[pos.get(g.pairs.right[k])!]);
       }
       const cand = pairsOf(await lsh.candidatePairs());
-      const edges = cand.filter(([a, b]) => weightedJaccard(matrix, a, b) >= t).map(([a, b]) => [pos.get(a)!, pos.get(b)!] as [number, number]);
+      const edges = cand
+        .filter(([a, b]) => weightedJaccard(matrix, a, b) >= t)
+        .map(([a, b]) => [pos.get(a)!, pos.get(b)!] as [number, number]);
       const want = components(ids.length, edges);
       expect(want.count).toBeGreaterThan(20);
       expect(edges.length).toBeLessThan(cand.length); // verification rejected something
@@ -395,14 +412,20 @@ describe('MinHashLSH (cpu)', () => {
     const sigs: Uint32Array[] = [];
     for (let i = 0; i < n; i++) sigs.push(i % 2 === 0 ? same : randomSig(r, S));
     const lsh = new MinHashLSH({ bands: 8, rows: 4, backend: 'cpu' });
-    lsh.insert(Uint32Array.from({ length: n }, (_, i) => i), concat(sigs));
+    lsh.insert(
+      Uint32Array.from({ length: n }, (_, i) => i),
+      concat(sigs),
+    );
     const g = await lsh.groups({ verify: 'estimate', threshold: 0.9 });
     expect(g.count).toBe(1);
     for (let i = 0; i < n; i++) expect(g.group[i]).toBe(i % 2 === 0 ? 0 : SENT);
     expect(g.pairs.left.length).toBe(n / 2 - 1); // a spanning star
     // candidatePairs still lists every pair of the bucket.
     const small = new MinHashLSH({ bands: 8, rows: 4, backend: 'cpu' });
-    small.insert(Uint32Array.from({ length: 600 }, (_, i) => i), concat(sigs.slice(0, 600)));
+    small.insert(
+      Uint32Array.from({ length: 600 }, (_, i) => i),
+      concat(sigs.slice(0, 600)),
+    );
     const c = await small.candidatePairs();
     expect(c.left.length).toBe((300 * 299) / 2);
   });
@@ -434,7 +457,11 @@ describe('MinHashLSH (cpu)', () => {
   });
 
   it('native boundary: options are named in messages', () => {
-    expectInvalid(() => native().lshCandidatePairs(new Uint32Array(8), new Uint32Array(1), { samples: NaN, bands: 1, rows: 1 }), RangeError, /options\.samples must be finite/);
+    expectInvalid(
+      () => native().lshCandidatePairs(new Uint32Array(8), new Uint32Array(1), { samples: NaN, bands: 1, rows: 1 }),
+      RangeError,
+      /options\.samples must be finite/,
+    );
   });
 
   it('rejects bad input with coded errors naming the argument', async () => {
@@ -569,7 +596,8 @@ describe('dedup', () => {
   it('defaults: threshold 0.9, exact verification; rejects bad options', async () => {
     const m = nearDupMatrix(92, 40);
     const res = await dedup(m, { backend: 'cpu' });
-    for (let k = 0; k < res.pairs.left.length; k++) expect(weightedJaccard(m, res.pairs.left[k], res.pairs.right[k])).toBeGreaterThanOrEqual(0.9);
+    for (let k = 0; k < res.pairs.left.length; k++)
+      expect(weightedJaccard(m, res.pairs.left[k], res.pairs.right[k])).toBeGreaterThanOrEqual(0.9);
     expect(res.count).toBeGreaterThan(5);
     expect(res.signatures).toBeUndefined();
     await expect(dedup(m, { threshold: 1 })).rejects.toThrow(RangeError);
@@ -607,7 +635,11 @@ async function compareBackends(sig: Uint32Array, S: number, opts: { bands: numbe
 
 describeGpu('MinHashLSH cuda = cpu', () => {
   it('random + planted corpus with exact copies, empty rows and shuffled ids', async () => {
-    for (const [S, bands, rows, seed] of [[64, 16, 4, 61], [128, 25, 5, 62], [7, 2, 3, 63]] as const) {
+    for (const [S, bands, rows, seed] of [
+      [64, 16, 4, 61],
+      [128, 25, 5, 62],
+      [7, 2, 3, 63],
+    ] as const) {
       const { matrix, sig } = makeCorpus(seed, 700, S);
       const r = rng(seed);
       const n = sig.length / (2 * S);

@@ -89,7 +89,15 @@ function tokenRows(seed: number, rows: number, { long = true } = {}): CsrMatrix 
     const len = i % 17 === 0 ? 0 : i % 13 === 1 ? 1 : long && i % 97 === 5 ? 1025 + randInt(r, 3000) : 1 + randInt(r, 60);
     for (let k = 0; k < len; k++) {
       const u = r();
-      idx.push(u < 0.05 ? 0xffffffff - randInt(r, 3) : u < 0.1 ? randInt(r, 3) : u < 0.2 && k > 0 ? idx[idx.length - 1] : Math.floor(r() * 2 ** 32));
+      idx.push(
+        u < 0.05
+          ? 0xffffffff - randInt(r, 3)
+          : u < 0.1
+            ? randInt(r, 3)
+            : u < 0.2 && k > 0
+              ? idx[idx.length - 1]
+              : Math.floor(r() * 2 ** 32),
+      );
     }
     indptr[i + 1] = idx.length;
   }
@@ -118,7 +126,7 @@ function edgeCases(r: () => number): { a: BigUint64Array; b: BigUint64Array; tok
     for (const back of [0n, q, q + 1n, 5n]) {
       const x = (q << 61n) + (P - back);
       for (;;) {
-        const a = (BigInt(Math.floor(r() * 2 ** 31)) << 30n) % (P - 1n) + 1n;
+        const a = ((BigInt(Math.floor(r() * 2 ** 31)) << 30n) % (P - 1n)) + 1n;
         const h = Math.floor(r() * 2 ** 32);
         const b = (x - a * BigInt(h)) & M64;
         if (b < P) {
@@ -143,7 +151,12 @@ function loadFixture() {
     rows: number;
     cases: { name: string; seed: number; samples: number }[];
   };
-  const matrix: CsrMatrix = { rows: man.rows, cols: 2 ** 32, indptr: new Uint32Array(read('indptr.u32')), indices: new Uint32Array(read('indices.u32')) };
+  const matrix: CsrMatrix = {
+    rows: man.rows,
+    cols: 2 ** 32,
+    indptr: new Uint32Array(read('indptr.u32')),
+    indices: new Uint32Array(read('indices.u32')),
+  };
   const docs = JSON.parse(readFileSync(new URL('docs.json', dir), 'utf8')) as string[][];
   const cases = man.cases.map((c) => ({
     ...c,
@@ -226,7 +239,13 @@ describe('MinHash (classic): semantics (CPU against a BigInt oracle)', () => {
 
   it('empty rows are 2^32 - 1 in every sample; values are ignored; repeats change nothing', async () => {
     using mh = new MinHash({ samples: 16, seed: 3, backend: 'cpu' });
-    const m = { rows: 3, cols: 100, indptr: Uint32Array.of(0, 0, 3, 5), indices: Uint32Array.of(5, 9, 5, 9, 5), values: Float32Array.of(1, -2, NaN, 0, 7) };
+    const m = {
+      rows: 3,
+      cols: 100,
+      indptr: Uint32Array.of(0, 0, 3, 5),
+      indices: Uint32Array.of(5, 9, 5, 9, 5),
+      values: Float32Array.of(1, -2, NaN, 0, 7),
+    };
     const sig = await mh.hash(m);
     expect(sig.subarray(0, 16).every((x) => x === MAX_HASH)).toBe(true);
     expect(isEmptySignature(sig, 16, 0, 'classic')).toBe(true);
@@ -259,7 +278,11 @@ describe('MinHash (classic): semantics (CPU against a BigInt oracle)', () => {
       }
       const sig = await mh.hash({ rows: 2 * trials, cols: 2 ** 32, indptr, indices: Uint32Array.from(idx) });
       let sum = 0;
-      for (let t = 0; t < trials; t++) sum += estimateSetJaccard(sig.subarray(2 * t * samples, (2 * t + 1) * samples), sig.subarray((2 * t + 1) * samples, (2 * t + 2) * samples));
+      for (let t = 0; t < trials; t++)
+        sum += estimateSetJaccard(
+          sig.subarray(2 * t * samples, (2 * t + 1) * samples),
+          sig.subarray((2 * t + 1) * samples, (2 * t + 2) * samples),
+        );
       const mean = sum / trials;
       const sd = Math.sqrt((J * (1 - J)) / (samples * trials));
       expect(Math.abs(mean - k / 400), `J=${J}`).toBeLessThan(4 * sd + 1e-9);
@@ -289,10 +312,16 @@ describe('MinHash (classic): semantics (CPU against a BigInt oracle)', () => {
     expectInvalid(() => MinHash.fromPermutations({ a: [1n, 2n], b: [1n] }), RangeError, /a has length 2 but b has 1/);
     expectInvalid(() => MinHash.fromPermutations({ a: 'x' as never, b: [1n] }), TypeError, /a must be a BigUint64Array/);
     using mh = new MinHash({ samples: 4, backend: 'cpu' });
-    await expect(mh.hash({ rows: 1, cols: 2 ** 32 + 1, indptr: Uint32Array.of(0, 0), indices: new Uint32Array(0) })).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
-    await expect(mh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(10) })).rejects.toThrow(/matrix\.indices\[0\]=10 is out of range for cols=10/);
+    await expect(mh.hash({ rows: 1, cols: 2 ** 32 + 1, indptr: Uint32Array.of(0, 0), indices: new Uint32Array(0) })).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+    });
+    await expect(mh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(10) })).rejects.toThrow(
+      /matrix\.indices\[0\]=10 is out of range for cols=10/,
+    );
     mh.dispose();
-    await expect(mh.hash({ rows: 0, cols: 1, indptr: Uint32Array.of(0), indices: new Uint32Array(0) })).rejects.toMatchObject({ code: 'CUSIM_DISPOSED' });
+    await expect(mh.hash({ rows: 0, cols: 1, indptr: Uint32Array.of(0), indices: new Uint32Array(0) })).rejects.toMatchObject({
+      code: 'CUSIM_DISPOSED',
+    });
   });
 });
 
@@ -332,10 +361,11 @@ describe('MinHashLSH and dedup over classic signatures', () => {
       if (isEmptySignature(sig, 64, i, 'classic')) continue;
       for (let j = i + 1; j < m.rows; j++) {
         if (isEmptySignature(sig, 64, j, 'classic')) continue;
-        for (let k = 0; k < 16; k++) if (band(i, k) === band(j, k)) {
-          want.push(`${i},${j}`);
-          break;
-        }
+        for (let k = 0; k < 16; k++)
+          if (band(i, k) === band(j, k)) {
+            want.push(`${i},${j}`);
+            break;
+          }
       }
     }
     expect(Array.from(got.left, (l, i) => `${l},${got.right[i]}`)).toEqual(want);
@@ -407,7 +437,12 @@ describeGpu('MinHash (classic, CUDA)', () => {
     const lens = [3, big, 0, 0, 5, 1];
     const indptr = new Uint32Array(lens.length + 1);
     lens.forEach((l, i) => (indptr[i + 1] = indptr[i] + l));
-    const m = { rows: lens.length, cols: 2 ** 32, indptr, indices: new Uint32Array(indptr[lens.length]).map(() => Math.floor(r() * 2 ** 32)) };
+    const m = {
+      rows: lens.length,
+      cols: 2 ** 32,
+      indptr,
+      indices: new Uint32Array(indptr[lens.length]).map(() => Math.floor(r() * 2 ** 32)),
+    };
     using g = new MinHash({ samples: 128, seed: 4, backend: 'cuda', devices: [0] });
     using c = new MinHash({ samples: 128, seed: 4, backend: 'cpu' });
     expect(firstDiff(await g.hash(m), await c.hash(m))).toBe(-1);

@@ -142,7 +142,11 @@ describe('WeightedMinHash: datasketch parity', () => {
 
 describe('WeightedMinHash: random parameters', () => {
   it('parameters() follow the seed contract (Philox(seed, d, 0), five uniforms per sample)', () => {
-    for (const [seed, dim, samples] of [[1, 37, 5], [123456789, 11, 9], [2 ** 40 + 3, 3, 130]] as const) {
+    for (const [seed, dim, samples] of [
+      [1, 37, 5],
+      [123456789, 11, 9],
+      [2 ** 40 + 3, 3, 130],
+    ] as const) {
       using wmh = new WeightedMinHash({ dim, samples, seed, backend: 'cpu' });
       const p = wmh.parameters();
       expect(p.rs.length).toBe(dim * samples);
@@ -229,7 +233,10 @@ describe('WeightedMinHash: semantics (CPU against a float32 oracle)', () => {
         expect(sig[(r * samples + s) * 2]).toBe(EMPTY_ROW_SENTINEL);
         expect(sig[(r * samples + s) * 2 + 1]).toBe(EMPTY_ROW_SENTINEL);
       }
-      for (const [r, d, w] of [[1, 7, 2.5], [3, 49, 0.25]]) {
+      for (const [r, d, w] of [
+        [1, 7, 2.5],
+        [3, 49, 0.25],
+      ]) {
         const t = Math.floor(f(f(f(Math.log(w)) / p.rs[s * dim + d]) + p.betas[s * dim + d]));
         expect(sig[(r * samples + s) * 2]).toBe(d);
         expect(sig[(r * samples + s) * 2 + 1]).toBe(t >>> 0);
@@ -239,8 +246,27 @@ describe('WeightedMinHash: semantics (CPU against a float32 oracle)', () => {
 
   it('skips NaN, negative and zero weights; a row of only those is the sentinel', async () => {
     const dim = 40;
-    const dirty = csr(dim, [[[1, 0.5], [3, NaN], [5, -2], [8, 0], [9, 3]], [[2, NaN], [4, -1], [6, 0]]]);
-    const clean = csr(dim, [[[1, 0.5], [9, 3]], []]);
+    const dirty = csr(dim, [
+      [
+        [1, 0.5],
+        [3, NaN],
+        [5, -2],
+        [8, 0],
+        [9, 3],
+      ],
+      [
+        [2, NaN],
+        [4, -1],
+        [6, 0],
+      ],
+    ]);
+    const clean = csr(dim, [
+      [
+        [1, 0.5],
+        [9, 3],
+      ],
+      [],
+    ]);
     using wmh = new WeightedMinHash({ dim, samples: 64, seed: 8, backend: 'cpu' });
     const [a, b] = await Promise.all([wmh.hash(dirty), wmh.hash(clean)]);
     expect(a).toEqual(b);
@@ -292,7 +318,10 @@ describe('WeightedMinHash: estimates', () => {
     const est = estimateJaccardPairs(sig, samples, left, right);
     // The batched estimate equals the one-pair estimate.
     for (let i = 0; i < n; i += 37) {
-      const e1 = estimateJaccard(sig.subarray(2 * i * samples * 2, (2 * i + 1) * samples * 2), sig.subarray((2 * i + 1) * samples * 2, (2 * i + 2) * samples * 2));
+      const e1 = estimateJaccard(
+        sig.subarray(2 * i * samples * 2, (2 * i + 1) * samples * 2),
+        sig.subarray((2 * i + 1) * samples * 2, (2 * i + 2) * samples * 2),
+      );
       expect(est[i]).toBe(f(e1));
     }
     const seen: number[] = [];
@@ -319,7 +348,18 @@ describe('WeightedMinHash: estimates', () => {
   });
 
   it('identical rows estimate 1, disjoint rows 0, an empty row 0 (even against itself)', async () => {
-    const m = csr(20, [[[1, 1], [2, 3]], [[1, 1], [2, 3]], [[5, 1]], []]);
+    const m = csr(20, [
+      [
+        [1, 1],
+        [2, 3],
+      ],
+      [
+        [1, 1],
+        [2, 3],
+      ],
+      [[5, 1]],
+      [],
+    ]);
     using wmh = new WeightedMinHash({ dim: 20, samples: 64, backend: 'cpu' });
     const sig = await wmh.hash(m);
     const row = (i: number) => sig.subarray(i * 128, (i + 1) * 128);
@@ -336,7 +376,12 @@ describe('WeightedMinHash: slicing and streaming', () => {
     using wmh = new WeightedMinHash({ dim: 2000, samples: 33, backend: 'cpu' });
     const full = await wmh.hash(m);
     const w = 33 * 2;
-    for (const [a, b] of [[0, 1], [17, 500], [500, 1001], [1001, 1001]]) {
+    for (const [a, b] of [
+      [0, 1],
+      [17, 500],
+      [500, 1001],
+      [1001, 1001],
+    ]) {
       const part = await wmh.hash(m, { rowStart: a, rowEnd: b });
       expect(part).toEqual(full.subarray(a * w, b * w));
     }
@@ -352,9 +397,9 @@ describe('WeightedMinHash: slicing and streaming', () => {
       const joined = new Uint32Array(full.length);
       let o = 0;
       for (const g of got) {
-      joined.set(g, o);
-      o += g.length;
-    }
+        joined.set(g, o);
+        o += g.length;
+      }
       expect(joined).toEqual(full);
     }
   });
@@ -374,7 +419,12 @@ describe('WeightedMinHash: multi-GPU row split (host logic, any device count)', 
     const m = randomCsr(r, 997, 5000, (i) => (i % 101 === 3 ? 3000 : i % 7 === 0 ? 0 : 1 + randInt(r, 20)), { weights: false });
     let maxRow = 0;
     for (let i = 0; i < m.rows; i++) maxRow = Math.max(maxRow, m.indptr[i + 1] - m.indptr[i]);
-    for (const [a, b] of [[0, m.rows], [5, 600], [10, 10], [996, 997]]) {
+    for (const [a, b] of [
+      [0, m.rows],
+      [5, 600],
+      [10, 10],
+      [996, 997],
+    ]) {
       for (let parts = 1; parts <= 8; parts++) {
         const cut = native().minhashSplitRows(m, a, b, parts) as Float64Array;
         expect(cut.length).toBe(parts + 1);
@@ -404,28 +454,73 @@ describe('WeightedMinHash: bad input', () => {
     await expectCoded(wmh.hash(csr(10, [[[1, 1]], [[10, 2]]])), RangeError, /matrix\.indices\[1\]=10 is out of range for cols=10/);
     await expectCoded(wmh.hash(csr(10, [[[1, 1]]]), { rowStart: 1, rowEnd: 0 }), RangeError, /rowEnd/);
     await expectCoded(wmh.hash(csr(10, [[[1, 1]]]), { rowEnd: 2 }), RangeError, /rowEnd/);
-    await expectCoded(wmh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0), indices: new Uint32Array() }), RangeError, /matrix\.indptr has length 1/);
+    await expectCoded(
+      wmh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0), indices: new Uint32Array() }),
+      RangeError,
+      /matrix\.indptr has length 1/,
+    );
     await expectCoded(() => wmh.hashStream(5 as never).next(), TypeError, /source must be an iterable/);
   });
 
   it('rejects bad parameters and bad estimate inputs', async () => {
     const t = new Float32Array(6);
-    await expectCoded(() => WeightedMinHash.fromParameters({ rs: t, lnCs: t, betas: new Float32Array(5), dim: 3, samples: 2 }), RangeError, /betas has length 5 but samples \* dim = 6/);
-    await expectCoded(() => WeightedMinHash.fromParameters({ rs: [] as never, lnCs: t, betas: t, dim: 3, samples: 2 }), TypeError, /rs must be a Float32Array/);
+    await expectCoded(
+      () => WeightedMinHash.fromParameters({ rs: t, lnCs: t, betas: new Float32Array(5), dim: 3, samples: 2 }),
+      RangeError,
+      /betas has length 5 but samples \* dim = 6/,
+    );
+    await expectCoded(
+      () => WeightedMinHash.fromParameters({ rs: [] as never, lnCs: t, betas: t, dim: 3, samples: 2 }),
+      TypeError,
+      /rs must be a Float32Array/,
+    );
     const sig = new Uint32Array(8);
-    await expectCoded(() => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(2)), RangeError, /right\[0\]=2 is out of range for 2 signature rows/);
-    await expectCoded(() => estimateJaccardPairs(sig, 3, Uint32Array.of(0), Uint32Array.of(0)), RangeError, /not a multiple of samples \* 2/);
-    await expectCoded(() => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(0, 1)), RangeError, /left has length 1 but right has 2/);
+    await expectCoded(
+      () => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(2)),
+      RangeError,
+      /right\[0\]=2 is out of range for 2 signature rows/,
+    );
+    await expectCoded(
+      () => estimateJaccardPairs(sig, 3, Uint32Array.of(0), Uint32Array.of(0)),
+      RangeError,
+      /not a multiple of samples \* 2/,
+    );
+    await expectCoded(
+      () => estimateJaccardPairs(sig, 2, Uint32Array.of(0), Uint32Array.of(0, 1)),
+      RangeError,
+      /left has length 1 but right has 2/,
+    );
     await expectCoded(() => estimateJaccard(new Uint32Array(4), new Uint32Array(6)), RangeError, /sigA has length 4 but sigB has 6/);
   });
 
   it('rejects +Infinity weights naming the entry; -Infinity stays a skipped weight', async () => {
     for (const backend of backends) {
       using wmh = new WeightedMinHash({ dim: 10, samples: 4, backend });
-      await expectCoded(wmh.hash(csr(10, [[[1, 1]], [[2, 1], [3, Infinity]]])), RangeError, /matrix\.values\[2\]=Infinity: weights must be finite/);
+      await expectCoded(
+        wmh.hash(
+          csr(10, [
+            [[1, 1]],
+            [
+              [2, 1],
+              [3, Infinity],
+            ],
+          ]),
+        ),
+        RangeError,
+        /matrix\.values\[2\]=Infinity: weights must be finite/,
+      );
       // Outside [rowStart, rowEnd) the entry is never read, so it does not count.
       expect(await wmh.hash(csr(10, [[[1, 1]], [[3, Infinity]]]), { rowEnd: 1 })).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
-      expect(await wmh.hash(csr(10, [[[1, 1], [3, -Infinity]]]))).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
+      expect(
+        await wmh.hash(
+          csr(10, [
+            [
+              [1, 1],
+              [3, -Infinity],
+            ],
+          ]),
+        ),
+      ).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
     }
   });
 
@@ -433,19 +528,43 @@ describe('WeightedMinHash: bad input', () => {
     const ok = () => new Float32Array(6).fill(0.5);
     const nanR = ok();
     nanR[4] = NaN;
-    await expectCoded(() => WeightedMinHash.fromParameters({ rs: nanR, lnCs: ok(), betas: ok(), dim: 3, samples: 2 }), RangeError, /rs\[4\]=NaN must be finite and > 0/);
+    await expectCoded(
+      () => WeightedMinHash.fromParameters({ rs: nanR, lnCs: ok(), betas: ok(), dim: 3, samples: 2 }),
+      RangeError,
+      /rs\[4\]=NaN must be finite and > 0/,
+    );
     const zeroR = ok();
     zeroR[0] = 0;
-    await expectCoded(() => WeightedMinHash.fromParameters({ rs: zeroR, lnCs: ok(), betas: ok(), dim: 3, samples: 2 }), RangeError, /rs\[0\]=0 must be finite and > 0/);
+    await expectCoded(
+      () => WeightedMinHash.fromParameters({ rs: zeroR, lnCs: ok(), betas: ok(), dim: 3, samples: 2 }),
+      RangeError,
+      /rs\[0\]=0 must be finite and > 0/,
+    );
     const infC = ok();
     infC[5] = Infinity;
-    await expectCoded(() => WeightedMinHash.fromParameters({ rs: ok(), lnCs: infC, betas: ok(), dim: 3, samples: 2 }), RangeError, /lnCs\[5\]=Infinity must be finite/);
+    await expectCoded(
+      () => WeightedMinHash.fromParameters({ rs: ok(), lnCs: infC, betas: ok(), dim: 3, samples: 2 }),
+      RangeError,
+      /lnCs\[5\]=Infinity must be finite/,
+    );
   });
 
   it('tuning: kernel and overlap are checked, unknown keys named; signatures do not depend on it (cpu)', async () => {
-    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: { kernel: 'fast' as 'auto' } }), TypeError, /tuning\.kernel must be one of 'auto', 'prune', 'segment'/);
-    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: { overlap: 1 as unknown as boolean } }), TypeError, /tuning\.overlap must be a boolean/);
-    expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: { streams: 1 } as MinHashTuning }), TypeError, /tuning\.streams is not a tuning option \(known: kernel, overlap\)/);
+    expectInvalid(
+      () => new WeightedMinHash({ dim: 4, tuning: { kernel: 'fast' as 'auto' } }),
+      TypeError,
+      /tuning\.kernel must be one of 'auto', 'prune', 'segment'/,
+    );
+    expectInvalid(
+      () => new WeightedMinHash({ dim: 4, tuning: { overlap: 1 as unknown as boolean } }),
+      TypeError,
+      /tuning\.overlap must be a boolean/,
+    );
+    expectInvalid(
+      () => new WeightedMinHash({ dim: 4, tuning: { streams: 1 } as MinHashTuning }),
+      TypeError,
+      /tuning\.streams is not a tuning option \(known: kernel, overlap\)/,
+    );
     expectInvalid(() => new WeightedMinHash({ dim: 4, tuning: 3 as MinHashTuning }), TypeError, /tuning must be an object/);
     const m = randomCsr(rng(3), 20, 30, () => 5);
     using a = new WeightedMinHash({ dim: 30, samples: 8, backend: 'cpu' });
@@ -551,7 +670,13 @@ describe('WeightedMinHash: parameter cost follows the columns used', () => {
     await expectCoded(inj.hash(bad), RangeError, new RegExp(`matrix\\.indices\\[${at}\\]=12345 has no parameters`));
     expectInvalid(() => inj.parameters({ columns: [12345] }), RangeError, /columns\[0\]=12345 has no parameters/);
     expectInvalid(
-      () => WeightedMinHash.fromParameters({ ...p, columns: Uint32Array.of(...cols.subarray(0, cols.length - 1), cols[0]), dim: 0xffffffff, samples: 8 }),
+      () =>
+        WeightedMinHash.fromParameters({
+          ...p,
+          columns: Uint32Array.of(...cols.subarray(0, cols.length - 1), cols[0]),
+          dim: 0xffffffff,
+          samples: 8,
+        }),
       RangeError,
       /columns repeats column/,
     );
@@ -663,7 +788,12 @@ function agreement(a: Uint32Array, b: Uint32Array): number {
 
 describeGpu('WeightedMinHash (CUDA)', () => {
   it('device parameter tables equal the CPU tables (betas exact, rs and lnCs within 1 ulp)', () => {
-    for (const [seed, dim, samples] of [[1, 1, 1], [42, 1001, 7], [2 ** 33 + 1, 4099, 128], [7, 333, 257]] as const) {
+    for (const [seed, dim, samples] of [
+      [1, 1, 1],
+      [42, 1001, 7],
+      [2 ** 33 + 1, 4099, 128],
+      [7, 333, 257],
+    ] as const) {
       using g = new WeightedMinHash({ dim, samples, seed, backend: 'cuda', devices: [0] });
       using c = new WeightedMinHash({ dim, samples, seed, backend: 'cpu' });
       const gp = g.deviceParameters(0);
@@ -704,7 +834,9 @@ describeGpu('WeightedMinHash (CUDA)', () => {
 
   it('column ids near 2^32 (dim 2^32 - 1): cuda = cpu, and deviceParameters({ columns }) = parameters({ columns })', async () => {
     const r = rng(21);
-    const pool = Uint32Array.from(new Set([0xfffffffe, 0, 1, 0x80000000, ...Array.from({ length: 3000 }, () => Math.floor(r() * 0xffffffff))]));
+    const pool = Uint32Array.from(
+      new Set([0xfffffffe, 0, 1, 0x80000000, ...Array.from({ length: 3000 }, () => Math.floor(r() * 0xffffffff))]),
+    );
     const base = mixedCsr(22, 1500, pool.length);
     const m = { ...base, cols: 0xffffffff, indices: base.indices.map((k) => pool[k]) };
     using g = new WeightedMinHash({ dim: 0xffffffff, samples: 64, seed: 6, backend: 'cuda', devices: [0] });
@@ -799,7 +931,16 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     for (const samples of [1, 7, 128]) {
       using g = perKernel((tuning) => new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cuda', devices: [0], tuning }));
       using c = new WeightedMinHash({ dim: 50, samples, seed: 9, backend: 'cpu' });
-      const one = csr(50, [[[3, 2], [3, 5], [3, 0.5], [7, 1], [11, 4], [3, 3]]]);
+      const one = csr(50, [
+        [
+          [3, 2],
+          [3, 5],
+          [3, 0.5],
+          [7, 1],
+          [11, 4],
+          [3, 3],
+        ],
+      ]);
       await expectKernelsAgree(g, c, one, `one row, samples=${samples}`);
       const empty = csr(50, [[], [], []]);
       const e = await expectKernelsAgree(g, c, empty, `empty rows, samples=${samples}`);
@@ -843,7 +984,8 @@ describeGpu('WeightedMinHash (CUDA)', () => {
     for (let i = 0; i < 40; i++) {
       const len = i % 13 === 0 ? 0 : 1 + Math.floor(r() ** 3 * 3000);
       const row: Array<[number, number]> = [];
-      for (let j = 0; j < len; j++) row.push([Math.floor(r() * dim), r() < 0.3 ? weights[Math.floor(r() * weights.length)] : 0.01 + 20 * r()]);
+      for (let j = 0; j < len; j++)
+        row.push([Math.floor(r() * dim), r() < 0.3 ? weights[Math.floor(r() * weights.length)] : 0.01 + 20 * r()]);
       rows.push(row);
     }
     const m = csr(dim, rows);

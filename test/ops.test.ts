@@ -23,7 +23,12 @@ describe('popcountRows', () => {
   for (const backend of backends) {
     it(`${backend}: equals a bit-by-bit count (rows not a multiple of any block)`, async () => {
       const r = rng(7);
-      for (const [rows, bits] of [[1, 32], [1003, 64], [517, 1024], [0, 256]] as const) {
+      for (const [rows, bits] of [
+        [1, 32],
+        [1003, 64],
+        [517, 1024],
+        [0, 256],
+      ] as const) {
         const data = randomBits(r, rows, bits);
         const res = await popcountRows({ data, rows, bits }, { backend });
         expect(res.backend).toBe(backend);
@@ -69,7 +74,11 @@ describe('popcountRows', () => {
 describeGpu('popcountRows', () => {
   it('cuda equals cpu on random codes, including one row and large odd sizes', async () => {
     const r = rng(11);
-    for (const [rows, bits] of [[1, 32], [100_003, 256], [4097, 512]] as const) {
+    for (const [rows, bits] of [
+      [1, 32],
+      [100_003, 256],
+      [4097, 512],
+    ] as const) {
       const data = randomBits(r, rows, bits);
       const [a, b] = await Promise.all([
         popcountRows({ data, rows, bits }, { backend: 'cpu' }),

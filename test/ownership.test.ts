@@ -43,7 +43,10 @@ const spoilers: Array<[string, (views: View[]) => Promise<void> | void]> = [
       await w.terminate();
     },
   ],
-  ['rewritten (the buffer reused for the next batch)', (views) => views.forEach((v) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength).fill(0xa5))],
+  [
+    'rewritten (the buffer reused for the next batch)',
+    (views) => views.forEach((v) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength).fill(0xa5)),
+  ],
 ];
 const transfer = (ArrayBuffer.prototype as { transfer?: () => ArrayBuffer }).transfer;
 if (transfer) spoilers.push(['moved by ArrayBuffer.prototype.transfer', (views) => void buffers(views).forEach((b) => transfer.call(b))]);
@@ -99,37 +102,49 @@ for (const backend of backends) {
     const X = new Float32Array(2000 * 96).map(() => R() * 4 - 1);
     const bytes = new Uint8Array(2000 * 96).map(() => (R() * 256) | 0);
     const fly = new FlyHash({ inputDim: 96, hashLength: 320, connections: 9, winners: 12, seed: 2, backend });
-    for (const [kind, input] of [['float', X], ['bytes', bytes]] as const) {
-      check({
-        name: `FlyHash.hash (${kind})`,
-        make: () => {
-          const data = input.slice();
-          return { views: [data], run: () => fly.hash({ data, rows: 2000, cols: 96 }) };
+    for (const [kind, input] of [
+      ['float', X],
+      ['bytes', bytes],
+    ] as const) {
+      check(
+        {
+          name: `FlyHash.hash (${kind})`,
+          make: () => {
+            const data = input.slice();
+            return { views: [data], run: () => fly.hash({ data, rows: 2000, cols: 96 }) };
+          },
         },
-      }, (r) => r.data);
+        (r) => r.data,
+      );
     }
 
     const sets = randomCsr(R, 3000, 300, (i) => 2 + (i % 12), { weights: false });
-    check({
-      name: 'similarityJoin',
-      make: () => {
-        const m = copyCsr(sets);
-        return { views: csrViews(m), run: () => similarityJoin(m, { threshold: 0.4, backend }) };
+    check(
+      {
+        name: 'similarityJoin',
+        make: () => {
+          const m = copyCsr(sets);
+          return { views: csrViews(m), run: () => similarityJoin(m, { threshold: 0.4, backend }) };
+        },
       },
-    }, pairs);
+      pairs,
+    );
 
     const codes = randomBits(R, 5000, 128);
     for (const method of ['exact', 'ewh'] as const) {
       const index = new HammingIndex({ bits: 128, method, backend, minScore: 5 });
       index.add(codes);
       const queries = randomBits(R, 300, 128);
-      check({
-        name: `HammingIndex.search (${method})`,
-        make: () => {
-          const q = queries.slice();
-          return { views: [q], run: () => index.search(q, { k: 7 }) };
+      check(
+        {
+          name: `HammingIndex.search (${method})`,
+          make: () => {
+            const q = queries.slice();
+            return { views: [q], run: () => index.search(q, { k: 7 }) };
+          },
         },
-      }, (r) => ({ ids: r.ids, distances: r.distances }));
+        (r) => ({ ids: r.ids, distances: r.distances }),
+      );
       if (method === 'ewh') {
         check({
           name: 'HammingIndex.scores',
@@ -142,14 +157,17 @@ for (const backend of backends) {
     }
 
     const docs = randomCsr(R, 2500, 600, (i) => 1 + (i % 25));
-    check({
-      name: 'StreamClusterer.add',
-      make: () => {
-        const m = copyCsr(docs);
-        const c = new StreamClusterer({ threshold: 0.3, backend });
-        return { views: csrViews(m), run: async () => ({ r: await c.add(m), size: c.size }) };
+    check(
+      {
+        name: 'StreamClusterer.add',
+        make: () => {
+          const m = copyCsr(docs);
+          const c = new StreamClusterer({ threshold: 0.3, backend });
+          return { views: csrViews(m), run: async () => ({ r: await c.add(m), size: c.size }) };
+        },
       },
-    }, ({ r, size }) => ({ cluster: r.cluster, similarity: r.similarity, size }));
+      ({ r, size }) => ({ cluster: r.cluster, similarity: r.similarity, size }),
+    );
 
     const sigsP = wmh.hash(matrix);
     const ids = Uint32Array.from({ length: matrix.rows }, (_, i) => i);
@@ -163,32 +181,41 @@ for (const backend of backends) {
         return { views: [q], run: () => lsh.query(q) };
       },
     });
-    check({
-      name: 'MinHashLSH.groups (exact, matrix spoiled)',
-      make: async () => {
-        const m = copyCsr(matrix);
-        const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
-        lsh.insert(ids, await sigsP);
-        return { views: csrViews(m), run: () => lsh.groups({ verify: 'exact', matrix: m }) };
+    check(
+      {
+        name: 'MinHashLSH.groups (exact, matrix spoiled)',
+        make: async () => {
+          const m = copyCsr(matrix);
+          const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
+          lsh.insert(ids, await sigsP);
+          return { views: csrViews(m), run: () => lsh.groups({ verify: 'exact', matrix: m }) };
+        },
       },
-    }, (g) => ({ group: g.group, count: g.count }));
-    check({
-      name: 'MinHashLSH.candidatePairs (inserted signatures spoiled)',
-      make: async () => {
-        const s = (await sigsP).slice();
-        const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
-        lsh.insert(ids, s);
-        return { views: [s], run: () => lsh.candidatePairs() };
+      (g) => ({ group: g.group, count: g.count }),
+    );
+    check(
+      {
+        name: 'MinHashLSH.candidatePairs (inserted signatures spoiled)',
+        make: async () => {
+          const s = (await sigsP).slice();
+          const lsh = new MinHashLSH({ threshold: 0.5, samples: 64, backend });
+          lsh.insert(ids, s);
+          return { views: [s], run: () => lsh.candidatePairs() };
+        },
       },
-    }, pairs);
+      pairs,
+    );
 
-    check({
-      name: 'popcountRows',
-      make: () => {
-        const data = codes.slice();
-        return { views: [data], run: () => popcountRows({ data, rows: 5000, bits: 128 }, { backend }) };
+    check(
+      {
+        name: 'popcountRows',
+        make: () => {
+          const data = codes.slice();
+          return { views: [data], run: () => popcountRows({ data, rows: 5000, bits: 128 }, { backend }) };
+        },
       },
-    }, (r) => r.counts);
+      (r) => r.counts,
+    );
 
     it('WeightedMinHash.hash with `out`: written when the call ends; a detached `out` is a coded error', async () => {
       const ref = await wmh.hash(matrix);
@@ -202,7 +229,11 @@ for (const backend of backends) {
         const q = wmh.hash(matrix, { out: o });
         q.catch(() => {});
         await spoil([o]);
-        await expect(q, how).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT', name: 'TypeError', message: expect.stringMatching(/out .*detached/) });
+        await expect(q, how).rejects.toMatchObject({
+          code: 'CUSIM_INVALID_ARGUMENT',
+          name: 'TypeError',
+          message: expect.stringMatching(/out .*detached/),
+        });
       }
       // The object still works.
       expect(await wmh.hash(matrix)).toEqual(ref);
@@ -237,7 +268,10 @@ describe('TextFeaturizer.tokenizeBatchAsync owns its texts', () => {
     const f = new TextFeaturizer({ mode: 'words' });
     // Long ASCII documents take the native path; non-ASCII ones ('words' mode)
     // are tokenized in JavaScript, after the native call's await.
-    const texts = Array.from({ length: 50 }, (_, i) => `the quick brown fox ${i} jumps over the lazy dog ${i % 7} `.repeat(8) + (i % 10 === 0 ? 'café naïve' : ''));
+    const texts = Array.from(
+      { length: 50 },
+      (_, i) => `the quick brown fox ${i} jumps over the lazy dog ${i % 7} `.repeat(8) + (i % 10 === 0 ? 'café naïve' : ''),
+    );
     const want = f.tokenizeBatch(texts);
     const p = f.tokenizeBatchAsync(texts);
     texts.fill('replaced text for the next batch');
@@ -288,7 +322,10 @@ describe('StreamClusterer.add is all or nothing', () => {
           const ac = new AbortController();
           const p = c.add(big, { signal: ac.signal, mode });
           setTimeout(() => ac.abort(), delay);
-          const r = await p.then(() => 'done', (e: { code?: string }) => e.code);
+          const r = await p.then(
+            () => 'done',
+            (e: { code?: string }) => e.code,
+          );
           if (r === 'done') {
             await ref.add(big); // finished before the abort: applied in full
           } else {

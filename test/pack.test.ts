@@ -52,7 +52,8 @@ function cudaExpected(): boolean | undefined {
   if (has(process.env.CUSIM_CURAND_INCLUDE)) return true;
   const dry = spawnSync(nvcc, ['--dryrun', '-x', 'cu', '-c', '/dev/null', '-o', '/dev/null'], { encoding: 'utf8' });
   const here = /#\$ _HERE_=(\S+)/.exec(`${dry.stdout}${dry.stderr}`)?.[1];
-  const inToolkit = !!here && ['include', 'targets/x86_64-linux/include', 'targets/sbsa-linux/include'].some((d) => has(path.resolve(here, '..', d)));
+  const inToolkit =
+    !!here && ['include', 'targets/x86_64-linux/include', 'targets/sbsa-linux/include'].some((d) => has(path.resolve(here, '..', d)));
   return inToolkit ? true : undefined;
 }
 
@@ -72,7 +73,8 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     if (made) {
       platformTgz = made;
     } else {
-      if (!existsSync(localBuild)) throw new Error(`no ${platform.name} in build-packages/ and no local build at ${localBuild}; run npm run build`);
+      if (!existsSync(localBuild))
+        throw new Error(`no ${platform.name} in build-packages/ and no local build at ${localBuild}; run npm run build`);
       platformTgz = writePlatformPackage({ arch: process.arch, binary: localBuild, outDir: path.join(work, 'platform') }).tarball;
     }
     project(withBinary);
@@ -83,7 +85,17 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
 
   it('the main tarball holds the CLI, the compiled library, its CommonJS types and the install script, no binary, and lists the platform packages', async () => {
     const list = (await sh('tar', ['-tzf', mainTgz], work)).out.split('\n');
-    for (const f of ['bin/cusim', 'dist/index.js', 'dist/cli/main.js', 'dist/cjs/index.cjs', 'dist/cjs/index.d.ts', 'scripts/install.mjs', 'LICENSE', 'CMakeLists.txt', 'native/exports.map']) {
+    for (const f of [
+      'bin/cusim',
+      'dist/index.js',
+      'dist/cli/main.js',
+      'dist/cjs/index.cjs',
+      'dist/cjs/index.d.ts',
+      'scripts/install.mjs',
+      'LICENSE',
+      'CMakeLists.txt',
+      'native/exports.map',
+    ]) {
       expect(list).toContain(`package/${f}`);
     }
     // Only compiled sources: every dist/*.js has its lib/*.ts.
@@ -113,7 +125,9 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const { backend, ...got } = installed.results;
     const { backend: _, ...want } = await runWorkloads(cusim, 'cpu');
     expect(got).toEqual(want);
-    console.log(`pack test: engines ran on ${backend} from ${shipped ? `build-packages/ (${path.basename(platformTgz)})` : 'a package of this checkout\'s build'}`);
+    console.log(
+      `pack test: engines ran on ${backend} from ${shipped ? `build-packages/ (${path.basename(platformTgz)})` : "a package of this checkout's build"}`,
+    );
   }, 300_000);
 
   it('npx cusim dedup --json finds the planted groups from the installed packages', async (ctx) => {
@@ -136,7 +150,12 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const fail = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture], fromSource, 120_000);
     expect(fail.status).toBe(1);
     // (npm's own warnings may come first)
-    expect(fail.stderr).toMatch(new RegExp(`^cusim: No native addon for linux-${process.arch} \\(glibc [\\d.]+\\): the platform package ${platform.name} is not installed`, 'm'));
+    expect(fail.stderr).toMatch(
+      new RegExp(
+        `^cusim: No native addon for linux-${process.arch} \\(glibc [\\d.]+\\): the platform package ${platform.name} is not installed`,
+        'm',
+      ),
+    );
     expect(fail.stderr).not.toMatch(/cusim: cusim:/);
     expect(fail.stderr).toContain('Possible solutions:');
     expect(fail.stderr).toContain(`- Install the prebuilt binary: npm install ${platform.name}@${version}`);
@@ -148,7 +167,9 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     expect(rebuild.status, rebuild.out.slice(-3000)).toBe(0);
     const addon = path.join(fromSource, 'node_modules', 'cusim', 'build', 'Release', 'cusim.node');
     expect(existsSync(addon)).toBe(true);
-    const d = JSON.parse((await sh(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(addon)}).devices()))`], fromSource)).stdout);
+    const d = JSON.parse(
+      (await sh(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(addon)}).devices()))`], fromSource)).stdout,
+    );
     const reported = /cusim: CUDA kernels (ON|OFF)/.exec(rebuild.out)?.[1];
     expect(reported, rebuild.out.slice(-3000)).toBeDefined();
     expect(d.compiledWithCuda).toBe(reported === 'ON');

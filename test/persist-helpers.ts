@@ -26,7 +26,11 @@ export function parseContainer(buf: Buffer): { kind: string; version: number; se
   const sections: SectionInfo[] = [];
   for (let i = 0; i < count; i++) {
     const at = 64 + i * 32;
-    sections.push({ tag: buf.toString('latin1', at, at + 4), offset: Number(buf.readBigUInt64LE(at + 8)), bytes: Number(buf.readBigUInt64LE(at + 16)) });
+    sections.push({
+      tag: buf.toString('latin1', at, at + 4),
+      offset: Number(buf.readBigUInt64LE(at + 8)),
+      bytes: Number(buf.readBigUInt64LE(at + 16)),
+    });
   }
   return { kind: buf.toString('latin1', 16, 32).replace(/\0+$/, ''), version: buf.readUInt32LE(32), sections };
 }
@@ -83,10 +87,7 @@ export async function corruptionFuzz(
     let err: unknown;
     let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
-        load(c),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('load hung')), 10_000))),
-      ]);
+      await Promise.race([load(c), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('load hung')), 10_000)))]);
     } catch (e) {
       err = e;
     } finally {

@@ -2,7 +2,18 @@
 // the checksum's known answers, atomic saves (failed, interrupted and
 // concurrent), non-regular files refused without waiting, odd paths.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +35,11 @@ function hamming(rows: number, seed: number): HammingIndex {
 const loaders: [string, (p: string) => Promise<{ dispose(): void }>, (p: string) => Promise<void>][] = [
   ['HammingIndex', (p) => HammingIndex.load(p), (p) => hamming(4, 1).save(p)],
   ['MinHashLSH', (p) => MinHashLSH.load(p), (p) => new MinHashLSH({ threshold: 0.5, samples: 8 }).save(p)],
-  ['StreamClusterer', (p) => StreamClusterer.load(p, { backend: 'cpu' }), (p) => new StreamClusterer({ threshold: 0.5, backend: 'cpu' }).save(p)],
+  [
+    'StreamClusterer',
+    (p) => StreamClusterer.load(p, { backend: 'cpu' }),
+    (p) => new StreamClusterer({ threshold: 0.5, backend: 'cpu' }).save(p),
+  ],
 ];
 
 describe('persistence container', () => {
@@ -45,7 +60,10 @@ describe('persistence container', () => {
     const waits = await Promise.allSettled(Array.from({ length: 8 }, () => load(fifo)));
     for (const w of waits) {
       expect(w.status).toBe('rejected');
-      expect((w as PromiseRejectedResult).reason).toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT', message: expect.stringMatching(/is a FIFO, not a regular file/) });
+      expect((w as PromiseRejectedResult).reason).toMatchObject({
+        code: 'CUSIM_INVALID_ARGUMENT',
+        message: expect.stringMatching(/is a FIFO, not a regular file/),
+      });
     }
     await expect(save(fifo)).rejects.toThrow(/is a FIFO, not a regular file/);
     expect(lstatSync(fifo).isFIFO()).toBe(true); // not replaced
@@ -55,7 +73,10 @@ describe('persistence container', () => {
     await expect(save(dir + '/')).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
     await expect(load('x\0y')).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT', message: expect.stringMatching(/NUL/) });
     await expect(save('x\0y')).rejects.toThrow(TypeError);
-    await expect(save(path.join(dir, 'no-such-dir', 'f.bin'))).rejects.toMatchObject({ code: 'CUSIM_IO_ERROR', message: expect.stringMatching(/ENOENT/) });
+    await expect(save(path.join(dir, 'no-such-dir', 'f.bin'))).rejects.toMatchObject({
+      code: 'CUSIM_IO_ERROR',
+      message: expect.stringMatching(/ENOENT/),
+    });
     expect(performance.now() - t0).toBeLessThan(5000);
   });
 

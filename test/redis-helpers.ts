@@ -79,7 +79,20 @@ export async function startRedis({ cluster = false }: { cluster?: boolean } = {}
   try {
     for (let i = 0; i < (cluster ? 3 : 1); i++) {
       const port = await freePort();
-      const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'no'];
+      const args = [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--protected-mode',
+        'no',
+      ];
       if (cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000');
       const p = spawn(redisServer!, args, { stdio: 'ignore' });
       procs.push(p);

@@ -41,7 +41,13 @@ describe('4 GiB of signatures (CPU, the real boundary)', () => {
     expect(sig.length).toBe(rows * 65536 * 2);
     expect(sig.byteLength).toBeGreaterThan(2 ** 32);
     for (let i = 0; i < sig.length - 2 * 65536; i += 999_983) expect(sig[i]).toBe(EMPTY_ROW_SENTINEL);
-    const last = await wmh.hash({ rows: 1, cols: 10, indptr: Uint32Array.of(0, 1), indices: Uint32Array.of(7), values: Float32Array.of(2.5) });
+    const last = await wmh.hash({
+      rows: 1,
+      cols: 10,
+      indptr: Uint32Array.of(0, 1),
+      indices: Uint32Array.of(7),
+      values: Float32Array.of(2.5),
+    });
     expect(sig.subarray(sig.length - 2 * 65536)).toEqual(last);
     // Classic MinHash into the same 4.3 GB (out), 16,385 rows x 65,536 samples past 4 GiB too.
     using mh = new MinHash({ samples: 65536, seed: 1, backend: 'cpu' });
@@ -89,19 +95,29 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     const parts = [];
     for (let a = 0; a < 4000; a += 1000) parts.push((await h.hash(m, { rowStart: a, rowEnd: a + 1000 })).signatures as Uint32Array);
     expect(big.byteLength).toBeGreaterThan(LIMIT);
-    expect(Buffer.from(big.buffer, big.byteOffset, big.byteLength).equals(Buffer.concat(parts.map((p) => Buffer.from(p.buffer, p.byteOffset, p.byteLength))))).toBe(true);
+    expect(
+      Buffer.from(big.buffer, big.byteOffset, big.byteLength).equals(
+        Buffer.concat(parts.map((p) => Buffer.from(p.buffer, p.byteOffset, p.byteLength))),
+      ),
+    ).toBe(true);
     h.dispose();
   });
 
   it('results of more elements than the limit are coded RangeErrors: signatures, LSH pairs and queries, k-NN, scores, FlyHash', async () => {
     // Signatures: 10,000 rows x 64 x 2 words > 2^20 words.
     const h = new (native().WeightedMinHashNative)({ dim: 50, samples: 64, seed: 1, backend: 'cpu' });
-    await expectTooLarge(Promise.resolve().then(() => h.hash({ rows: 10000, cols: 50, indptr: new Uint32Array(10001), indices: new Uint32Array(0) }, {})), /signatures would hold 1280000 elements/);
+    await expectTooLarge(
+      Promise.resolve().then(() => h.hash({ rows: 10000, cols: 50, indptr: new Uint32Array(10001), indices: new Uint32Array(0) }, {})),
+      /signatures would hold 1280000 elements/,
+    );
     h.dispose();
     // LSH: 1,500 identical rows are one class; listing every pair (1,124,250) passes the limit.
     const sig = new Uint32Array(1500 * 8).fill(5);
     const lsh = new MinHashLSH({ bands: 4, rows: 1, samples: 4, backend: 'cpu' });
-    lsh.insert(Uint32Array.from({ length: 1500 }, (_, i) => i), sig);
+    lsh.insert(
+      Uint32Array.from({ length: 1500 }, (_, i) => i),
+      sig,
+    );
     await expectTooLarge(lsh.candidatePairs(), /candidatePairs would return 1124250 pairs.*groups\(\)/);
     const g = await lsh.groups({ verify: 'none' });
     expect(g.count).toBe(1);
@@ -114,9 +130,15 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     expect((await index.search({ data: new Uint32Array(10), rows: 10, bits: 32 }, { k: 3 })).ids.length).toBe(30);
     // FlyHash: rows x words > limit.
     using fly = new FlyHash({ inputDim: 4, hashLength: 64, connections: 2, winners: 4, seed: 1 });
-    await expectTooLarge(fly.hash({ data: new Float32Array(4 * 600_000), rows: 600_000, cols: 4 }, { output: 'indices', backend: 'cpu' }), /FlyHash codes .* would hold 2400000 elements/);
+    await expectTooLarge(
+      fly.hash({ data: new Float32Array(4 * 600_000), rows: 600_000, cols: 4 }, { output: 'indices', backend: 'cpu' }),
+      /FlyHash codes .* would hold 2400000 elements/,
+    );
     // A popcount of 2^20 + 1 rows (one element each).
-    await expectTooLarge(popcountRows({ data: new Uint32Array(LIMIT + 1), rows: LIMIT + 1, bits: 32 }, { backend: 'cpu' }), /would hold 1048577 elements/);
+    await expectTooLarge(
+      popcountRows({ data: new Uint32Array(LIMIT + 1), rows: LIMIT + 1, bits: 32 }, { backend: 'cpu' }),
+      /would hold 1048577 elements/,
+    );
   });
 
   it('LSH over signatures inserted in several batches (joined natively, past any typed-array limit) = one insert', async () => {

@@ -28,8 +28,16 @@ describe('tuning option', () => {
   it('is checked: an object with a boolean tensorCores', () => {
     const fly = { inputDim: 8, hashLength: 32, connections: 2, winners: 4 };
     expectInvalid(() => new FlyHash({ ...fly, tuning: 5 as never }), TypeError, /tuning must be an object/);
-    expectInvalid(() => new FlyHash({ ...fly, tuning: { tensorCores: 'no' } as never }), TypeError, /tuning\.tensorCores must be a boolean/);
-    expectInvalid(() => new FlyHash({ ...fly, tuning: { tensorcores: false } as never }), TypeError, /tuning\.tensorcores is not a tuning option/);
+    expectInvalid(
+      () => new FlyHash({ ...fly, tuning: { tensorCores: 'no' } as never }),
+      TypeError,
+      /tuning\.tensorCores must be a boolean/,
+    );
+    expectInvalid(
+      () => new FlyHash({ ...fly, tuning: { tensorcores: false } as never }),
+      TypeError,
+      /tuning\.tensorcores is not a tuning option/,
+    );
     expectInvalid(() => new HammingIndex({ bits: 64, tuning: [] as never }), TypeError, /tuning must be an object/);
     using f = new FlyHash({ ...fly, tuning: { tensorCores: false } });
     expect(f.tuning).toEqual({ tensorCores: false });
@@ -37,12 +45,35 @@ describe('tuning option', () => {
 
   it('FlyHash: the kernel-family keys are checked; the CPU codes do not depend on them', async () => {
     const fly = { inputDim: 8, hashLength: 32, connections: 2, winners: 4 };
-    expectInvalid(() => new FlyHash({ ...fly, tuning: { kernel: 'fast' } as never }), TypeError, /tuning\.kernel must be one of 'auto', 'mma', 'legacy', 'tile-small', 'tile-large'/);
-    expectInvalid(() => new FlyHash({ ...fly, tuning: { maxRowsPerBlock: 3 } as never }), TypeError, /tuning\.maxRowsPerBlock must be one of 1, 2, 4/);
-    expectInvalid(() => new FlyHash({ ...fly, tuning: { exactRows: 16 } as never }), TypeError, /tuning\.exactRows must be one of 0, 1, 2, 4, 8/);
+    expectInvalid(
+      () => new FlyHash({ ...fly, tuning: { kernel: 'fast' } as never }),
+      TypeError,
+      /tuning\.kernel must be one of 'auto', 'mma', 'legacy', 'tile-small', 'tile-large'/,
+    );
+    expectInvalid(
+      () => new FlyHash({ ...fly, tuning: { maxRowsPerBlock: 3 } as never }),
+      TypeError,
+      /tuning\.maxRowsPerBlock must be one of 1, 2, 4/,
+    );
+    expectInvalid(
+      () => new FlyHash({ ...fly, tuning: { exactRows: 16 } as never }),
+      TypeError,
+      /tuning\.exactRows must be one of 0, 1, 2, 4, 8/,
+    );
     expectInvalid(() => new FlyHash({ ...fly, tuning: { batchRows: 0 } }), RangeError, /tuning\.batchRows must be an integer/);
-    expectInvalid(() => new FlyHash({ ...fly, tuning: { forceFallback: 1 } as never }), TypeError, /tuning\.forceFallback must be a boolean/);
-    const tuning = { kernel: 'tile-small', maxRowsPerBlock: 2, stageProjection: false, exactRows: 0, batchRows: 64, forceFallback: true } as const;
+    expectInvalid(
+      () => new FlyHash({ ...fly, tuning: { forceFallback: 1 } as never }),
+      TypeError,
+      /tuning\.forceFallback must be a boolean/,
+    );
+    const tuning = {
+      kernel: 'tile-small',
+      maxRowsPerBlock: 2,
+      stageProjection: false,
+      exactRows: 0,
+      batchRows: 64,
+      forceFallback: true,
+    } as const;
     using a = new FlyHash({ ...fly, tuning });
     using b = new FlyHash(fly);
     expect(a.tuning).toEqual({ tensorCores: true, ...tuning });

@@ -9,7 +9,23 @@ import { rng, randInt } from './helpers.js';
 
 function corpus(seed: number, n: number): string[] {
   const r = rng(seed);
-  const words = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'café', 'naïve', 'δέλτα', 'x', 'yy', 'const', 'return'];
+  const words = [
+    'alpha',
+    'beta',
+    'gamma',
+    'delta',
+    'epsilon',
+    'zeta',
+    'eta',
+    'theta',
+    'café',
+    'naïve',
+    'δέλτα',
+    'x',
+    'yy',
+    'const',
+    'return',
+  ];
   const out: string[] = [];
   for (let i = 0; i < n; i++) {
     const len = randInt(r, 30);

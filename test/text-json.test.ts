@@ -12,7 +12,6 @@ function saved(hashBits?: number): string {
   return JSON.stringify(f.toJSON());
 }
 
-
 describe('TextFeaturizer JSON', () => {
   it('round trips exactly, from the string or the parsed object', () => {
     for (const bits of [undefined, 8]) {

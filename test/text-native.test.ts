@@ -83,7 +83,21 @@ function randomAsciiCorpus(seed: number, docs: number): string[] {
   return out;
 }
 
-const UNICODE = ['café', 'Ünïcödé', '東京', '😀', 'İstanbul', 'ΟΔΟΣ', 'ﬁle', 'e\u0301', '\u212Aelvin', '\uD800', 'größeWert', 'naïveFn', 'नमस्ते'];
+const UNICODE = [
+  'café',
+  'Ünïcödé',
+  '東京',
+  '😀',
+  'İstanbul',
+  'ΟΔΟΣ',
+  'ﬁle',
+  'e\u0301',
+  '\u212Aelvin',
+  '\uD800',
+  'größeWert',
+  'naïveFn',
+  'नमस्ते',
+];
 
 /** ASCII documents with Unicode spliced into every third one. */
 function mixedCorpus(seed: number, docs: number): string[] {
@@ -313,10 +327,21 @@ describe('native tokenizer interface', () => {
 
   it('TextFeaturizer.tokenizeBatchAsync gives the same batch as tokenizeBatch, Unicode fallback included', async () => {
     const docs = mixedCorpus(4, 120);
-    for (const opts of [{ mode: 'code' }, { mode: 'words', stopWords: true }, { mode: 'qgrams', q: 3, pad: true }] as TextFeaturizerOptions[]) {
+    for (const opts of [
+      { mode: 'code' },
+      { mode: 'words', stopWords: true },
+      { mode: 'qgrams', q: 3, pad: true },
+    ] as TextFeaturizerOptions[]) {
       const [a, b] = pair(opts);
       const [got, again] = await Promise.all([a.tokenizeBatchAsync(docs, 2), a.tokenizeBatchAsync(docs.slice(5), 0)]);
-      expect(plainBatch(got), label(opts)).toEqual(plainBatch(countTokenLists(docs.map((t) => b.tokenize(t)), 2)));
+      expect(plainBatch(got), label(opts)).toEqual(
+        plainBatch(
+          countTokenLists(
+            docs.map((t) => b.tokenize(t)),
+            2,
+          ),
+        ),
+      );
       expect(plainBatch(again)).toEqual(plainBatch(b.tokenizeBatch(docs.slice(5))));
       a.addTokenBatch(got);
       b.addBatch(docs, 2);
@@ -326,7 +351,11 @@ describe('native tokenizer interface', () => {
   });
 
   it('bad arguments are clear errors, never a crash', () => {
-    expectInvalid(() => new TextFeaturizer({ native: 'yes' } as unknown as TextFeaturizerOptions), TypeError, /options\.native must be a boolean/);
+    expectInvalid(
+      () => new TextFeaturizer({ native: 'yes' } as unknown as TextFeaturizerOptions),
+      TypeError,
+      /options\.native must be a boolean/,
+    );
     const f = new TextFeaturizer({ mode: 'code' });
     expectInvalid(() => f.tokenizeBatch(['a', 3 as unknown as string]), TypeError, /texts\[1\] must be a string/);
     expectInvalid(() => f.addBatch(['a'], -1), RangeError, /minTokens/);
@@ -339,7 +368,11 @@ describe('native tokenizer interface', () => {
     expectInvalid(() => new (native().TextTokenizer)({ mode: 'lines' }), RangeError, /options\.mode/);
     const assemble = native().assembleTextRows;
     const one = new Uint32Array([1]);
-    expectInvalid(() => assemble(new Uint32Array([0, 1]), one, 0, new Uint32Array([5]), one, new Int32Array(2)), RangeError, /ids\[0\]=5 is out of range for 2 terms/);
+    expectInvalid(
+      () => assemble(new Uint32Array([0, 1]), one, 0, new Uint32Array([5]), one, new Int32Array(2)),
+      RangeError,
+      /ids\[0\]=5 is out of range for 2 terms/,
+    );
     expectInvalid(() => assemble(new Uint32Array([0, 2]), one, 0, one, one, new Int32Array(2)), RangeError, /end within ids/);
     expectInvalid(() => assemble(new Uint32Array([0, 1]), one, 0, one, new Uint32Array(2), new Int32Array(2)), RangeError, /same length/);
     tok.dispose();

@@ -199,7 +199,10 @@ describe('vocabulary and hashing', () => {
 
   it('addRemapped (rows counted in a worker) equals add(), hashed collisions merged', () => {
     const docs = ['alpha beta alpha', '', 'gamma beta delta delta', 'epsilon alpha'];
-    for (const opts of [{ mode: 'words' as const, weighting: 'tfidf' as const }, { mode: 'words' as const, hashBits: 1 }]) {
+    for (const opts of [
+      { mode: 'words' as const, weighting: 'tfidf' as const },
+      { mode: 'words' as const, hashBits: 1 },
+    ]) {
       const want = new TextFeaturizer(opts).transform(docs);
       const f = new TextFeaturizer(opts);
       // A "worker" vocabulary in first-seen order, as the CLI's workers build it.
@@ -249,7 +252,11 @@ describe('file and record sources', () => {
     writeFileSync(path.join(dir, 'latin1.txt'), Buffer.from([0x63, 0x61, 0x66, 0xe9]));
     writeFileSync(path.join(dir, 'uni.txt'), 'naïve 東京 😀');
     expect(readDoc(path.join(dir, 'empty.js'), 'e', 1e6)).toEqual({ id: 'e', text: '' });
-    expect(readDoc(path.join(dir, 'bin.dat'), 'b', 1e6)).toEqual({ id: 'b', reason: 'binary', detail: 'a NUL byte in the first 8000 bytes' });
+    expect(readDoc(path.join(dir, 'bin.dat'), 'b', 1e6)).toEqual({
+      id: 'b',
+      reason: 'binary',
+      detail: 'a NUL byte in the first 8000 bytes',
+    });
     expect(readDoc(path.join(dir, 'latin1.txt'), 'l', 1e6)).toEqual({ id: 'l', reason: 'not-utf8', detail: 'invalid UTF-8' });
     expect(readDoc(path.join(dir, 'uni.txt'), 'u', 1e6)).toEqual({ id: 'u', text: 'naïve 東京 😀' });
     expect(readDoc(path.join(dir, 'uni.txt'), 'u', 4)).toEqual({ id: 'u', reason: 'too-large', detail: '18 B > --max-size 4 B' });
@@ -300,8 +307,16 @@ describe('text bad input', () => {
   it('addRemapped rejects local ids past remap and mismatched lengths instead of filing them under column 0', () => {
     const f = new TextFeaturizer({ mode: 'words' });
     const remap = Int32Array.of(0);
-    expectInvalid(() => f.addRemapped(Uint32Array.of(5), Uint32Array.of(1), remap), RangeError, /localCols\[0\]=5 is out of range for remap\.length=1/);
-    expectInvalid(() => f.addRemapped(Uint32Array.of(0, 0), Uint32Array.of(1), remap), RangeError, /counts has length 1 but localCols has 2/);
+    expectInvalid(
+      () => f.addRemapped(Uint32Array.of(5), Uint32Array.of(1), remap),
+      RangeError,
+      /localCols\[0\]=5 is out of range for remap\.length=1/,
+    );
+    expectInvalid(
+      () => f.addRemapped(Uint32Array.of(0, 0), Uint32Array.of(1), remap),
+      RangeError,
+      /counts has length 1 but localCols has 2/,
+    );
     expectInvalid(() => f.addRemapped([0] as never, Uint32Array.of(1), remap), TypeError, /localCols must be a Uint32Array/);
     expectInvalid(() => f.addRemapped(Uint32Array.of(0), Uint32Array.of(1), [0] as never), TypeError, /remap must be an Int32Array/);
     // Nothing was appended by the failed calls.

@@ -50,8 +50,8 @@ __device__ __forceinline__ uint32_t LanesBelow() {
 // This lane's rank among the lanes set in `mask`, over the whole block with
 // warps in order, and the block's total. Every thread calls it (two barriers;
 // `slots` holds one count per warp).
-__device__ __forceinline__ uint32_t BlockRank(uint32_t* slots, unsigned mask, unsigned warp, unsigned nw,
-                                              unsigned lane, uint32_t& total) {
+__device__ __forceinline__ uint32_t BlockRank(uint32_t* slots, unsigned mask, unsigned warp, unsigned nw, unsigned lane,
+                                              uint32_t& total) {
   if (lane == 0) slots[warp] = __popc(mask);
   __syncthreads();
   uint32_t before = 0;

@@ -22,13 +22,30 @@ __device__ void LoadRows(const float* __restrict__ x, uint64_t rows, uint32_t d,
 
 template <int R>
 struct Vec;
-template <> struct Vec<1> { using T = float; };
-template <> struct Vec<2> { using T = float2; };
-template <> struct Vec<4> { using T = float4; };
+template <>
+struct Vec<1> {
+  using T = float;
+};
+template <>
+struct Vec<2> {
+  using T = float2;
+};
+template <>
+struct Vec<4> {
+  using T = float4;
+};
 
 __device__ __forceinline__ void Add(float* acc, float v) { acc[0] += v; }
-__device__ __forceinline__ void Add(float* acc, float2 v) { acc[0] += v.x; acc[1] += v.y; }
-__device__ __forceinline__ void Add(float* acc, float4 v) { acc[0] += v.x; acc[1] += v.y; acc[2] += v.z; acc[3] += v.w; }
+__device__ __forceinline__ void Add(float* acc, float2 v) {
+  acc[0] += v.x;
+  acc[1] += v.y;
+}
+__device__ __forceinline__ void Add(float* acc, float4 v) {
+  acc[0] += v.x;
+  acc[1] += v.y;
+  acc[2] += v.z;
+  acc[3] += v.w;
+}
 
 // Activations of output j for the R rows in xs; projT is [s][m] so a warp's
 // index loads are coalesced. Inputs arrive in ascending order, as on the CPU.
@@ -49,9 +66,9 @@ __device__ __forceinline__ void Activate(const float* xs, const Idx* __restrict_
 __host__ __device__ inline uint64_t Align16(uint64_t b) { return (b + 15) & ~uint64_t(15); }
 
 template <int R, typename Idx>
-__global__ void __launch_bounds__(1024) FusedKernel(const float* __restrict__ x, uint64_t rows, uint32_t d,
-                                                    const Idx* __restrict__ projT, uint32_t m, uint32_t s, uint32_t k,
-                                                    bool indices, uint32_t* __restrict__ out, uint64_t outStride) {
+__global__ void __launch_bounds__(1024)
+    FusedKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const Idx* __restrict__ projT, uint32_t m,
+                uint32_t s, uint32_t k, bool indices, uint32_t* __restrict__ out, uint64_t outStride) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Scratch sc;
   float* xs = reinterpret_cast<float*>(smem);
@@ -77,9 +94,9 @@ __global__ void __launch_bounds__(1024) FusedKernel(const float* __restrict__ x,
 // outputs. When even one row exceeds shared memory (Global), the row is read
 // from device memory in place (R = 1, so the layouts agree).
 template <int R, typename Idx, bool Global>
-__global__ void __launch_bounds__(256) ActivateKernel(const float* __restrict__ x, uint64_t rows, uint32_t d,
-                                                      const Idx* __restrict__ projT, uint32_t m, uint32_t s,
-                                                      uint32_t* __restrict__ keysOut) {
+__global__ void __launch_bounds__(256)
+    ActivateKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const Idx* __restrict__ projT, uint32_t m,
+                   uint32_t s, uint32_t* __restrict__ keysOut) {
   extern __shared__ __align__(16) unsigned char smem[];
   const uint64_t r0 = uint64_t(blockIdx.y) * R;
   const float* xs = x + r0 * d;
@@ -98,9 +115,9 @@ __global__ void __launch_bounds__(256) ActivateKernel(const float* __restrict__ 
 }
 
 // Two-pass path, pass 2: one block per row selects from device memory.
-__global__ void __launch_bounds__(1024) SelectKernel(const uint32_t* __restrict__ keys, uint64_t rows, uint32_t m,
-                                                     uint32_t k, bool indices, uint32_t* __restrict__ out,
-                                                     uint64_t outStride) {
+__global__ void __launch_bounds__(1024)
+    SelectKernel(const uint32_t* __restrict__ keys, uint64_t rows, uint32_t m, uint32_t k, bool indices,
+                 uint32_t* __restrict__ out, uint64_t outStride) {
   __shared__ Scratch sc;
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x)
     SelectWrite(keys + r * m, m, k, indices, out + r * outStride, sc);

@@ -78,8 +78,8 @@ __device__ __forceinline__ void LdMatrixX4(uint32_t (&a)[4], uint32_t addr) {
 __device__ __forceinline__ void MmaU8(int (&c)[4], const uint32_t (&a)[4], uint2 b) {
 #if CUSIM_FLY_SM80
   asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
 #else
   __trap();
 #endif
@@ -137,8 +137,8 @@ __device__ __forceinline__ void CpAsyncWaitOne() { __trap(); }
 // (few rows). x: rows of kp bytes (kp a multiple of 32, zero-padded).
 template <bool Sample, uint32_t Warps, bool StageB>
 __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
-    MmaKernel(const uint8_t* __restrict__ x, uint64_t rows, uint32_t kp, const uint32_t* __restrict__ wb,
-              uint32_t mPad, uint32_t m, uint32_t* __restrict__ sample, const uint32_t* __restrict__ lo,
+    MmaKernel(const uint8_t* __restrict__ x, uint64_t rows, uint32_t kp, const uint32_t* __restrict__ wb, uint32_t mPad,
+              uint32_t m, uint32_t* __restrict__ sample, const uint32_t* __restrict__ lo,
               const uint32_t* __restrict__ hi, uint32_t cap, uint32_t* __restrict__ bits, uint64_t words,
               uint32_t* __restrict__ listKey, uint32_t* __restrict__ listJ, uint32_t* __restrict__ count,
               uint32_t* __restrict__ over) {
@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
   __syncthreads();
   // ldmatrix.x4: lanes 0-7 address rows 0-7 of bytes 0-15 (a0), 8-15 rows 8-15
   // (a1), 16-23 rows 0-7 of bytes 16-31 (a2), 24-31 rows 8-15 (a3).
-  const uint32_t aBase = uint32_t(__cvta_generic_to_shared(smem)) + ((lane & 7) + ((lane >> 3) & 1) * 8) * stride +
-                         (lane >> 4) * 16;
+  const uint32_t aBase =
+      uint32_t(__cvta_generic_to_shared(smem)) + ((lane & 7) + ((lane >> 3) & 1) * 8) * stride + (lane >> 4) * 16;
   const uint32_t aStep16 = 16 * stride;
   const uint32_t sel = 0x4440u | t4;  // PRMT: byte t4 of the word, zeros above
   const uint32_t gStep = gridDim.y * Warps;
@@ -316,10 +316,10 @@ __global__ void __launch_bounds__(Warps * 32, kMmaWarpsPerSm / Warps)
         uint32_t pos = __shfl_sync(kFull, base[q], 3, 4) + (inM[q] >> 8);
         uint32_t mask = inM[q] & 0xffu;
         if (mask == 0) continue;
-        reinterpret_cast<uint4*>(pick)[0] = make_uint4(acc[mt][0][2 * h], acc[mt][0][2 * h + 1], acc[mt][1][2 * h],
-                                                       acc[mt][1][2 * h + 1]);
-        reinterpret_cast<uint4*>(pick)[1] = make_uint4(acc[mt][2][2 * h], acc[mt][2][2 * h + 1], acc[mt][3][2 * h],
-                                                       acc[mt][3][2 * h + 1]);
+        reinterpret_cast<uint4*>(pick)[0] =
+            make_uint4(acc[mt][0][2 * h], acc[mt][0][2 * h + 1], acc[mt][1][2 * h], acc[mt][1][2 * h + 1]);
+        reinterpret_cast<uint4*>(pick)[1] =
+            make_uint4(acc[mt][2][2 * h], acc[mt][2][2 * h + 1], acc[mt][3][2 * h], acc[mt][3][2 * h + 1]);
         const uint64_t row = r0 + 16 * mt + 8 * h + gid;
         uint32_t* lk = listKey + row * cap;
         uint32_t* lj = listJ + row * cap;

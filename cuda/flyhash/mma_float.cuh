@@ -30,9 +30,9 @@ namespace {
 // in units of Δ, or kFull where no bound is usable (a range that overflows
 // or is below 2^-112, values above 2^100, M >= 2^24): such a row gets an
 // empty window and goes to the exact path.
-__global__ void __launch_bounds__(256) QuantizeKernel(const float* __restrict__ x, uint64_t rows, uint32_t d,
-                                                      uint32_t kp, uint32_t s, uint8_t* __restrict__ xq,
-                                                      uint32_t* __restrict__ margin) {
+__global__ void __launch_bounds__(256)
+    QuantizeKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, uint32_t kp, uint32_t s,
+                   uint8_t* __restrict__ xq, uint32_t* __restrict__ margin) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t row = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (row >= rows) return;
@@ -82,12 +82,11 @@ struct Inline {
   uint32_t* fail = nullptr;
 };
 
-__global__ void __launch_bounds__(256) RefineKernel(uint64_t rows, uint32_t k, uint32_t cap, bool forceFail,
-                                                    uint32_t stage, uint32_t* __restrict__ count,
-                                                    uint32_t* __restrict__ over, uint32_t* listKey, uint32_t* listJ,
-                                                    uint32_t* bits, uint64_t words, const uint32_t* __restrict__ margin,
-                                                    const uint32_t* __restrict__ lo, const uint32_t* __restrict__ hi,
-                                                    Inline in) {
+__global__ void __launch_bounds__(256)
+    RefineKernel(uint64_t rows, uint32_t k, uint32_t cap, bool forceFail, uint32_t stage, uint32_t* __restrict__ count,
+                 uint32_t* __restrict__ over, uint32_t* listKey, uint32_t* listJ, uint32_t* bits, uint64_t words,
+                 const uint32_t* __restrict__ margin, const uint32_t* __restrict__ lo, const uint32_t* __restrict__ hi,
+                 Inline in) {
   extern __shared__ __align__(16) uint32_t rowSmem[];
   __shared__ uint32_t wh[kRowWarps][256];
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -144,11 +143,10 @@ __global__ void __launch_bounds__(256) RefineKernel(uint64_t rows, uint32_t k, u
 // block (blockDim.x / rpb threads each), each row staged in shared memory.
 // Small blocks per row keep many warps resident: the gathers wait on the
 // index loads (L2) and on one another.
-__global__ void __launch_bounds__(256) ExactKernel(uint64_t rows, uint32_t rpb, uint32_t cap,
-                                                   const uint32_t* __restrict__ count, const float* __restrict__ x,
-                                                   uint32_t d, const uint16_t* __restrict__ packed16, uint32_t sPad,
-                                                   uint32_t s, const uint32_t* __restrict__ listJ,
-                                                   uint32_t* __restrict__ listKey) {
+__global__ void __launch_bounds__(256)
+    ExactKernel(uint64_t rows, uint32_t rpb, uint32_t cap, const uint32_t* __restrict__ count,
+                const float* __restrict__ x, uint32_t d, const uint16_t* __restrict__ packed16, uint32_t sPad,
+                uint32_t s, const uint32_t* __restrict__ listJ, uint32_t* __restrict__ listKey) {
   extern __shared__ __align__(16) float rowsSmem[];
   const uint32_t group = blockDim.x / rpb, g = threadIdx.x / group, t = threadIdx.x - g * group;
   const uint64_t row = uint64_t(blockIdx.x) * rpb + g;
@@ -212,10 +210,9 @@ __device__ void RankPair(const uint32_t (&v)[KPL], uint32_t S, uint32_t hiRank, 
 // quantized float rows (margin set) widened by the row's M, or empty where
 // the row has no bound.
 template <int KPL>
-__global__ void __launch_bounds__(256) WindowKernel(const uint32_t* __restrict__ sample, uint64_t rows, uint32_t S,
-                                                    uint32_t hiRank, uint32_t loRank,
-                                                    const uint32_t* __restrict__ margin, uint32_t* __restrict__ lo,
-                                                    uint32_t* __restrict__ hi) {
+__global__ void __launch_bounds__(256)
+    WindowKernel(const uint32_t* __restrict__ sample, uint64_t rows, uint32_t S, uint32_t hiRank, uint32_t loRank,
+                 const uint32_t* __restrict__ margin, uint32_t* __restrict__ lo, uint32_t* __restrict__ hi) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t row = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (row >= rows) return;
@@ -254,17 +251,16 @@ void LaunchWindow(const uint32_t* sample, uint64_t rows, uint32_t S, uint32_t hi
       throw std::logic_error("FlyHash: sample larger than WindowKernel holds");
     return;
   }
-  WindowKernel<KPL><<<unsigned((rows + kRowWarps - 1) / kRowWarps), 256, 0, sm>>>(sample, rows, S, hiRank, loRank,
-                                                                                  margin, lo, hi);
+  WindowKernel<KPL>
+      <<<unsigned((rows + kRowWarps - 1) / kRowWarps), 256, 0, sm>>>(sample, rows, S, hiRank, loRank, margin, lo, hi);
   CUSIM_LAUNCH_CHECK();
 }
 
 // A warp per row: the winners among the listed keys (SelectListed).
-__global__ void __launch_bounds__(256) ListKernel(uint64_t rows, uint32_t k, uint32_t cap, bool forceFail,
-                                                  uint32_t stage, const uint32_t* __restrict__ count,
-                                                  const uint32_t* __restrict__ over, const uint32_t* listKey,
-                                                  const uint32_t* listJ, uint32_t* bits, uint64_t words,
-                                                  uint32_t* __restrict__ fail) {
+__global__ void __launch_bounds__(256)
+    ListKernel(uint64_t rows, uint32_t k, uint32_t cap, bool forceFail, uint32_t stage,
+               const uint32_t* __restrict__ count, const uint32_t* __restrict__ over, const uint32_t* listKey,
+               const uint32_t* listJ, uint32_t* bits, uint64_t words, uint32_t* __restrict__ fail) {
   extern __shared__ __align__(16) uint32_t rowSmem[];
   __shared__ uint32_t wh[kRowWarps][256];
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

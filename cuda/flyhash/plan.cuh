@@ -26,7 +26,7 @@ struct Plan {
   Kind kind = Kind::Fused;
   int R = 1;
   unsigned threads = 1024;
-  size_t smem = 0;   // dynamic shared memory per block
+  size_t smem = 0;  // dynamic shared memory per block
   unsigned grid = 1;
   uint64_t batch = 1;  // rows per batch
   // TileLarge: sample size, window ranks in the sample (0: unbounded), list capacity per row.
@@ -57,7 +57,9 @@ void SetSmem(const Plan& pl) {
     auto f = pl.R == 4 ? FusedKernel<4, Idx> : pl.R == 2 ? FusedKernel<2, Idx> : FusedKernel<1, Idx>;
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::TwoPass && pl.smem > 0) {
-    auto f = pl.R == 4 ? ActivateKernel<4, Idx, false> : pl.R == 2 ? ActivateKernel<2, Idx, false> : ActivateKernel<1, Idx, false>;
+    auto f = pl.R == 4   ? ActivateKernel<4, Idx, false>
+             : pl.R == 2 ? ActivateKernel<2, Idx, false>
+                         : ActivateKernel<1, Idx, false>;
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::TileSmall) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileSmallKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
@@ -73,8 +75,8 @@ void SetSmem(const Plan& pl) {
     if (pl.kind == Kind::MmaQ8) {
       CUSIM_CUDA_CHECK(cudaFuncSetAttribute(RefineKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             int(pl.refineStage * kRowWarps * 4)));
-      CUSIM_CUDA_CHECK(cudaFuncSetAttribute(ExactKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            int(pl.ExactSmem(pl.kp))));
+      CUSIM_CUDA_CHECK(
+          cudaFuncSetAttribute(ExactKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.ExactSmem(pl.kp))));
     }
   }
 }
@@ -253,8 +255,8 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
     pl.smem = MmaSmem(pl.kp, warps, stage);
     if (pl.smem > limit && !last) continue;
     SetSmem<uint16_t>(pl);
-    CUSIM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaFor<false>(warps, stage),
-                                                                   int(pl.threads), pl.smem));
+    CUSIM_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, MmaFor<false>(warps, stage), int(pl.threads), pl.smem));
     if (perSm >= blocks) break;
   }
   pl.slots = uint32_t(std::max(1, perSm) * sms);
@@ -268,8 +270,9 @@ Plan MmaPlan(const Params& p, uint64_t rows, int sms, size_t limit, Output o, bo
   const uint64_t rowBytes = (quant ? uint64_t(p.d) * 4 : pl.kp) + OutStride(p, o) * 4;
   uint64_t batch = std::max<uint64_t>(uint64_t(pl.slots) * kMmaRows, kStagingBytes / rowBytes / kMmaRows * kMmaRows);
   const uint64_t listBytes = std::min<uint64_t>(2 * kListBytes, freeB / 8);
-  batch = std::min<uint64_t>(batch, std::max<uint64_t>(kMmaRows, listBytes / (uint64_t(pl.cap) * 8 + uint64_t(pl.S) * 4) /
-                                                                     kMmaRows * kMmaRows));
+  batch = std::min<uint64_t>(
+      batch,
+      std::max<uint64_t>(kMmaRows, listBytes / (uint64_t(pl.cap) * 8 + uint64_t(pl.S) * 4) / kMmaRows * kMmaRows));
   // tuning.batchRows: small batches, so tests drive both streams with few rows.
   if (tuning.batchRows > 0)
     batch = std::min<uint64_t>(batch, std::max<uint64_t>(1, tuning.batchRows / kMmaRows) * kMmaRows);

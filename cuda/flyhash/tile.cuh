@@ -298,9 +298,9 @@ struct Chunks {
 // list overflows, is flagged in fail[] for FallbackKernel.
 __global__ void __launch_bounds__(1024, 1)
     TileLargeKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint4* __restrict__ packed,
-                    uint32_t full, uint32_t rem, uint32_t m, uint32_t k, uint32_t S, uint32_t hiRank,
-                    uint32_t loRank, uint32_t cap, bool forceFail, uint32_t* bits, uint32_t* listKey,
-                    uint32_t* listJ, uint32_t* __restrict__ fail, const Chunks ch) {
+                    uint32_t full, uint32_t rem, uint32_t m, uint32_t k, uint32_t S, uint32_t hiRank, uint32_t loRank,
+                    uint32_t cap, bool forceFail, uint32_t* bits, uint32_t* listKey, uint32_t* listJ,
+                    uint32_t* __restrict__ fail, const Chunks ch) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ uint32_t rLo[kTile], rHi[kTile], rOver[kTile], rCount[kTile];
   float* xs = reinterpret_cast<float*>(smem);  // one column chunk of the tile
@@ -386,8 +386,9 @@ __global__ void __launch_bounds__(1024, 1)
 
 // Indices output of TileLarge: a warp per row turns its bits into ascending
 // indices (exactly k bits are set). Failed rows are left to FallbackKernel.
-__global__ void BitsToIndicesKernel(const uint32_t* __restrict__ bits, uint64_t words, const uint32_t* __restrict__ fail,
-                                    uint64_t rows, uint32_t k, uint32_t* __restrict__ out) {
+__global__ void BitsToIndicesKernel(const uint32_t* __restrict__ bits, uint64_t words,
+                                    const uint32_t* __restrict__ fail, uint64_t rows, uint32_t k,
+                                    uint32_t* __restrict__ out) {
   const unsigned lane = threadIdx.x & 31;
   const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
   for (uint64_t row = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {

@@ -41,7 +41,7 @@ struct DeviceIndex {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr uint32_t kTieCap = 1024;  // >= kMaxK, so an overflow is always resolvable in order
+constexpr uint32_t kTieCap = 1024;   // >= kMaxK, so an overflow is always resolvable in order
 constexpr uint32_t kCandCap = 4096;  // fast path: every d <= bound fits here for nearly all queries
 using BlockScan = cub::BlockScan<uint32_t, kThreads>;
 
@@ -66,7 +66,8 @@ __device__ __forceinline__ uint32_t RowDistance(const uint32_t* row, const uint3
   return d;
 }
 
-__global__ void PopsKernel(const uint32_t* __restrict__ codes, uint64_t rows, uint32_t wp, uint32_t* __restrict__ pops) {
+__global__ void PopsKernel(const uint32_t* __restrict__ codes, uint64_t rows, uint32_t wp,
+                           uint32_t* __restrict__ pops) {
   for (uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; r < rows; r += uint64_t(gridDim.x) * blockDim.x) {
     uint32_t c = 0;
     for (uint32_t i = 0; i < wp; ++i) c += __popc(codes[r * wp + i]);

@@ -35,8 +35,8 @@ __global__ void ScatterKernel(const uint32_t* __restrict__ keys, uint64_t rows, 
 // Block (table * probes + probe, query): every id in the probed bucket gains the probe's weight.
 __global__ void ScoreKernel(const uint32_t* __restrict__ qkeys, const unsigned long long* __restrict__ offsets,
                             const uint32_t* __restrict__ ids, const uint32_t* __restrict__ masks,
-                            const uint32_t* __restrict__ maskW, uint32_t probes, uint32_t tables, uint32_t h, uint64_t n,
-                            uint32_t* __restrict__ scores) {
+                            const uint32_t* __restrict__ maskW, uint32_t probes, uint32_t tables, uint32_t h,
+                            uint64_t n, uint32_t* __restrict__ scores) {
   const uint32_t t = blockIdx.x / probes, p = blockIdx.x % probes, q = blockIdx.y;
   const uint32_t w = maskW[p];
   if (w == 0) return;
@@ -48,10 +48,10 @@ __global__ void ScoreKernel(const uint32_t* __restrict__ qkeys, const unsigned l
 
 // One block per query: the shortlist in id order. L > 0: top-L by (score desc, id);
 // else every id with score >= minCut.
-__global__ void __launch_bounds__(kThreads) ShortlistKernel(const uint32_t* __restrict__ scores, uint64_t n, uint32_t L,
-                                                            uint32_t minCut, uint32_t* __restrict__ cand,
-                                                            uint32_t* __restrict__ candCount,
-                                                            unsigned long long* __restrict__ scored) {
+__global__ void __launch_bounds__(kThreads)
+    ShortlistKernel(const uint32_t* __restrict__ scores, uint64_t n, uint32_t L, uint32_t minCut,
+                    uint32_t* __restrict__ cand, uint32_t* __restrict__ candCount,
+                    unsigned long long* __restrict__ scored) {
   __shared__ uint32_t hist[kMaxScore + 2];
   __shared__ BlockScan::TempStorage tmp;
   __shared__ uint32_t sCut;
@@ -112,12 +112,11 @@ __global__ void __launch_bounds__(kThreads) ShortlistKernel(const uint32_t* __re
 }
 
 // One block per query: exact top-k of the shortlist by (distance, id).
-__global__ void __launch_bounds__(kThreads) RerankKernel(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t n,
-                                                         const uint32_t* __restrict__ queries,
-                                                         const uint32_t* __restrict__ cand,
-                                                         const uint32_t* __restrict__ candCount,
-                                                         uint32_t* __restrict__ ghist, uint32_t k, uint32_t bits,
-                                                         uint32_t* __restrict__ outIds, uint16_t* __restrict__ outDist) {
+__global__ void __launch_bounds__(kThreads)
+    RerankKernel(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t n, const uint32_t* __restrict__ queries,
+                 const uint32_t* __restrict__ cand, const uint32_t* __restrict__ candCount,
+                 uint32_t* __restrict__ ghist, uint32_t k, uint32_t bits, uint32_t* __restrict__ outIds,
+                 uint16_t* __restrict__ outDist) {
   __shared__ unsigned long long keys[kMaxK];
   __shared__ BlockScan::TempStorage tmp;
   __shared__ uint32_t sD, sBelow, sLess;
@@ -129,7 +128,8 @@ __global__ void __launch_bounds__(kThreads) RerankKernel(const uint32_t* __restr
   uint32_t* hist = ghist + uint64_t(q) * bins;  // zeroed by the host
   for (uint32_t i = threadIdx.x; i < wp; i += kThreads) sq[i] = queries[uint64_t(q) * wp + i];
   __syncthreads();
-  for (uint32_t i = threadIdx.x; i < c; i += kThreads) atomicAdd(hist + RowDistance(codes + uint64_t(cq[i]) * wp, sq, wp), 1u);
+  for (uint32_t i = threadIdx.x; i < c; i += kThreads)
+    atomicAdd(hist + RowDistance(codes + uint64_t(cq[i]) * wp, sq, wp), 1u);
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t cum = 0, t = bits;
@@ -154,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) RerankKernel(const uint32_t* __restr
 }
 
 __global__ void QueryKeysKernel(const uint32_t* __restrict__ queries, uint32_t nq, uint32_t wp,
-                                const uint32_t* __restrict__ pos, uint32_t tables, uint32_t h, uint32_t* __restrict__ qkeys) {
+                                const uint32_t* __restrict__ pos, uint32_t tables, uint32_t h,
+                                uint32_t* __restrict__ qkeys) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= nq * tables) return;
   const uint32_t q = i / tables, t = i % tables;

@@ -14,9 +14,9 @@ namespace {
 // (in rows) lets the sample pass read every stride-th row.
 
 template <int QT, class Epi>
-__global__ void __launch_bounds__(kThreads) PopcTile(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t nrows,
-                                                     uint64_t stride, const uint32_t* __restrict__ queries, uint32_t nq,
-                                                     Epi epi) {
+__global__ void __launch_bounds__(kThreads)
+    PopcTile(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t nrows, uint64_t stride,
+             const uint32_t* __restrict__ queries, uint32_t nq, Epi epi) {
   __shared__ uint32_t sdb[32 * (kThreads + 1)];  // [word][row], padded against bank conflicts
   __shared__ uint32_t sq[QT * 32];
   const uint32_t q0 = blockIdx.x * QT;
@@ -58,10 +58,10 @@ __global__ void __launch_bounds__(kThreads) PopcTile(const uint32_t* __restrict_
 // Fragments: lane = 4 * g + c; a0/a2 = query g words c / c+4, a1/a3 = query
 // g+8; b0/b1 = row g words c / c+4; C[i] = (query g + 8 * (i >> 1), row 2c + (i & 1)).
 template <class Epi>
-__global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ pops,
-                                               uint32_t wp, uint64_t nrows, uint64_t stride,
-                                               const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops,
-                                               uint32_t nq, Epi epi) {
+__global__ void __launch_bounds__(128)
+    MmaTile(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ pops, uint32_t wp, uint64_t nrows,
+            uint64_t stride, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops, uint32_t nq,
+            Epi epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kTiles = 8;
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(128) MmaTile(const uint32_t* __restrict__ code
       for (int i = 0; i < 4; ++i) {
         const uint32_t q = i < 2 ? qa : qb;
         const uint64_t row = r0 + t * 8 + 2 * c + (i & 1);
-        if (q < nq && row < nrows) epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]), i < 2 ? parA : parB);
+        if (q < nq && row < nrows)
+          epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]), i < 2 ? parA : parB);
       }
     }
   }
@@ -134,8 +135,8 @@ __device__ __forceinline__ void Mma256(int (&acc)[4], const uint32_t (&a)[4], ui
 }
 
 // a[m] for m-fragment m of the warp: rows (queries) 16m + g and 16m + g + 8.
-__device__ __forceinline__ void LoadA(uint32_t (&a)[2][4], const uint32_t* __restrict__ queries, const uint32_t (&qoff)[4],
-                                      uint32_t kc, uint32_t c) {
+__device__ __forceinline__ void LoadA(uint32_t (&a)[2][4], const uint32_t* __restrict__ queries,
+                                      const uint32_t (&qoff)[4], uint32_t kc, uint32_t c) {
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     const uint2 lo = __ldg(reinterpret_cast<const uint2*>(queries + qoff[2 * m] + kc + 2 * c));
@@ -147,11 +148,10 @@ __device__ __forceinline__ void LoadA(uint32_t (&a)[2][4], const uint32_t* __res
 // KS > 0: wp == 8 * KS and the query fragments stay in registers for the sweep;
 // KS == 0: any wp, fragments reloaded (from L1) every k-step.
 template <int KS, class Epi>
-__global__ void __launch_bounds__(kM2Warps * 32, 2) MmaTile2(const uint32_t* __restrict__ codes,
-                                                            const uint32_t* __restrict__ pops, uint32_t wp,
-                                                            uint64_t nrows, uint64_t stride,
-                                                            const uint32_t* __restrict__ queries,
-                                                            const uint32_t* __restrict__ qpops, uint32_t nq, Epi epi) {
+__global__ void __launch_bounds__(kM2Warps * 32, 2)
+    MmaTile2(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ pops, uint32_t wp, uint64_t nrows,
+             uint64_t stride, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops, uint32_t nq,
+             Epi epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   // Query slot s in 0..3 is query qw + g + 8s: fragment s >> 1, accumulator half s & 1.

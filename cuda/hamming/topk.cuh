@@ -17,7 +17,9 @@ struct HistAll {
   __device__ uint32_t Param(uint32_t) const { return 0; }
   // Largest distance the epilogue acts on (mma2 skips the rest): every distance here.
   __device__ int32_t Limit(uint32_t) const { return 1 << 20; }
-  __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t) const { atomicAdd(hist + uint64_t(q) * bins + d, 1u); }
+  __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t) const {
+    atomicAdd(hist + uint64_t(q) * bins + d, 1u);
+  }
 };
 
 struct HistBound {
@@ -148,11 +150,12 @@ __device__ void WriteOut(const unsigned long long* keys, uint32_t kk, uint32_t k
 }
 
 // One block per query: gathers d < D and the ties at D, sorts, writes k results.
-__global__ void __launch_bounds__(kThreads) FinalizeKernel(
-    const uint32_t* __restrict__ codes, uint32_t wp, uint64_t n, const uint32_t* __restrict__ queries,
-    const uint32_t* __restrict__ thr, const uint32_t* __restrict__ lessCnt, const unsigned long long* __restrict__ less,
-    const uint32_t* __restrict__ tieCnt, const uint32_t* __restrict__ ties, uint32_t k, uint32_t bits,
-    uint32_t* __restrict__ outIds, uint16_t* __restrict__ outDist) {
+__global__ void __launch_bounds__(kThreads)
+    FinalizeKernel(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t n, const uint32_t* __restrict__ queries,
+                   const uint32_t* __restrict__ thr, const uint32_t* __restrict__ lessCnt,
+                   const unsigned long long* __restrict__ less, const uint32_t* __restrict__ tieCnt,
+                   const uint32_t* __restrict__ ties, uint32_t k, uint32_t bits, uint32_t* __restrict__ outIds,
+                   uint16_t* __restrict__ outDist) {
   __shared__ unsigned long long keys[kMaxK + kTieCap];
   __shared__ BlockScan::TempStorage tmp;
   extern __shared__ uint32_t sq[];
@@ -162,7 +165,8 @@ __global__ void __launch_bounds__(kThreads) FinalizeKernel(
   for (uint32_t i = threadIdx.x; i < L; i += kThreads) keys[i] = less[uint64_t(q) * k + i];
   uint32_t total;
   if (T <= kTieCap) {
-    for (uint32_t i = threadIdx.x; i < T; i += kThreads) keys[L + i] = (uint64_t(D) << 32) | ties[uint64_t(q) * kTieCap + i];
+    for (uint32_t i = threadIdx.x; i < T; i += kThreads)
+      keys[L + i] = (uint64_t(D) << 32) | ties[uint64_t(q) * kTieCap + i];
     total = L + T;
   } else {
     // More ties than the buffer holds: take the first `need` ids at D by an in-order scan.
@@ -178,11 +182,9 @@ __global__ void __launch_bounds__(kThreads) FinalizeKernel(
 }
 
 // One block per query of the fast path: sorts the kept pairs and writes the first k.
-__global__ void __launch_bounds__(kThreads) SortCandidatesKernel(const uint32_t* __restrict__ cnt,
-                                                                 const unsigned long long* __restrict__ cand,
-                                                                 uint64_t n, uint32_t k, uint32_t bits,
-                                                                 uint32_t* __restrict__ outIds,
-                                                                 uint16_t* __restrict__ outDist) {
+__global__ void __launch_bounds__(kThreads)
+    SortCandidatesKernel(const uint32_t* __restrict__ cnt, const unsigned long long* __restrict__ cand, uint64_t n,
+                         uint32_t k, uint32_t bits, uint32_t* __restrict__ outIds, uint16_t* __restrict__ outDist) {
   __shared__ unsigned long long keys[kCandCap];
   const uint32_t q = blockIdx.x, c = cnt[q];
   if (c > kCandCap) return;  // overflow: the host reruns this query through the histogram passes

@@ -129,7 +129,11 @@ export function registerCluster(program: Command, io: Io, done: (code: number) =
     .option('--decay <n>', 'a cluster expires after this many documents without a new member', integer('decay', 0, 2 ** 31))
     .option('--batch <n>', 'documents per micro-batch (at most)', integer('batch', 1, 1 << 20), 256)
     .addOption(new Option('-m, --mode <mode>', 'features').choices(['words', 'code', 'qgrams']).default('words'))
-    .addOption(new Option('-f, --format <f>', 'input records: text lines, JSON objects, CSV or TSV with a header').choices(['auto', 'lines', 'jsonl', 'csv', 'tsv']).default('auto'))
+    .addOption(
+      new Option('-f, --format <f>', 'input records: text lines, JSON objects, CSV or TSV with a header')
+        .choices(['auto', 'lines', 'jsonl', 'csv', 'tsv'])
+        .default('auto'),
+    )
     .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
     .option('--id-field <name>', 'JSONL/CSV/TSV field holding the document id (default: line number)', 'id')
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))

@@ -35,7 +35,8 @@ export function signer(
   method: SignatureKind,
   o: { samples: number; seed: number; backend: Backend; devices?: 'all' | number[]; dim: number },
 ): { hash(m: CsrMatrix, options?: HashOptions): Promise<Uint32Array>; dispose(): void } {
-  if (method === 'weighted') return new WeightedMinHash({ dim: o.dim, samples: o.samples, seed: o.seed, backend: o.backend, devices: o.devices });
+  if (method === 'weighted')
+    return new WeightedMinHash({ dim: o.dim, samples: o.samples, seed: o.seed, backend: o.backend, devices: o.devices });
   const mh = new MinHash({ samples: o.samples, seed: o.seed, backend: o.backend, devices: o.devices });
   return { hash: (m, options) => mh.hash(tokenHashRows(m), options), dispose: () => mh.dispose() };
 }

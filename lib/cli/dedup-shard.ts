@@ -60,7 +60,8 @@ function parseShard(s: string): { i: number; n: number } {
   const m = /^(\d+)\/(\d+)$/.exec(s.trim());
   const i = m ? Number(m[1]) : NaN;
   const n = m ? Number(m[2]) : NaN;
-  if (!m || n < 1 || n > 65536 || i >= n) throw new CliError(`--shard must be i/N with 0 <= i < N <= 65536, got '${s}'`, 'e.g. --shard 0/4', 2);
+  if (!m || n < 1 || n > 65536 || i >= n)
+    throw new CliError(`--shard must be i/N with 0 <= i < N <= 65536, got '${s}'`, 'e.g. --shard 0/4', 2);
   return { i, n };
 }
 
@@ -118,7 +119,8 @@ async function agreeOnJob(c: Redis | Cluster, prefix: string, job: Job): Promise
 
 async function readJob(c: Redis | Cluster, prefix: string): Promise<Job> {
   const have = await c.hgetall(keys(prefix).job);
-  if (!have.samples) throw new CliError(`no dedup job named '${prefix}' in Redis`, 'run the --shard workers first, with the same --prefix', 1);
+  if (!have.samples)
+    throw new CliError(`no dedup job named '${prefix}' in Redis`, 'run the --shard workers first, with the same --prefix', 1);
   return Object.fromEntries(Object.entries(have).map(([f, v]) => [f, JSON.parse(v)])) as unknown as Job;
 }
 
@@ -134,7 +136,11 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   const mode: TextMode = o.mode ?? (stdin && named.length === 0 ? 'words' : 'code');
   const weighting = o.weighting ?? defaultWeighting(o.weighted);
   if (weighting === 'tfidf') {
-    throw new CliError('--weighting tfidf needs document frequencies over the whole corpus, which no shard has', 'use --weighting count or binary with --redis', 2);
+    throw new CliError(
+      '--weighting tfidf needs document frequencies over the whole corpus, which no shard has',
+      'use --weighting count or binary with --redis',
+      2,
+    );
   }
   const job: Job = {
     threshold: o.threshold,
@@ -168,7 +174,13 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   for (const f of files) docs.push({ file: f });
   const featOptions: TextFeaturizerOptions = { mode, weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
   const feat = new TextFeaturizer(featOptions).freeze();
-  const hasher = signer(job.method, { dim: 2 ** job.hashBits, samples: job.samples, seed: job.seed, backend: o.backend, devices: o.devices });
+  const hasher = signer(job.method, {
+    dim: 2 ** job.hashBits,
+    samples: job.samples,
+    seed: job.seed,
+    backend: o.backend,
+    devices: o.devices,
+  });
   const lsh = lshFor(o, job);
   const shardName = `${shard}/${shards}`;
   try {
@@ -177,7 +189,11 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
       await agreeOnJob(c, o.prefix, job);
       const stored = await c.hsetnx(k.shards, 'count', String(shards));
       if (!stored && (await c.hget(k.shards, 'count')) !== String(shards)) {
-        throw new CliError(`job '${o.prefix}' runs with ${await c.hget(k.shards, 'count')} shards, not ${shards}`, 'give every worker the same N', 2);
+        throw new CliError(
+          `job '${o.prefix}' runs with ${await c.hget(k.shards, 'count')} shards, not ${shards}`,
+          'give every worker the same N',
+          2,
+        );
       }
       const done = await c.hgetall(k.progress(shardName));
       const mine: number[] = [];
@@ -230,7 +246,9 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
       await c.hset(k.shards, shardName, String(batches));
       const all = Object.values(await c.hgetall(k.progress(shardName))).map((v) => JSON.parse(v) as BatchStats);
       const rows = all.reduce((s, x) => s + x.rows, 0);
-      say(`cusim: shard ${shardName}: ${mine.length} documents, ${rows} inserted${resumed ? ` (${resumed} of ${batches} batches were already done)` : ''}`);
+      say(
+        `cusim: shard ${shardName}: ${mine.length} documents, ${rows} inserted${resumed ? ` (${resumed} of ${batches} batches were already done)` : ''}`,
+      );
     });
   } finally {
     hasher.dispose();
@@ -250,7 +268,8 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
     const stats: BatchStats[] = [];
     for (let i = 0; i < shards; i++) {
       const finished = await c.hget(k.shards, `${i}/${shards}`);
-      if (finished === null) throw new CliError(`shard ${i}/${shards} of job '${o.prefix}' has not finished`, 'run (or rerun) that worker, then the report', 1);
+      if (finished === null)
+        throw new CliError(`shard ${i}/${shards} of job '${o.prefix}' has not finished`, 'run (or rerun) that worker, then the report', 1);
       stats.push(...Object.values(await c.hgetall(k.progress(`${i}/${shards}`))).map((v) => JSON.parse(v) as BatchStats));
     }
     const lsh = lshFor(o, job);
@@ -300,7 +319,14 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       schema: 'cusim.dedup/1',
       backend: o.backend,
       gpus: o.backend === 'cuda' ? devices().gpus.map((x) => x.name) : [],
-      options: { threshold: job.threshold, samples: job.samples, seed: job.seed, mode: job.mode, weighting: job.weighting, method: job.method },
+      options: {
+        threshold: job.threshold,
+        samples: job.samples,
+        seed: job.seed,
+        mode: job.mode,
+        weighting: job.weighting,
+        method: job.method,
+      },
       input: {
         source: job.source,
         documents: stats.reduce((s, x) => s + x.documents, 0),
@@ -311,7 +337,15 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
           .sort((a, b) => a.at - b.at)
           .map(({ id, reason }) => ({ id, reason })),
       },
-      lsh: { ...paramsFor(job), recall: recallCurve(paramsFor(job).bands, paramsFor(job).rows, job.threshold, recallParams(job.threshold, 128, { recall: job.recall }).at) },
+      lsh: {
+        ...paramsFor(job),
+        recall: recallCurve(
+          paramsFor(job).bands,
+          paramsFor(job).rows,
+          job.threshold,
+          recallParams(job.threshold, 128, { recall: job.recall }).at,
+        ),
+      },
       groups,
       packages: [],
       stages: [],

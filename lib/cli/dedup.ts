@@ -99,7 +99,8 @@ function planInputs(paths: string[], o: DedupOptions, io: Io): { records: Record
   const docRoots: string[] = [];
   for (const p of paths) {
     if (p === '-') {
-      if (io.stdinIsTTY) throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe data in, e.g. cat docs.jsonl | cusim dedup -', 2);
+      if (io.stdinIsTTY)
+        throw new CliError("'-' reads records from stdin, but stdin is a terminal", 'pipe data in, e.g. cat docs.jsonl | cusim dedup -', 2);
       records.push({ name: 'stdin', format: o.format, open: () => io.stdin as Readable });
       continue;
     }
@@ -145,7 +146,11 @@ function lshParamsFor(o: DedupOptions, say: (s: string) => void): LshParams & { 
     return p;
   } catch (e) {
     if ((e as { code?: string }).code === 'CUSIM_INVALID_ARGUMENT' && /needs/.test((e as Error).message)) {
-      throw new CliError((e as Error).message.replace(/^recall/, '--recall').replace('samples = ', '--samples '), 'raise --samples, lower --recall, or leave --samples out', 2);
+      throw new CliError(
+        (e as Error).message.replace(/^recall/, '--recall').replace('samples = ', '--samples '),
+        'raise --samples, lower --recall, or leave --samples out',
+        2,
+      );
     }
     throw e;
   }
@@ -179,7 +184,11 @@ async function featurize(
   const feat = new TextFeaturizer(featOptions);
   // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
   const hashed = method === 'classic' ? { bits: o.hashBits ?? 32, values: false } : undefined;
-  const skipped: Skip[] = unreadable.map((u) => ({ id: displayPath(u), reason: 'unreadable' as const, detail: 'cannot list the directory' }));
+  const skipped: Skip[] = unreadable.map((u) => ({
+    id: displayPath(u),
+    reason: 'unreadable' as const,
+    detail: 'cannot list the directory',
+  }));
 
   // Records: streamed, featurized in batches as they arrive.
   const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, undefined, hashed);
@@ -261,12 +270,25 @@ async function featurize(
 }
 
 /** Signatures, then LSH candidates verified exactly; the signatures are dropped on return. */
-async function findGroups(matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run, endStage: (stage: string) => void): Promise<GroupsResult> {
+async function findGroups(
+  matrix: CsrMatrix,
+  params: LshParams & { samples: number },
+  run: Run,
+  endStage: (stage: string) => void,
+): Promise<GroupsResult> {
   const { o, backend, bar, signal, method } = run;
   let sigs: Uint32Array | undefined = await signatures(matrix, params, run);
   bar.stop();
   endStage('hash');
-  const lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold: o.threshold, backend, devices: o.devices, kind: method });
+  const lsh = new MinHashLSH({
+    bands: params.bands,
+    rows: params.rows,
+    samples: params.samples,
+    threshold: o.threshold,
+    backend,
+    devices: o.devices,
+    kind: method,
+  });
   try {
     const rowIds = new Uint32Array(matrix.rows);
     for (let i = 0; i < rowIds.length; i++) rowIds[i] = i;
@@ -304,15 +326,14 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   say(backendLine(backend));
   if (o.redis !== undefined || o.shard !== undefined || o.report) {
     if (o.redis === undefined) throw new CliError('--shard and --report need --redis URL', 'e.g. --redis redis://127.0.0.1:6379', 2);
-    if (!!o.shard === !!o.report) throw new CliError('--redis needs either --shard i/N (a worker) or --report', 'see "Scaling out" in the README', 2);
+    if (!!o.shard === !!o.report)
+      throw new CliError('--redis needs either --shard i/N (a worker) or --report', 'see "Scaling out" in the README', 2);
     const so = { ...o, redis: o.redis, backend };
     return o.report ? reportCommand(so, io) : shardCommand(paths, so, io);
   }
 
   const scan = paths.length === 0;
-  let extensions: string[] | undefined = o.ext
-    ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim()))
-    : undefined;
+  let extensions: string[] | undefined = o.ext ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim())) : undefined;
   const { records, docRoots } = planInputs(paths, o, io);
   let source: string;
   if (scan) {
@@ -346,7 +367,18 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     ...(o.native ? {} : { native: false }),
   };
   const bar = progress(wantsProgress(o), io.stderr);
-  const { matrix, ids, skipped, documents, tooSmall } = await featurize(records, docFiles, unreadable, o, io, bar, mode, minTokens, featOptions, method);
+  const { matrix, ids, skipped, documents, tooSmall } = await featurize(
+    records,
+    docFiles,
+    unreadable,
+    o,
+    io,
+    bar,
+    mode,
+    minTokens,
+    featOptions,
+    method,
+  );
   if (io.signal?.aborted) return 0;
   endStage('read + featurize');
   let skipSummary = '';
@@ -358,7 +390,8 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     if (o.verbose) for (const s of skipped) say(`  skipped (${s.reason}${s.detail ? `: ${s.detail}` : ''}): ${escapeText(s.id)}`);
   }
   if (matrix.rows === 0 || matrix.cols === 0) {
-    const where = escapeText(source) + (extensions && docFiles.length === 0 && records.length === 0 ? ` with extensions ${extensions.join(',')}` : '');
+    const where =
+      escapeText(source) + (extensions && docFiles.length === 0 && records.length === 0 ? ` with extensions ${extensions.join(',')}` : '');
     const why =
       documents === 0
         ? skipped.length
@@ -366,7 +399,11 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
           : ''
         : `: ${documents} read, none with at least ${Math.max(1, minTokens)} token(s)`;
     const fix =
-      documents > 0 ? 'lower --min-tokens or pick another --mode' : scan ? 'install packages first or name a path' : 'check the path, --ext, --exclude or --format';
+      documents > 0
+        ? 'lower --min-tokens or pick another --mode'
+        : scan
+          ? 'install packages first or name a path'
+          : 'check the path, --ext, --exclude or --format';
     throw new CliError(`no documents found in ${where}${why}`, fix, 1);
   }
   const curve = recallCurve(params.bands, params.rows, o.threshold, recallParams(o.threshold, DEFAULT_SAMPLES, { recall: o.recall }).at);
@@ -435,17 +472,35 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
         'with no path, scans ./node_modules for copied source files and packages',
     )
     .argument('[paths...]', "files, directories (recursive) or '-' for records on stdin")
-    .option('-t, --threshold <x>', 'similarity threshold (set Jaccard for binary features, else weighted Jaccard)', between('threshold', 0, 1), DEFAULT_THRESHOLD)
-    .option('-r, --recall <p>', 'least probability of finding a pair at similarity threshold + 0.05', between('recall', 0, 1), DEFAULT_RECALL)
-    .option('-s, --samples <n>', `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`, integer('samples', 1, 65536))
+    .option(
+      '-t, --threshold <x>',
+      'similarity threshold (set Jaccard for binary features, else weighted Jaccard)',
+      between('threshold', 0, 1),
+      DEFAULT_THRESHOLD,
+    )
+    .option(
+      '-r, --recall <p>',
+      'least probability of finding a pair at similarity threshold + 0.05',
+      between('recall', 0, 1),
+      DEFAULT_RECALL,
+    )
+    .option(
+      '-s, --samples <n>',
+      `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`,
+      integer('samples', 1, 65536),
+    )
     .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)
-    .addOption(new Option('-m, --mode <mode>', 'features: code (identifier names), words, qgrams (default: words for records, code for files)').choices(['code', 'words', 'qgrams']))
     .addOption(
-      new Option('-w, --weighting <w>', 'feature weights: binary (sets; classic MinHash, the default), count or tfidf (weighted MinHash)').choices([
-        'count',
-        'binary',
-        'tfidf',
-      ]),
+      new Option(
+        '-m, --mode <mode>',
+        'features: code (identifier names), words, qgrams (default: words for records, code for files)',
+      ).choices(['code', 'words', 'qgrams']),
+    )
+    .addOption(
+      new Option(
+        '-w, --weighting <w>',
+        'feature weights: binary (sets; classic MinHash, the default), count or tfidf (weighted MinHash)',
+      ).choices(['count', 'binary', 'tfidf']),
     )
     .option('--weighted', 'weighted MinHash over token counts (or --weighting tfidf) instead of classic MinHash over token sets')
     .option('-q, --q <n>', 'q for --mode qgrams', integer('q', 1, 16), 3)
@@ -465,16 +520,34 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--exclude <glob>', 'leave out paths matching this glob in directory walks (repeatable), e.g. "**/test/**"', collect, [])
     .option('--no-gitignore', 'walk files that .gitignore files exclude')
     .option('--max-size <bytes>', 'skip files (and records) larger than this', integer('max-size', 1, 2 ** 31), 4 * 1024 * 1024)
-    .option('--min-tokens <n>', 'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)', integer('min-tokens', 0, 1e9))
+    .option(
+      '--min-tokens <n>',
+      'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)',
+      integer('min-tokens', 0, 1e9),
+    )
     .option('--limit <n>', 'groups shown in the table (0: all)', integer('limit', 0, 1e9), 50)
-    .option('--threads <n>', 'worker threads reading and featurizing files (1: main thread only)', integer('threads', 1, 256), defaultThreads())
+    .option(
+      '--threads <n>',
+      'worker threads reading and featurizing files (1: main thread only)',
+      integer('threads', 1, 256),
+      defaultThreads(),
+    )
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
-    .option('--hash-bits <n>', `hash features into 2^n columns instead of a vocabulary (default with --redis: ${DEFAULT_HASH_BITS})`, integer('hash-bits', 1, 31))
+    .option(
+      '--hash-bits <n>',
+      `hash features into 2^n columns instead of a vocabulary (default with --redis: ${DEFAULT_HASH_BITS})`,
+      integer('hash-bits', 1, 31),
+    )
     .option('--redis <url>', 'scale out: share one index in Redis (redis://host:port; any node of a cluster)')
     .option('--shard <i/N>', 'with --redis: featurize, hash and insert documents j with j mod N = i of the input')
     .option('--report', 'with --redis: compute and print the groups of every shard')
-    .option('--prefix <name>', 'with --redis: the job\'s key prefix (one per corpus and settings)', 'cusim-dedup')
-    .option('--batch-docs <n>', 'with --shard: documents per insert batch (a restarted worker resumes after the last finished batch)', integer('batch-docs', 1, 1e7), 4096)
+    .option('--prefix <name>', "with --redis: the job's key prefix (one per corpus and settings)", 'cusim-dedup')
+    .option(
+      '--batch-docs <n>',
+      'with --shard: documents per insert batch (a restarted worker resumes after the last finished batch)',
+      integer('batch-docs', 1, 1e7),
+      4096,
+    )
     .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'list skipped files and stage times; print stack traces on errors')

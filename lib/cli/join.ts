@@ -59,13 +59,14 @@ function openRecords(file: string, io: Io, format: RecordFormat): { input: Reada
     if (e instanceof CliError) throw e;
     throw fsError(e, file);
   }
-  return { input: createReadStream(file), size, format: format === 'auto' ? formatOfFile(file) ?? 'auto' : format, name: file };
+  return { input: createReadStream(file), size, format: format === 'auto' ? (formatOfFile(file) ?? 'auto') : format, name: file };
 }
 
 function checkThreshold(v: string, measure: JoinMeasure): number {
   const x = Number(v);
   if (measure === 'overlap') {
-    if (!/^\d+$/.test(v.trim()) || x < 1) throw new CliError(`--threshold for --measure overlap must be an integer ≥ 1, got ${v}`, 'e.g. --threshold 3', 2);
+    if (!/^\d+$/.test(v.trim()) || x < 1)
+      throw new CliError(`--threshold for --measure overlap must be an integer ≥ 1, got ${v}`, 'e.g. --threshold 3', 2);
   } else if (v.trim() === '' || !Number.isFinite(x) || x <= 0 || x > 1) {
     throw new CliError(`--threshold for --measure ${measure} must be a number in (0, 1], got ${v}`, 'e.g. --threshold 0.8', 2);
   }
@@ -115,7 +116,8 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
   await stream.finish();
   bar.stop();
   if (io.signal?.aborted) return 0;
-  if (ids.length === 0) throw new CliError(`no records found in ${file === '-' ? 'stdin' : escapeText(file)}`, 'check the file, --format and --field', 1);
+  if (ids.length === 0)
+    throw new CliError(`no records found in ${file === '-' ? 'stdin' : escapeText(file)}`, 'check the file, --format and --field', 1);
   const sets = feat.build();
   const joinOptions = {
     threshold,
@@ -148,7 +150,12 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
   const start = (): void => {
     started = true;
     if (o.json) {
-      const head = { schema: 'cusim.join/1', backend: backendUsed, options: { threshold, measure: o.measure, tokens }, records: ids.length };
+      const head = {
+        schema: 'cusim.join/1',
+        backend: backendUsed,
+        options: { threshold, measure: o.measure, tokens },
+        records: ids.length,
+      };
       emit(safeJson(head, 2).replace(/\n}$/, ',\n  "pairs": ['));
     } else if (o.csv) emit('left,right,overlap,similarity\n');
   };
@@ -159,7 +166,10 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
       for (let i = 0; i < r.left.length; i++, pairs++) {
         let line: string;
         if (o.json) {
-          line = (pairs ? ',' : '') + '\n    ' + safeJson({ left: ids[r.left[i]], right: ids[r.right[i]], overlap: r.overlap[i], similarity: round(r.similarity[i]) });
+          line =
+            (pairs ? ',' : '') +
+            '\n    ' +
+            safeJson({ left: ids[r.left[i]], right: ids[r.right[i]], overlap: r.overlap[i], similarity: round(r.similarity[i]) });
         } else if (o.csv) {
           line = `${csvField(ids[r.left[i]])},${csvField(ids[r.right[i]])},${r.overlap[i]},${round(r.similarity[i])}\n`;
         } else if (pairs < limit) {
@@ -197,7 +207,11 @@ export function registerJoin(program: Command, io: Io, done: (code: number) => v
     .option('--qgram <q>', 'character q-grams (default 3)', integer('qgram', 1, 16))
     .option('--words', 'use words instead of q-grams')
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
-    .addOption(new Option('-f, --format <f>', 'record format (auto: by extension, else JSONL or lines)').choices(['auto', 'lines', 'jsonl', 'csv', 'tsv']).default('auto'))
+    .addOption(
+      new Option('-f, --format <f>', 'record format (auto: by extension, else JSONL or lines)')
+        .choices(['auto', 'lines', 'jsonl', 'csv', 'tsv'])
+        .default('auto'),
+    )
     .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
     .option('--id-field <name>', 'JSONL/CSV/TSV field holding the record id (default: line number)', 'id')
     .option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter)
@@ -205,7 +219,11 @@ export function registerJoin(program: Command, io: Io, done: (code: number) => v
     .option('--csv', 'print CSV: left,right,overlap,similarity')
     .option('--limit <n>', 'pairs shown in the table (0: all)', integer('limit', 0, 1e9), 50)
     .option('--sort', 'print all pairs sorted by (left, right) (default: printed as found, sorted within each chunk)')
-    .option('--chunk-pairs <n>', 'most pairs the CPU join hands over at once (default 2^26; bounds memory)', integer('chunk-pairs', 1, 2 ** 32 - 1))
+    .option(
+      '--chunk-pairs <n>',
+      'most pairs the CPU join hands over at once (default 2^26; bounds memory)',
+      integer('chunk-pairs', 1, 2 ** 32 - 1),
+    )
     .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'print stack traces on errors')

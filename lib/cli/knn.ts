@@ -33,9 +33,14 @@ function readCodes(file: string, flag: string, bits: number): { data: Uint32Arra
     throw fsError(e, file);
   }
   const row = bits / 8;
-  if (buf.length === 0) throw new CliError(`no codes found in ${flag} ${escapeText(file)} (the file is empty)`, 'pass a file of packed codes', 1);
+  if (buf.length === 0)
+    throw new CliError(`no codes found in ${flag} ${escapeText(file)} (the file is empty)`, 'pass a file of packed codes', 1);
   if (buf.length % row !== 0) {
-    throw new CliError(`${flag} ${escapeText(file)} has ${buf.length} bytes, not a multiple of ${row} (${bits}-bit codes)`, 'check --bits', 1);
+    throw new CliError(
+      `${flag} ${escapeText(file)} has ${buf.length} bytes, not a multiple of ${row} (${bits}-bit codes)`,
+      'check --bits',
+      1,
+    );
   }
   // A fresh copy starts at offset 0, so it can be viewed as little-endian words.
   return { data: new Uint32Array(new Uint8Array(buf).buffer, 0, buf.length / 4), rows: buf.length / row };
@@ -80,7 +85,14 @@ async function knnCommand(o: KnnOptions, io: Io): Promise<number> {
       return true;
     };
     if (o.json) {
-      const head = JSON.stringify({ schema: 'cusim.knn/1', backend: r.backend, bits: o.bits, k: o.k, method: o.method, indexed: base.rows });
+      const head = JSON.stringify({
+        schema: 'cusim.knn/1',
+        backend: r.backend,
+        bits: o.bits,
+        k: o.k,
+        method: o.method,
+        indexed: base.rows,
+      });
       put(head.slice(0, -1) + ',"results":[');
       for (let i = 0; i < results.length; i++) if (!put((i ? ',' : '') + JSON.stringify(results[i]))) return 0;
       put(']}\n');

@@ -36,7 +36,14 @@ export async function main(argv: string[], baseIo: Io = defaultIo): Promise<numb
   process.once('SIGINT', onInt);
   const io: Io = { ...baseIo, signal: ac.signal, stdoutClosed: () => state.closed };
   try {
-    return await run(argv, io, verbose, (c) => (exitCode = c), () => exitCode, () => state.closed);
+    return await run(
+      argv,
+      io,
+      verbose,
+      (c) => (exitCode = c),
+      () => exitCode,
+      () => state.closed,
+    );
   } finally {
     process.off('SIGINT', onInt);
   }

@@ -59,7 +59,6 @@ export function backendLine(backend: string): string {
     const names = d.gpus.map((g) => `${g.index}: ${g.name}`).join(', ');
     return `cusim: backend cuda on ${names}`;
   }
-  const why = d.compiledWithCuda ? d.reason ?? 'not requested' : 'addon built without CUDA';
+  const why = d.compiledWithCuda ? (d.reason ?? 'not requested') : 'addon built without CUDA';
   return `cusim: backend cpu (GPU: ${why})`;
 }
-

@@ -63,7 +63,8 @@ export class StreamFeaturizer {
       b.set(a);
       return b;
     };
-    if (this.#nnz + nnz > 0xffffffff) throw new RangeError('more than 2^32 - 1 token columns in one matrix: dedup fewer documents per run (or shard with --redis)');
+    if (this.#nnz + nnz > 0xffffffff)
+      throw new RangeError('more than 2^32 - 1 token columns in one matrix: dedup fewer documents per run (or shard with --redis)');
     this.#indptr = grow(this.#indptr, this.#rows + rows + 1);
     this.#indices = grow(this.#indices, this.#nnz + nnz);
     for (let i = 1; i <= rows; i++) this.#indptr[this.#rows + i] = this.#nnz + r.indptr[i];

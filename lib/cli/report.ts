@@ -77,12 +77,12 @@ export function buildGroups(ids: readonly string[], r: DedupResultLike): ReportG
     const rows = Array.from(m);
     const g = r.group[rows[0]];
     return {
-    id,
-    size: rows.length,
-    members: rows.map((row) => ({ id: ids[row], similarity: round(best[row]) })),
-    pairs: (pairsOf.get(g) ?? [])
-      .sort((a, b) => a.l - b.l || a.r - b.r)
-      .map((p) => ({ left: ids[p.l], right: ids[p.r], similarity: round(p.s) })),
+      id,
+      size: rows.length,
+      members: rows.map((row) => ({ id: ids[row], similarity: round(best[row]) })),
+      pairs: (pairsOf.get(g) ?? [])
+        .sort((a, b) => a.l - b.l || a.r - b.r)
+        .map((p) => ({ left: ids[p.l], right: ids[p.r], similarity: round(p.s) })),
     };
   });
 }

@@ -60,7 +60,11 @@ export function readDoc(file: string, id: string, maxBytes: number): Doc | Skip 
     const size = fstatSync(fd).size;
     if (size > maxBytes) return { id, reason: 'too-large', detail: `${formatBytes(size)} > --max-size ${formatBytes(maxBytes)}` };
     if (size > MAX_DOC_BYTES) {
-      return { id, reason: 'too-large', detail: `${formatBytes(size)} > ${formatBytes(MAX_DOC_BYTES)}, the longest text one document can hold (read it as records with --format)` };
+      return {
+        id,
+        reason: 'too-large',
+        detail: `${formatBytes(size)} > ${formatBytes(MAX_DOC_BYTES)}, the longest text one document can hold (read it as records with --format)`,
+      };
     }
     const buf = Buffer.allocUnsafe(size);
     let off = 0;
@@ -133,7 +137,10 @@ function readGitignore(dir: string): IgnoreLevel | undefined {
 export function* walk(root: string, options: WalkOptions = {}): Generator<string> {
   const excluded = options.exclude?.length ? picomatch(options.exclude as string[], { dot: true }) : undefined;
   const excludedName = options.exclude?.length
-    ? picomatch(options.exclude.filter((g) => !g.includes('/')), { dot: true })
+    ? picomatch(
+        options.exclude.filter((g) => !g.includes('/')),
+        { dot: true },
+      )
     : undefined;
   const gitignore = options.gitignore ?? true;
   function* inner(dir: string, levels: IgnoreLevel[]): Generator<string> {

@@ -153,7 +153,9 @@ export class NativeTokenizer {
   constructor(options: NativeTokenizerOptions) {
     const addon = native();
     if (typeof addon.TextTokenizer !== 'function') {
-      throw typeError('native: true needs the native tokenizer, which the loaded cusim addon lacks (an older build): rebuild it with `npm run build`, or pass native: false');
+      throw typeError(
+        'native: true needs the native tokenizer, which the loaded cusim addon lacks (an older build): rebuild it with `npm run build`, or pass native: false',
+      );
     }
     this.handle = new addon.TextTokenizer(options);
   }
@@ -179,11 +181,7 @@ export class NativeTokenizer {
   }
 
   /** tokenizeBatch() with the native part on the thread pool, off the event loop. */
-  async tokenizeBatchAsync(
-    texts: readonly string[],
-    minTokens: number,
-    jsTokenize: (t: string) => string[],
-  ): Promise<TokenBatch> {
+  async tokenizeBatchAsync(texts: readonly string[], minTokens: number, jsTokenize: (t: string) => string[]): Promise<TokenBatch> {
     // The texts as they are now: documents left to JavaScript are read after
     // the await, when the caller may have changed its array.
     const own = Array.from(texts);
@@ -218,7 +216,12 @@ export async function hashedRows(
     const { bytes, offsets } = encode(own, true);
     r = (await handle.hashedRowsAsync(bytes, offsets, minTokens, bits)) as Raw;
   } else {
-    r = { tokens: new Uint32Array(own.length).fill(FALLBACK), rowPtr: Uint32Array.of(0), cols: new Uint32Array(0), values: new Float32Array(0) };
+    r = {
+      tokens: new Uint32Array(own.length).fill(FALLBACK),
+      rowPtr: Uint32Array.of(0),
+      cols: new Uint32Array(0),
+      values: new Float32Array(0),
+    };
   }
   if (!r.tokens.includes(FALLBACK)) return { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values };
   // Documents the native tokenizer leaves to JavaScript (non-ASCII words or
@@ -278,12 +281,7 @@ function finish(texts: readonly string[], raw: RawBatch, minTokens: number, jsTo
  * Renumbers a native batch with some documents left to JavaScript into one
  * dictionary in first-occurrence order over all kept documents.
  */
-function mergeFallback(
-  texts: readonly string[],
-  raw: RawBatch,
-  minTokens: number,
-  jsTokenize: (t: string) => string[],
-): TokenBatch {
+function mergeFallback(texts: readonly string[], raw: RawBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
   const b = new BatchBuilder(minTokens);
   const fromNative = new Int32Array(raw.terms.length).fill(-1);
   for (let d = 0; d < texts.length; d++) {

@@ -165,8 +165,7 @@ export class TextFeaturizer {
   constructor(options?: TextFeaturizerOptions, vocabulary?: BaseVocabulary) {
     this.options = Object.freeze(settingsFrom(options, 'options'));
     this.stop = stopWordSet(this.options.stopWords);
-    this.vocabulary =
-      vocabulary ?? (this.options.hashBits !== undefined ? new HashedVocabulary(this.options.hashBits) : new Vocabulary());
+    this.vocabulary = vocabulary ?? (this.options.hashBits !== undefined ? new HashedVocabulary(this.options.hashBits) : new Vocabulary());
     this.hashedSlots = this.vocabulary instanceof HashedVocabulary ? new Map() : undefined;
     this.nativeTokenizer = this.makeNativeTokenizer(isObject(options) ? options.native : undefined);
   }
@@ -268,7 +267,9 @@ export class TextFeaturizer {
     const minTokens = checkInt(options.minTokens ?? 0, 'minTokens', 0, 0xfffffffe);
     const bits = checkInt(options.bits ?? 32, 'bits', 1, 32);
     const tokenize = (t: string) => this.tokenize(t);
-    return this.nativeTokenizer ? this.nativeTokenizer.hashedRowsAsync(texts, minTokens, bits, tokenize) : hashedRows(undefined, texts, minTokens, bits, tokenize);
+    return this.nativeTokenizer
+      ? this.nativeTokenizer.hashedRowsAsync(texts, minTokens, bits, tokenize)
+      : hashedRows(undefined, texts, minTokens, bits, tokenize);
   }
 
   /**
@@ -561,12 +562,16 @@ export class TextFeaturizer {
     if (checksum !== undefined) {
       const { checksum: _c, ...body } = j;
       if (typeof checksum !== 'string' || checksum !== jsonChecksum(body)) {
-        throw rangeError('json.checksum does not match its contents: the saved featurizer was altered or damaged (delete checksum to load an edited file)');
+        throw rangeError(
+          'json.checksum does not match its contents: the saved featurizer was altered or damaged (delete checksum to load an edited file)',
+        );
       }
     }
     const hashed = isObject(vocabulary) && vocabulary.kind === 'hashed';
     if (hashed !== (opts.hashBits !== undefined)) {
-      throw typeError(`json.vocabulary.kind must be ${opts.hashBits !== undefined ? "'hashed' with json.hashBits" : "'vocabulary' without json.hashBits"}`);
+      throw typeError(
+        `json.vocabulary.kind must be ${opts.hashBits !== undefined ? "'hashed' with json.hashBits" : "'vocabulary' without json.hashBits"}`,
+      );
     }
     const vocab = (hashed ? HashedVocabulary : Vocabulary).fromJSON(vocabulary, 'json.vocabulary');
     const f = new TextFeaturizer({ ...(opts as TextFeaturizerOptions), native: undefined }, vocab);

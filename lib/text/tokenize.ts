@@ -156,7 +156,8 @@ export function stopWordSet(stopWords: WordTokenOptions['stopWords']): ReadonlyS
 /** Unicode words, lowercased (locale-independent), stop words removed. */
 export function wordTokens(text: string, stop?: ReadonlySet<string>, minLength = 1): string[] {
   if (typeof text !== 'string') throw typeError(`text must be a string, got ${describe(text)}`);
-  if (stop !== undefined && typeof (stop as { has?: unknown })?.has !== 'function') throw typeError(`stop must be a Set of words, got ${describe(stop)}`);
+  if (stop !== undefined && typeof (stop as { has?: unknown })?.has !== 'function')
+    throw typeError(`stop must be a Set of words, got ${describe(stop)}`);
   const out: string[] = [];
   const lower = text.toLowerCase();
   for (const m of lower.matchAll(WORD_RE)) {

@@ -46,7 +46,8 @@ export function judge(c, outcome) {
   const coded = e instanceof Error && typeof e.code === 'string';
   if (!coded || !KNOWN_CODES.has(e.code)) return ['untyped', describeError(e)];
   if (c.errorCode && e.code !== c.errorCode) return ['wrong', `expected ${c.errorCode}, got ${describeError(e)}`];
-  if (c.kind === 'valid' && !(c.allow ?? []).includes(e.code)) return ['wrong', `rejected valid input (${c.what ?? ''}): ${describeError(e)}`];
+  if (c.kind === 'valid' && !(c.allow ?? []).includes(e.code))
+    return ['wrong', `rejected valid input (${c.what ?? ''}): ${describeError(e)}`];
   return ['typed', ''];
 }
 

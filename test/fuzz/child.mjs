@@ -21,7 +21,14 @@ process.on('message', async (m) => {
       const coded = e instanceof Error && KNOWN_CODES.has(e.code);
       if (!coded && r.status !== 'harness') [r.status, r.detail] = ['untyped', `stray ${describeError(e)}`];
     }
-    process.send({ t: 'end', id, entry: r.entry, family: r.family, status: r.status, detail: r.detail ? `${r.detail} [${r.what ?? ''}]` : '' });
+    process.send({
+      t: 'end',
+      id,
+      entry: r.entry,
+      family: r.family,
+      status: r.status,
+      detail: r.detail ? `${r.detail} [${r.what ?? ''}]` : '',
+    });
     if (globalThis.gc && id % 25 === 0) globalThis.gc();
   }
   process.send({ t: 'batch-done' });

@@ -13,7 +13,23 @@ export function caseSeed(seed, i) {
   return (x ^ (x >>> 16)) >>> 0;
 }
 
-const BAD_NUMBERS = [NaN, Infinity, -Infinity, -1, -0.5, 0.5, 1.5, 2 ** 31, 2 ** 32, 2 ** 32 + 1, 2 ** 53, 2 ** 53 + 2, 1e308, -(2 ** 31), -0];
+const BAD_NUMBERS = [
+  NaN,
+  Infinity,
+  -Infinity,
+  -1,
+  -0.5,
+  0.5,
+  1.5,
+  2 ** 31,
+  2 ** 32,
+  2 ** 32 + 1,
+  2 ** 53,
+  2 ** 53 + 2,
+  1e308,
+  -(2 ** 31),
+  -0,
+];
 const BAD_VALUES = [
   null,
   undefined,
@@ -57,7 +73,16 @@ export class Gen {
   }
   /** Anything of the wrong kind. */
   badValue() {
-    if (this.bool(0.3)) return this.pick(BAD_VALUES.concat([new Float64Array(3), new Int8Array(5), new BigInt64Array(2), new DataView(new ArrayBuffer(8)), new Uint16Array(4)]));
+    if (this.bool(0.3))
+      return this.pick(
+        BAD_VALUES.concat([
+          new Float64Array(3),
+          new Int8Array(5),
+          new BigInt64Array(2),
+          new DataView(new ArrayBuffer(8)),
+          new Uint16Array(4),
+        ]),
+      );
     return this.pick(BAD_VALUES);
   }
   /** A bad replacement for a number, or sometimes any bad value. */
@@ -117,7 +142,8 @@ export function oddBytes(a) {
 /** What a caller may do to its arrays right after starting a call (each returns when done). */
 export const SPOILERS = {
   transfer(views) {
-    for (const b of new Set(views.map((v) => v.buffer))) if (!(b instanceof SharedArrayBuffer) && b.byteLength >= 0) structuredClone(b, { transfer: [b] });
+    for (const b of new Set(views.map((v) => v.buffer)))
+      if (!(b instanceof SharedArrayBuffer) && b.byteLength >= 0) structuredClone(b, { transfer: [b] });
   },
   rewrite(views, g) {
     for (const v of views) {
@@ -148,7 +174,13 @@ export function randomCsr(g, { rows, cols, maxLen, weights = true, messy = false
 }
 
 export function copyCsr(m) {
-  return { rows: m.rows, cols: m.cols, indptr: m.indptr.slice(), indices: m.indices.slice(), ...(m.values ? { values: m.values.slice() } : {}) };
+  return {
+    rows: m.rows,
+    cols: m.cols,
+    indptr: m.indptr.slice(),
+    indices: m.indices.slice(),
+    ...(m.values ? { values: m.values.slice() } : {}),
+  };
 }
 
 export function csrViews(m) {
@@ -190,13 +222,25 @@ export function breakCsr(g, m) {
     case 9:
       return [{ ...b, indptr: Float64Array.from(b.indptr) }, 'indptr Float64Array'];
     case 10:
-      return [{ ...b, values: b.values ? b.values.subarray(0, Math.max(0, (b.indptr[b.rows] | 0) - 1 - g.int(3))) : g.badValue() }, 'values short'];
+      return [
+        { ...b, values: b.values ? b.values.subarray(0, Math.max(0, (b.indptr[b.rows] | 0) - 1 - g.int(3))) : g.badValue() },
+        'values short',
+      ];
     default:
       return [g.badValue(), 'not an object'];
   }
 }
 
-export const KNOWN_CODES = new Set(['CUSIM_INVALID_ARGUMENT', 'CUSIM_OUT_OF_MEMORY', 'CUSIM_DISPOSED', 'ABORT_ERR', 'CUSIM_CUDA_ERROR', 'CUSIM_BAD_FILE', 'CUSIM_IO_ERROR', 'CUSIM_STORAGE_ERROR']);
+export const KNOWN_CODES = new Set([
+  'CUSIM_INVALID_ARGUMENT',
+  'CUSIM_OUT_OF_MEMORY',
+  'CUSIM_DISPOSED',
+  'ABORT_ERR',
+  'CUSIM_CUDA_ERROR',
+  'CUSIM_BAD_FILE',
+  'CUSIM_IO_ERROR',
+  'CUSIM_STORAGE_ERROR',
+]);
 
 export function sameArray(a, b) {
   if (!a || !b || a.length !== b.length) return false;

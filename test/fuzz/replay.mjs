@@ -5,7 +5,14 @@ import { parseArgs } from 'node:util';
 import { generatorsOf } from './families/index.mjs';
 import { makeContext, runCase } from './case.mjs';
 
-const { values } = parseArgs({ options: { seed: { type: 'string', default: '1' }, id: { type: 'string' }, family: { type: 'string' }, backend: { type: 'string', default: 'cpu' } } });
+const { values } = parseArgs({
+  options: {
+    seed: { type: 'string', default: '1' },
+    id: { type: 'string' },
+    family: { type: 'string' },
+    backend: { type: 'string', default: 'cpu' },
+  },
+});
 const ctx = await makeContext();
 ctx.backend = values.backend;
 const table = generatorsOf(values.family?.split(','));

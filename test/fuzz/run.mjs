@@ -23,7 +23,17 @@ import { parseArgs } from 'node:util';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FAIL = ['crash', 'hang', 'wrong', 'untyped', 'harness'];
 
-export async function fuzz({ cases = 2000, seed = 1, jobs = Math.min(4, availableParallelism()), batch = 200, timeoutMs = 30000, families, only, backend = 'cpu', log = () => {} } = {}) {
+export async function fuzz({
+  cases = 2000,
+  seed = 1,
+  jobs = Math.min(4, availableParallelism()),
+  batch = 200,
+  timeoutMs = 30000,
+  families,
+  only,
+  backend = 'cpu',
+  log = () => {},
+} = {}) {
   const queue = only ? [...only] : Array.from({ length: cases }, (_, i) => i);
   const byEntry = new Map();
   const failures = [];
@@ -91,12 +101,23 @@ export async function fuzz({ cases = 2000, seed = 1, jobs = Math.min(4, availabl
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
         if (started) {
-          count(started.entry, started.family, 'crash', started.id, `child died (${signal ?? `exit ${code}`}): ${stderr.trim().split('\n').slice(-6).join(' | ')}`);
+          count(
+            started.entry,
+            started.family,
+            'crash',
+            started.id,
+            `child died (${signal ?? `exit ${code}`}): ${stderr.trim().split('\n').slice(-6).join(' | ')}`,
+          );
           pending.delete(started.id);
           done++;
         } else if (!finished && pending.size === ids.length) {
           // Died before running anything: the harness itself is broken.
-          failures.push({ id: ids[0], entry: '(child)', status: 'harness', detail: `child exited (${signal ?? code}) before its batch: ${stderr.slice(-1500)}` });
+          failures.push({
+            id: ids[0],
+            entry: '(child)',
+            status: 'harness',
+            detail: `child exited (${signal ?? code}) before its batch: ${stderr.slice(-1500)}`,
+          });
           for (const id of pending) count('(child start)', '(harness)', 'harness', id, 'child failed to start');
           pending.clear();
         }
@@ -110,7 +131,14 @@ export async function fuzz({ cases = 2000, seed = 1, jobs = Math.min(4, availabl
   await Promise.all(Array.from({ length: jobs }, worker));
   const totals = { cases: 0, ok: 0, typed: 0, wrong: 0, untyped: 0, crash: 0, hang: 0, harness: 0 };
   for (const e of byEntry.values()) for (const k of Object.keys(totals)) totals[k] += e[k];
-  return { seed, cases: totals.cases, seconds: (Date.now() - t0) / 1000, totals, byEntry: Object.fromEntries([...byEntry].sort()), failures };
+  return {
+    seed,
+    cases: totals.cases,
+    seconds: (Date.now() - t0) / 1000,
+    totals,
+    byEntry: Object.fromEntries([...byEntry].sort()),
+    failures,
+  };
 }
 
 export function formatSummary(s) {

@@ -35,7 +35,7 @@ const burst = Number(values.burst);
 const gcEvery = Number(values.gc);
 
 let seed = 12345;
-const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
 const int = (n) => Math.floor(rnd() * n);
 
 function csr(rows, cols, len) {
@@ -44,7 +44,10 @@ function csr(rows, cols, len) {
   for (let r = 0; r < rows; r++) {
     const row = new Set();
     while (row.size < len) row.add(int(cols));
-    indices.set([...row].sort((a, b) => a - b), r * len);
+    indices.set(
+      [...row].sort((a, b) => a - b),
+      r * len,
+    );
     indptr[r + 1] = (r + 1) * len;
   }
   return { rows, cols, indptr, indices, values: Float32Array.from(indices, () => 0.1 + rnd()) };
@@ -61,7 +64,12 @@ const tiny = csr(4, 20000, 10);
 const nativeHeavy = [
   () => void new lib.HammingIndex({ bits: 256 }).add(codes),
   async () => void (await new lib.WeightedMinHash({ dim: 20000, samples: 64, seed: int(1e6), backend }).hash(tiny)),
-  async () => void (await new lib.FlyHash({ inputDim: 256, hashLength: 16384, connections: 200, winners: 16, backend }).hash({ data: X.subarray(0, 256), rows: 1, cols: 256 })),
+  async () =>
+    void (await new lib.FlyHash({ inputDim: 256, hashLength: 16384, connections: 200, winners: 16, backend }).hash({
+      data: X.subarray(0, 256),
+      rows: 1,
+      cols: 256,
+    })),
   () => void native().stageArray([codes]),
 ];
 
@@ -89,7 +97,10 @@ const allSteps = [
   async () => {
     const sig = await new lib.WeightedMinHash({ dim: 20000, samples: 32, backend }).hash(m);
     const l = new lib.MinHashLSH({ threshold: 0.5, samples: 32, backend });
-    l.insert(Uint32Array.from({ length: m.rows }, (_, i) => i), sig);
+    l.insert(
+      Uint32Array.from({ length: m.rows }, (_, i) => i),
+      sig,
+    );
     await l.groups({ verify: 'exact', matrix: m });
   },
   async () => {

@@ -25,7 +25,13 @@ export const generators = [
     entry: 'new StreamClusterer',
     weight: 2,
     make(g, { lib }) {
-      const base = { threshold: g.r(), maxTerms: g.range(1, 1024), capacity: g.pick([1, 16, 1024, 2 ** 32 - 2, 2 ** 31]), decay: g.bool(0.3) ? { maxAge: g.int(100) } : undefined, backend: 'cpu' };
+      const base = {
+        threshold: g.r(),
+        maxTerms: g.range(1, 1024),
+        capacity: g.pick([1, 16, 1024, 2 ** 32 - 2, 2 ** 31]),
+        decay: g.bool(0.3) ? { maxAge: g.int(100) } : undefined,
+        backend: 'cpu',
+      };
       const opts = g.bool(0.6) ? spoilOptions(g, base) : base;
       return { entry: this.entry, kind: 'either', run: () => new lib.StreamClusterer(opts).dispose() };
     },
@@ -35,7 +41,11 @@ export const generators = [
     weight: 7,
     async make(g, ctx) {
       const cols = g.range(1, 60);
-      const opts = { threshold: g.pick([0, 0.1, 0.3, 0.6, 1]), maxTerms: g.range(1, 12), decay: g.bool(0.3) ? { maxAge: g.int(20) } : undefined };
+      const opts = {
+        threshold: g.pick([0, 0.1, 0.3, 0.6, 1]),
+        maxTerms: g.range(1, 12),
+        decay: g.bool(0.3) ? { maxAge: g.int(20) } : undefined,
+      };
       const before = docs(g, cols);
       const batch = docs(g, cols);
       const ref = await reference(ctx.lib, [before, batch], opts);
@@ -43,7 +53,18 @@ export const generators = [
       await c.add(before, { mode: g.pick(['auto', 'batch', 'sequential']) });
       const mode = g.pick(['auto', 'batch', 'sequential']);
       const want = ref.results[1];
-      const scenario = g.pick(['plain', 'variant', 'transfer', 'rewrite', 'worker', 'abort-before', 'abort-during', 'dispose-before', 'dispose-during', 'queued']);
+      const scenario = g.pick([
+        'plain',
+        'variant',
+        'transfer',
+        'rewrite',
+        'worker',
+        'abort-before',
+        'abort-during',
+        'dispose-before',
+        'dispose-during',
+        'queued',
+      ]);
       if (scenario === 'queued') {
         // Adds made without waiting run in call order, each on the state the previous one left.
         const third = docs(g, cols);
@@ -52,7 +73,8 @@ export const generators = [
           entry: this.entry,
           kind: 'valid',
           what: 'two adds queued',
-          run: () => Promise.all([c.add(copyCsr(batch), { mode }), c.add(copyCsr(third), { mode: g.pick(['auto', 'batch', 'sequential']) })]),
+          run: () =>
+            Promise.all([c.add(copyCsr(batch), { mode }), c.add(copyCsr(third), { mode: g.pick(['auto', 'batch', 'sequential']) })]),
           check: ([a, b]) =>
             diff({ cluster: a.cluster, similarity: a.similarity, created: a.created }, ref3.results[1], 'first') ??
             diff({ cluster: b.cluster, similarity: b.similarity, created: b.created }, ref3.results[2], 'second'),
@@ -83,11 +105,17 @@ export const generators = [
           try {
             return await inner();
           } catch (e) {
-            if (e?.code === 'ABORT_ERR' && (c.size !== sizeBefore || c.documents !== docsBefore)) return { partial: true, size: c.size, documents: c.documents };
+            if (e?.code === 'ABORT_ERR' && (c.size !== sizeBefore || c.documents !== docsBefore))
+              return { partial: true, size: c.size, documents: c.documents };
             throw e;
           }
         };
-        k.check = (r) => (r?.partial ? `aborted add left size ${r.size} (was ${sizeBefore}), documents ${r.documents} (was ${docsBefore})` : innerCheck ? innerCheck(r) : null);
+        k.check = (r) =>
+          r?.partial
+            ? `aborted add left size ${r.size} (was ${sizeBefore}), documents ${r.documents} (was ${docsBefore})`
+            : innerCheck
+              ? innerCheck(r)
+              : null;
       }
       k.cleanup = () => c.dispose();
       return k;
@@ -136,7 +164,9 @@ export const generators = [
       const m = randomCsr(g, { rows: g.range(0, 10), cols: g.pick([5, 100, 2 ** 32 - 1]), maxLen: 5 });
       const input = g.bool(0.3) ? breakCsr(g, m)[0] : m;
       const df = new Map();
-      if (input === m) for (let r = 0; r < m.rows; r++) for (const x of new Set(m.indices.subarray(m.indptr[r], m.indptr[r + 1]))) df.set(x, (df.get(x) ?? 0) + 1);
+      if (input === m)
+        for (let r = 0; r < m.rows; r++)
+          for (const x of new Set(m.indices.subarray(m.indptr[r], m.indptr[r + 1]))) df.set(x, (df.get(x) ?? 0) + 1);
       return {
         entry: this.entry,
         kind: input === m ? 'valid' : 'either',

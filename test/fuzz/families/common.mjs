@@ -5,7 +5,18 @@
 // and during), judged against a reference result.
 import { SPOILERS, diff, variant } from '../gen.mjs';
 
-export const SCENARIOS = ['plain', 'variant', 'transfer', 'rewrite', 'worker', 'concurrent', 'abort-before', 'abort-during', 'dispose-before', 'dispose-during'];
+export const SCENARIOS = [
+  'plain',
+  'variant',
+  'transfer',
+  'rewrite',
+  'worker',
+  'concurrent',
+  'abort-before',
+  'abort-during',
+  'dispose-before',
+  'dispose-during',
+];
 
 /**
  * spec:
@@ -64,7 +75,10 @@ export function scenarioCase(g, ctx, spec, scenario = g.pick(SCENARIOS)) {
         ...base,
         kind: 'valid',
         run: () => Promise.all([spec.call(spec.obj, args), ...others.map((o) => spec.call(spec.obj, o.args))]),
-        check: (rs) => diff(norm(rs[0]), spec.want, 'call 0') ?? others.map((o, i) => diff(norm(rs[i + 1]), o.want, `call ${i + 1}`)).find((d) => d) ?? null,
+        check: (rs) =>
+          diff(norm(rs[0]), spec.want, 'call 0') ??
+          others.map((o, i) => diff(norm(rs[i + 1]), o.want, `call ${i + 1}`)).find((d) => d) ??
+          null,
       };
     }
     case 'abort-before': {

@@ -41,7 +41,16 @@ export const generators = [
       base.connections = g.range(1, base.inputDim);
       base.winners = g.range(1, base.hashLength);
       // Cost-growing sizes: the table is hashLength x connections; these must be refused at once or cost nothing until used.
-      if (g.bool(0.3)) Object.assign(base, g.pick([{ inputDim: 2 ** 30, connections: 4, hashLength: 2 ** 30 }, { inputDim: 2 ** 30, connections: 2 ** 30, hashLength: 4 }, { hashLength: 2 ** 30, winners: 1 }, { inputDim: 2 ** 16, connections: 2 ** 16, hashLength: 2 ** 16 }]));
+      if (g.bool(0.3))
+        Object.assign(
+          base,
+          g.pick([
+            { inputDim: 2 ** 30, connections: 4, hashLength: 2 ** 30 },
+            { inputDim: 2 ** 30, connections: 2 ** 30, hashLength: 4 },
+            { hashLength: 2 ** 30, winners: 1 },
+            { inputDim: 2 ** 16, connections: 2 ** 16, hashLength: 2 ** 16 },
+          ]),
+        );
       const opts = g.bool(0.5) ? spoilOptions(g, base) : base;
       return {
         entry: this.entry,
@@ -109,7 +118,12 @@ export const generators = [
         x.data = v;
       } else if (u === 7) x = { data: new Uint8ClampedArray(rows * d), rows, cols: d };
       const opts = spoilOptions(g, { output: 'bits', backend: 'cpu', device: undefined, signal: undefined });
-      return { entry: this.entry, kind: 'either', run: () => fly.hash(x, u === 8 ? opts : { output: 'bits' }), cleanup: () => fly.dispose() };
+      return {
+        entry: this.entry,
+        kind: 'either',
+        run: () => fly.hash(x, u === 8 ? opts : { output: 'bits' }),
+        cleanup: () => fly.dispose(),
+      };
     },
   },
   {

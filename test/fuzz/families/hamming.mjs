@@ -40,7 +40,16 @@ export const generators = [
     entry: 'new HammingIndex',
     weight: 2,
     make(g, { lib }) {
-      const opts = spoilOptions(g, { bits: 32 * g.range(1, 8), method: g.pick(['exact', 'ewh']), tables: g.range(1, 64), keyBits: g.range(1, 24), maxErrors: g.range(0, 3), minScore: g.range(-5, 30), seed: g.int(9), backend: 'cpu' });
+      const opts = spoilOptions(g, {
+        bits: 32 * g.range(1, 8),
+        method: g.pick(['exact', 'ewh']),
+        tables: g.range(1, 64),
+        keyBits: g.range(1, 24),
+        maxErrors: g.range(0, 3),
+        minScore: g.range(-5, 30),
+        seed: g.int(9),
+        backend: 'cpu',
+      });
       return { entry: this.entry, kind: 'either', run: () => new lib.HammingIndex(opts).dispose() };
     },
   },
@@ -52,7 +61,15 @@ export const generators = [
       const w = bits / 32;
       const method = g.pick(['exact', 'ewh']);
       const keyBits = g.range(1, 10);
-      const index = new ctx.lib.HammingIndex({ bits, method, backend: ctx.backend, tables: g.range(1, 6), keyBits, maxErrors: g.range(0, Math.min(2, keyBits)), minScore: g.range(0, 10) });
+      const index = new ctx.lib.HammingIndex({
+        bits,
+        method,
+        backend: ctx.backend,
+        tables: g.range(1, 6),
+        keyBits,
+        maxErrors: g.range(0, Math.min(2, keyBits)),
+        minScore: g.range(0, 10),
+      });
       const db = codes(g, g.range(1, 60), w);
       index.add(g.bool(0.3) ? oddBytes(db) : db);
       const q = codes(g, g.range(0, 8), w);
@@ -121,7 +138,7 @@ export const generators = [
       const c = scenarioCase(g, ctx, spec);
       if (c.check) {
         const inner = c.check;
-        c.check = (r) => (Array.isArray(r) ? r.map((x) => check(x)).find((x) => x) ?? null : method === 'exact' ? inner(r) : check(r));
+        c.check = (r) => (Array.isArray(r) ? (r.map((x) => check(x)).find((x) => x) ?? null) : method === 'exact' ? inner(r) : check(r));
       }
       return c;
     },

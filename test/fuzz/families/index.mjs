@@ -21,7 +21,8 @@ export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, op
 export function generatorsOf(names) {
   const gens = [];
   // 'canary' (cases that fail on purpose, for the harness's own test) only when named.
-  for (const f of names?.includes('canary') ? [canary] : families) if (!names || names.includes(f.name)) for (const g of f.generators) gens.push({ family: f.name, ...g });
+  for (const f of names?.includes('canary') ? [canary] : families)
+    if (!names || names.includes(f.name)) for (const g of f.generators) gens.push({ family: f.name, ...g });
   let total = 0;
   for (const g of gens) g.cum = total += g.weight ?? 1;
   return { gens, total };

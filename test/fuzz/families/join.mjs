@@ -22,7 +22,14 @@ export function bruteJoin(sets, against, measure, t) {
       let o = 0;
       for (const x of a) if (b.has(x)) o++;
       if (o === 0) continue;
-      const s = measure === 'jaccard' ? o / (a.size + b.size - o) : measure === 'dice' ? (2 * o) / (a.size + b.size) : measure === 'cosine' ? o / Math.sqrt(a.size * b.size) : o;
+      const s =
+        measure === 'jaccard'
+          ? o / (a.size + b.size - o)
+          : measure === 'dice'
+            ? (2 * o) / (a.size + b.size)
+            : measure === 'cosine'
+              ? o / Math.sqrt(a.size * b.size)
+              : o;
       if (s >= t) {
         L.push(i);
         R.push(j);
@@ -73,9 +80,9 @@ export const generators = [
           const left = [];
           const right = [];
           for await (const c of ctx.lib.similarityJoinStream(a, opts)) {
-      left.push(...c.left);
-      right.push(...c.right);
-    }
+            left.push(...c.left);
+            right.push(...c.right);
+          }
           return { left, right };
         },
       });
@@ -87,7 +94,14 @@ export const generators = [
     make(g, { lib }) {
       const s = sets(g);
       const [bad] = g.bool(0.6) ? breakCsr(g, s) : [s];
-      const opts = spoilOptions(g, { threshold: 0.5, measure: 'jaccard', algorithm: 'ppjoin', blockSize: 16, backend: 'cpu', against: g.bool(0.2) ? breakCsr(g, sets(g))[0] : undefined });
+      const opts = spoilOptions(g, {
+        threshold: 0.5,
+        measure: 'jaccard',
+        algorithm: 'ppjoin',
+        blockSize: 16,
+        backend: 'cpu',
+        against: g.bool(0.2) ? breakCsr(g, sets(g))[0] : undefined,
+      });
       return { entry: this.entry, kind: 'either', run: () => lib.similarityJoin(bad, opts) };
     },
   },

@@ -54,7 +54,8 @@ function groups(s, ids, samples, bands, rows, threshold) {
     const i = pos.get(c.left[p]);
     const j = pos.get(c.right[p]);
     let same = 0;
-    for (let t = 0; t < samples; t++) if (s[(i * samples + t) * 2] === s[(j * samples + t) * 2] && s[(i * samples + t) * 2 + 1] === s[(j * samples + t) * 2 + 1]) same++;
+    for (let t = 0; t < samples; t++)
+      if (s[(i * samples + t) * 2] === s[(j * samples + t) * 2] && s[(i * samples + t) * 2 + 1] === s[(j * samples + t) * 2 + 1]) same++;
     if (same / samples >= threshold) {
       linked[i] = linked[j] = true;
       parent[find(i)] = find(j);
@@ -108,11 +109,11 @@ export const generators = [
             for (let j = 0; j < ids.length; j++) {
               if (isEmpty(s, j, samples)) continue;
               for (let b = 0; b < bands; b++) {
-          if (sameBand(q, i, s, j, samples, b, rows)) {
-            found.push(ids[j]);
-            b = bands;
-          }
-        }
+                if (sameBand(q, i, s, j, samples, b, rows)) {
+                  found.push(ids[j]);
+                  b = bands;
+                }
+              }
             }
             hits.push(...[...new Set(found)].sort((a, b) => a - b));
           }
@@ -124,13 +125,23 @@ export const generators = [
         entry: `MinHashLSH.${op}`,
         abortable: op !== 'query',
         want,
-        normalize: op === 'candidatePairs' ? (r) => ({ left: r.left, right: r.right }) : op === 'groups' ? (r) => ({ group: r.group, count: r.count }) : (r) => r,
+        normalize:
+          op === 'candidatePairs'
+            ? (r) => ({ left: r.left, right: r.right })
+            : op === 'groups'
+              ? (r) => ({ group: r.group, count: r.count })
+              : (r) => r,
         inputs: () => {
           const c = q.slice();
           return { args: c, views: [c] };
         },
         remake: (c, fn) => fn(c),
-        call: (_, c, signal) => (op === 'query' ? lsh.query(c) : op === 'groups' ? lsh.groups({ verify: 'estimate', threshold, signal }) : lsh.candidatePairs({ signal })),
+        call: (_, c, signal) =>
+          op === 'query'
+            ? lsh.query(c)
+            : op === 'groups'
+              ? lsh.groups({ verify: 'estimate', threshold, signal })
+              : lsh.candidatePairs({ signal }),
       });
     },
   },
@@ -146,14 +157,37 @@ export const generators = [
       const lsh = new lib.MinHashLSH({ bands: 2, rows: 2, samples: 4 });
       const good = new Uint32Array(2 * 8);
       lsh.insert([1, 2], good);
-      if (u === 1) return { entry: 'MinHashLSH.insert', kind: 'either', run: () => lsh.insert(g.pick([[1], [3, 3], [-1, 4], g.badValue(), new Uint32Array([9, 2])]), g.pick([good, good.subarray(1), g.badValue()])) };
-      if (u === 2) return { entry: 'MinHashLSH.query', kind: 'either', run: () => lsh.query(g.pick([g.badValue(), good.subarray(3), new Uint32Array(new SharedArrayBuffer(32))])) };
+      if (u === 1)
+        return {
+          entry: 'MinHashLSH.insert',
+          kind: 'either',
+          run: () =>
+            lsh.insert(
+              g.pick([[1], [3, 3], [-1, 4], g.badValue(), new Uint32Array([9, 2])]),
+              g.pick([good, good.subarray(1), g.badValue()]),
+            ),
+        };
+      if (u === 2)
+        return {
+          entry: 'MinHashLSH.query',
+          kind: 'either',
+          run: () => lsh.query(g.pick([g.badValue(), good.subarray(3), new Uint32Array(new SharedArrayBuffer(32))])),
+        };
       if (u === 3) {
         if (g.bool(0.3)) lsh.dispose();
         const m = randomCsr(g, { rows: g.range(0, 5), cols: 5, maxLen: 3 });
-        return { entry: 'MinHashLSH.groups', kind: 'either', run: () => lsh.groups(spoilOptions(g, { verify: 'exact', matrix: g.bool(0.5) ? breakCsr(g, m)[0] : m, threshold: 0.5 })) };
+        return {
+          entry: 'MinHashLSH.groups',
+          kind: 'either',
+          run: () => lsh.groups(spoilOptions(g, { verify: 'exact', matrix: g.bool(0.5) ? breakCsr(g, m)[0] : m, threshold: 0.5 })),
+        };
       }
-      return { entry: 'isEmptySignature', kind: 'either', run: () => lib.isEmptySignature(g.pick([good, g.badValue()]), g.pick([4, g.badNumberOrValue()]), g.pick([0, 1, 2, g.badNumberOrValue()])) };
+      return {
+        entry: 'isEmptySignature',
+        kind: 'either',
+        run: () =>
+          lib.isEmptySignature(g.pick([good, g.badValue()]), g.pick([4, g.badNumberOrValue()]), g.pick([0, 1, 2, g.badNumberOrValue()])),
+      };
     },
   },
   {
@@ -162,13 +196,16 @@ export const generators = [
     make(g, { lib }) {
       const m = randomCsr(g, { rows: g.range(0, 25), cols: g.range(1, 30), maxLen: 6 });
       // Exact duplicates must end up together.
-      for (let r = 1; r < m.rows; r++) if (g.bool(0.3)) {
-        const src = g.int(r);
-        const row = m.indices.subarray(m.indptr[src], m.indptr[src + 1]);
-        void row;
-      }
+      for (let r = 1; r < m.rows; r++)
+        if (g.bool(0.3)) {
+          const src = g.int(r);
+          const row = m.indices.subarray(m.indptr[src], m.indptr[src + 1]);
+          void row;
+        }
       const bad = g.bool(0.3);
-      const opts = bad ? spoilOptions(g, { threshold: 0.8, samples: 16, verify: 'exact', backend: 'cpu' }) : { threshold: g.pick([0.5, 0.8]), samples: g.pick([8, 16, 32]), verify: g.pick(['exact', 'estimate', 'none']), backend: 'cpu' };
+      const opts = bad
+        ? spoilOptions(g, { threshold: 0.8, samples: 16, verify: 'exact', backend: 'cpu' })
+        : { threshold: g.pick([0.5, 0.8]), samples: g.pick([8, 16, 32]), verify: g.pick(['exact', 'estimate', 'none']), backend: 'cpu' };
       return {
         entry: this.entry,
         kind: bad ? 'either' : 'valid',

@@ -102,7 +102,12 @@ export const generators = [
       const opts = spoilOptions(g, { rowStart: 0, rowEnd: m.rows, out: new Uint32Array(m.rows * w.samples * 2), signal: undefined });
       const obj = opts !== null && typeof opts === 'object';
       if (obj && g.bool(0.2)) opts.signal = g.badValue();
-      if (obj && g.bool(0.15)) opts.out = g.pick([new Uint32Array(new SharedArrayBuffer(m.rows * w.samples * 8 + 4)), new Int32Array(m.rows * w.samples * 2), new Uint32Array(1)]);
+      if (obj && g.bool(0.15))
+        opts.out = g.pick([
+          new Uint32Array(new SharedArrayBuffer(m.rows * w.samples * 8 + 4)),
+          new Int32Array(m.rows * w.samples * 2),
+          new Uint32Array(1),
+        ]);
       return { entry: this.entry, kind: 'either', run: () => w.hash(m, opts), cleanup: () => w.dispose() };
     },
   },
@@ -121,14 +126,22 @@ export const generators = [
       const want = chunks.map((c) => oracleHash(c, p, samples));
       const style = g.pick(['array', 'reuse', 'async', 'bad-chunk', 'bad-source', 'early-return']);
       // A Map, an array of numbers...: iterables of something; some are empty (valid).
-      if (style === 'bad-source') return { entry: this.entry, kind: 'either', run: async () => { for await (const _ of w.hashStream(g.badValue())) void _; }, cleanup: () => w.dispose() };
+      if (style === 'bad-source')
+        return {
+          entry: this.entry,
+          kind: 'either',
+          run: async () => {
+            for await (const _ of w.hashStream(g.badValue())) void _;
+          },
+          cleanup: () => w.dispose(),
+        };
       const rows = Math.max(0, ...chunks.map((c) => c.rows));
       const nnz = Math.max(0, ...chunks.map((c) => c.indices.length));
       function* reuse() {
         // One set of buffers refilled for every chunk, as a reader of a file would.
         for (const c of chunks) {
           const indptr = new Uint32Array(c.rows + 1);
-          const buf = reuse.buf ??= { indices: new Uint32Array(nnz), values: new Float32Array(nnz) };
+          const buf = (reuse.buf ??= { indices: new Uint32Array(nnz), values: new Float32Array(nnz) });
           indptr.set(c.indptr);
           buf.indices.fill(0).set(c.indices);
           buf.values.fill(0).set(c.values);
@@ -166,7 +179,14 @@ export const generators = [
       const dim = g.range(1, 20);
       const samples = g.range(1, 6);
       const n = dim * samples;
-      const p = { dim, samples, rs: new Float32Array(n).fill(1.5), lnCs: new Float32Array(n).fill(0.3), betas: new Float32Array(n).fill(0.5), backend: 'cpu' };
+      const p = {
+        dim,
+        samples,
+        rs: new Float32Array(n).fill(1.5),
+        lnCs: new Float32Array(n).fill(0.3),
+        betas: new Float32Array(n).fill(0.5),
+        backend: 'cpu',
+      };
       const k = g.pick(['rs', 'lnCs', 'betas', 'dim', 'samples']);
       if (g.bool(0.7)) {
         if (k === 'dim' || k === 'samples') p[k] = g.badNumberOrValue();
@@ -187,11 +207,22 @@ export const generators = [
       const right = Uint32Array.from(left, () => g.int(rows));
       const bad = g.bool(0.4);
       const args = [sigs, samples, left, right];
-      if (bad) args[g.int(4)] = g.pick([g.badValue(), g.badNumber(), new Uint32Array([rows + g.int(3)]), new Uint32Array(new SharedArrayBuffer(8))]);
+      if (bad)
+        args[g.int(4)] = g.pick([
+          g.badValue(),
+          g.badNumber(),
+          new Uint32Array([rows + g.int(3)]),
+          new Uint32Array(new SharedArrayBuffer(8)),
+        ]);
       const pairs = g.bool(0.6);
       const est = (a, b) => {
         let same = 0;
-        for (let s = 0; s < samples; s++) if (sigs[(a * samples + s) * 2] === sigs[(b * samples + s) * 2] && sigs[(a * samples + s) * 2 + 1] === sigs[(b * samples + s) * 2 + 1]) same++;
+        for (let s = 0; s < samples; s++)
+          if (
+            sigs[(a * samples + s) * 2] === sigs[(b * samples + s) * 2] &&
+            sigs[(a * samples + s) * 2 + 1] === sigs[(b * samples + s) * 2 + 1]
+          )
+            same++;
         return sigs[a * samples * 2] === SENTINEL || sigs[b * samples * 2] === SENTINEL ? 0 : Math.fround(same / samples);
       };
       if (pairs) {
@@ -199,12 +230,23 @@ export const generators = [
           entry: this.entry,
           kind: bad ? 'either' : 'valid',
           run: () => lib.estimateJaccardPairs(...args),
-          check: bad ? null : (r) => diff(Array.from(r), Array.from(left, (a, i) => est(a, right[i]))),
+          check: bad
+            ? null
+            : (r) =>
+                diff(
+                  Array.from(r),
+                  Array.from(left, (a, i) => est(a, right[i])),
+                ),
         };
       }
       const a = sigs.slice(0, samples * 2);
       const b = bad ? g.badValue() : sigs.slice(samples * 2 * (rows - 1));
-      return { entry: this.entry, kind: bad ? 'either' : 'valid', run: () => lib.estimateJaccard(a, b), check: bad ? null : (r) => (Math.abs(r - est(0, rows - 1)) < 1e-6 ? null : `estimate ${r}`) };
+      return {
+        entry: this.entry,
+        kind: bad ? 'either' : 'valid',
+        run: () => lib.estimateJaccard(a, b),
+        check: bad ? null : (r) => (Math.abs(r - est(0, rows - 1)) < 1e-6 ? null : `estimate ${r}`),
+      };
     },
   },
 ];

@@ -70,7 +70,14 @@ const CLASSES = {
   WeightedMinHashNative: {
     make: (g) => ({ dim: g.range(1, 40), samples: g.range(1, 8), seed: g.int(5), backend: 'cpu' }),
     methods: {
-      hash: (g, ctx, o) => [maybeStaged(g, ctx, csr(g, o.dim)), options(g, ctx, { rowStart: g.int(3), rowEnd: g.bool(0.5) ? undefined : g.int(12), out: g.bool(0.2) ? typed(g, Uint32Array, g.int(200)) : undefined })],
+      hash: (g, ctx, o) => [
+        maybeStaged(g, ctx, csr(g, o.dim)),
+        options(g, ctx, {
+          rowStart: g.int(3),
+          rowEnd: g.bool(0.5) ? undefined : g.int(12),
+          out: g.bool(0.2) ? typed(g, Uint32Array, g.int(200)) : undefined,
+        }),
+      ],
       parameters: () => [],
       deviceParameters: (g) => [g.pick([0, 1, -1, NaN])],
       devices: () => [],
@@ -83,18 +90,34 @@ const CLASSES = {
       return { inputDim, hashLength, connections: g.range(1, inputDim), winners: g.range(1, hashLength), seed: g.int(4) };
     },
     methods: {
-      hash: (g, ctx, o) => [dense(g, o.inputDim, g.bool(0.3)), options(g, ctx, { output: g.pick(['bits', 'indices', 'x']), backend: 'cpu' })],
+      hash: (g, ctx, o) => [
+        dense(g, o.inputDim, g.bool(0.3)),
+        options(g, ctx, { output: g.pick(['bits', 'indices', 'x']), backend: 'cpu' }),
+      ],
       projection: () => [],
     },
   },
   HammingIndex: {
     make: (g) => {
       const maxErrors = g.range(0, 2);
-      return { bits: 32 * g.range(1, 3), method: g.pick(['exact', 'ewh']), tables: g.range(1, 4), keyBits: g.range(2, 8), maxErrors, weights: Int32Array.from({ length: maxErrors + 1 }, () => g.int(5)), minScore: g.int(5), shortlist: g.int(3), seed: 1 };
+      return {
+        bits: 32 * g.range(1, 3),
+        method: g.pick(['exact', 'ewh']),
+        tables: g.range(1, 4),
+        keyBits: g.range(2, 8),
+        maxErrors,
+        weights: Int32Array.from({ length: maxErrors + 1 }, () => g.int(5)),
+        minScore: g.int(5),
+        shortlist: g.int(3),
+        seed: 1,
+      };
     },
     methods: {
       add: (g, _, o) => [typed(g, Uint32Array, (o.bits / 32) * g.int(20) + (g.bool(0.1) ? 1 : 0))],
-      search: (g, ctx, o) => [bitsArg(g, o.bits), options(g, ctx, { k: g.pick([1, 3, 1024, 1025, 0]), backend: 'cpu', exactKernel: g.pick(['auto', 'popc', 'mma', 'x']) })],
+      search: (g, ctx, o) => [
+        bitsArg(g, o.bits),
+        options(g, ctx, { k: g.pick([1, 3, 1024, 1025, 0]), backend: 'cpu', exactKernel: g.pick(['auto', 'popc', 'mma', 'x']) }),
+      ],
       scores: (g, ctx, o) => [bitsArg(g, o.bits), options(g, ctx, { backend: 'cpu' })],
       build: (g, ctx) => [options(g, ctx, { backend: 'cpu' })],
       positions: () => [],
@@ -115,12 +138,30 @@ const CLASSES = {
   JoinHandle: {
     make: () => undefined,
     methods: {
-      open: (g, ctx) => [maybeStaged(g, ctx, csr(g)), g.bool(0.3) ? csr(g) : undefined, options(g, ctx, { measure: g.pick([0, 1, 2, 3, 4]), threshold: g.pick([0.5, 1, 2, 0, NaN]), backend: 'cpu', algorithm: g.pick(['ppjoin', 'allpairs']), blockSize: g.pick([0, 4, -1]) })],
+      open: (g, ctx) => [
+        maybeStaged(g, ctx, csr(g)),
+        g.bool(0.3) ? csr(g) : undefined,
+        options(g, ctx, {
+          measure: g.pick([0, 1, 2, 3, 4]),
+          threshold: g.pick([0.5, 1, 2, 0, NaN]),
+          backend: 'cpu',
+          algorithm: g.pick(['ppjoin', 'allpairs']),
+          blockSize: g.pick([0, 4, -1]),
+        }),
+      ],
       next: (g, ctx) => [options(g, ctx, {})],
     },
   },
   TextTokenizer: {
-    make: (g) => ({ mode: g.pick(['code', 'words', 'qgrams', 'x']), minLength: g.range(1, 3), q: g.range(1, 5), keywords: ['if'], stopWords: ['the'], lowercase: g.bool(), pad: g.bool() }),
+    make: (g) => ({
+      mode: g.pick(['code', 'words', 'qgrams', 'x']),
+      minLength: g.range(1, 3),
+      q: g.range(1, 5),
+      keywords: ['if'],
+      stopWords: ['the'],
+      lowercase: g.bool(),
+      pad: g.bool(),
+    }),
     methods: {
       tokenize: (g) => textArgs(g),
       tokenizeAsync: (g) => textArgs(g),
@@ -152,7 +193,12 @@ const FUNCTIONS = {
   lshCandidatePairs: (g, ctx) => lshArgs(g, ctx),
   lshGroups: (g, ctx) => {
     const a = lshArgs(g, ctx);
-    if (a[2] && typeof a[2] === 'object') Object.assign(a[2], { verify: g.pick(['none', 'estimate', 'exact', 'x']), threshold: g.pick([0.5, 0, 2]), matrix: g.bool(0.5) ? csr(g) : undefined });
+    if (a[2] && typeof a[2] === 'object')
+      Object.assign(a[2], {
+        verify: g.pick(['none', 'estimate', 'exact', 'x']),
+        threshold: g.pick([0.5, 0, 2]),
+        matrix: g.bool(0.5) ? csr(g) : undefined,
+      });
     return a;
   },
   lshQuery: (g, ctx) => {
@@ -161,7 +207,9 @@ const FUNCTIONS = {
   },
   popcountRows: (g, ctx) => [bitsArg(g, 32 * g.range(1, 3)), options(g, ctx, { backend: 'cpu' })],
   stageCsr: (g) => [csr(g), g.bool()],
-  stageArray: (g) => [g.bool(0.8) ? [typed(g, Uint32Array, g.int(9)), typed(g, g.pick([Uint32Array, Float32Array]), g.int(5))] : g.badValue()],
+  stageArray: (g) => [
+    g.bool(0.8) ? [typed(g, Uint32Array, g.int(9)), typed(g, g.pick([Uint32Array, Float32Array]), g.int(5))] : g.badValue(),
+  ],
   philoxStream: (g) => [g.int(9), g.int(9), g.int(9), g.pick([0, 5, 2 ** 24 + 1, -1, NaN]), g.bool()],
   allocPinned: (g) => [g.pick([0, 8, 1 << 20, -1, NaN, 2 ** 53, 'x'])],
   devices: () => [],
@@ -171,7 +219,17 @@ const FUNCTIONS = {
     const docs = g.int(4);
     const indptr = Uint32Array.from({ length: docs + 1 }, (_, i) => i * 2);
     const ids = Uint32Array.from({ length: docs * 2 }, () => g.int(4));
-    return [maybe(g, indptr), maybe(g, new Uint32Array(docs).fill(2)), g.pick([0, 1, -1, NaN]), maybe(g, ids), maybe(g, new Uint32Array(docs * 2).fill(1)), maybe(g, Int32Array.from({ length: g.int(5) }, () => g.int(3) - 1))];
+    return [
+      maybe(g, indptr),
+      maybe(g, new Uint32Array(docs).fill(2)),
+      g.pick([0, 1, -1, NaN]),
+      maybe(g, ids),
+      maybe(g, new Uint32Array(docs * 2).fill(1)),
+      maybe(
+        g,
+        Int32Array.from({ length: g.int(5) }, () => g.int(3) - 1),
+      ),
+    ];
   },
 };
 
@@ -196,7 +254,10 @@ function lshArgs(g, ctx) {
  * arguments (the addon must read properties before it resolves arrays).
  */
 function armDetachingGetter(g, args) {
-  const at = args.map((a, i) => [a, i]).filter(([a]) => a && typeof a === 'object' && !ArrayBuffer.isView(a) && !Array.isArray(a)).pop();
+  const at = args
+    .map((a, i) => [a, i])
+    .filter(([a]) => a && typeof a === 'object' && !ArrayBuffer.isView(a) && !Array.isArray(a))
+    .pop();
   if (!at) return;
   const [opts] = at;
   const arrays = [];
@@ -212,7 +273,8 @@ function armDetachingGetter(g, args) {
       enumerable: true,
       configurable: true,
       get() {
-        for (const a of arrays) if (!(a.buffer instanceof SharedArrayBuffer) && a.buffer.byteLength) structuredClone(a.buffer, { transfer: [a.buffer] });
+        for (const a of arrays)
+          if (!(a.buffer instanceof SharedArrayBuffer) && a.buffer.byteLength) structuredClone(a.buffer, { transfer: [a.buffer] });
         return value;
       },
     });
@@ -259,7 +321,9 @@ export const generators = [
         const k = g.pick(Object.keys(opts));
         opts = { ...opts, [k]: g.badNumberOrValue() };
       }
-      const steps = Array.from({ length: g.range(1, 4) }, () => g.pick(Object.keys(spec.methods).concat(g.bool(0.1) && cls !== 'CancelFlag' ? ['dispose'] : [])));
+      const steps = Array.from({ length: g.range(1, 4) }, () =>
+        g.pick(Object.keys(spec.methods).concat(g.bool(0.1) && cls !== 'CancelFlag' ? ['dispose'] : [])),
+      );
       const concurrent = g.bool(0.3);
       return {
         entry: `native ${cls}`,

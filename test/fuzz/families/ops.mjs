@@ -52,7 +52,10 @@ export const generators = [
         kind: bad ? 'either' : 'valid',
         run: () => {
           if (fn === 'pinnedArray') {
-            const a = lib.pinnedArray(bad ? g.pick([Uint32Array, g.badValue()]) : g.pick([Uint8Array, Float32Array, Float64Array]), bad ? g.pick([g.badNumberOrValue(), 2 ** 60]) : g.int(100));
+            const a = lib.pinnedArray(
+              bad ? g.pick([Uint32Array, g.badValue()]) : g.pick([Uint8Array, Float32Array, Float64Array]),
+              bad ? g.pick([g.badNumberOrValue(), 2 ** 60]) : g.int(100),
+            );
             return a.subarray(0, 4096).every((x) => x === 0) ? 'zeroed' : 'not zeroed';
           }
           if (fn === 'isPinned') return typeof lib.isPinned(bad ? g.badValue() : new Uint8Array(3)) === 'boolean';

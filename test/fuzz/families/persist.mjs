@@ -32,7 +32,14 @@ async function savedIndex(g, lib, file) {
   if (engine === 'hamming') {
     const bits = 32 * g.range(1, 4);
     const keyBits = g.range(1, 8);
-    const ix = new lib.HammingIndex({ bits, method: g.pick(['exact', 'ewh']), backend: 'cpu', keyBits, maxErrors: Math.min(2, keyBits), tables: g.range(1, 4) });
+    const ix = new lib.HammingIndex({
+      bits,
+      method: g.pick(['exact', 'ewh']),
+      backend: 'cpu',
+      keyBits,
+      maxErrors: Math.min(2, keyBits),
+      tables: g.range(1, 4),
+    });
     ix.add(codes(g, g.range(1, 50), bits / 32));
     if (g.bool(0.5)) ix.remove(Uint32Array.from({ length: g.range(0, 10) }, () => g.int(60)));
     await ix.save(file);
@@ -50,10 +57,19 @@ async function savedIndex(g, lib, file) {
     const samples = g.range(2, 24);
     const kind = g.pick(['weighted', 'classic']);
     const rows = g.range(0, 40);
-    const lsh = new lib.MinHashLSH({ bands: g.range(1, Math.max(1, samples >> 1)), rows: 2, samples: Math.max(samples, 2 * samples), kind, backend: 'cpu' });
+    const lsh = new lib.MinHashLSH({
+      bands: g.range(1, Math.max(1, samples >> 1)),
+      rows: 2,
+      samples: Math.max(samples, 2 * samples),
+      kind,
+      backend: 'cpu',
+    });
     const width = kind === 'weighted' ? 2 : 1;
     const sigs = randomSigs(g, rows, lsh.samples * width);
-    lsh.insert(Uint32Array.from({ length: rows }, (_, i) => i * 3 + 1), sigs);
+    lsh.insert(
+      Uint32Array.from({ length: rows }, (_, i) => i * 3 + 1),
+      sigs,
+    );
     if (rows && g.bool(0.4)) lsh.remove([1, 4, 7]);
     await lsh.save(file);
     const ask = async (x) => {

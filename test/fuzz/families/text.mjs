@@ -6,7 +6,37 @@ import { spoilOptions } from './common.mjs';
 
 export const name = 'text';
 
-const ALPHABET = ['a', 'b', 'Z', '_', '$', '0', '9', ' ', ' ', '\n', '\t', '.', '(', ')', 'é', 'ß', 'İ', 'ﬃ', '中', '😀', '\u0301', '\ud800', '\udc00', '\u0000', 'camelCase', 'HTTPServer', 'the', 'class ', 'foo_bar'];
+const ALPHABET = [
+  'a',
+  'b',
+  'Z',
+  '_',
+  '$',
+  '0',
+  '9',
+  ' ',
+  ' ',
+  '\n',
+  '\t',
+  '.',
+  '(',
+  ')',
+  'é',
+  'ß',
+  'İ',
+  'ﬃ',
+  '中',
+  '😀',
+  '\u0301',
+  '\ud800',
+  '\udc00',
+  '\u0000',
+  'camelCase',
+  'HTTPServer',
+  'the',
+  'class ',
+  'foo_bar',
+];
 
 function text(g, n = g.range(0, 60)) {
   let s = '';
@@ -47,7 +77,15 @@ export const generators = [
     weight: 5,
     make(g, { lib }) {
       const mode = g.pick(['code', 'words', 'qgrams']);
-      const f = new lib.TextFeaturizer({ mode, q: g.range(1, 4), pad: g.bool(), lowercase: g.bool(), stopWords: g.bool(0.3), dropKeywords: g.bool(), minLength: g.range(1, 3) });
+      const f = new lib.TextFeaturizer({
+        mode,
+        q: g.range(1, 4),
+        pad: g.bool(),
+        lowercase: g.bool(),
+        stopWords: g.bool(0.3),
+        dropKeywords: g.bool(),
+        minLength: g.range(1, 3),
+      });
       // Long enough documents for the native path, short ones too.
       const texts = Array.from({ length: g.range(0, 12) }, () => (g.bool(0.5) ? text(g, g.range(100, 400)) : text(g)));
       const minTokens = g.pick([0, 0, 1, 3]);
@@ -73,7 +111,11 @@ export const generators = [
     entry: 'TextFeaturizer (options, add, build, transform)',
     weight: 3,
     make(g, { lib }) {
-      const opts = spoilOptions(g, { mode: 'words', weighting: 'count', hashBits: g.bool(0.3) ? g.range(1, 20) : undefined, q: 3, minLength: 1, stopWords: false }, g.int(3));
+      const opts = spoilOptions(
+        g,
+        { mode: 'words', weighting: 'count', hashBits: g.bool(0.3) ? g.range(1, 20) : undefined, q: 3, minLength: 1, stopWords: false },
+        g.int(3),
+      );
       const texts = Array.from({ length: g.range(0, 6) }, () => (g.bool(0.2) ? g.badValue() : text(g)));
       return {
         entry: this.entry,
