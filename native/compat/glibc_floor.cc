@@ -45,6 +45,18 @@ constexpr int kStatVer = 0;  // _STAT_VER (asm-generic layout)
 CUSIM_HIDDEN int cusim_fstat64(int fd, struct stat64* buf) __asm__("fstat64");
 int cusim_fstat64(int fd, struct stat64* buf) { return __fxstat64(kStatVer, fd, buf); }
 
+// glibc 2.33 likewise made stat, lstat and fstat real functions; with newer
+// headers the references are unversioned and no 2.28 symbol would bind them.
+int __xstat(int ver, const char* path, struct stat* buf);
+int __lxstat(int ver, const char* path, struct stat* buf);
+int __fxstat(int ver, int fd, struct stat* buf);
+CUSIM_HIDDEN int cusim_stat(const char* path, struct stat* buf) __asm__("stat");
+int cusim_stat(const char* path, struct stat* buf) { return __xstat(kStatVer, path, buf); }
+CUSIM_HIDDEN int cusim_lstat(const char* path, struct stat* buf) __asm__("lstat");
+int cusim_lstat(const char* path, struct stat* buf) { return __lxstat(kStatVer, path, buf); }
+CUSIM_HIDDEN int cusim_fstat(int fd, struct stat* buf) __asm__("fstat");
+int cusim_fstat(int fd, struct stat* buf) { return __fxstat(kStatVer, fd, buf); }
+
 // glibc 2.38: with its headers, g++ (_GNU_SOURCE, so C2X_STRTOL) routes
 // strtol and friends to C23 variants that also accept "0b" binary prefixes.
 // Nothing here parses binary literals; the 2.28-era entry points (which the
