@@ -5,7 +5,8 @@
 // test/soak/memory-loop.mjs --seconds 60`) must keep RSS, and on a GPU free
 // device memory, flat after warm-up.
 import { describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { describeGpu } from './helpers.js';
@@ -17,9 +18,11 @@ interface Run {
   samples: { t: number; rssMB: number; gpuFreeMB?: number }[];
 }
 
-function loop(args: string[], node: string[] = []): Run {
-  const out = execFileSync(process.execPath, [...node, script, ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
-  return JSON.parse(out.trim().split('\n').pop()!) as Run;
+// Asynchronous: a soak blocking this worker for its whole run would starve
+// vitest's own messages (its RPC times out after a minute).
+async function loop(args: string[], node: string[] = []): Promise<Run> {
+  const { stdout } = await promisify(execFile)(process.execPath, [...node, script, ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
+  return JSON.parse(stdout.trim().split('\n').pop()!) as Run;
 }
 
 // Peak in the last 40% of the run against the peak of the window after warm-up.
@@ -36,9 +39,9 @@ describe('memory of objects dropped without dispose()', () => {
     // Without the reported sizes this one grows past 1 GB before V8 collects.
     ['objects holding little JavaScript memory, no explicit gc()', ['--mix', 'native', '--gc', '1000000'], []],
   ] as const) {
-    it(`RSS stays flat (${name})`, () => {
+    it(`RSS stays flat (${name})`, async () => {
       const seconds = 12;
-      const r = loop(['--seconds', String(seconds), ...args], [...node]);
+      const r = await loop(['--seconds', String(seconds), ...args], [...node]);
       const { early, late } = growth(r, seconds, 'rssMB');
       expect(r.iterations).toBeGreaterThan(40);
       // Each iteration allocates 5-30 MB natively; a leak of one object per
@@ -50,9 +53,9 @@ describe('memory of objects dropped without dispose()', () => {
 });
 
 describeGpu('GPU memory of objects dropped without dispose()', () => {
-  it('free device memory stays flat over the mixed loop (backend cuda)', () => {
+  it('free device memory stays flat over the mixed loop (backend cuda)', async () => {
     const seconds = 30;
-    const r = loop(['--seconds', String(seconds), '--backend', 'cuda'], ['--expose-gc']);
+    const r = await loop(['--seconds', String(seconds), '--backend', 'cuda'], ['--expose-gc']);
     const gpu = growth(r, seconds, 'gpuFreeMB');
     expect(gpu.late, JSON.stringify(r.samples.map((s) => s.gpuFreeMB))).toBeGreaterThan(gpu.early - 512);
     const rss = growth(r, seconds, 'rssMB');
