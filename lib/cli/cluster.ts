@@ -10,7 +10,7 @@ import { TextFeaturizer } from '../text/index.js';
 import type { TextMode } from '../text/index.js';
 import { CliError } from './errors.js';
 import { safeJson } from './escape.js';
-import { backendLine, integer, wantsProgress } from './options.js';
+import { backendLine, integer, recordOptions, wantsProgress } from './options.js';
 import { progress } from './progress.js';
 import { readRecords } from './records.js';
 import type { Doc } from './records.js';
@@ -121,21 +121,16 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
 }
 
 export function registerCluster(program: Command, io: Io, done: (code: number) => void): void {
-  program
+  const cmd = program
     .command('cluster')
     .description('cluster a stream of documents from stdin; writes {id, cluster, similarity, created} JSON lines as they are assigned')
     .option('-t, --threshold <x>', 'cosine similarity to join a cluster (strictly above)', unitInterval, 0.5)
     .option('--max-terms <n>', 'top terms kept per document and cluster', integer('max-terms', 1, 1024), 35)
     .option('--decay <n>', 'a cluster expires after this many documents without a new member', integer('decay', 0, 2 ** 31))
     .option('--batch <n>', 'documents per micro-batch (at most)', integer('batch', 1, 1 << 20), 256)
-    .addOption(new Option('-m, --mode <mode>', 'features').choices(['words', 'code', 'qgrams']).default('words'))
-    .addOption(
-      new Option('-f, --format <f>', 'input records: text lines, JSON objects, CSV or TSV with a header')
-        .choices(['auto', 'lines', 'jsonl', 'csv', 'tsv'])
-        .default('auto'),
-    )
-    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
-    .option('--id-field <name>', 'JSONL/CSV/TSV field holding the document id (default: line number)', 'id')
+    .addOption(new Option('-m, --mode <mode>', 'features').choices(['words', 'code', 'qgrams']).default('words'));
+  recordOptions(cmd, 'input records: text lines, JSON objects, CSV or TSV with a header', 'document', { delimiter: false });
+  cmd
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('--no-progress', 'never show progress')
     .option('--quiet', 'print only the result lines')

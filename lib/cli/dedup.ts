@@ -2,7 +2,7 @@
 // records (JSONL, CSV, TSV, lines; files or stdin): featurize as records
 // arrive, MinHash signatures, LSH banding tuned to a recall target, exact
 // verification.
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { createReadStream, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
@@ -20,7 +20,7 @@ import { dedupMethod, defaultWeighting } from './dedup-method.js';
 import { escapeText } from './escape.js';
 import { DEFAULT_HASH_BITS, reportCommand, shardCommand } from './dedup-shard.js';
 import { CliError, fsError } from './errors.js';
-import { backendLine, between, deviceList, integer, wantsProgress } from './options.js';
+import { backendLine, between, deviceList, integer, recordOptions, wantsProgress } from './options.js';
 import type { Io } from './options.js';
 import { featurizeFilesParallel } from './parallel.js';
 import { StreamFeaturizer } from './pipeline.js';
@@ -465,7 +465,7 @@ function recallHelp(): string {
 }
 
 export function registerDedup(program: Command, io: Io, done: (code: number) => void): void {
-  program
+  const cmd = program
     .command('dedup')
     .description(
       'find near-duplicate files or records (MinHash + LSH + exact verification); ' +
@@ -507,15 +507,9 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('-d, --devices <list>', "GPUs to use: 'all' or indices like 0,1", deviceList)
     .option('--json', 'print the report as JSON (schema cusim.dedup/1)')
-    .option('--csv', 'print one CSV row per group member: group,size,id,similarity')
-    .addOption(
-      new Option('-f, --format <f>', 'record format of stdin and files (auto: by extension for files, JSONL or lines for stdin)')
-        .choices(['auto', 'lines', 'jsonl', 'csv', 'tsv'])
-        .default('auto'),
-    )
-    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
-    .option('--id-field <name>', 'JSONL/CSV/TSV field holding the record id (default: line number)', 'id')
-    .option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter)
+    .option('--csv', 'print one CSV row per group member: group,size,id,similarity');
+  recordOptions(cmd, 'record format of stdin and files (auto: by extension for files, JSONL or lines for stdin)', 'record');
+  cmd
     .option('--ext <list>', 'only files with these extensions, e.g. js,ts (default: all files; .js/.ts family for node_modules scans)')
     .option('--exclude <glob>', 'leave out paths matching this glob in directory walks (repeatable), e.g. "**/test/**"', collect, [])
     .option('--no-gitignore', 'walk files that .gitignore files exclude')
@@ -559,10 +553,4 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
 
 function collect(v: string, prev: string[]): string[] {
   return [...prev, v];
-}
-
-export function delimiter(v: string): string {
-  const d = v === '\\t' || v.toLowerCase() === 'tab' ? '\t' : v;
-  if ([...d].length !== 1) throw new InvalidArgumentError(`--delimiter must be one character (or 'tab'), got '${escapeText(v)}'`);
-  return d;
 }

@@ -9,10 +9,9 @@ import type { JoinChunk, JoinMeasure, JoinOptions } from '../join.js';
 import type { Backend } from '../backend.js';
 import type { CsrMatrix } from '../validate.js';
 import { TextFeaturizer } from '../text/index.js';
-import { delimiter } from './dedup.js';
 import { csvField, escapeText, safeJson } from './escape.js';
 import { CliError, fsError } from './errors.js';
-import { backendLine, integer, wantsProgress } from './options.js';
+import { backendLine, integer, recordOptions, wantsProgress } from './options.js';
 import type { Io } from './options.js';
 import { StreamFeaturizer } from './pipeline.js';
 import { progress } from './progress.js';
@@ -198,7 +197,7 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
 }
 
 export function registerJoin(program: Command, io: Io, done: (code: number) => void): void {
-  program
+  const cmd = program
     .command('join')
     .description('similar record pairs: exact set similarity join over q-grams (or words) of each record')
     .argument('<file>', "records: one per line, JSONL, CSV or TSV (see --format); '-' reads stdin")
@@ -206,15 +205,9 @@ export function registerJoin(program: Command, io: Io, done: (code: number) => v
     .addOption(new Option('--measure <m>', 'set similarity').choices(['jaccard', 'cosine', 'dice', 'overlap']).default('jaccard'))
     .option('--qgram <q>', 'character q-grams (default 3)', integer('qgram', 1, 16))
     .option('--words', 'use words instead of q-grams')
-    .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
-    .addOption(
-      new Option('-f, --format <f>', 'record format (auto: by extension, else JSONL or lines)')
-        .choices(['auto', 'lines', 'jsonl', 'csv', 'tsv'])
-        .default('auto'),
-    )
-    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
-    .option('--id-field <name>', 'JSONL/CSV/TSV field holding the record id (default: line number)', 'id')
-    .option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter)
+    .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'));
+  recordOptions(cmd, 'record format (auto: by extension, else JSONL or lines)', 'record');
+  cmd
     .option('--json', 'print JSON (schema cusim.join/1)')
     .option('--csv', 'print CSV: left,right,overlap,similarity')
     .option('--limit <n>', 'pairs shown in the table (0: all)', integer('limit', 0, 1e9), 50)

@@ -1,6 +1,8 @@
 // Shared CLI plumbing: I/O handles (tests substitute them), option parsers
 // that fail with one-line messages, and the backend/GPU banner.
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
+import type { Command } from 'commander';
+import { escapeText } from './escape.js';
 import { devices } from '../backend.js';
 
 export interface Io {
@@ -61,4 +63,25 @@ export function backendLine(backend: string): string {
   }
   const why = d.compiledWithCuda ? (d.reason ?? 'not requested') : 'addon built without CUDA';
   return `cusim: backend cpu (GPU: ${why})`;
+}
+
+/** --delimiter: one character, or 'tab' / '\\t'. */
+export function delimiter(v: string): string {
+  const d = v === '\\t' || v.toLowerCase() === 'tab' ? '\t' : v;
+  if ([...d].length !== 1) throw new InvalidArgumentError(`--delimiter must be one character (or 'tab'), got '${escapeText(v)}'`);
+  return d;
+}
+
+/**
+ * The record-input options of the commands that read records (dedup, join,
+ * cluster): --format, --field, --id-field and, where fields are split,
+ * --delimiter.
+ */
+export function recordOptions(cmd: Command, formatHelp: string, idNoun: string, o: { delimiter?: boolean } = {}): Command {
+  cmd
+    .addOption(new Option('-f, --format <f>', formatHelp).choices(['auto', 'lines', 'jsonl', 'csv', 'tsv']).default('auto'))
+    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
+    .option('--id-field <name>', `JSONL/CSV/TSV field holding the ${idNoun} id (default: line number)`, 'id');
+  if (o.delimiter ?? true) cmd.option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter);
+  return cmd;
 }

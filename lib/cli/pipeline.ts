@@ -4,6 +4,7 @@
 // text, whatever the input's size.
 import type { HashedRows, TextFeaturizer, TokenBatch } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
+import { CliError } from './errors.js';
 import type { Doc } from './records.js';
 
 export class StreamFeaturizer {
@@ -63,8 +64,13 @@ export class StreamFeaturizer {
       b.set(a);
       return b;
     };
-    if (this.#nnz + nnz > 0xffffffff)
-      throw new RangeError('more than 2^32 - 1 token columns in one matrix: dedup fewer documents per run (or shard with --redis)');
+    if (this.#nnz + nnz > 0xffffffff) {
+      throw new CliError(
+        'more than 2^32 - 1 token entries in one run (one matrix)',
+        'dedup fewer documents per run, or shard them with --redis --shard i/N',
+        1,
+      );
+    }
     this.#indptr = grow(this.#indptr, this.#rows + rows + 1);
     this.#indices = grow(this.#indices, this.#nnz + nnz);
     for (let i = 1; i <= rows; i++) this.#indptr[this.#rows + i] = this.#nnz + r.indptr[i];
