@@ -42,6 +42,30 @@ const FORMAT = 'cusim.lsh/1';
 const BATCH = 1 << 16;
 // Band keys in flight at once while streaming: bounds groups()' memory.
 const STREAM_KEYS = 32;
+// Sets the fields absent from a hash and returns the whole hash, atomically, so that workers starting
+// together never see each other's half-written settings. ARGV[1] names a field that, if missing while
+// ARGV[2] is present, takes the value ARGV[3] first (a default for hashes written by older versions).
+const CLAIM_HASH = `
+local h = KEYS[1]
+if ARGV[1] ~= '' and redis.call('HEXISTS', h, ARGV[2]) == 1 and redis.call('HEXISTS', h, ARGV[1]) == 0 then
+  redis.call('HSET', h, ARGV[1], ARGV[3])
+end
+for i = 4, #ARGV, 2 do redis.call('HSETNX', h, ARGV[i], ARGV[i + 1]) end
+return redis.call('HGETALL', h)`;
+
+/** Records `fields` in the hash `key` where absent and returns what the hash then holds. */
+export async function claimHash(
+  c: Redis | Cluster,
+  key: string,
+  fields: Record<string, string>,
+  legacy: { field: string; when: string; value: string } = { field: '', when: '', value: '' },
+): Promise<Record<string, string>> {
+  const args = [legacy.field, legacy.when, legacy.value, ...Object.entries(fields).flat()];
+  const flat = (await c.eval(CLAIM_HASH, 1, key, ...args)) as string[];
+  const have: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) have[flat[i]] = flat[i + 1];
+  return have;
+}
 
 export function storageError(message: string, cause?: unknown): Error {
   return codedError(message, 'CUSIM_STORAGE_ERROR', cause === undefined ? undefined : { cause });
@@ -187,10 +211,7 @@ export class RedisLsh {
       };
       try {
         // Indexes made before the width was recorded hold weighted signatures.
-        const old = await c.hgetall(this.#metaKey);
-        if (old.format !== undefined && old.width === undefined) await c.hsetnx(this.#metaKey, 'width', '2');
-        for (const [k, v] of Object.entries(want)) await c.hsetnx(this.#metaKey, k, v);
-        const have = await c.hgetall(this.#metaKey);
+        const have = await claimHash(c, this.#metaKey, want, { field: 'width', when: 'format', value: '2' });
         for (const [k, v] of Object.entries(want)) {
           if (have[k] !== v) {
             throw storageError(

@@ -3,6 +3,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MinHash, MinHashLSH, tokenHashRows, type CsrMatrix } from '../lib/index.js';
 import { randInt, rng } from './helpers.js';
+import { connectRedis } from '../lib/lsh-redis.js';
 import { lshCorpus, sigRows, type LshCorpus } from './lsh-corpus.js';
 import { describeRedis, useRedis } from './redis-helpers.js';
 
@@ -209,6 +210,32 @@ function suite(cluster: boolean) {
     await noSig.clear();
     await b.close();
     await a.clear();
+  });
+
+  it('clients opening one new index at once all agree on its parameters; an index from before widths were recorded is weighted', async () => {
+    // Each client records the parameters it brings where none are: done field by field, a client
+    // could read another's half-written set (format but no width) and take it for an old index.
+    for (let round = 0; round < 4; round++) {
+      const prefix = `race${n++}`;
+      const clients = Array.from({ length: 12 }, () => open(prefix, { kind: 'classic' }));
+      const counts = await Promise.allSettled(clients.map((l) => l.count()));
+      expect(counts.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason)))).toEqual(clients.map(() => 0));
+      await Promise.all(clients.map((l) => l.close()));
+    }
+    const c = await connectRedis(handle().url);
+    try {
+      const prefix = `old${n++}`;
+      await c.hset(`${prefix}:meta`, { format: 'cusim.lsh/1', samples: String(corpus.samples) });
+      const classic = open(prefix, { kind: 'classic' });
+      await expect(classic.count()).rejects.toThrow(/has width=2, this MinHashLSH has width=1/);
+      await classic.close();
+      const weighted = open(prefix);
+      expect(await weighted.count()).toBe(0);
+      expect(await c.hget(`${prefix}:meta`, 'width')).toBe('2');
+      await weighted.clear();
+    } finally {
+      c.disconnect();
+    }
   });
 }
 

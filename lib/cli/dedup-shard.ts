@@ -9,7 +9,7 @@
 // and a batch sent twice is deduplicated on read (inserts are idempotent).
 import type { Cluster, Redis } from 'ioredis';
 import { devices } from '../backend.js';
-import { connectRedis } from '../lsh-redis.js';
+import { claimHash, connectRedis } from '../lsh-redis.js';
 import { MinHashLSH } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
@@ -104,8 +104,7 @@ async function withRedis<T>(url: string, fn: (c: Redis | Cluster) => Promise<T>)
 // Records the job's settings, or checks them against those already recorded.
 async function agreeOnJob(c: Redis | Cluster, prefix: string, job: Job): Promise<void> {
   const k = keys(prefix);
-  for (const [f, v] of Object.entries(job)) await c.hsetnx(k.job, f, JSON.stringify(v));
-  const have = await c.hgetall(k.job);
+  const have = await claimHash(c, k.job, Object.fromEntries(Object.entries(job).map(([f, v]) => [f, JSON.stringify(v)])));
   for (const [f, v] of Object.entries(job)) {
     if (have[f] !== JSON.stringify(v)) {
       throw new CliError(
