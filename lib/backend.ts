@@ -98,6 +98,21 @@ export function resolveDevices(requested: unknown, name = 'devices'): number[] |
   return requested as number[];
 }
 
+/**
+ * The GPU option of an engine that runs on one GPU: `devices` as every engine
+ * takes it ('all' or GPU indices; here at most one index, 'all' meaning the
+ * default GPU 0), or its older spelling `device: n` (the same as `devices: [n]`).
+ */
+export function resolveOneDevice(options: { devices?: unknown; device?: unknown }, what: string): number[] | undefined {
+  if (options.devices !== undefined && options.device !== undefined) {
+    throw typeError('give devices or device, not both (device: n is devices: [n])');
+  }
+  if (options.device !== undefined) return resolveDevices([checkInt(options.device, 'device', 0, 1023)], 'device');
+  const list = resolveDevices(options.devices);
+  if (list && list.length > 1) throw rangeError(`devices lists ${list.length} GPUs, but ${what} runs on one: pass one index`);
+  return list;
+}
+
 /** Reads or sets the CPU backends' thread count (0 restores the default). */
 export function threads(n?: number): number {
   if (n !== undefined) checkInt(n, 'threads', 0, 4096);

@@ -17,7 +17,7 @@
 // - decay: cluster c is active for the document at stream position t iff
 //   t - lastSeen(c) <= maxAge, lastSeen being the position of its latest member.
 import { native, type Native } from './addon.js';
-import { resolveBackend, type Backend, type BackendOption } from './backend.js';
+import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
@@ -47,6 +47,9 @@ export interface StreamClustererOptions {
   /** Initial cluster capacity; grows by doubling (default 1024). */
   capacity?: number;
   backend?: BackendOption;
+  /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
+  devices?: 'all' | number[];
+  /** @deprecated The same as `devices: [n]`. */
   device?: number;
   /** Clusters unseen for more than maxAge documents become inactive for good. */
   decay?: { maxAge: number };
@@ -170,7 +173,7 @@ export class StreamClusterer extends NativeResource {
       if (!isObject(options.decay)) throw typeError(`decay must be { maxAge }, got ${describe(options.decay)}`);
       maxAge = checkInt(options.decay.maxAge, 'decay.maxAge', 0);
     }
-    if (options.device !== undefined) checkInt(options.device, 'device', 0, 1023);
+    const devices = resolveOneDevice(options, 'StreamClusterer');
     const backend = resolveBackend(options.backend);
     const tuning = checkClusterTuning(options.tuning);
     const Ctor = native().StreamClusterer;
@@ -181,7 +184,7 @@ export class StreamClusterer extends NativeResource {
       maxAge,
       backend,
       tuning,
-      devices: options.device === undefined ? undefined : [options.device],
+      devices,
     });
     super(handle, 'StreamClusterer');
     this.backend = backend;
@@ -279,7 +282,7 @@ export class StreamClusterer extends NativeResource {
 
   static async load(
     path: string,
-    options: { backend?: BackendOption; device?: number; tuning?: ClusterTuning } = {},
+    options: { backend?: BackendOption; devices?: 'all' | number[]; device?: number; tuning?: ClusterTuning } = {},
   ): Promise<StreamClusterer> {
     checkPath(path);
     const c = new StreamClusterer({
@@ -287,6 +290,7 @@ export class StreamClusterer extends NativeResource {
       maxTerms: 1,
       capacity: 1,
       backend: options.backend,
+      devices: options.devices,
       device: options.device,
       tuning: options.tuning,
     });

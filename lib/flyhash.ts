@@ -30,7 +30,7 @@
 // and ranking by Hamming distance (e.g. with HammingIndex) is the same as
 // ranking by overlap.
 import { native, type Native } from './addon.js';
-import { resolveBackend, type Backend, type BackendOption } from './backend.js';
+import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
@@ -194,7 +194,15 @@ export class FlyHash extends NativeResource {
 
   async hash(
     X: DenseMatrix | ByteMatrix,
-    options: { output?: 'bits' | 'indices'; backend?: BackendOption; device?: number; signal?: AbortSignal } = {},
+    options: {
+      output?: 'bits' | 'indices';
+      backend?: BackendOption;
+      /** The GPU: 'all' (GPU 0) or one index in a list. */
+      devices?: 'all' | number[];
+      /** @deprecated The same as `devices: [n]`. */
+      device?: number;
+      signal?: AbortSignal;
+    } = {},
   ): Promise<FlyHashResult> {
     const h = this.handle;
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -216,11 +224,11 @@ export class FlyHash extends NativeResource {
     if (x.cols !== this.inputDim) throw rangeError(`X.cols is ${x.cols} but this FlyHash was built for inputDim ${this.inputDim}`);
     if (this.normalize === 'mean100') x = mean100(x as DenseMatrix);
     const backend = resolveBackend(options.backend ?? this.backend);
-    if (options.device !== undefined) checkInt(options.device, 'device');
+    const devices = resolveOneDevice(options, 'FlyHash');
     return withCancel(options.signal, async (cancel) => {
       const r = await h.hash(x, {
         backend,
-        devices: options.device === undefined ? undefined : [options.device],
+        devices,
         output,
         tuning: this.tuning,
         cancel,

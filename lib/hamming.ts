@@ -1,7 +1,7 @@
 // Hamming k-NN over packed binary codes: an exact scan, or Error Weighted
 // Hashing (EWH) with atomic scoring then an exact re-rank of a shortlist.
 import { native, type Native } from './addon.js';
-import { resolveBackend, type Backend, type BackendOption } from './backend.js';
+import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
@@ -17,7 +17,9 @@ export interface HammingIndexOptions {
   bits: number;
   method?: HammingMethod;
   backend?: BackendOption;
-  /** GPU index for the CUDA backend (default 0). */
+  /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
+  devices?: 'all' | number[];
+  /** @deprecated The same as `devices: [n]`. */
   device?: number;
   /** EWH: hash tables (n). */
   tables?: number;
@@ -92,7 +94,7 @@ export class HammingIndex extends NativeResource {
   readonly method!: HammingMethod;
   readonly backend: Backend;
   readonly tuning: Required<Tuning>;
-  readonly #device: number | undefined;
+  readonly #devices: number[] | undefined;
 
   constructor(options: HammingIndexOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -115,7 +117,7 @@ export class HammingIndex extends NativeResource {
     const minScore = checkInt(options.minScore ?? 20, 'minScore', -1e9, 1e9);
     const shortlist = options.shortlist === undefined ? 0 : checkInt(options.shortlist, 'shortlist', 1, 0xfffffffe);
     const seed = checkInt(options.seed ?? 1, 'seed', 0);
-    const device = options.device === undefined ? undefined : checkInt(options.device, 'device', 0, 1023);
+    const devices = resolveOneDevice(options, 'HammingIndex');
     const tuning = checkTuning(options.tuning);
     const backend = resolveBackend(options.backend);
     const Ctor = native().HammingIndex;
@@ -123,7 +125,7 @@ export class HammingIndex extends NativeResource {
     Object.assign(this as { bits: number; method: HammingMethod }, { bits, method });
     this.backend = backend;
     this.tuning = tuning;
-    this.#device = device;
+    this.#devices = devices;
   }
 
   /** Number of codes in the index (added and not removed). */
@@ -135,10 +137,6 @@ export class HammingIndex extends NativeResource {
   add(codes: Uint32Array | Uint8Array | BitWords): number {
     const c = toCodes(codes, 'codes', this.bits);
     return this.handle.add(c.data) as number;
-  }
-
-  #devices(): number[] | undefined {
-    return this.#device === undefined ? undefined : [this.#device];
   }
 
   /** The k nearest codes of each query, ordered by (distance, id). */
@@ -160,7 +158,7 @@ export class HammingIndex extends NativeResource {
       const r = await withNativeProgress<Native>(
         reporter,
         ['search'],
-        (progress) => h.search(q, { k, backend: this.backend, devices: this.#devices(), exactKernel, cancel, progress }),
+        (progress) => h.search(q, { k, backend: this.backend, devices: this.#devices, exactKernel, cancel, progress }),
         q.rows,
       );
       return { ...r, backend: this.backend } as HammingSearchResult;
@@ -171,12 +169,12 @@ export class HammingIndex extends NativeResource {
   async scores(queries: Uint32Array | Uint8Array | BitWords): Promise<Uint32Array> {
     if (this.method !== 'ewh') throw typeError(`scores needs method 'ewh', this index is '${this.method}'`);
     const q = toCodes(queries, 'queries', this.bits);
-    return this.handle.scores(q, { backend: this.backend, devices: this.#devices() }) as Promise<Uint32Array>;
+    return this.handle.scores(q, { backend: this.backend, devices: this.#devices }) as Promise<Uint32Array>;
   }
 
   /** Builds the EWH buckets now (search builds lazily); returns the CUDA build's device time. */
   async build(): Promise<{ buildMs: number; transferMs: number }> {
-    return this.handle.build({ backend: this.backend, devices: this.#devices() });
+    return this.handle.build({ backend: this.backend, devices: this.#devices });
   }
 
   /**
@@ -203,10 +201,19 @@ export class HammingIndex extends NativeResource {
   }
 
   /** Reads an index written by save(): codes go straight into their final buffer. */
-  static async load(path: string, options: { backend?: BackendOption; device?: number; tuning?: Tuning } = {}): Promise<HammingIndex> {
+  static async load(
+    path: string,
+    options: { backend?: BackendOption; devices?: 'all' | number[]; device?: number; tuning?: Tuning } = {},
+  ): Promise<HammingIndex> {
     checkPath(path);
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
-    const ix = new HammingIndex({ bits: 32, backend: options.backend, device: options.device, tuning: options.tuning });
+    const ix = new HammingIndex({
+      bits: 32,
+      backend: options.backend,
+      devices: options.devices,
+      device: options.device,
+      tuning: options.tuning,
+    });
     try {
       const o = (await ix.handle.load(path)) as { bits: number; method: HammingMethod };
       Object.assign(ix as { bits: number; method: HammingMethod }, { bits: o.bits, method: o.method });

@@ -2,7 +2,7 @@
 // threshold, with no misses (PPJoin / AllPairs on the CPU, fgssjoin-style
 // index-filter-verify on the GPU).
 import { MAX_TYPED_LENGTH, native } from './addon.js';
-import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
+import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import {
@@ -58,6 +58,9 @@ export interface JoinOptions {
   algorithm?: 'ppjoin' | 'allpairs';
   /** Chunk sizes and GPU kernel choices (the pairs are the same under every choice); see docs/engines/join.md. */
   tuning?: JoinTuning;
+  /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
+  devices?: 'all' | number[];
+  /** @deprecated The same as `devices: [n]`. */
   device?: number;
   signal?: AbortSignal;
   /**
@@ -127,7 +130,7 @@ function normalize(sets: unknown, options: unknown): Normalized {
       (s.rows ? s.indptr[s.rows] - s.indptr[0] : 0) + (against && against.rows ? against.indptr[against.rows] - against.indptr[0] : 0);
     if (tokens < AUTO_GPU_MIN_TOKENS) backend = 'cpu';
   }
-  const devices = o.device === undefined ? undefined : resolveDevices([o.device], 'options.device');
+  const devices = resolveOneDevice(o, 'similarityJoin');
   return {
     sets: s,
     against,

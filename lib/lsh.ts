@@ -491,7 +491,7 @@ export class MinHashLSH implements Disposable {
   // Chunks are joined once, at the first batch call after inserts.
   #state(): { ids: Uint32Array; sigs: Staged } {
     if (this.#sigChunks.length > 1) {
-      const joined = native().stageArray(this.#sigChunks) as Staged;
+      const joined = native().stageArray(this.#sigChunks, true) as Staged;
       for (const c of this.#sigChunks) c.dispose();
       this.#sigChunks = [joined];
     }

@@ -1,6 +1,6 @@
 // Small utility kernels. popcountRows is also the bench harness's smoke test.
 import { native } from './addon.js';
-import { resolveBackend, type BackendOption, type Backend } from './backend.js';
+import { resolveBackend, resolveOneDevice, type BackendOption, type Backend } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOptions, toBits, type BitCodes } from './validate.js';
 
@@ -16,15 +16,23 @@ export interface PopcountResult {
 /** Number of set bits in each packed code. */
 export async function popcountRows(
   codes: BitCodes,
-  options: { backend?: BackendOption; device?: number; signal?: AbortSignal } = {},
+  options: {
+    backend?: BackendOption;
+    /** The GPU: 'all' (GPU 0) or one index in a list. */
+    devices?: 'all' | number[];
+    /** @deprecated The same as `devices: [n]`. */
+    device?: number;
+    signal?: AbortSignal;
+  } = {},
 ): Promise<PopcountResult> {
   const c = toBits(codes, 'codes');
   checkOptions(options);
+  const devices = resolveOneDevice(options, 'popcountRows');
   const backend = resolveBackend(options.backend);
   return withCancel(options.signal, async (cancel) => {
     const r = await native().popcountRows(c, {
       backend,
-      devices: options.device === undefined ? undefined : [options.device],
+      devices,
       cancel,
     });
     return { ...r, backend } as PopcountResult;

@@ -70,13 +70,16 @@ LentRegistry& Lent() {
 // page faults (and zeroing) on the first touch, which take longer than the
 // copy itself (bench/staging.js measures both), and page-locking a block for
 // a GPU call costs more again (cudaHostAlloc of a large block takes longer
-// than the copy). Idle blocks are kept up to min(8 GiB, RAM / 16) per pool, least
-// recently used freed first; best fit within twice the size asked.
+// than the copy). Idle blocks are kept up to a cap per pool, least recently
+// used freed first; best fit within twice the size asked. The caps bound what
+// a process holds beyond its live data: page-locked blocks are dear to make
+// again, pageable ones cost only their page faults.
 class BlockPool {
  public:
   using Alloc = void* (*)(uint64_t);  // null when it cannot
   using Free = void (*)(void*);
-  BlockPool(Alloc alloc, Free free, uint64_t maxInUse) : alloc_(alloc), free_(free), maxInUse_(maxInUse) {}
+  BlockPool(Alloc alloc, Free free, uint64_t maxInUse, uint64_t idleCap)
+      : alloc_(alloc), free_(free), maxInUse_(maxInUse), idleCap_(idleCap) {}
 
   // Null when the allocator refuses or more than maxInUse would be out.
   std::shared_ptr<void> Acquire(uint64_t bytes) {
@@ -132,7 +135,6 @@ class BlockPool {
     }
     return (b + g - 1) / g * g;
   }
-  static uint64_t IdleCap() { return std::min<uint64_t>(uint64_t(8) << 30, PhysicalBytes() / 16); }
   void Return(void* p, uint64_t cap) {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -140,7 +142,7 @@ class BlockPool {
       idle_.push_back({p, cap, ++clock_});
       idleBytes_ += cap;
     }
-    Trim(IdleCap());
+    Trim(idleCap_);
   }
   // Frees idle blocks, oldest first, until at most `keep` bytes stay idle,
   // in the background (cudaFreeHost synchronizes the device).
@@ -158,7 +160,7 @@ class BlockPool {
 
   Alloc alloc_;
   Free free_;
-  uint64_t maxInUse_;
+  uint64_t maxInUse_, idleCap_;
   std::mutex m_;
   std::vector<Block> idle_;
   uint64_t idleBytes_ = 0, usedBytes_ = 0, clock_ = 0;
@@ -170,7 +172,8 @@ class BlockPool {
 BlockPool& PinnedPool() {
   static BlockPool* p =
       new BlockPool([](uint64_t b) { return QueryDevices().cuda ? HostPinnedAlloc(b, false) : nullptr; },
-                    [](void* q) { HostPinnedFree(q); }, PhysicalBytes() / 4);
+                    [](void* q) { HostPinnedFree(q); }, PhysicalBytes() / 4,
+                    std::min<uint64_t>(uint64_t(4) << 30, PhysicalBytes() / 16));
   return *p;  // never destroyed (see LentRegistry)
 }
 
@@ -183,7 +186,7 @@ BlockPool& PageablePool() {
           return nullptr;
         }
       },
-      [](void* q) { std::free(q); }, ~uint64_t(0));
+      [](void* q) { std::free(q); }, ~uint64_t(0), std::min<uint64_t>(uint64_t(1) << 30, PhysicalBytes() / 32));
   return *p;
 }
 
@@ -316,6 +319,8 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
     napi_type_tag_object(info.Env(), info.This(), &kStagedTag);
   }
   const std::shared_ptr<const StagedData>& data() const { return data_; }
+  // As dispose(): the memory goes once no running call holds it.
+  void Release() { data_.reset(); }
 
  private:
   // Lets the memory go now (calls still reading it keep it until they end).
@@ -359,11 +364,14 @@ Napi::Value StageCsr(const Napi::CallbackInfo& info) {
   });
 }
 
-// stageArray(parts: (TypedArray | Staged)[]) -> Staged: the parts end to end,
-// all of one element type.
+// stageArray(parts: (TypedArray | Staged)[], consume = false) -> Staged: the
+// parts end to end, all of one element type. With consume, each Staged part is
+// disposed once copied, so joining chunks needs little more than their total
+// (the new block's pages are touched only as it fills).
 Napi::Value StageArray(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     if (!info[0].IsArray()) ThrowInvalid("parts must be an array of typed arrays", "TypeError");
+    const bool consume = info.Length() > 1 && info[1].ToBoolean().Value();
     auto list = info[0].As<Napi::Array>();
     std::vector<Napi::Value> parts;
     for (uint32_t i = 0; i < list.Length(); ++i) parts.push_back(list.Get(i));  // getters run here, not below
@@ -395,9 +403,13 @@ Napi::Value StageArray(const Napi::CallbackInfo& info) {
     d->array.length = total;
     auto* dst = static_cast<uint8_t*>(d->in->Allocate(total * d->array.elementBytes, false));
     d->array.data = dst;
-    for (const ArrayRef& a : refs) {
-      ParallelCopy(dst, a.data, a.bytes());
-      dst += a.bytes();
+    for (size_t i = 0; i < refs.size(); ++i) {
+      ParallelCopy(dst, refs[i].data, refs[i].bytes());
+      dst += refs[i].bytes();
+      if (consume && refs[i].owner) {
+        refs[i].owner.reset();
+        StagedWrap::Unwrap(parts[i].As<Napi::Object>())->Release();
+      }
     }
     return NewStaged(info.Env(), d);
   });

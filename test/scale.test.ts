@@ -155,8 +155,14 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     // What MinHashLSH keeps after three inserts: their native copies, joined once.
     const parts = [sig.subarray(0, 1000 * 32), sig.subarray(1000 * 32, 1001 * 32), sig.subarray(1001 * 32)];
     const staged = parts.map((p) => native().stageArray([p]));
-    const joined = native().stageArray(staged);
+    // Consumed as joined (what MinHashLSH does): each part's memory goes once copied.
+    const joined = native().stageArray(staged, true);
+    expect(staged.map((s) => s.length)).toEqual([0, 0, 0]);
+    expect(joined.length).toBe(sig.length);
+    const plain = native().stageArray(parts.map((p) => native().stageArray([p])));
     const many = await native().lshGroups(joined, ids, opts);
+    expect((await native().lshGroups(plain, ids, opts)).group).toEqual(one.group);
+    plain.dispose();
     expect(many.group).toEqual(one.group);
     expect(many.left).toEqual(one.left);
     expect(many.right).toEqual(one.right);

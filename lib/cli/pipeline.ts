@@ -16,10 +16,9 @@ export class StreamFeaturizer {
   #pending: Doc[] = [];
   #pendingChars = 0;
   #inFlight: { docs: Doc[]; batch: Promise<TokenBatch | HashedRows> } | undefined;
-  // Hashed mode: the rows so far, in arrays grown by half as needed.
-  #indptr = new Uint32Array(1 << 16);
-  #indices = new Uint32Array(1 << 20);
-  #values: Float32Array | undefined;
+  // Hashed mode: the rows so far, as the batches' arrays (joined once, by matrix()).
+  #parts: { indptr: Uint32Array; indices: Uint32Array; values?: Float32Array }[] = [];
+  #joined: CsrMatrix | undefined;
   #rows = 0;
   #nnz = 0;
 
@@ -38,32 +37,35 @@ export class StreamFeaturizer {
      * featurizer's state is not touched, and batches tokenize on all cores.
      */
     private readonly hashed?: { bits: number; values: boolean },
-  ) {
-    if (hashed?.values) this.#values = new Float32Array(this.#indices.length);
-  }
+  ) {}
 
-  /** Hashed mode: the rows added, as a CSR matrix of 2^bits columns (views of the arrays kept). */
+  /** Hashed mode: the rows added, as a CSR matrix of 2^bits columns. */
   matrix(): CsrMatrix {
     if (!this.hashed) throw new Error('matrix() is for hashed mode; build the featurizer instead');
-    const m: CsrMatrix = {
-      rows: this.#rows,
-      cols: 2 ** this.hashed.bits,
-      indptr: this.#indptr.subarray(0, this.#rows + 1),
-      indices: this.#indices.subarray(0, this.#nnz),
-    };
-    if (this.#values) m.values = this.#values.subarray(0, this.#nnz);
-    return m;
+    if (this.#joined?.rows === this.#rows) return this.#joined;
+    // One copy into arrays of the exact size (the batches' arrays go with the parts).
+    const parts = this.#parts;
+    const indptr = new Uint32Array(this.#rows + 1);
+    const indices = new Uint32Array(this.#nnz);
+    const values = this.hashed.values ? new Float32Array(this.#nnz) : undefined;
+    let row = 0;
+    let nz = 0;
+    for (const p of parts) {
+      const n = p.indptr.length - 1;
+      for (let i = 1; i <= n; i++) indptr[row + i] = nz + p.indptr[i];
+      indices.set(p.indices, nz);
+      if (values && p.values) values.set(p.values, nz);
+      row += n;
+      nz += p.indices.length;
+    }
+    // Rows added later join these arrays again.
+    this.#parts = [{ indptr, indices, ...(values ? { values } : {}) }];
+    this.#joined = { rows: this.#rows, cols: 2 ** this.hashed.bits, indptr, indices, ...(values ? { values } : {}) };
+    return this.#joined;
   }
 
   #append(r: HashedRows): void {
-    const rows = r.indptr.length - 1;
     const nnz = r.indices.length;
-    const grow = <T extends Uint32Array | Float32Array>(a: T, need: number): T => {
-      if (need <= a.length) return a;
-      const b = new (a.constructor as new (n: number) => T)(Math.max(need, Math.ceil(a.length * 1.5)));
-      b.set(a);
-      return b;
-    };
     if (this.#nnz + nnz > 0xffffffff) {
       throw new CliError(
         'more than 2^32 - 1 token entries in one run (one matrix)',
@@ -71,16 +73,24 @@ export class StreamFeaturizer {
         1,
       );
     }
-    this.#indptr = grow(this.#indptr, this.#rows + rows + 1);
-    this.#indices = grow(this.#indices, this.#nnz + nnz);
-    for (let i = 1; i <= rows; i++) this.#indptr[this.#rows + i] = this.#nnz + r.indptr[i];
-    this.#indices.set(r.indices, this.#nnz);
-    if (this.#values) {
-      this.#values = grow(this.#values, this.#nnz + nnz);
-      this.#values.set(r.values, this.#nnz);
-    }
-    this.#rows += rows;
+    this.#parts.push({ indptr: r.indptr, indices: r.indices, ...(this.hashed?.values ? { values: r.values } : {}) });
+    this.#rows += r.indptr.length - 1;
     this.#nnz += nnz;
+  }
+
+  /**
+   * Hashed mode: rows featurized elsewhere (record-blocks.ts), with the ids of
+   * the documents that became rows and the counts of all documents read.
+   * Everything queued before must have been added (finish()).
+   */
+  addRows(rows: HashedRows, ids: readonly string[], documents: number, tooSmall: number): void {
+    if (!this.hashed) throw new Error('addRows() is for hashed mode');
+    if (this.#pending.length || this.#inFlight) throw new Error('addRows() after add(): call finish() first');
+    this.#append(rows);
+    for (const id of ids) this.ids.push(id);
+    this.documents += documents;
+    this.tooSmall += tooSmall;
+    this.onBatch?.(documents);
   }
 
   /** Queues a document; resolves at once unless a batch had to be handed over. */

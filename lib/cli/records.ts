@@ -46,6 +46,14 @@ export interface RecordOptions {
 
 const NEWLINE = 0x0a;
 
+export function tooLongError(o: RecordOptions, line: number): CliError {
+  return new CliError(
+    `${escapeText(o.source)} line ${line} is longer than ${o.maxRecordBytes} bytes`,
+    'raise --max-size, or check that the input has line breaks',
+    1,
+  );
+}
+
 /**
  * Lines of a byte stream (LF or CRLF), decoded as UTF-8, with their 1-based
  * numbers. A line longer than `max` bytes is an error, not an allocation.
@@ -55,12 +63,7 @@ async function* lines(input: Readable, o: RecordOptions): AsyncGenerator<[string
   let carry: Buffer[] = [];
   let carryBytes = 0;
   let lineNo = 0;
-  const tooLong = (): CliError =>
-    new CliError(
-      `${escapeText(o.source)} line ${lineNo + 1} is longer than ${o.maxRecordBytes} bytes`,
-      'raise --max-size, or check that the input has line breaks',
-      1,
-    );
+  const tooLong = (): CliError => tooLongError(o, lineNo + 1);
   for await (const chunk of input as AsyncIterable<Buffer | string>) {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     o.onBytes?.(buf.length);
@@ -96,32 +99,66 @@ function lineId(o: RecordOptions, line: number): string {
 }
 
 function fromJson(l: string, line: number, o: RecordOptions): Doc {
-  const where = `${escapeText(o.source)} line ${line}`;
+  const where = (): string => `${escapeText(o.source)} line ${line}`;
   let v: unknown;
   try {
     v = JSON.parse(l);
   } catch {
-    throw new CliError(`${where} is not valid JSON`, 'fix the line or use --format lines', 1);
+    throw new CliError(`${where()} is not valid JSON`, 'fix the line or use --format lines', 1);
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) {
-    throw new CliError(`${where} is not a JSON object`, 'each JSONL line must be an object', 1);
+    throw new CliError(`${where()} is not a JSON object`, 'each JSONL line must be an object', 1);
   }
   const rec = v as Record<string, unknown>;
   const text = rec[o.field];
   if (typeof text !== 'string') {
-    throw new CliError(`${where} has no string field '${escapeText(o.field)}'`, 'name the text field with --field', 1);
+    throw new CliError(`${where()} has no string field '${escapeText(o.field)}'`, 'name the text field with --field', 1);
   }
   const id = rec[o.idField];
   return { id: id === undefined || id === null ? lineId(o, line) : String(id), text };
 }
 
+/** The format of line-based input whose first non-blank line is `l`. */
+export function lineFormat(format: RecordFormat, l: string): 'lines' | 'jsonl' {
+  if (format === 'lines' || format === 'jsonl') return format;
+  return l.trimStart().startsWith('{') ? 'jsonl' : 'lines';
+}
+
+/** The record of line number `line` (1-based), or undefined for a blank line. */
+export function lineRecord(l: string, line: number, format: 'lines' | 'jsonl', o: RecordOptions): Doc | undefined {
+  if (l.trim() === '') return undefined;
+  return format === 'jsonl' ? fromJson(l, line, o) : { id: lineId(o, line), text: l };
+}
+
 async function* lineRecords(input: Readable, o: RecordOptions): AsyncGenerator<Doc> {
-  let format = o.format;
+  let format: 'lines' | 'jsonl' | undefined;
   for await (const [l, n] of lines(input, o)) {
     if (l.trim() === '') continue;
-    if (format === 'auto') format = l.trimStart().startsWith('{') ? 'jsonl' : 'lines';
-    yield format === 'jsonl' ? fromJson(l, n, o) : { id: lineId(o, n), text: l };
+    format ??= lineFormat(o.format, l);
+    yield lineRecord(l, n, format, o)!;
   }
+}
+
+/**
+ * The records of a block of whole lines (a worker's share of line-based input),
+ * numbered from `firstLine` + 1: the same records, ids and errors as
+ * readRecords gives for those lines.
+ */
+export function blockRecords(block: Uint8Array, firstLine: number, format: 'lines' | 'jsonl', o: RecordOptions): Doc[] {
+  const decoder = new TextDecoder('utf-8');
+  const docs: Doc[] = [];
+  let line = firstLine;
+  for (let start = 0; start < block.length;) {
+    let nl = block.indexOf(NEWLINE, start);
+    if (nl < 0) nl = block.length;
+    line++;
+    if (nl - start > o.maxRecordBytes) throw tooLongError(o, line);
+    const end = nl > start && block[nl - 1] === 0x0d ? nl - 1 : nl;
+    const d = lineRecord(decoder.decode(block.subarray(start, end)), line, format, o);
+    if (d) docs.push(d);
+    start = nl + 1;
+  }
+  return docs;
 }
 
 /** CSV or TSV with a header row naming the columns. TSV has no quoting (IANA text/tab-separated-values). */

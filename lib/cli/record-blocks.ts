@@ -1,0 +1,193 @@
+// Line-based records (JSONL, lines) read in blocks of whole lines, each block
+// parsed and featurized to hashed rows on a worker thread (record-worker.ts).
+// Blocks are merged strictly in order, so rows, ids and the first error
+// reported are those of a sequential pass; memory holds at most two blocks
+// per worker. Input that fits in one block is done on this thread, with no
+// workers started.
+import type { Readable } from 'node:stream';
+import { Worker } from 'node:worker_threads';
+import { TextFeaturizer } from '../text/index.js';
+import type { TextFeaturizerOptions } from '../text/index.js';
+import { CliError } from './errors.js';
+import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
+import type { BlockFailure, BlockResult, BlockTask } from './record-worker.js';
+import { lineFormat, tooLongError } from './records.js';
+import type { RecordOptions } from './records.js';
+
+export interface RecordBlockOptions {
+  records: RecordOptions;
+  features: TextFeaturizerOptions;
+  minTokens: number;
+  bits: number;
+  threads: number;
+  /** Bytes per block (default 8 MiB). */
+  blockBytes?: number;
+  signal?: AbortSignal;
+  /** Each block's rows, in input order. */
+  onBlock: (r: BlockResult) => void;
+}
+
+const NEWLINE = 0x0a;
+
+function countLines(block: Uint8Array): number {
+  let n = 0;
+  for (let i = block.indexOf(NEWLINE); i >= 0; i = block.indexOf(NEWLINE, i + 1)) n++;
+  return n;
+}
+
+/** The format of 'auto' input from its first non-blank line in `block`, if there is one. */
+function detect(block: Uint8Array, format: RecordOptions['format']): 'lines' | 'jsonl' | undefined {
+  if (format === 'lines' || format === 'jsonl') return format;
+  const decoder = new TextDecoder('utf-8');
+  for (let start = 0; start < block.length;) {
+    let nl = block.indexOf(NEWLINE, start);
+    if (nl < 0) nl = block.length;
+    // A blank line is short; a long first line is decoded only as far as its start.
+    const l = decoder.decode(block.subarray(start, Math.min(nl, start + 4096)));
+    if (l.trim() !== '') return lineFormat(format, l);
+    start = nl + 1;
+  }
+  return undefined;
+}
+
+function rethrow(f: BlockFailure): never {
+  const e = f.error;
+  if (e.cli) throw new CliError(e.message, e.fix, e.exitCode);
+  throw new Error(`a record worker failed: ${e.message}`);
+}
+
+/** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
+export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): Promise<void> {
+  const blockBytes = o.blockBytes ?? 8 << 20;
+  const { onBytes, ...records } = o.records;
+  let format: 'lines' | 'jsonl' | undefined;
+  let lines = 0;
+  const tasks: BlockTask[] = [];
+  const done = new Map<number, BlockResult | BlockFailure>();
+  let merged = 0;
+  const workers: Worker[] = [];
+  const idle: Worker[] = [];
+  const queue: BlockTask[] = [];
+  let broken: unknown;
+  let closing = false;
+  let wake: (() => void) | undefined;
+  const notify = (): void => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+
+  const merge = (): void => {
+    for (let r = done.get(merged); r; r = done.get(merged)) {
+      done.delete(merged);
+      tasks[merged] = undefined as unknown as BlockTask;
+      merged++;
+      if ('error' in r) rethrow(r);
+      o.onBlock(r);
+    }
+  };
+  const dispatch = (): void => {
+    while (idle.length && queue.length) {
+      const t = queue.shift()!;
+      idle.pop()!.postMessage(t, [t.block.buffer as ArrayBuffer]);
+    }
+  };
+  const startWorkers = (): void => {
+    for (let i = 0; i < o.threads; i++) {
+      const w = new Worker(new URL('./record-worker.js', import.meta.url), { workerData: RECORD_WORKER });
+      w.on('message', (r: BlockResult | BlockFailure) => {
+        done.set(r.task, r);
+        idle.push(w);
+        dispatch();
+        notify();
+      });
+      w.on('error', (e) => {
+        broken ??= e;
+        notify();
+      });
+      // A worker gone before the end (killed, out of memory) would leave its block unanswered.
+      w.on('exit', (code) => {
+        if (closing) return;
+        broken ??= new Error(`a record worker stopped (exit code ${code})`);
+        notify();
+      });
+      workers.push(w);
+      idle.push(w);
+    }
+  };
+  // Waits until the blocks in flight are at most `limit`, merging what is done.
+  const drain = async (limit: number): Promise<void> => {
+    for (;;) {
+      if (broken) throw broken;
+      merge();
+      if (tasks.length - merged <= limit) return;
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+  };
+
+  const submit = (block: Uint8Array): void => {
+    format ??= detect(block, records.format);
+    const t: BlockTask = {
+      task: tasks.length,
+      block,
+      firstLine: lines,
+      format: format ?? 'lines',
+      records,
+      features: o.features,
+      minTokens: o.minTokens,
+      bits: o.bits,
+    };
+    lines += countLines(block);
+    tasks.push(t);
+    // The first block waits: if it is the only one, no worker is started.
+    if (t.task === 0) return;
+    if (workers.length === 0) {
+      startWorkers();
+      queue.push(tasks[0]);
+    }
+    queue.push(t);
+    dispatch();
+  };
+
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  // Hands over the whole lines gathered (all that is left, at the end).
+  const cut = (final: boolean): void => {
+    if (pendingBytes === 0) return;
+    const all = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
+    const end = final ? all.length : all.lastIndexOf(NEWLINE) + 1;
+    if (end === 0) {
+      if (all.length > records.maxRecordBytes) throw tooLongError(o.records, lines + 1);
+      pending = [all];
+      return;
+    }
+    // A copy of its own, so that its memory can move to the worker.
+    submit(Uint8Array.prototype.slice.call(all, 0, end));
+    pending = end < all.length ? [all.subarray(end)] : [];
+    pendingBytes = all.length - end;
+  };
+
+  try {
+    for await (const chunk of input as AsyncIterable<Buffer | string>) {
+      if (o.signal?.aborted) return;
+      const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      onBytes?.(buf.length);
+      pending.push(buf);
+      pendingBytes += buf.length;
+      if (pendingBytes >= blockBytes) {
+        cut(false);
+        if (workers.length) await drain(2 * o.threads);
+      }
+    }
+    cut(true);
+    if (o.signal?.aborted) return;
+    if (workers.length === 0) {
+      if (tasks.length === 1) o.onBlock(await featurizeBlock(tasks[0], new TextFeaturizer(o.features)));
+      return;
+    }
+    await drain(0);
+  } finally {
+    closing = true;
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}

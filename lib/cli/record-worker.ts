@@ -1,0 +1,83 @@
+// One block of line-based records (JSONL or lines) to hashed feature rows:
+// run by the worker threads of record-blocks.ts, and on the main thread for
+// an input that fits in one block. JSON parsing, decoding and the JavaScript
+// tokenizer (documents with non-ASCII words) are the serial cost of the main
+// job; blocks spread them over cores.
+import { parentPort, workerData } from 'node:worker_threads';
+import { TextFeaturizer } from '../text/index.js';
+import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
+import { CliError } from './errors.js';
+import { blockRecords } from './records.js';
+import type { RecordOptions } from './records.js';
+
+export const RECORD_WORKER = 'cusim-record-worker';
+
+export interface BlockTask {
+  task: number;
+  /** Whole lines (the last block may lack its final line break). */
+  block: Uint8Array;
+  /** Lines before the block. */
+  firstLine: number;
+  format: 'lines' | 'jsonl';
+  records: Omit<RecordOptions, 'onBytes'>;
+  features: TextFeaturizerOptions;
+  minTokens: number;
+  bits: number;
+}
+
+export interface BlockResult {
+  task: number;
+  /** Rows of the block's documents with at least minTokens tokens. */
+  rows: HashedRows;
+  /** Their ids, in order. */
+  ids: string[];
+  documents: number;
+  tooSmall: number;
+}
+
+export interface BlockFailure {
+  task: number;
+  error: { message: string; fix?: string; exitCode?: number; cli: boolean };
+}
+
+export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockResult> {
+  const docs = blockRecords(t.block, t.firstLine, t.format, t.records);
+  const rows = await feat.hashedRows(
+    docs.map((d) => d.text),
+    { minTokens: t.minTokens, bits: t.bits },
+  );
+  const ids: string[] = [];
+  let tooSmall = 0;
+  docs.forEach((d, i) => {
+    if (rows.tokens[i] < t.minTokens) tooSmall++;
+    else ids.push(d.id);
+  });
+  return { task: t.task, rows, ids, documents: docs.length, tooSmall };
+}
+
+export function failure(task: number, e: unknown): BlockFailure {
+  const cli = e instanceof CliError;
+  return {
+    task,
+    error: { message: String((e as Error)?.message ?? e), cli, ...(cli ? { fix: e.fix, exitCode: e.exitCode } : {}) },
+  };
+}
+
+if (parentPort && workerData === RECORD_WORKER) {
+  const port = parentPort;
+  let feat: TextFeaturizer | undefined;
+  let key = '';
+  port.on('message', (t: BlockTask) => {
+    const k = JSON.stringify(t.features);
+    if (!feat || k !== key) {
+      feat = new TextFeaturizer(t.features);
+      key = k;
+    }
+    // The rows are copied, not transferred: the addon's result arrays are
+    // external memory that this thread's collector frees.
+    featurizeBlock(t, feat).then(
+      (r) => port.postMessage(r),
+      (e: unknown) => port.postMessage(failure(t.task, e)),
+    );
+  });
+}
