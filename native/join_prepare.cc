@@ -184,51 +184,130 @@ uint32_t Rank(const std::vector<uint32_t>& df, std::vector<uint32_t>* rankOf) {
   return uint32_t(order.size());
 }
 
+// Sorts a short row (ascending, repeats kept) from in to out: an element's
+// place is the count of smaller elements plus that of equal ones before it.
+// The loops have no data-dependent branches and vectorize, where an
+// insertion sort mispredicted about once per element.
+void SortShort(const uint32_t* in, uint32_t n, uint32_t* out) {
+  for (uint32_t i = 0; i < n; i++) {
+    const uint32_t v = in[i];
+    uint32_t p = 0;
+    for (uint32_t j = 0; j < n; j++) p += in[j] < v;
+    for (uint32_t j = 0; j < i; j++) p += in[j] == v;
+    out[p] = v;
+  }
+}
+
+// Rows ordered by (size, input id), empty rows dropped: c->ids and
+// c->offsets, and pos[r], the sorted position of input row r (unset for empty
+// rows). A stable counting sort by size, blocks of rows counting and
+// scattering in parallel; a size's rows are contiguous and all that long, so
+// each offset follows from its size's first position with no serial scan.
+void OrderRows(const std::vector<uint32_t>& size, Collection* c, UninitVector<uint32_t>* pos) {
+  const uint64_t R = size.size();
+  const size_t threads = NumThreads();
+  const size_t grain = 1 << 16;
+  const uint64_t parts = std::max<uint64_t>(1, (R + grain - 1) / grain);
+  std::vector<uint32_t> partMax(parts, 0);
+  ParallelFor(parts, 1, [&](size_t b, size_t e) {
+    for (size_t q = b; q < e; q++)
+      for (uint64_t r = R * q / parts, end = R * (q + 1) / parts; r < end; r++) partMax[q] = std::max(partMax[q], size[r]);
+  });
+  const uint64_t K = uint64_t(*std::max_element(partMax.begin(), partMax.end())) + 1;
+  // Per-block histograms stay within about the row count.
+  const uint64_t blocks = std::max<uint64_t>(1, std::min<uint64_t>(4 * threads, R / std::max<uint64_t>(K, grain)));
+  std::vector<uint64_t> hist(blocks * K, 0);
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t* h = hist.data() + blk * K;
+      for (uint64_t r = R * blk / blocks, end = R * (blk + 1) / blocks; r < end; r++) h[size[r]]++;
+    }
+  });
+  // Key-major, block-minor exclusive starts; key 0 (empty rows) is dropped.
+  std::vector<uint64_t> first(K + 1, 0), tokFirst(K + 1, 0);
+  uint64_t run = 0, tok = 0;
+  for (uint64_t k = 1; k < K; k++) {
+    first[k] = run;
+    tokFirst[k] = tok;
+    for (uint64_t blk = 0; blk < blocks; blk++) {
+      const uint64_t cnt = hist[blk * K + k];
+      hist[blk * K + k] = run;
+      run += cnt;
+    }
+    tok += (run - first[k]) * k;
+  }
+  first[K] = run;
+  tokFirst[K] = tok;
+  c->ids.resize(run);
+  pos->resize(R);
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t* at = hist.data() + blk * K;
+      for (uint64_t r = R * blk / blocks, end = R * (blk + 1) / blocks; r < end; r++) {
+        const uint32_t k = size[r];
+        if (k == 0) continue;
+        const uint64_t i = at[k]++;
+        c->ids[i] = uint32_t(r);
+        (*pos)[r] = uint32_t(i);
+      }
+    }
+  });
+  c->offsets.resize(run + 1);
+  ParallelFor(run, grain, [&](size_t b, size_t e) {
+    uint64_t k = uint64_t(std::upper_bound(first.begin() + 1, first.begin() + K, uint64_t(b)) - first.begin()) - 1;
+    for (size_t i = b; i < e; i++) {
+      while (i >= first[k + 1]) k++;
+      c->offsets[i] = tokFirst[k] + (i - first[k]) * k;
+    }
+  });
+  c->offsets[run] = tok;
+}
+
 // Rows in (size, input id) order, empty rows dropped.
 Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::vector<uint32_t>& rankOf,
                  uint32_t ranks) {
   Collection c;
-  c.ids = OrderByKey(size);
-  c.offsets.resize(c.ids.size() + 1);
-  c.offsets[0] = 0;
-  for (size_t i = 0; i < c.ids.size(); i++) c.offsets[i + 1] = c.offsets[i] + size[c.ids[i]];
+  UninitVector<uint32_t> pos;
+  OrderRows(size, &c, &pos);
   c.tokens.resize(c.offsets.back());
-  // Each row is mapped to ranks, sorted and deduplicated once, in its place.
+  // Each row is mapped to ranks, sorted and deduplicated once. Rows are read
+  // in input order (sequentially) and each written at its sorted place.
   const bool bitmap = ranks <= RowBitmap::kMaxRanks;
-  ParallelFor(c.n(), 256, [&](size_t b, size_t e) {
+  ParallelFor(s.rows, 1024, [&](size_t b, size_t e) {
     std::unique_ptr<RowBitmap> bits;
-    std::vector<uint32_t> tmp;
-    for (size_t i = b; i < e; i++) {
-      // Rows are read in size order, so scattered over the input: fetch
-      // their bounds and then their tokens a few rows ahead.
-      if (i + 16 < e) __builtin_prefetch(s.indptr + c.ids[i + 16]);
-      if (i + 8 < e) {
-        const uint32_t ahead = c.ids[i + 8];
-        const char* p = reinterpret_cast<const char*>(s.row(ahead));
-        const char* q = reinterpret_cast<const char*>(s.row(ahead) + s.len(ahead));
-        for (; p < q; p += 64) __builtin_prefetch(p);
-      }
-      const uint32_t r = c.ids[i];
+    std::vector<uint32_t> tmp, tmp2;
+    for (size_t r = b; r < e; r++) {
+      const uint32_t n = size[r];
+      if (n == 0) continue;
       const uint32_t* in = s.row(r);
       const uint32_t len = s.len(r);
-      uint32_t* out = c.tokens.data() + c.offsets[i];
+      uint32_t* out = c.tokens.data() + c.offsets[pos[r]];
       if (bitmap && RowBitmap::Pays(ranks, len)) {
         if (!bits) bits.reset(new RowBitmap(ranks));
-        // The slack may run into the next row, written after this one when
-        // it is in this block; the block's last row goes through tmp.
-        if (i + 1 < e) {
-          bits->MapSortUnique(in, len, rankOf.data(), out);
-        } else {
-          tmp.resize(size[r] + RowBitmap::kSlack);
-          bits->MapSortUnique(in, len, rankOf.data(), tmp.data());
-          std::copy_n(tmp.data(), size[r], out);
+        // The slack may run past the row: through tmp.
+        tmp.resize(n + RowBitmap::kSlack);
+        bits->MapSortUnique(in, len, rankOf.data(), tmp.data());
+        std::copy_n(tmp.data(), n, out);
+      } else if (len <= 32) {
+        uint32_t a[32], o[32];
+        for (uint32_t j = 0; j < len; j++) a[j] = rankOf[in[j]];
+        SortShort(a, len, o);
+        if (len != n) {  // the previous value in a register, not reloaded past a store
+          uint32_t w = 1, last = o[0];
+          for (uint32_t j = 1; j < len; j++) {
+            const uint32_t v = o[j];
+            o[w] = v;
+            w += v != last;
+            last = v;
+          }
         }
+        std::copy_n(o, n, out);
       } else {
         // Repeats need room for the whole row before they are removed.
-        uint32_t* at = len == size[r] ? out : (tmp.resize(len), tmp.data());
+        uint32_t* at = len == n ? out : (tmp.resize(len), tmp.data());
         for (uint32_t j = 0; j < len; j++) at[j] = rankOf[in[j]];
         SortUnique(at, len);
-        if (at != out) std::copy_n(at, size[r], out);
+        if (at != out) std::copy_n(at, n, out);
       }
     }
   });

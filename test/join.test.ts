@@ -214,6 +214,38 @@ describe('similarityJoin (cpu) equals brute force', () => {
     expect(diag).toBe(sets(L).filter((s) => s.length > 0).length);
   });
 
+  it('300,000 ragged rows (empty, repeats, over 32 tokens): Jaccard 1 equals grouping identical sets', async () => {
+    // Enough rows that the rows' size order is counted and scattered in
+    // several parallel blocks, with rows on both sides of the short-row sort.
+    const rows = randomRows(7, 300_000, 100_000, 40, true);
+    const groups = new Map<string, number[]>();
+    sets(rows).forEach((s, i) => {
+      if (s.length === 0) return;
+      const key = s.join(',');
+      const g = groups.get(key);
+      if (g) g.push(i);
+      else groups.set(key, [i]);
+    });
+    const p: Pairs = { l: [], r: [], a: [], b: [], o: [] };
+    for (const [key, g] of groups) {
+      const size = key.split(',').length;
+      for (let x = 0; x < g.length; x++)
+        for (let y = x + 1; y < g.length; y++) {
+          p.l.push(g[x]);
+          p.r.push(g[y]);
+          p.a.push(size);
+          p.b.push(size);
+          p.o.push(size);
+        }
+    }
+    const order = p.l.map((_, k) => k).sort((x, y) => p.l[x] - p.l[y] || p.r[x] - p.r[y]);
+    const sorted: Pairs = { l: [], r: [], a: [], b: [], o: [] };
+    for (const k of order) for (const f of ['l', 'r', 'a', 'b', 'o'] as const) sorted[f].push(p[f][k]);
+    const got = await similarityJoin(csrFromRows(rows, 100_000), { threshold: 1, backend: 'cpu' });
+    expect(got.left.length).toBeGreaterThan(1000);
+    expectEqual(got, bruteForce(sorted, 'jaccard', 1), 'identical sets');
+  });
+
   it('ids spread over a 2^32 id space, more than 2^20 distinct tokens and heavy repeats: equal to an inverted-index oracle', async () => {
     // Few tokens over a huge `cols` take the sorted-vocabulary path; over 2^20
     // distinct tokens, rows are sorted by comparison instead of by bitmap.
