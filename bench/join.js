@@ -60,7 +60,7 @@ function qgramCsr(texts, q) {
 }
 
 /** n sets, sizes uniform in [10, 30] (mean 20), Zipf(1.1) tokens over `vocab`, 1% near copies. */
-function zipfCsr(n, vocab, seed = 12345) {
+export function zipfCsr(n, vocab, seed = 12345) {
   let s = seed >>> 0;
   const rand = () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 4294967296;
   const e = 1 - 1.1;
