@@ -24,10 +24,19 @@ for (let r = 0; r < repeats; r++) {
   t = performance.now();
   // Threshold 1: the CPU joiner's own prefix index (logged apart as
   // "joiner", not part of a GPU call) stays small.
-  const p = handle.open(s, undefined, { measure: 0, threshold: 1, backend: 'cpu', algorithm: 'ppjoin', blockSize: 0, maxChunkPairs: 2 ** 26 });
+  const p = handle.open(s, undefined, {
+    measure: 0,
+    threshold: 1,
+    backend: 'cpu',
+    algorithm: 'ppjoin',
+    blockSize: 0,
+    maxChunkPairs: 2 ** 26,
+  });
   const tSync = performance.now() - t;
   await p;
   const tOpen = performance.now() - t;
   handle.dispose();
-  console.log(`run ${r}: normalize ${tNorm.toFixed(1)} ms, open sync (staging copy) ${tSync.toFixed(1)} ms, open total ${tOpen.toFixed(1)} ms`);
+  console.log(
+    `run ${r}: normalize ${tNorm.toFixed(1)} ms, open sync (staging copy) ${tSync.toFixed(1)} ms, open total ${tOpen.toFixed(1)} ms`,
+  );
 }

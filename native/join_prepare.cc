@@ -211,7 +211,8 @@ void OrderRows(const std::vector<uint32_t>& size, Collection* c, UninitVector<ui
   std::vector<uint32_t> partMax(parts, 0);
   ParallelFor(parts, 1, [&](size_t b, size_t e) {
     for (size_t q = b; q < e; q++)
-      for (uint64_t r = R * q / parts, end = R * (q + 1) / parts; r < end; r++) partMax[q] = std::max(partMax[q], size[r]);
+      for (uint64_t r = R * q / parts, end = R * (q + 1) / parts; r < end; r++)
+        partMax[q] = std::max(partMax[q], size[r]);
   });
   const uint64_t K = uint64_t(*std::max_element(partMax.begin(), partMax.end())) + 1;
   // Per-block histograms stay within about the row count.
