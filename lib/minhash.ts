@@ -113,8 +113,6 @@ export abstract class MinHashBase extends NativeResource {
   readonly backend: Backend;
   readonly devices: number[];
   readonly tuning: Required<MinHashTuning>;
-  /** CUDA-event timings of the most recent hash() call. */
-  lastTiming: HashTiming = { kernelMs: 0, transferMs: 0 };
 
   protected constructor(h: Native, what: string, samples: number, backend: Backend, tuning: Required<MinHashTuning>) {
     super(h, what);
@@ -132,12 +130,10 @@ export abstract class MinHashBase extends NativeResource {
    * row (see the class for the layout). Slicing copies nothing.
    */
   async hash(matrix: CsrMatrix, options: HashOptions = {}): Promise<Uint32Array> {
-    const r = await this.hashTimed(matrix, options);
-    this.lastTiming = { kernelMs: r.kernelMs, transferMs: r.transferMs };
-    return r.signatures;
+    return (await this.hashTimed(matrix, options)).signatures;
   }
 
-  /** hash() plus the CUDA-event timings of this call. */
+  /** hash() plus the CUDA-event timings of this call (each call its own: calls may overlap). */
   async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
     const h = this.handle;
     const { m, wordsPerRow } = this.prepare(matrix);
