@@ -38,7 +38,7 @@ namespace {
 // the layouts the kernels read (uploaded on first use) and the staging
 // buffers, which only grow, so repeated calls skip cudaMallocHost/cudaMalloc
 // (tens of ms for the 64 MB pinned slots). Freed by dispose().
-struct FlyState : GpuState {
+struct FlyState {
   int device = -1;
   gpu::DeviceBuffer<uint16_t> proj16;  // [s][m], legacy kernels
   gpu::DeviceBuffer<uint32_t> proj32;
@@ -77,7 +77,7 @@ struct FlyState : GpuState {
     }
   }
   // Freed with its own device current, whichever thread drops the object.
-  ~FlyState() override {
+  ~FlyState() {
     try {
       gpu::DeviceGuard guard(device);
       releaseAll();
@@ -86,17 +86,6 @@ struct FlyState : GpuState {
     }
   }
 };
-
-FlyState* StateFor(int device, std::unique_ptr<GpuState>* state) {
-  auto* have = dynamic_cast<FlyState*>(state->get());
-  if (have && have->device == device) return have;
-  state->reset();  // frees the old buffers (on whatever device) first
-  auto fresh = std::make_unique<FlyState>();
-  fresh->device = device;
-  FlyState* ptr = fresh.get();
-  *state = std::move(fresh);
-  return ptr;
-}
 
 // The projection transposed to [s][m] (a warp's index loads are coalesced).
 template <typename Idx>
@@ -274,14 +263,13 @@ gpu::DeviceBuffer<uint32_t>& LegacyBuffer<uint32_t>(FlyState& st) {
 template <typename Idx>
 uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, bool byteValued,
              uint64_t rowBase, Output o, uint32_t* out, int device, const Tuning& tuning, const CancelToken& cancel,
-             Timing* timing, std::unique_ptr<GpuState>* state) {
+             Timing* timing, FlyState& st) {
   PhaseLog log("flyhash cuda");
   const uint64_t rows = x.rows, stride = OutStride(p, o), words = OutStride(p, Output::Bits);
   const bool indices = o == Output::Indices;
   const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued, tuning);
   const bool quant = pl.kind == Kind::MmaQ8, mma = pl.kind == Kind::Mma || quant;
   const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge || mma;
-  FlyState& st = *StateFor(device, state);
   const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, LegacyBuffer<Idx>(st));
   const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;  // also the fallback's
   const uint32_t* dWb = mma ? UploadBits(p, proj, pl.kp, st) : nullptr;
@@ -524,28 +512,41 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
   return rowsDone;
 }
 
+// What one FlyHash object keeps on its GPU, and the batch loop over it.
+class CudaHasher final : public Hasher {
+ public:
+  CudaHasher(const Params& p, int device) : p_(p) { st_.device = device; }
+
+  void Hash(const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out,
+            const Tuning& tuning, const CancelToken& cancel, Timing* timing) override {
+    if (x.rows == 0) return;
+    const Params& p = p_;
+    const int device = st_.device;
+    gpu::DeviceGuard guard(device);
+    auto run = p.d <= 65536 ? Run<uint16_t> : Run<uint32_t>;
+    // Float X that starts with bytes (pixels, SIFT) is planned as bytes, which
+    // halves the tensor-core work and quarters the copy; the staging confirms
+    // it batch by batch, and from the first batch that is not, the remaining
+    // rows run on the float plan.
+    const bool hope = xBytes || LooksByteValued(x);
+    uint64_t done = run(p, proj, x, xBytes, hope, 0, o, out, device, tuning, cancel, timing, st_);
+    if (done < x.rows) {
+      const DenseView rest{x.data + done * x.cols, x.rows - done, x.cols};
+      // The float plan never stops early (only a byte plan does).
+      if (run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, tuning, cancel, timing,
+              st_) != rest.rows)
+        throw std::logic_error("FlyHash: the float plan stopped before the last row");
+    }
+  }
+
+ private:
+  const Params p_;
+  FlyState st_;
+};
+
 }  // namespace
 
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out,
-              int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
-              std::unique_ptr<GpuState>* state) {
-  if (x.rows == 0) return;
-  gpu::DeviceGuard guard(device);
-  auto run = p.d <= 65536 ? Run<uint16_t> : Run<uint32_t>;
-  // Float X that starts with bytes (pixels, SIFT) is planned as bytes, which
-  // halves the tensor-core work and quarters the copy; the staging confirms
-  // it batch by batch, and from the first batch that is not, the remaining
-  // rows run on the float plan.
-  const bool hope = xBytes || LooksByteValued(x);
-  uint64_t done = run(p, proj, x, xBytes, hope, 0, o, out, device, tuning, cancel, timing, state);
-  if (done < x.rows) {
-    const DenseView rest{x.data + done * x.cols, x.rows - done, x.cols};
-    // The float plan never stops early (only a byte plan does).
-    if (run(p, proj, rest, nullptr, false, done, o, out + done * OutStride(p, o), device, tuning, cancel, timing,
-            state) != rest.rows)
-      throw std::logic_error("FlyHash: the float plan stopped before the last row");
-  }
-}
+std::unique_ptr<Hasher> MakeCudaHasher(const Params& p, int device) { return std::make_unique<CudaHasher>(p, device); }
 
 std::vector<std::string> GpuKernelFamilies(bool tensorCores) {
   std::vector<std::string> f;

@@ -179,8 +179,6 @@ Tile ChooseTile(ExactKernel kernel, uint32_t bits, int device) {
   return tensorCores && bits >= 128 ? Tile::Mma2 : Tile::Popc;
 }
 
-}  // namespace
-
 void BuildCuda(HostIndex& ix, int device, Timing* timing) {
   gpu::DeviceGuard guard(device);
   gpu::Stream stream;
@@ -339,8 +337,6 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
   }
 }
 
-namespace {
-
 // Scores of one query batch into `scores` (nb x n), after uploading the queries.
 void ScoreBatch(const HostIndex& ix, const DeviceIndex& d, QueryBatch& qb, gpu::DeviceBuffer<uint32_t>& qkeys,
                 uint32_t* scores, uint32_t nb, cudaStream_t stream) {
@@ -355,8 +351,6 @@ void ScoreBatch(const HostIndex& ix, const DeviceIndex& d, QueryBatch& qb, gpu::
                                              d.maskWeights.data(), probes, p.tables, p.keyBits, d.rows, scores);
   CUSIM_LAUNCH_CHECK();
 }
-
-}  // namespace
 
 void ScoresCuda(HostIndex& ix, const BitsView& queries, uint32_t* scores, int device) {
   gpu::DeviceGuard guard(device);
@@ -427,6 +421,32 @@ void SearchEwhCuda(HostIndex& ix, const BitsView& queries, uint32_t k, uint32_t*
   unsigned long long total = 0;
   CUSIM_CUDA_CHECK(cudaMemcpy(&total, scored.data(), 8, cudaMemcpyDeviceToHost));
   if (timing) timing->scored = total;
+}
+
+class CudaSearcher final : public Searcher {
+ public:
+  CudaSearcher(int device, ExactKernel exactKernel) : device_(device), exactKernel_(exactKernel) {}
+  void Build(HostIndex& index, Timing* timing) override { BuildCuda(index, device_, timing); }
+  void Search(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, Timing* timing,
+              const CancelToken& cancel) override {
+    if (index.ewh)
+      SearchEwhCuda(index, queries, k, ids, dist, device_, timing, cancel);
+    else
+      SearchExactCuda(index, queries, k, exactKernel_, ids, dist, device_, timing, cancel);
+  }
+  void Scores(HostIndex& index, const BitsView& queries, uint32_t* scores) override {
+    ScoresCuda(index, queries, scores, device_);
+  }
+
+ private:
+  const int device_;
+  const ExactKernel exactKernel_;
+};
+
+}  // namespace
+
+std::unique_ptr<Searcher> MakeCudaSearcher(int device, ExactKernel exactKernel) {
+  return std::make_unique<CudaSearcher>(device, exactKernel);
 }
 
 std::vector<std::string> GpuKernelFamilies(bool tensorCores) {

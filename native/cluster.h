@@ -130,10 +130,7 @@ struct Tuning {
   // where the GPU's shared memory per block holds less).
   uint32_t batch = 0;
 };
-
-#ifdef CUSIM_WITH_CUDA
 std::unique_ptr<Scorer> MakeCudaScorer(const Config& cfg, const Rows& rows, int device, const Tuning& tuning);
-#endif
 
 enum class Mode { Auto, Sequential, Batch };
 
@@ -165,7 +162,7 @@ class Engine {
   void Load(const persist::Reader& r);  // replaces config and state; throws before changing anything
 
  private:
-  struct Undo;  // what an add changed, to put back (cluster_cpu.cc)
+  struct Undo;  // what an add changed, to put back (cluster_engine.cc)
   void AddAll(const CsrView& docs, Mode mode, const CancelToken& cancel, AddOutput* out);
   void Remember(uint32_t c);
   void Rollback(Undo& u);

@@ -69,16 +69,6 @@ inline bool ExactForBytes(const Params& p) { return uint64_t(p.s) * 255 < (uint6
 // Words (Bits) or indices (Indices) per output row.
 inline uint64_t OutStride(const Params& p, Output o) { return o == Output::Bits ? (uint64_t(p.m) + 31) / 32 : p.k; }
 
-// out holds x.rows * OutStride(p, o) words.
-void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
-             const CancelToken& cancel);
-// What a FlyHash object keeps on a GPU between calls (the uploaded
-// projection). Opaque here; the CUDA backend defines it. Callers serialize
-// HashCuda calls that share one state.
-struct GpuState {
-  virtual ~GpuState() = default;
-};
-
 // The engine's `tuning` option (docs/engines/flyhash.md). Every choice
 // computes the same codes; the fields past `kernel` exist for the tests and
 // the bench, to reach each path on small inputs.
@@ -103,17 +93,27 @@ struct Tuning {
   bool forceFallback = false;
 };
 
-#ifdef CUSIM_WITH_CUDA
-// X is x.data (floats), or xBytes when it is not null (x then gives only
-// rows and cols). Float X is checked here, as CheckFinite would, while it is
-// staged for the GPU (one pass over it, not two).
-void HashCuda(const Params& p, const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out,
-              int device, const Tuning& tuning, const CancelToken& cancel, Timing* timing,
-              std::unique_ptr<GpuState>* state);
+// One backend hashing rows with a FlyHash object's projection `proj`
+// (MakeProjection). X is x.data (floats), or xBytes when it is not null (x then
+// gives only rows and cols); out holds x.rows * OutStride(p, o) words, every
+// one written.
+class Hasher {
+ public:
+  virtual ~Hasher() = default;
+  virtual void Hash(const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out,
+                    const Tuning& tuning, const CancelToken& cancel, Timing* timing) = 0;
+};
+
+// Float X must have passed CheckFinite; `tuning` and `timing` are the GPU's.
+std::unique_ptr<Hasher> MakeCpuHasher(const Params& p);
+// On GPU `device`, keeping what it uploads and its staging buffers between
+// calls until it is destroyed; callers serialize its calls. Float X is
+// checked here, as CheckFinite would, while it is staged for the GPU (one
+// pass over it, not two).
+std::unique_ptr<Hasher> MakeCudaHasher(const Params& p, int device);
 // The kernel families a GPU with (or without) tensor-core kernels may run, in
 // the order `auto` prefers them; shapes decide among them.
 std::vector<std::string> GpuKernelFamilies(bool tensorCores);
-#endif
 
 }  // namespace flyhash
 }  // namespace cusim

@@ -10,6 +10,7 @@
 #include "flyhash.h"
 #include "parallel.h"
 #include "philox.h"
+#include "uninit_vector.h"
 
 namespace cusim {
 namespace flyhash {
@@ -116,8 +117,10 @@ void ThrowNonFinite(float v, uint64_t index, uint64_t cols, const char* name) {
                ", column " + std::to_string(index % cols) + ") is " + what + "; the input must be finite");
 }
 
-void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
-             const CancelToken& cancel) {
+namespace {
+
+void HashFloats(const Params& p, const uint32_t* proj, const DenseView& x, Output o, uint32_t* out,
+                const CancelToken& cancel) {
   const uint64_t stride = OutStride(p, o);
   // Rows go in tiles so each output's index list is read once per tile, not
   // once per row; every row still sums its inputs in ascending order.
@@ -168,6 +171,28 @@ void HashCpu(const Params& p, const uint32_t* proj, const DenseView& x, Output o
     }
   });
 }
+
+class CpuHasher final : public Hasher {
+ public:
+  explicit CpuHasher(const Params& p) : p_(p) {}
+  void Hash(const uint32_t* proj, const DenseView& x, const uint8_t* xBytes, Output o, uint32_t* out, const Tuning&,
+            const CancelToken& cancel, Timing*) override {
+    if (!xBytes) return HashFloats(p_, proj, x, o, out, cancel);
+    // The kernel gathers floats; the copy is small beside its work.
+    UninitVector<float> xf(x.rows * x.cols);
+    ParallelFor(xf.size(), 1 << 16, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) xf[i] = float(xBytes[i]);
+    });
+    HashFloats(p_, proj, DenseView{xf.data(), x.rows, x.cols}, o, out, cancel);
+  }
+
+ private:
+  const Params p_;
+};
+
+}  // namespace
+
+std::unique_ptr<Hasher> MakeCpuHasher(const Params& p) { return std::make_unique<CpuHasher>(p); }
 
 }  // namespace flyhash
 }  // namespace cusim

@@ -90,26 +90,28 @@ void MapToIds(const HostIndex& index, uint32_t* ids, uint64_t n);
 void SaveIndex(HostIndex& index, persist::Writer& w);
 HostIndex LoadIndex(const persist::Reader& r);
 
-// CPU backend.
-void BuildCpu(HostIndex& index);
-void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
-                    const CancelToken& cancel);
-void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, Timing* timing,
-                  const CancelToken& cancel);
-// scores[q * rows + id]: the EWH score of every id for every query.
-void ScoresCpu(HostIndex& index, const BitsView& queries, uint32_t* scores);
+// One backend's work on an index whose dead rows the caller compacted away,
+// under the index's lock. Results are row positions (MapToIds maps them).
+class Searcher {
+ public:
+  virtual ~Searcher() = default;
+  // Builds the EWH buckets now (searches build them when they need them).
+  virtual void Build(HostIndex& index, Timing* timing) = 0;
+  // k nearest rows per query by the index's method (exact scan or EWH).
+  virtual void Search(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
+                      Timing* timing, const CancelToken& cancel) = 0;
+  // scores[q * rows + id]: the EWH score of every id for every query.
+  virtual void Scores(HostIndex& index, const BitsView& queries, uint32_t* scores) = 0;
+};
 
-#ifdef CUSIM_WITH_CUDA
-void BuildCuda(HostIndex& index, int device, Timing* timing);
-void SearchExactCuda(HostIndex& index, const BitsView& queries, uint32_t k, ExactKernel kernel, uint32_t* ids,
-                     uint16_t* dist, int device, Timing* timing, const CancelToken& cancel);
-void SearchEwhCuda(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, int device,
-                   Timing* timing, const CancelToken& cancel);
-void ScoresCuda(HostIndex& index, const BitsView& queries, uint32_t* scores, int device);
+std::unique_ptr<Searcher> MakeCpuSearcher();
+// On GPU `device`, whose copy of the codes and buckets the index keeps
+// (HostIndex::device) until they change. exactKernel picks the exact scan's
+// kernel (options.exactKernel).
+std::unique_ptr<Searcher> MakeCudaSearcher(int device, ExactKernel exactKernel);
 // The exact-scan kernels `auto` picks from on a GPU with (or without)
 // tensor-core kernels; the code length decides among them.
 std::vector<std::string> GpuKernelFamilies(bool tensorCores);
-#endif
 
 }  // namespace hamming
 }  // namespace cusim

@@ -135,8 +135,6 @@ CUSIM_POPCNT_CLONES void ShortlistRerank(const uint32_t* codes, uint64_t n, uint
   }
 }
 
-}  // namespace
-
 void SearchExactCpu(const HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist,
                     const CancelToken& cancel) {
   const uint32_t w = index.wordsPerRow();
@@ -183,8 +181,6 @@ void BuildCpu(HostIndex& index) {
   index.built = true;
 }
 
-namespace {
-
 // Algorithm 3's scoring for one query: every id in a bucket within maxErrors
 // bits of the query's key gains weights[distance].
 void ScoreOne(const HostIndex& index, const uint32_t* q, const std::vector<uint32_t>& masks, uint32_t* score) {
@@ -201,8 +197,6 @@ void ScoreOne(const HostIndex& index, const uint32_t* q, const std::vector<uint3
     }
   }
 }
-
-}  // namespace
 
 void ScoresCpu(HostIndex& index, const BitsView& queries, uint32_t* scores) {
   BuildCpu(index);
@@ -265,6 +259,28 @@ void SearchEwhCpu(HostIndex& index, const BitsView& queries, uint32_t k, uint32_
     timing->shortlisted = shortlisted;
   }
 }
+
+class CpuSearcher final : public Searcher {
+ public:
+  void Build(HostIndex& index, Timing*) override {
+    index.built = false;
+    BuildCpu(index);
+  }
+  void Search(HostIndex& index, const BitsView& queries, uint32_t k, uint32_t* ids, uint16_t* dist, Timing* timing,
+              const CancelToken& cancel) override {
+    if (index.ewh)
+      SearchEwhCpu(index, queries, k, ids, dist, timing, cancel);
+    else
+      SearchExactCpu(index, queries, k, ids, dist, cancel);
+  }
+  void Scores(HostIndex& index, const BitsView& queries, uint32_t* scores) override {
+    ScoresCpu(index, queries, scores);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Searcher> MakeCpuSearcher() { return std::make_unique<CpuSearcher>(); }
 
 }  // namespace hamming
 }  // namespace cusim

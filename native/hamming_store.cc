@@ -101,7 +101,7 @@ HostIndex LoadIndex(const persist::Reader& r) {
   const uint64_t rows = f.Get<uint64_t>(), nextId = f.Get<uint64_t>();
   const uint32_t hasIds = f.Get<uint32_t>(), zero = f.Get<uint32_t>();
   f.End();
-  // The constructor's bounds (lib/hamming.ts, native/hamming.cc).
+  // The constructor's bounds (lib/hamming.ts, native/hamming_napi.cc).
   if (ix.bits < 32 || ix.bits > kMaxBits || ix.bits % 32 || method > 1) r.Bad("bad bits or method");
   if (p.tables < 1 || p.tables > 64 || p.keyBits < 1 || p.keyBits > std::min<uint32_t>(24, ix.bits) ||
       p.maxErrors > std::min<uint32_t>(3, p.keyBits) || p.minScore < -1000000000 || p.minScore > 1000000000 ||

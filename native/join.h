@@ -149,7 +149,6 @@ enum class Algorithm { PPJoin, AllPairs };
 
 // maxChunk: the most pairs one CPU chunk holds (a step's surplus waits for the next Next()).
 std::unique_ptr<Joiner> MakeCpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo, uint64_t maxChunk);
-#ifdef CUSIM_WITH_CUDA
 // The GPU joiner's part of the `tuning` option.
 struct CudaTuning {
   // The most pairs one chunk holds (at most the joiner's own 2^26).
@@ -160,7 +159,6 @@ struct CudaTuning {
 };
 std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared> p, int device, uint64_t blockSize,
                                        const CudaTuning& tuning);
-#endif
 
 }  // namespace join
 }  // namespace cusim

@@ -13,9 +13,7 @@
 #include "host_buffer.h"
 #include "napi_util.h"
 #include "owned.h"
-#include "parallel.h"
 #include "phase_log.h"
-#include "uninit_vector.h"
 
 namespace cusim {
 namespace {
@@ -43,10 +41,20 @@ flyhash::Tuning ParseTuning(const Napi::Object& t) {
 
 struct FlyHashImpl {
   flyhash::Params params;
-  std::mutex gpuMu;  // one GPU call at a time owns gpu
-  std::unique_ptr<flyhash::GpuState> gpu;
+  std::mutex gpuMu;                     // one GPU call at a time owns gpu
   std::atomic<uint64_t> bytes{0};       // for V8 (ResourceWrap)
   std::atomic<bool> gpuCounted{false};  // the GPU's tables are in `bytes` (about the projection's size)
+
+  // The hasher of GPU `device`, under gpuMu; moving to another device frees
+  // the old one's buffers first.
+  flyhash::Hasher& Gpu(int device) {
+    if (!gpu || gpuDevice != device) {
+      gpu.reset();
+      gpu = flyhash::MakeCudaHasher(params, device);
+      gpuDevice = device;
+    }
+    return *gpu;
+  }
 
   // m * s, built at first use (off the event loop in hash()), so the
   // constructor costs nothing that grows with its options. Both backends read it.
@@ -64,6 +72,8 @@ struct FlyHashImpl {
   std::mutex projMu;
   bool projReady = false;
   std::vector<uint32_t> proj;
+  std::unique_ptr<flyhash::Hasher> gpu;
+  int gpuDevice = -1;
 };
 
 // The projection table's bound: 2^30 entries (4 GiB), and at most half the host's memory.
@@ -181,25 +191,11 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             log.Mark("result alloc");
             auto* out = static_cast<uint32_t*>(result->data());
             if (backend == Backend::Cpu) {
-              if (xBytes) {
-                // The CPU kernel gathers floats; the copy is small beside its work.
-                UninitVector<float> xf(x.rows * x.cols);
-                ParallelFor(xf.size(), 1 << 16, [&](size_t b, size_t e) {
-                  for (size_t i = b; i < e; ++i) xf[i] = float(xBytes[i]);
-                });
-                flyhash::HashCpu(p, proj, DenseView{xf.data(), x.rows, x.cols}, o, out, cancel);
-              } else {
-                flyhash::HashCpu(p, proj, x, o, out, cancel);
-              }
+              flyhash::MakeCpuHasher(p)->Hash(proj, x, xBytes, o, out, tuning, cancel, timing.get());
             } else {
-#ifdef CUSIM_WITH_CUDA
               std::lock_guard<std::mutex> lock(impl->gpuMu);
-              flyhash::HashCuda(p, proj, x, xBytes, o, out, device, tuning, cancel, timing.get(), &impl->gpu);
-              if (impl->gpu && !impl->gpuCounted.exchange(true)) impl->bytes += uint64_t(p.m) * p.s * 4;
-#else
-              (void)device;
-              (void)tuning;
-#endif
+              impl->Gpu(device).Hash(proj, x, xBytes, o, out, tuning, cancel, timing.get());
+              if (x.rows && !impl->gpuCounted.exchange(true)) impl->bytes += uint64_t(p.m) * p.s * 4;
             }
             log.Mark("hash");
           },

@@ -111,16 +111,10 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             if (backend == Backend::Cpu) {
               state->joiner = join::MakeCpuJoiner(p, algo, uint64_t(mc));
             } else {
-#ifdef CUSIM_WITH_CUDA
               join::CudaTuning tuning;
               tuning.maxChunkPairs = uint64_t(mc);
               tuning.wideSlots = wideSlots;
               state->joiner = join::MakeCudaJoiner(p, device, uint64_t(bs), tuning);
-#else
-              (void)device;
-              (void)wideSlots;
-              throw Error(kCudaError, "this addon was built without CUDA");
-#endif
             }
             log.Mark("joiner");
           },

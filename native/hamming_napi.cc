@@ -44,6 +44,11 @@ uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t h
   return uint32_t(v);
 }
 
+std::unique_ptr<hamming::Searcher> MakeSearcher(Backend backend, int device,
+                                                hamming::ExactKernel kernel = hamming::ExactKernel::Auto) {
+  return backend == Backend::Cpu ? hamming::MakeCpuSearcher() : hamming::MakeCudaSearcher(device, kernel);
+}
+
 class HammingWrap : public ResourceWrap<HammingWrap, State> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -245,21 +250,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
             ids->resize(q.rows * k);
             dist->resize(q.rows * k);
-            if (backend == Backend::Cpu) {
-              if (ix.ewh)
-                hamming::SearchEwhCpu(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);
-              else
-                hamming::SearchExactCpu(ix, q, k, ids->data(), dist->data(), cancel);
-            } else {
-#ifdef CUSIM_WITH_CUDA
-              if (ix.ewh)
-                hamming::SearchEwhCuda(ix, q, k, ids->data(), dist->data(), device, timing.get(), cancel);
-              else
-                hamming::SearchExactCuda(ix, q, k, kernel, ids->data(), dist->data(), device, timing.get(), cancel);
-#else
-              (void)device, (void)kernel;
-#endif
-            }
+            MakeSearcher(backend, device, kernel)->Search(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);
             hamming::MapToIds(ix, ids->data(), ids->size());
             st->Measure();
           },
@@ -307,15 +298,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             hamming::Compact(ix);
             bound(ix.rows);  // codes added since the call
             out->assign(q.rows * ix.rows, 0);
-            if (backend == Backend::Cpu) {
-              hamming::ScoresCpu(ix, q, out->data());
-            } else {
-#ifdef CUSIM_WITH_CUDA
-              hamming::ScoresCuda(ix, q, out->data(), device);
-#else
-              (void)device;
-#endif
-            }
+            MakeSearcher(backend, device)->Scores(ix, q, out->data());
             st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {
@@ -343,16 +326,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             auto& ix = st->index;
             hamming::Compact(ix);
             if (!ix.ewh) return;
-            if (backend == Backend::Cpu) {
-              ix.built = false;
-              hamming::BuildCpu(ix);
-            } else {
-#ifdef CUSIM_WITH_CUDA
-              hamming::BuildCuda(ix, device, timing.get());
-#else
-              (void)device;
-#endif
-            }
+            MakeSearcher(backend, device)->Build(ix, timing.get());
             st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {
