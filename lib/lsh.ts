@@ -24,8 +24,6 @@ import {
 } from './validate.js';
 import type { CallControl, LshCallOptions, Staged } from './native-types.js';
 
-/** A native copy of an array (native/owned.h): opaque to JavaScript. */
-
 export interface LshParams {
   bands: number;
   rows: number;
