@@ -14,16 +14,12 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { familySync, versionSync } from 'detect-libc';
+import type { Addon } from './native-types.js';
 
 const require = createRequire(import.meta.url);
 
 /** Package root: this file lives in lib/ (sources) or dist/ (compiled). */
 export const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-
-// The addon's surface is untyped at the boundary; each engine module declares
-// the slice it calls.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type Native = Record<string, any>;
 
 /** The oldest glibc the published binaries load on (scripts/glibc-stubs.mjs). */
 export const GLIBC_FLOOR = '2.28';
@@ -64,7 +60,7 @@ export interface LoaderEnv {
   exists(file: string): boolean;
   /** The file `request` resolves to, or undefined when it does not resolve. */
   resolve(request: string): string | undefined;
-  load(file: string): Native;
+  load(file: string): Addon;
 }
 
 interface Attempt {
@@ -146,7 +142,7 @@ export function addonError(env: LoaderEnv, attempts: Attempt[]): Error & { code:
 }
 
 /** The first candidate that loads: the local build, then the platform package. */
-export function loadAddon(env: LoaderEnv): Native {
+export function loadAddon(env: LoaderEnv): Addon {
   const attempts: Attempt[] = [];
   const candidates: { what: string; file: string | undefined }[] = [];
   const local = path.join(env.root, 'build', 'Release', 'cusim.node');
@@ -175,10 +171,10 @@ function packageVersion(): string {
 /** Elements one typed array can hold, and bytes Node wraps as external memory (2^32 on Node 20). */
 export const MAX_TYPED_LENGTH: number = constants.MAX_LENGTH;
 
-let cached: Native | undefined;
+let cached: Addon | undefined;
 let loadError: Error | undefined;
 
-export function native(): Native {
+export function native(): Addon {
   if (cached) return cached;
   if (loadError) throw loadError;
   try {
@@ -194,7 +190,7 @@ export function native(): Native {
           return undefined;
         }
       },
-      load: (file) => require(file) as Native,
+      load: (file) => require(file) as Addon,
     });
     // Results above this many bytes cannot wrap native memory (see napi_util.h).
     n.setMaxTypedLength?.(MAX_TYPED_LENGTH);

@@ -54,7 +54,7 @@ let cachedDevices: DeviceInfo | undefined;
 
 /** What this host offers. Probed once per process. */
 export function devices(): DeviceInfo {
-  cachedDevices ??= native().devices() as DeviceInfo;
+  cachedDevices ??= native().devices();
   return cachedDevices;
 }
 
@@ -116,5 +116,5 @@ export function resolveOneDevice(options: { devices?: unknown; device?: unknown 
 /** Reads or sets the CPU backends' thread count (0 restores the default). */
 export function threads(n?: number): number {
   if (n !== undefined) checkInt(n, 'threads', 0, 4096);
-  return native().threads(n) as number;
+  return native().threads(n);
 }

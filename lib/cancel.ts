@@ -4,11 +4,7 @@
 // worker threads.
 import { native } from './addon.js';
 import { abortError, typeError, type CodedError } from './errors.js';
-
-export interface CancelFlag {
-  abort(): void;
-  readonly aborted: boolean;
-}
+import type { CancelFlag } from './native-types.js';
 
 /** Throws a coded TypeError unless `signal` is undefined or an AbortSignal. */
 export function checkSignal(signal: unknown, name = 'signal'): AbortSignal | undefined {
@@ -21,7 +17,7 @@ export async function withCancel<T>(signal: AbortSignal | undefined, run: (flag:
   if (checkSignal(signal) === undefined) return run(undefined);
   const s = signal as AbortSignal;
   if (s.aborted) throw abortError(s.reason);
-  const flag = new (native().CancelFlag)() as CancelFlag;
+  const flag = new (native().CancelFlag)();
   const onAbort = () => flag.abort();
   s.addEventListener('abort', onAbort, { once: true });
   try {

@@ -20,18 +20,17 @@
 // "all samples 2^32 - 1" is the empty-row test (isEmptySignature with kind
 // 'classic'); estimates against an empty row are 0.
 import { createHash } from 'node:crypto';
-import { native, type Native } from './addon.js';
+import { native } from './addon.js';
 import { resolveBackend, resolveDevices, type BackendOption } from './backend.js';
 import { rangeError, typeError } from './errors.js';
-import { checkMinHashTuning, MinHashBase, type MinHashTuning } from './minhash.js';
+import { checkMinHashTuning, checkSamples, MinHashBase, type MinHashTuning } from './minhash.js';
+import type { MinHashNative } from './native-types.js';
 import { checkInt, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 
 /** 2^61 - 1, the modulus of the universal hash. */
 export const MERSENNE_PRIME = (1n << 61n) - 1n;
 /** Every sample of an empty row (datasketch's max_hash). */
 export const MAX_HASH = 0xffffffff;
-
-const MAX_SAMPLES = 65536;
 
 export interface MinHashOptions {
   /** Number of samples (datasketch's num_perm); default 128. */
@@ -77,19 +76,19 @@ function toU64(v: unknown, name: string, min: bigint): BigUint64Array {
  * Signatures are rows × samples uint32, each row's column ids taken as its
  * token hashes (matrix.cols up to 2^32; values ignored).
  */
-export class MinHash extends MinHashBase {
+export class MinHash extends MinHashBase<MinHashNative> {
   /** The RandomState seed, or undefined for permutations given to fromPermutations. */
   readonly seed: number | undefined;
 
   constructor(options: MinHashOptions = {}) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
     const o = options as MinHashOptions & { _permutations?: MinHashPermutations };
-    const samples = checkInt(o._permutations ? o._permutations.a.length : (o.samples ?? 128), 'samples', 1, MAX_SAMPLES);
+    const samples = checkSamples(o._permutations ? o._permutations.a.length : (o.samples ?? 128));
     const seed = o._permutations ? undefined : checkInt(o.seed ?? 1, 'seed', 0, 0xffffffff);
     const backend = resolveBackend(o.backend);
     const devices = backend === 'cuda' ? resolveDevices(o.devices ?? 'all') : undefined;
     const tuning = checkMinHashTuning(o.tuning, false);
-    const h: Native = new (native().MinHashNative)({ samples, seed, backend, devices, tuning, ...(o._permutations ?? {}) });
+    const h = new (native().MinHashNative)({ samples, seed, backend, devices, tuning, ...(o._permutations ?? {}) });
     super(h, 'MinHash', samples, backend, tuning);
     this.seed = seed;
   }
@@ -109,13 +108,13 @@ export class MinHash extends MinHashBase {
     const a = toU64(p.a, 'a', 1n);
     const b = toU64(p.b, 'b', 0n);
     if (a.length !== b.length) throw rangeError(`a has length ${a.length} but b has ${b.length}`);
-    checkInt(a.length, 'a.length', 1, MAX_SAMPLES);
+    checkSamples(a.length, 'a.length');
     return new MinHash({ backend: p.backend, devices: p.devices, tuning: p.tuning, _permutations: { a, b } } as MinHashOptions);
   }
 
   /** The permutations (a, b), as datasketch's MinHash.permutations. */
   permutations(): MinHashPermutations {
-    return this.handle.permutations() as MinHashPermutations;
+    return this.handle.permutations();
   }
 
   protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {

@@ -16,13 +16,14 @@
 //   similarity 0, created 0; it still advances the stream clock;
 // - decay: cluster c is active for the document at stream position t iff
 //   t - lastSeen(c) <= maxAge, lastSeen being the position of its latest member.
-import { native, type Native } from './addon.js';
+import { native } from './addon.js';
 import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
+import type { StreamClustererNative } from './native-types.js';
 import {
   checkChoice,
   checkColumns,
@@ -159,7 +160,7 @@ function checkDocs(docs: unknown): CsrMatrix {
   return m;
 }
 
-export class StreamClusterer extends NativeResource {
+export class StreamClusterer extends NativeResource<StreamClustererNative> {
   readonly backend: Backend;
   #queue: Promise<unknown> = Promise.resolve();
 
@@ -176,8 +177,7 @@ export class StreamClusterer extends NativeResource {
     const devices = resolveOneDevice(options, 'StreamClusterer');
     const backend = resolveBackend(options.backend);
     const tuning = checkClusterTuning(options.tuning);
-    const Ctor = native().StreamClusterer;
-    const handle = new Ctor({
+    const handle = new (native().StreamClusterer)({
       threshold,
       maxTerms,
       capacity,
@@ -210,12 +210,7 @@ export class StreamClusterer extends NativeResource {
     const staged = native().stageCsr(m);
     return this.#serial(() =>
       withCancel(options.signal, async (cancel) => {
-        const r = await withNativeProgress<Native>(
-          reporter,
-          ['cluster'],
-          (progress) => handle.add(staged, { mode, cancel, progress }),
-          m.rows,
-        );
+        const r = await withNativeProgress(reporter, ['cluster'], (progress) => handle.add(staged, { mode, cancel, progress }), m.rows);
         return {
           cluster: r.cluster,
           similarity: r.similarity,
@@ -225,27 +220,27 @@ export class StreamClusterer extends NativeResource {
           rescored: r.rescored,
           kernelMs: r.kernelMs,
           transferMs: r.transferMs,
-        } as ClusterAddResult;
+        };
       }),
     );
   }
 
   /** Number of clusters ever created (ids 0..size-1; inactive ones included). */
   get size(): number {
-    return this.handle.size() as number;
+    return this.handle.size();
   }
 
   get threshold(): number {
-    return this.handle.info().threshold as number;
+    return this.handle.info().threshold;
   }
 
   get maxTerms(): number {
-    return this.handle.info().maxTerms as number;
+    return this.handle.info().maxTerms;
   }
 
   /** Documents seen so far, empty ones included (the decay clock). */
   get documents(): number {
-    return this.handle.info().time as number;
+    return this.handle.info().time;
   }
 
   #id(id: unknown): number {

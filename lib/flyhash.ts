@@ -29,7 +29,8 @@
 // Similarity: codes have exactly k ones, so Hamming distance = 2(k - overlap)
 // and ranking by Hamming distance (e.g. with HammingIndex) is the same as
 // ranking by overlap.
-import { native, type Native } from './addon.js';
+import { native } from './addon.js';
+import type { FlyHashNative } from './native-types.js';
 import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { rangeError, typeError } from './errors.js';
@@ -142,7 +143,7 @@ export interface FlyHashResult {
   kernel: string;
 }
 
-export class FlyHash extends NativeResource {
+export class FlyHash extends NativeResource<FlyHashNative> {
   readonly inputDim: number;
   readonly hashLength: number;
   readonly connections: number;
@@ -170,8 +171,7 @@ export class FlyHash extends NativeResource {
     const backend = options.backend ?? 'auto';
     const tuning = checkFlyHashTuning(options.tuning);
     resolveBackend(backend);
-    const Ctor = native().FlyHash as new (o: object) => Native;
-    super(new Ctor({ inputDim, hashLength, connections, winners, seed }), 'FlyHash');
+    super(new (native().FlyHash)({ inputDim, hashLength, connections, winners, seed }), 'FlyHash');
     this.inputDim = inputDim;
     this.hashLength = hashLength;
     this.connections = connections;
@@ -189,7 +189,7 @@ export class FlyHash extends NativeResource {
 
   /** hashLength x connections input indices, ascending per output. */
   projection(): Uint32Array {
-    return this.handle.projection() as Uint32Array;
+    return this.handle.projection();
   }
 
   async hash(
@@ -234,14 +234,14 @@ export class FlyHash extends NativeResource {
         cancel,
       });
       return {
-        data: r.data as Uint32Array,
+        data: r.data,
         rows: x.rows,
         output,
         width: output === 'bits' ? this.hashLength : this.winners,
         backend,
-        kernelMs: r.kernelMs as number,
-        transferMs: r.transferMs as number,
-        kernel: (r.kernel as string | undefined) ?? '',
+        kernelMs: r.kernelMs,
+        transferMs: r.transferMs,
+        kernel: r.kernel,
       };
     });
   }

@@ -1,6 +1,7 @@
 // Hamming k-NN over packed binary codes: an exact scan, or Error Weighted
 // Hashing (EWH) with atomic scoring then an exact re-rank of a shortlist.
-import { native, type Native } from './addon.js';
+import { native } from './addon.js';
+import type { HammingIndexNative } from './native-types.js';
 import { resolveBackend, resolveOneDevice, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
@@ -89,7 +90,7 @@ function toCodes(v: unknown, name: string, bits: number): BitWords {
  * (later adds continue after the largest id given out); searches never
  * return a removed id, on either backend.
  */
-export class HammingIndex extends NativeResource {
+export class HammingIndex extends NativeResource<HammingIndexNative> {
   readonly bits!: number;
   readonly method!: HammingMethod;
   readonly backend: Backend;
@@ -120,8 +121,7 @@ export class HammingIndex extends NativeResource {
     const devices = resolveOneDevice(options, 'HammingIndex');
     const tuning = checkTuning(options.tuning);
     const backend = resolveBackend(options.backend);
-    const Ctor = native().HammingIndex;
-    super(new Ctor({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
+    super(new (native().HammingIndex)({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
     Object.assign(this as { bits: number; method: HammingMethod }, { bits, method });
     this.backend = backend;
     this.tuning = tuning;
@@ -130,13 +130,13 @@ export class HammingIndex extends NativeResource {
 
   /** Number of codes in the index (added and not removed). */
   get size(): number {
-    return this.handle.size() as number;
+    return this.handle.size();
   }
 
   /** Appends codes; their ids continue the insertion order. Returns the new size (codes not removed). */
   add(codes: Uint32Array | Uint8Array | BitWords): number {
     const c = toCodes(codes, 'codes', this.bits);
-    return this.handle.add(c.data) as number;
+    return this.handle.add(c.data);
   }
 
   /** The k nearest codes of each query, ordered by (distance, id). */
@@ -155,13 +155,13 @@ export class HammingIndex extends NativeResource {
     if (this.size === 0) throw rangeError('search on an empty index: add codes first');
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await withNativeProgress<Native>(
+      const r = await withNativeProgress(
         reporter,
         ['search'],
         (progress) => h.search(q, { k, backend: this.backend, devices: this.#devices, exactKernel, cancel, progress }),
         q.rows,
       );
-      return { ...r, backend: this.backend } as HammingSearchResult;
+      return { ...r, backend: this.backend };
     });
   }
 
@@ -169,7 +169,7 @@ export class HammingIndex extends NativeResource {
   async scores(queries: Uint32Array | Uint8Array | BitWords): Promise<Uint32Array> {
     if (this.method !== 'ewh') throw typeError(`scores needs method 'ewh', this index is '${this.method}'`);
     const q = toCodes(queries, 'queries', this.bits);
-    return this.handle.scores(q, { backend: this.backend, devices: this.#devices }) as Promise<Uint32Array>;
+    return this.handle.scores(q, { backend: this.backend, devices: this.#devices });
   }
 
   /** Builds the EWH buckets now (search builds lazily); returns the CUDA build's device time. */
@@ -183,12 +183,12 @@ export class HammingIndex extends NativeResource {
    * compacted away before the next search, build, scores or save.
    */
   remove(ids: Uint32Array | readonly number[]): number {
-    return this.handle.remove(toU32(ids, 'ids')) as number;
+    return this.handle.remove(toU32(ids, 'ids'));
   }
 
   /** The ids in the index, ascending: the column order of scores(). */
   ids(): Uint32Array {
-    return this.handle.ids() as Uint32Array;
+    return this.handle.ids();
   }
 
   /**
@@ -215,7 +215,7 @@ export class HammingIndex extends NativeResource {
       tuning: options.tuning,
     });
     try {
-      const o = (await ix.handle.load(path)) as { bits: number; method: HammingMethod };
+      const o = await ix.handle.load(path);
       Object.assign(ix as { bits: number; method: HammingMethod }, { bits: o.bits, method: o.method });
     } catch (e) {
       ix.dispose();
@@ -226,6 +226,6 @@ export class HammingIndex extends NativeResource {
 
   /** EWH key bit positions, tables × keyBits (empty for 'exact'). */
   positions(): Uint32Array {
-    return this.handle.positions() as Uint32Array;
+    return this.handle.positions();
   }
 }

@@ -9,7 +9,7 @@ import {
   checkBool,
   checkEnum,
   checkInt,
-  checkNumber,
+  checkFraction,
   checkTuningKeys,
   isObject,
   toCsr,
@@ -17,6 +17,7 @@ import {
   type CsrMatrix,
 } from './validate.js';
 import { rangeError, typeError } from './errors.js';
+import type { JoinOpenOptions } from './native-types.js';
 
 export type JoinMeasure = 'jaccard' | 'cosine' | 'dice' | 'overlap';
 const MEASURES: readonly JoinMeasure[] = ['jaccard', 'cosine', 'dice', 'overlap'];
@@ -104,7 +105,7 @@ interface Normalized {
   measure: JoinMeasure;
   threshold: number;
   backend: Backend;
-  native: Record<string, unknown>;
+  native: JoinOpenOptions;
 }
 
 function normalize(sets: unknown, options: unknown): Normalized {
@@ -113,9 +114,7 @@ function normalize(sets: unknown, options: unknown): Normalized {
   const o = options as Partial<JoinOptions>;
   const measure = o.measure === undefined ? 'jaccard' : checkEnum(o.measure, 'options.measure', MEASURES);
   const threshold =
-    measure === 'overlap'
-      ? checkInt(o.threshold, 'options.threshold', 1, 0xffffffff)
-      : checkNumber(o.threshold, 'options.threshold', { min: 0, max: 1, minExclusive: true });
+    measure === 'overlap' ? checkInt(o.threshold, 'options.threshold', 1, 0xffffffff) : checkFraction(o.threshold, 'options.threshold');
   const against = o.against === undefined ? undefined : toCsr(o.against, 'options.against', { values: 'ignore' });
   const algorithm = o.algorithm === undefined ? 'ppjoin' : checkEnum(o.algorithm, 'options.algorithm', ['ppjoin', 'allpairs'] as const);
   const blockSize = o.blockSize === undefined ? 0 : checkInt(o.blockSize, 'options.blockSize', 1, 0x7fffffff);
@@ -171,7 +170,7 @@ async function* chunksOf(
         reporter.finish('join', rows, rows);
         return;
       }
-      yield { ...(c as JoinChunk), backend: n.backend };
+      yield { ...c, backend: n.backend };
     }
   } finally {
     handle.dispose();

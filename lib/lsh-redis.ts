@@ -7,6 +7,7 @@
 // once. groups() streams band keys a few at a time and unions their pairs.
 import type { Cluster, Redis } from 'ioredis';
 import { native } from './addon.js';
+import type { LshShape } from './native-types.js';
 // murmur3's fmix32: native/lsh_store.cc partitions ids with the same function.
 import { fmix32 } from './classic-minhash.js';
 import { codedError, rangeError, typeError } from './errors.js';
@@ -27,14 +28,6 @@ export interface RedisStorageOptions {
    * Default false: 'exact' verification needs vectors instead.
    */
   signatures?: boolean;
-}
-
-interface Params {
-  samples: number;
-  bands: number;
-  rows: number;
-  /** Words per sample: 2 weighted (k, t), 1 classic. */
-  width: 1 | 2;
 }
 
 const NONE = 0xffffffff;
@@ -161,11 +154,11 @@ function encodeRow(m: CsrMatrix, r: number): Buffer {
 }
 
 export class RedisLsh {
-  readonly #p: Params;
+  readonly #p: LshShape;
   readonly #o: Required<Omit<RedisStorageOptions, 'type'>>;
   #client: Promise<Redis | Cluster> | undefined;
 
-  constructor(params: Params, options: Required<Omit<RedisStorageOptions, 'type'>>) {
+  constructor(params: LshShape, options: Required<Omit<RedisStorageOptions, 'type'>>) {
     this.#p = params;
     this.#o = options;
   }
@@ -389,7 +382,7 @@ export class RedisLsh {
     return this.#run(async (c) => {
       const parts = [...new Set(Array.from(ids, (id) => this.#part(id)))];
       const bufs = (await Promise.all(parts.map((p) => c.getBuffer(this.#recKey(p))))).filter((b): b is Buffer => b !== null);
-      const live: Uint32Array = (await native().lshStoreRecords(bufs, await this.#removed(c))).ids;
+      const live = (await native().lshStoreRecords(bufs, await this.#removed(c))).ids;
       const want = new Set(ids);
       const hit = live.filter((id) => want.has(id));
       if (hit.length) await c.append(this.#delKey, Buffer.from(hit.buffer, hit.byteOffset, hit.byteLength));
@@ -411,7 +404,7 @@ export class RedisLsh {
   async #pairs(c: Redis | Cluster, live: Uint32Array, rep: Uint32Array): Promise<BigUint64Array> {
     const chunks: BigUint64Array[] = [];
     await this.#eachBandKey(c, async (d) => {
-      const p: BigUint64Array = await native().lshStorePairs(d, live, rep);
+      const p = await native().lshStorePairs(d, live, rep);
       if (p.length) chunks.push(p);
     });
     return native().lshStoreMerge(chunks);
@@ -534,7 +527,7 @@ export class RedisLsh {
       // Representatives: rows with identical signatures (and, for 'exact',
       // identical vectors) collapse to their smallest member, as lsh::Groups does.
       const rep = Uint32Array.from(empty, (e, i) => (e ? NONE : i));
-      const runs: { ptr: Uint32Array; members: Uint32Array } = native().lshStoreClasses(fp, empty);
+      const runs = native().lshStoreClasses(fp, empty);
       if (runs.members.length) {
         const ends = runs.members;
         let same: (a: number[], b: number[]) => Promise<Uint8Array>;
@@ -613,7 +606,7 @@ export class RedisLsh {
       let sim: Float32Array;
       let keep: Uint8Array;
       if (verify === 'exact') {
-        const j: Float64Array = (await native().lshStoreRowPairs(await this.#vectors(c, endIds, matrix), la, lb, this.#sets)).jaccard;
+        const j = (await native().lshStoreRowPairs(await this.#vectors(c, endIds, matrix), la, lb, this.#sets)).jaccard;
         sim = Float32Array.from(j);
         keep = Uint8Array.from(j, (x) => (x >= threshold ? 1 : 0));
       } else {

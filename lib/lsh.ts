@@ -1,18 +1,28 @@
 // MinHash LSH over MinHash signatures (weighted or classic): banding,
 // candidate pairs, verified duplicate groups, and the one-call dedup pipeline.
-import { native, type Native } from './addon.js';
+import { native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { disposedError, rangeError, typeError } from './errors.js';
 import { MinHash } from './classic-minhash.js';
-import { WeightedMinHash } from './minhash.js';
+import { checkSamples, MAX_SAMPLES, WeightedMinHash } from './minhash.js';
 import { checkRedisOptions, RedisLsh, type RedisStorageOptions } from './lsh-redis.js';
 import { badFile, checkPath, openSections, saveSections, u32View } from './persist.js';
-import { checkEnum, checkInt, checkNumber, checkOptions, describe, isObject, toCsr, toU32, type CsrMatrix } from './validate.js';
-
-/** A native copy of an array (native/owned.h): opaque to JavaScript. */
-type Staged = { readonly length: number; dispose(): void };
+import {
+  checkEnum,
+  checkFraction,
+  checkInt,
+  checkNumber,
+  checkOpenFraction,
+  checkOptions,
+  describe,
+  isObject,
+  toCsr,
+  toU32,
+  type CsrMatrix,
+} from './validate.js';
+import type { CallControl, LshCallOptions, Staged } from './native-types.js';
 
 export interface LshParams {
   bands: number;
@@ -66,8 +76,7 @@ function falseNegative(t: number, b: number, r: number): number {
  * bound exceeds the best error found.
  */
 export function optimalParams(threshold: number, samples: number, weights: readonly [number, number] = [0.5, 0.5]): LshParams {
-  checkNumber(threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
-  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+  checkOpenFraction(threshold, 'threshold');
   checkInt(samples, 'samples', 1, MAX_LSH_SAMPLES);
   const [fpW, fnW] = checkWeights(weights);
   const key = `${threshold},${samples},${fpW},${fnW}`;
@@ -192,12 +201,10 @@ export interface RecallParams extends LshParams {
  * the fewest samples that can (its `samples` exceeds the one asked).
  */
 export function recallParams(threshold: number, samples: number, target: RecallTarget = {}): RecallParams {
-  checkNumber(threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
-  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
+  checkOpenFraction(threshold, 'threshold');
   checkInt(samples, 'samples', 1, MAX_LSH_SAMPLES);
   if (!isObject(target as unknown)) throw typeError(`target must be an object, got ${describe(target)}`);
-  const recall = checkNumber(target.recall ?? 0.95, 'recall', { min: 0, max: 1, minExclusive: true });
-  if (recall >= 1) throw rangeError(`recall must be in (0, 1), got ${recall}`);
+  const recall = checkOpenFraction(target.recall ?? 0.95, 'recall');
   const margin = checkNumber(target.margin ?? 0.05, 'margin', { min: 0, max: 1 });
   const at = Math.min(threshold + margin, (1 + threshold) / 2);
   // Fewest bands of r rows reaching the recall; grows with r, so b(r) * r does too.
@@ -369,22 +376,18 @@ export class MinHashLSH implements Disposable {
     if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
     const o = options as Record<string, unknown>;
     if (o.bands !== undefined || o.rows !== undefined) {
-      const bands = checkInt(o.bands, 'bands', 1, 1 << 20);
-      const rows = checkInt(o.rows, 'rows', 1, 1 << 20);
-      const samples = o.samples === undefined ? bands * rows : checkInt(o.samples, 'samples', 1, 1 << 20);
+      const bands = checkInt(o.bands, 'bands', 1, MAX_LSH_SAMPLES);
+      const rows = checkInt(o.rows, 'rows', 1, MAX_LSH_SAMPLES);
+      const samples = o.samples === undefined ? bands * rows : checkInt(o.samples, 'samples', 1, MAX_LSH_SAMPLES);
       if (bands * rows > samples) throw rangeError(`bands * rows = ${bands * rows} exceeds samples = ${samples}`);
       if (o.weights !== undefined) throw typeError('weights apply only with threshold, not with explicit bands and rows');
       this.bands = bands;
       this.rows = rows;
       this.samples = samples;
-      this.threshold =
-        o.threshold === undefined
-          ? Math.pow(1 / bands, 1 / rows)
-          : checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+      this.threshold = o.threshold === undefined ? Math.pow(1 / bands, 1 / rows) : checkFraction(o.threshold, 'threshold');
     } else {
-      const threshold = checkNumber(o.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
-      if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
-      const samples = o.samples === undefined ? 128 : checkInt(o.samples, 'samples', 1, 1 << 20);
+      const threshold = checkOpenFraction(o.threshold, 'threshold');
+      const samples = o.samples === undefined ? 128 : checkInt(o.samples, 'samples', 1, MAX_LSH_SAMPLES);
       let p: LshParams;
       if (o.recall !== undefined) {
         if (o.weights !== undefined) throw typeError('give recall or weights, not both');
@@ -484,18 +487,18 @@ export class MinHashLSH implements Disposable {
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#kind = kind;
     this.#idChunks.push(idCopy);
-    this.#sigChunks.push(native().stageArray([sig]) as Staged);
+    this.#sigChunks.push(native().stageArray([sig]));
     this.#size += n;
   }
 
   // Chunks are joined once, at the first batch call after inserts.
   #state(): { ids: Uint32Array; sigs: Staged } {
     if (this.#sigChunks.length > 1) {
-      const joined = native().stageArray(this.#sigChunks, true) as Staged;
+      const joined = native().stageArray(this.#sigChunks, true);
       for (const c of this.#sigChunks) c.dispose();
       this.#sigChunks = [joined];
     }
-    const sigs = this.#sigChunks[0] ?? (native().stageArray([new Uint32Array(0)]) as Staged);
+    const sigs = this.#sigChunks[0] ?? native().stageArray([new Uint32Array(0)]);
     const join = (chunks: Uint32Array<ArrayBufferLike>[]): Uint32Array => {
       if (chunks.length === 1) return chunks[0];
       const out = new Uint32Array(chunks.reduce((a, c) => a + c.length, 0));
@@ -511,9 +514,9 @@ export class MinHashLSH implements Disposable {
     return { ids: join(this.#idChunks), sigs };
   }
 
-  #nativeOptions(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  #nativeOptions(control: CallControl = {}): LshCallOptions {
     const width = WIDTH[this.#kind ?? 'weighted'];
-    return { samples: this.samples, bands: this.bands, rows: this.rows, width, backend: this.backend, devices: this.#devices, ...extra };
+    return { samples: this.samples, bands: this.bands, rows: this.rows, width, backend: this.backend, devices: this.#devices, ...control };
   }
 
   /** Candidate ids per query row (sharing at least one band), deduplicated and ascending. */
@@ -536,7 +539,7 @@ export class MinHashLSH implements Disposable {
     const { ids, sigs } = this.#state();
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await withNativeProgress<Native>(reporter, ['candidates'], (progress) =>
+      const r = await withNativeProgress(reporter, ['candidates'], (progress) =>
         native().lshCandidatePairs(sigs, ids, this.#nativeOptions({ cancel, progress })),
       );
       return { left: r.left, right: r.right, kernelMs: r.kernelMs, transferMs: r.transferMs };
@@ -548,10 +551,7 @@ export class MinHashLSH implements Disposable {
     this.#check();
     if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
     const verify = checkEnum(options.verify ?? 'estimate', 'verify', ['none', 'estimate', 'exact'] as const);
-    const threshold =
-      options.threshold === undefined
-        ? this.threshold
-        : checkNumber(options.threshold, 'threshold', { min: 0, max: 1, minExclusive: true });
+    const threshold = options.threshold === undefined ? this.threshold : checkFraction(options.threshold, 'threshold');
     let matrix: CsrMatrix | undefined;
     if (options.matrix !== undefined)
       matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
@@ -569,8 +569,8 @@ export class MinHashLSH implements Disposable {
     const { ids, sigs } = this.#state();
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await withNativeProgress<Native>(reporter, ['candidates', 'verify'], (progress) =>
-        native().lshGroups(sigs, ids, this.#nativeOptions({ verify, threshold, matrix, cancel, progress })),
+      const r = await withNativeProgress(reporter, ['candidates', 'verify'], (progress) =>
+        native().lshGroups(sigs, ids, { ...this.#nativeOptions({ cancel, progress }), verify, threshold, matrix }),
       );
       return {
         ids: ids.slice(),
@@ -613,7 +613,7 @@ export class MinHashLSH implements Disposable {
     if (removed === 0) return 0;
     const nextIds = new Uint32Array(kept);
     for (let i = 0, o = 0; i < have.length; i++) if (keep[i]) nextIds[o++] = have[i];
-    const nextSigs = native().stageSelect(sigs, per, keep) as Staged;
+    const nextSigs = native().stageSelect(sigs, per, keep);
     for (const c of this.#sigChunks) c.dispose();
     this.#idChunks = kept ? [nextIds] : [];
     this.#sigChunks = kept ? [nextSigs] : [];
@@ -739,7 +739,7 @@ function mergeUnique(sorted: Uint32Array<ArrayBufferLike>, ids: Uint32Array<Arra
 /** True when every word of signature row `i` is the empty-row sentinel (0xFFFFFFFF). */
 export function isEmptySignature(signatures: Uint32Array, samples: number, i: number, kind: SignatureKind = 'weighted'): boolean {
   if (!(signatures instanceof Uint32Array)) throw typeError(`signatures must be a Uint32Array, got ${describe(signatures)}`);
-  checkInt(samples, 'samples', 1, 1 << 20);
+  checkInt(samples, 'samples', 1, MAX_LSH_SAMPLES);
   const per = WIDTH[checkEnum(kind, 'kind', ['weighted', 'classic'] as const)] * samples;
   const rows = Math.floor(signatures.length / per);
   // An out-of-range row reads undefined, which is not the sentinel: a silent false.
@@ -819,9 +819,8 @@ export interface DedupResult {
 export function dedupParams(
   options: Pick<DedupOptions, 'threshold' | 'recall' | 'margin' | 'weights' | 'samples'> = {},
 ): LshParams & { samples: number } {
-  const threshold = checkNumber(options.threshold ?? 0.9, 'threshold', { min: 0, max: 1, minExclusive: true });
-  if (threshold >= 1) throw rangeError(`threshold must be in (0, 1), got ${threshold}`);
-  const samples = checkInt(options.samples ?? 128, 'samples', 1, MAX_SAMPLES);
+  const threshold = checkOpenFraction(options.threshold ?? 0.9, 'threshold');
+  const samples = checkSamples(options.samples ?? 128);
   if (options.weights !== undefined) {
     if (options.recall !== undefined) throw typeError('give recall or weights, not both');
     return { ...optimalParams(threshold, samples, options.weights), samples };
@@ -837,9 +836,6 @@ export function dedupParams(
   // Samples past bands * rows would be hashed and never read.
   return { bands: r.bands, rows: r.rows, samples: options.samples === undefined ? r.bands * r.rows : samples };
 }
-
-// WeightedMinHash's limit.
-const MAX_SAMPLES = 65536;
 
 /**
 /**

@@ -10,7 +10,8 @@
 //   means every stored entry weighs 1;
 // - a row with no positive weight gets the sentinel (0xFFFFFFFF, 0xFFFFFFFF)
 //   in every sample, and estimates 0 against anything.
-import { MAX_TYPED_LENGTH, native, type Native } from './addon.js';
+import { MAX_TYPED_LENGTH, native } from './addon.js';
+import type { MinHashEngine, WeightedMinHashNative } from './native-types.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
@@ -101,25 +102,31 @@ export interface HashTiming {
 
 export const EMPTY_ROW_SENTINEL = 0xffffffff;
 
-const MAX_SAMPLES = 65536;
+/** The most samples a MinHash signature holds (every engine and the native glue agree). */
+export const MAX_SAMPLES = 65536;
 
-function checkSamples(v: unknown, name = 'samples'): number {
+export function checkSamples(v: unknown, name = 'samples'): number {
   return checkInt(v, name, 1, MAX_SAMPLES);
 }
 
+/** Columns are uint32, so dim is at most 2^32 - 1. */
+function checkDim(v: unknown): number {
+  return checkInt(v, 'dim', 1, 0xffffffff);
+}
+
 /** What WeightedMinHash and MinHash share: the native object, hash calls, their timings and streams. */
-export abstract class MinHashBase extends NativeResource {
+export abstract class MinHashBase<H extends MinHashEngine> extends NativeResource<H> {
   readonly samples: number;
   readonly backend: Backend;
   readonly devices: number[];
   readonly tuning: Required<MinHashTuning>;
 
-  protected constructor(h: Native, what: string, samples: number, backend: Backend, tuning: Required<MinHashTuning>) {
+  protected constructor(h: H, what: string, samples: number, backend: Backend, tuning: Required<MinHashTuning>) {
     super(h, what);
     this.samples = samples;
     this.backend = backend;
     this.tuning = tuning;
-    this.devices = backend === 'cuda' ? (h.devices() as number[]) : [];
+    this.devices = backend === 'cuda' ? h.devices() : [];
   }
 
   /** The matrix checked for this engine, and the output words per row. */
@@ -168,20 +175,20 @@ export abstract class MinHashBase extends NativeResource {
  * Signatures are rows × samples × 2 uint32: (k*, t*) per sample, with t* an
  * int32 cast to uint32.
  */
-export class WeightedMinHash extends MinHashBase {
+export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
   readonly dim: number;
   readonly seed: number;
 
   constructor(options: WeightedMinHashOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
-    const dim = checkInt(options.dim, 'dim', 1, 0xffffffff);
+    const dim = checkDim(options.dim);
     const samples = checkSamples(options.samples ?? 128);
     const seed = checkInt(options.seed ?? 1, 'seed', 0);
     const backend = resolveBackend(options.backend);
     const devices = backend === 'cuda' ? resolveDevices(options.devices ?? 'all') : undefined;
     const tuning = checkMinHashTuning(options.tuning, true);
     const extra = (options as { _tables?: MinHashParameters })._tables;
-    const h: Native = new (native().WeightedMinHashNative)({ dim, samples, seed, backend, devices, tuning, ...(extra ?? {}) });
+    const h = new (native().WeightedMinHashNative)({ dim, samples, seed, backend, devices, tuning, ...(extra ?? {}) });
     super(h, 'WeightedMinHash', samples, backend, tuning);
     this.dim = dim;
     this.seed = seed;
@@ -196,7 +203,7 @@ export class WeightedMinHash extends MinHashBase {
     p: MinHashParameters & { dim: number; samples: number; backend?: BackendOption; devices?: 'all' | number[]; tuning?: MinHashTuning },
   ): WeightedMinHash {
     if (!isObject(p)) throw typeError(`parameters must be an object, got ${describe(p)}`);
-    const dim = checkInt(p.dim, 'dim', 1, 0xffffffff);
+    const dim = checkDim(p.dim);
     const samples = checkSamples(p.samples);
     const columns = p.columns === undefined ? undefined : checkColumnList(p.columns, 'columns', dim, true);
     const n = (columns?.length ?? dim) * samples;
@@ -241,7 +248,7 @@ export class WeightedMinHash extends MinHashBase {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
     const h = this.handle;
     const cols = options.columns === undefined ? undefined : checkColumnList(options.columns, 'columns', this.dim, false);
-    return h.parameters(cols) as MinHashParameters & { columns: Uint32Array };
+    return h.parameters(cols);
   }
 
   /** Tables as held by the i-th device in use (tests compare them with the CPU's); as parameters(). */
@@ -250,7 +257,7 @@ export class WeightedMinHash extends MinHashBase {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
     const h = this.handle;
     const cols = options.columns === undefined ? undefined : checkColumnList(options.columns, 'columns', this.dim, false);
-    return h.deviceParameters(slot, cols) as MinHashParameters & { columns: Uint32Array };
+    return h.deviceParameters(slot, cols);
   }
 }
 
@@ -298,7 +305,12 @@ export function largeOutput(length: number, what: string): Uint32Array | undefin
  * One native hash call over rows [rowStart, rowEnd) of a checked matrix, with
  * `wordsPerRow` output words per row (WeightedMinHash and MinHash share it).
  */
-function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: number): Promise<{ signatures: Uint32Array } & HashTiming> {
+function callHash(
+  h: MinHashEngine,
+  m: CsrMatrix,
+  options: HashOptions,
+  wordsPerRow: number,
+): Promise<{ signatures: Uint32Array } & HashTiming> {
   if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
   const signal = (options as HashOptions).signal;
   const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
@@ -309,6 +321,7 @@ function callHash(h: Native, m: CsrMatrix, options: HashOptions, wordsPerRow: nu
     if (options.out.length < need) throw rangeError(`out has length ${options.out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
   }
   const out = options.out ?? largeOutput(need, 'signatures');
+  // Without `out` the native call allocates and returns the signatures.
   type Raw = { signatures: Uint32Array } & HashTiming;
   const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
   const call = withCancel(signal, (cancel) =>
@@ -414,5 +427,5 @@ export function estimateJaccardPairs(signatures: Uint32Array, samples: number, l
       if (arr[i] >= rows) throw rangeError(`${name}[${i}]=${arr[i]} is out of range for ${rows} signature rows`);
     }
   }
-  return native().minhashJaccardPairs(signatures, samples, left, right) as Float32Array;
+  return native().minhashJaccardPairs(signatures, samples, left, right);
 }

@@ -35,6 +35,6 @@ export async function popcountRows(
       devices,
       cancel,
     });
-    return { ...r, backend } as PopcountResult;
+    return { ...r, backend };
   });
 }

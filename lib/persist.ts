@@ -5,6 +5,7 @@
 import { native } from './addon.js';
 import { codedError, typeError } from './errors.js';
 import { describe } from './validate.js';
+import type { OpenedFile } from './native-types.js';
 
 /** A save/load path: a non-empty string without NUL characters. */
 export function checkPath(path: unknown, name = 'path'): string {
@@ -20,18 +21,9 @@ export async function saveSections(path: string, kind: string, version: number, 
   await native().persistSave(path, kind, version, sections);
 }
 
-export interface OpenedFile {
-  version: number;
-  /** Section sizes in bytes, by tag. */
-  sections: Record<string, number>;
-  /** Reads a whole section of exactly `bytes` (checked before allocating), verified. */
-  read(tag: string, bytes: number): Promise<Uint8Array>;
-  close(): void;
-}
-
 /** Opens and validates a file's header and section table. */
 export async function openSections(path: string, kind: string, maxVersion: number): Promise<OpenedFile> {
-  return (await native().persistOpen(path, kind, maxVersion)) as OpenedFile;
+  return await native().persistOpen(path, kind, maxVersion);
 }
 
 /** Throws CUSIM_BAD_FILE for `path`. */

@@ -43,7 +43,7 @@ export function pinnedArray<C extends TypedArrayConstructor>(type: C, length: nu
   if (!CONSTRUCTORS.includes(type)) throw typeError(`type must be a typed array constructor such as Uint32Array, got ${describe(type)}`);
   // The longest typed array this runtime makes (2^32 elements on 64-bit Node 20).
   const n = checkInt(length, 'length', 0, Math.min(constants.MAX_LENGTH, Math.floor(Number.MAX_SAFE_INTEGER / type.BYTES_PER_ELEMENT)));
-  const r = native().allocPinned(n * type.BYTES_PER_ELEMENT) as { buffer: ArrayBuffer; pinned: boolean };
+  const r = native().allocPinned(n * type.BYTES_PER_ELEMENT);
   if (r.pinned) pinnedBuffers.add(r.buffer);
   return new type(r.buffer, 0, n) as InstanceType<C>;
 }

@@ -7,6 +7,7 @@
 import { native } from './addon.js';
 import { typeError } from './errors.js';
 import { describe } from './validate.js';
+import type { ProgressCounter } from './native-types.js';
 
 export interface ProgressEvent {
   /** What is being done: 'hash', 'candidates', 'verify', 'join', 'search', 'cluster', 'featurize', … */
@@ -20,12 +21,6 @@ export interface ProgressEvent {
 export type OnProgress = (p: ProgressEvent) => void;
 
 export const PROGRESS_INTERVAL_MS = 100;
-
-/** The native counter a call reports into (native/owned.cc). */
-export interface ProgressCounter {
-  /** [done, total, stage] as the workers left them. */
-  read(): [number, number, number];
-}
 
 export function checkOnProgress(v: unknown, name = 'onProgress'): OnProgress | undefined {
   if (v === undefined) return undefined;
@@ -103,7 +98,7 @@ export async function withNativeProgress<T>(
   total?: number,
 ): Promise<T> {
   if (!reporter?.enabled) return run(undefined);
-  const progress = new (native().ProgressCounter)() as ProgressCounter;
+  const progress = new (native().ProgressCounter)();
   const name = (i: number): string => stages[Math.min(i, stages.length - 1)];
   let last: { stage: number; done: number; total: number | undefined } | undefined;
   const read = (): { stage: number; done: number; total: number | undefined } => {

@@ -2,19 +2,19 @@
 // it now; the native object's finalizer frees it at GC as a safety net. Work
 // already running keeps its own reference, so dispose() during a call is safe.
 import { disposedError } from './errors.js';
-import type { Native } from './addon.js';
 
-export abstract class NativeResource implements Disposable {
-  #handle: Native | undefined;
+/** `H`: the native object's declared type (native-types.ts). */
+export abstract class NativeResource<H extends { dispose(): void }> implements Disposable {
+  #handle: H | undefined;
   readonly #what: string;
 
-  protected constructor(handle: Native, what: string) {
+  protected constructor(handle: H, what: string) {
     this.#handle = handle;
     this.#what = what;
   }
 
   /** The native object; throws once disposed. */
-  protected get handle(): Native {
+  protected get handle(): H {
     if (this.#handle === undefined) throw disposedError(this.#what);
     return this.#handle;
   }

@@ -74,6 +74,18 @@ export function checkNumber(
   return v;
 }
 
+/** A similarity threshold: in (0, 1]. */
+export function checkFraction(v: unknown, name: string): number {
+  return checkNumber(v, name, { min: 0, max: 1, minExclusive: true });
+}
+
+/** In (0, 1): a threshold or recall that LSH banding is tuned for (at 1 no banding separates). */
+export function checkOpenFraction(v: unknown, name: string): number {
+  const x = checkFraction(v, name);
+  if (x >= 1) throw rangeError(`${name} must be in (0, 1), got ${x}`);
+  return x;
+}
+
 export function checkEnum<T extends string>(v: unknown, name: string, allowed: readonly T[]): T {
   if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
     throw typeError(`${name} must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${describe(v)}`);

@@ -3,7 +3,8 @@
 // once per token. The native tokenizer (native/text_cpu.cc) fills one for
 // the documents it can handle exactly; the rest go through the JavaScript
 // tokenizers and are merged in, in document order.
-import { native, type Native } from '../addon.js';
+import { native } from '../addon.js';
+import type { NativeTokenBatch, TextRows, TextTokenizerNative, TextTokenizerOptions } from '../native-types.js';
 import { rangeError, typeError } from '../errors.js';
 import { hashToken } from './vocabulary.js';
 
@@ -67,7 +68,7 @@ class BatchBuilder {
   }
 
   /** Document d of a native batch; fromNative caches its term ids here (-1: not yet). */
-  addNative(raw: RawBatch, d: number, fromNative: Int32Array): void {
+  addNative(raw: NativeTokenBatch, d: number, fromNative: Int32Array): void {
     this.tokens.push(raw.tokens[d]);
     for (let k = raw.indptr[d]; k < raw.indptr[d + 1]; k++) {
       const local = raw.ids[k];
@@ -90,24 +91,11 @@ class BatchBuilder {
   }
 }
 
-type RawBatch = Omit<TokenBatch, 'minTokens'>;
-
 /** Counts documents already split into tokens (the JavaScript path). */
 export function countTokenLists(lists: Iterable<readonly string[]>, minTokens: number): TokenBatch {
   const b = new BatchBuilder(minTokens);
   for (const toks of lists) b.addList(toks);
   return b.finish();
-}
-
-export interface NativeTokenizerOptions {
-  mode: 'code' | 'words' | 'qgrams';
-  minLength: number;
-  dropKeywords: boolean;
-  keywords: string[];
-  stopWords: string[];
-  q: number;
-  lowercase: boolean;
-  pad: boolean;
 }
 
 // One encoding buffer for synchronous calls: the native call has finished
@@ -135,29 +123,22 @@ function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offset
 }
 
 /** Kept documents of a batch as rows over remapped columns (see native/text.h AssembleRows). */
-export interface AssembledRows {
-  rowPtr: Uint32Array;
-  cols: Uint32Array;
-  values: Float32Array;
-  kept: number;
-}
-
-export function assembleRows(b: TokenBatch, remap: Int32Array): AssembledRows {
-  return native().assembleTextRows(b.indptr, b.tokens, b.minTokens, b.ids, b.counts, remap) as AssembledRows;
+export function assembleRows(b: TokenBatch, remap: Int32Array): TextRows {
+  return native().assembleTextRows(b.indptr, b.tokens, b.minTokens, b.ids, b.counts, remap);
 }
 
 /** The native tokenizer for one set of featurizer settings. */
 export class NativeTokenizer {
-  private readonly handle: Native;
+  private readonly handle: TextTokenizerNative;
 
-  constructor(options: NativeTokenizerOptions) {
-    const addon = native();
-    if (typeof addon.TextTokenizer !== 'function') {
+  constructor(options: TextTokenizerOptions) {
+    const Tokenizer = native().TextTokenizer;
+    if (typeof Tokenizer !== 'function') {
       throw typeError(
         'native: true needs the native tokenizer, which the loaded cusim addon lacks (an older build): rebuild it with `npm run build`, or pass native: false',
       );
     }
-    this.handle = new addon.TextTokenizer(options);
+    this.handle = new Tokenizer(options);
   }
 
   /**
@@ -166,7 +147,7 @@ export class NativeTokenizer {
    */
   tokenizeBatch(texts: readonly string[], minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
     const { bytes, offsets } = encode(texts, false);
-    return finish(texts, this.handle.tokenize(bytes, offsets, minTokens) as RawBatch, minTokens, jsTokenize);
+    return finish(texts, this.handle.tokenize(bytes, offsets, minTokens), minTokens, jsTokenize);
   }
 
   /**
@@ -186,7 +167,7 @@ export class NativeTokenizer {
     // the await, when the caller may have changed its array.
     const own = Array.from(texts);
     const { bytes, offsets } = encode(own, true);
-    return finish(own, (await this.handle.tokenizeAsync(bytes, offsets, minTokens)) as RawBatch, minTokens, jsTokenize);
+    return finish(own, await this.handle.tokenizeAsync(bytes, offsets, minTokens), minTokens, jsTokenize);
   }
 }
 
@@ -203,18 +184,17 @@ export interface HashedRows {
 
 /** Kept documents of `texts` as rows over hashToken columns, in document order. */
 export async function hashedRows(
-  handle: Native | undefined,
+  handle: TextTokenizerNative | undefined,
   texts: readonly string[],
   minTokens: number,
   bits: number,
   jsTokenize: (t: string) => string[],
 ): Promise<HashedRows> {
   const own = Array.from(texts);
-  type Raw = { tokens: Uint32Array; rowPtr: Uint32Array; cols: Uint32Array; values: Float32Array };
-  let r: Raw;
+  let r: Omit<TextRows, 'kept'> & { tokens: Uint32Array };
   if (handle) {
     const { bytes, offsets } = encode(own, true);
-    r = (await handle.hashedRowsAsync(bytes, offsets, minTokens, bits)) as Raw;
+    r = await handle.hashedRowsAsync(bytes, offsets, minTokens, bits);
   } else {
     r = {
       tokens: new Uint32Array(own.length).fill(FALLBACK),
@@ -272,7 +252,7 @@ export async function hashedRows(
   return { tokens, indptr, indices, values };
 }
 
-function finish(texts: readonly string[], raw: RawBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
+function finish(texts: readonly string[], raw: NativeTokenBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
   if (!raw.tokens.includes(FALLBACK)) return { minTokens, ...raw };
   return mergeFallback(texts, raw, minTokens, jsTokenize);
 }
@@ -281,7 +261,12 @@ function finish(texts: readonly string[], raw: RawBatch, minTokens: number, jsTo
  * Renumbers a native batch with some documents left to JavaScript into one
  * dictionary in first-occurrence order over all kept documents.
  */
-function mergeFallback(texts: readonly string[], raw: RawBatch, minTokens: number, jsTokenize: (t: string) => string[]): TokenBatch {
+function mergeFallback(
+  texts: readonly string[],
+  raw: NativeTokenBatch,
+  minTokens: number,
+  jsTokenize: (t: string) => string[],
+): TokenBatch {
   const b = new BatchBuilder(minTokens);
   const fromNative = new Int32Array(raw.terms.length).fill(-1);
   for (let d = 0; d < texts.length; d++) {

@@ -9,7 +9,7 @@ import type { CsrMatrix } from '../validate.js';
 import { NativeTokenizer, assembleRows, countTokenLists, hashedRows } from './batch.js';
 import type { HashedRows, TokenBatch } from './batch.js';
 import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
-import { BaseVocabulary, HashedVocabulary, Vocabulary } from './vocabulary.js';
+import { BaseVocabulary, HashedVocabulary, MAX_HASH_BITS, Vocabulary } from './vocabulary.js';
 
 export type TextMode = 'code' | 'words' | 'qgrams';
 export type Weighting = 'count' | 'binary' | 'tfidf';
@@ -104,6 +104,11 @@ function jsonChecksum(body: unknown): string {
 }
 const WEIGHTINGS = ['count', 'binary', 'tfidf'] as const;
 
+/** A batch's minTokens: documents with fewer tokens are left out (the native calls take a uint32 below 2^32 - 1). */
+function checkMinTokens(v: unknown): number {
+  return checkInt(v, 'minTokens', 0, 0xfffffffe);
+}
+
 function settingsFrom(o: unknown, name: string): Settings {
   if (o !== undefined && !isObject(o)) throw typeError(`${name} must be an options object, got ${describe(o)}`);
   const opts = (o ?? {}) as Record<string, unknown>;
@@ -120,7 +125,7 @@ function settingsFrom(o: unknown, name: string): Settings {
   return {
     mode,
     weighting: checkEnum(opts.weighting ?? 'count', `${name}.weighting`, WEIGHTINGS),
-    hashBits: opts.hashBits === undefined ? undefined : checkInt(opts.hashBits, `${name}.hashBits`, 1, 31),
+    hashBits: opts.hashBits === undefined ? undefined : checkInt(opts.hashBits, `${name}.hashBits`, 1, MAX_HASH_BITS),
     q: checkInt(opts.q ?? 3, `${name}.q`, 1, 16),
     pad: bool('pad', false),
     lowercase: bool('lowercase', true),
@@ -236,7 +241,7 @@ export class TextFeaturizer {
    * caller knows which became rows.
    */
   addBatch(texts: readonly string[], minTokens = 0): Uint32Array {
-    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    checkMinTokens(minTokens);
     if (!this.nativeTokenizer) {
       const out = new Uint32Array(texts.length);
       texts.forEach((t, i) => {
@@ -264,7 +269,7 @@ export class TextFeaturizer {
   hashedRows(texts: readonly string[], options: { minTokens?: number; bits?: number } = {}): Promise<HashedRows> {
     checkTexts(texts);
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
-    const minTokens = checkInt(options.minTokens ?? 0, 'minTokens', 0, 0xfffffffe);
+    const minTokens = checkMinTokens(options.minTokens ?? 0);
     const bits = checkInt(options.bits ?? 32, 'bits', 1, 32);
     const tokenize = (t: string) => this.tokenize(t);
     return this.nativeTokenizer
@@ -279,7 +284,7 @@ export class TextFeaturizer {
    */
   tokenizeBatch(texts: readonly string[], minTokens = 0): TokenBatch {
     checkTexts(texts);
-    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    checkMinTokens(minTokens);
     if (this.nativeTokenizer) return this.nativeTokenizer.tokenizeBatch(texts, minTokens, (t) => this.tokenize(t));
     const tokenize = (t: string) => this.tokenize(t);
     return countTokenLists(
@@ -298,7 +303,7 @@ export class TextFeaturizer {
   async tokenizeBatchAsync(texts: readonly string[], minTokens = 0): Promise<TokenBatch> {
     if (!this.nativeTokenizer) return this.tokenizeBatch(texts, minTokens);
     checkTexts(texts);
-    checkInt(minTokens, 'minTokens', 0, 0xfffffffe);
+    checkMinTokens(minTokens);
     return this.nativeTokenizer.tokenizeBatchAsync(texts, minTokens, (t) => this.tokenize(t));
   }
 

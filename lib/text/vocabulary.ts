@@ -5,6 +5,9 @@
 import { rangeError, typeError } from '../errors.js';
 import { checkInt, describe, isObject } from '../validate.js';
 
+/** hashBits in [1, MAX_HASH_BITS]: columns stay below 2^31. */
+export const MAX_HASH_BITS = 31;
+
 /** Stable 32-bit string hash: FNV-1a over UTF-16 code units, then murmur3's fmix32. */
 export function hashToken(s: string): number {
   // A non-string has no .length and would hash like '' without complaint.
@@ -150,7 +153,7 @@ export class HashedVocabulary extends BaseVocabulary {
 
   constructor(bits: number) {
     super();
-    this.bits = checkInt(bits, 'hashBits', 1, 31);
+    this.bits = checkInt(bits, 'hashBits', 1, MAX_HASH_BITS);
     this.mask = 2 ** this.bits - 1;
   }
 
@@ -190,7 +193,7 @@ export class HashedVocabulary extends BaseVocabulary {
       throw typeError(`${name} must be a saved hashed vocabulary { kind: 'hashed', bits, df, documents }`);
     }
     checkKeys(json, ['kind', 'bits', 'df', 'documents'], name);
-    const v = new HashedVocabulary(checkInt(json.bits, `${name}.bits`, 1, 31));
+    const v = new HashedVocabulary(checkInt(json.bits, `${name}.bits`, 1, MAX_HASH_BITS));
     v.documents = checkInt(json.documents, `${name}.documents`);
     if (!Array.isArray(json.df)) throw typeError(`${name}.df must be an array of [column, df] pairs`);
     let last = -1;

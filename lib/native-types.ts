@@ -1,0 +1,407 @@
+// The native addon's surface, as each glue file's Init registers it
+// (native/*.cc, CUSIM_REGISTER): one declaration per class and function, so
+// every call into the addon is checked here instead of cast at its call site.
+// The engine modules validate arguments before calling; these types say what
+// the glue reads (option keys, typed-array kinds) and what it resolves to.
+import type { Backend, DeviceInfo } from './backend.js';
+import type { JoinChunk } from './join.js';
+import type { MinHashParameters, MinHashTuning } from './minhash.js';
+import type { MinHashPermutations } from './classic-minhash.js';
+import type { FlyHashTuning } from './flyhash.js';
+import type { ClusterTuning } from './cluster.js';
+import type { TokenBatch } from './text/batch.js';
+import type { BitWords, CsrMatrix, DenseMatrix, Tuning } from './validate.js';
+
+// ---- shared pieces (owned.cc, napi_util.cc) ---------------------------------
+
+/** An AbortSignal's flag (lib/cancel.ts): JavaScript sets it, workers poll it. */
+export interface CancelFlag {
+  abort(): void;
+  readonly aborted: boolean;
+}
+
+/** The counter a call reports into (lib/progress.ts). */
+export interface ProgressCounter {
+  /** [done, total, stage] as the workers left them. */
+  read(): [number, number, number];
+}
+
+/**
+ * Inputs copied into native memory ahead of the calls that read them
+ * (stageCsr, stageArray): accepted wherever a CSR matrix or a typed array of
+ * the same element type is.
+ */
+export interface Staged {
+  /** Rows of a staged matrix, elements of a staged array; 0 once disposed. */
+  readonly length: number;
+  dispose(): void;
+}
+
+/** options.cancel and options.progress of a long call. */
+export interface CallControl {
+  cancel?: CancelFlag;
+  progress?: ProgressCounter;
+}
+
+/** Where a call runs: the GPUs of options.devices (absent: all) on 'cuda'. */
+export interface Placement {
+  backend: Backend;
+  devices?: number[];
+}
+
+/** CUDA-event timings of a call; 0 on the CPU. */
+export interface GpuTiming {
+  kernelMs: number;
+  transferMs: number;
+}
+
+/** A native class: `new` with its options, giving an instance that dispose() frees. */
+export type NativeClass<Options, Instance> = new (options: Options) => Instance;
+
+// ---- MinHash (minhash.cc, classic_minhash.cc, minhash_glue.cc) -----------------
+
+export interface MinHashHashOptions extends CallControl {
+  rowStart: number;
+  rowEnd: number;
+  /** Written when the call ends; the result's signatures are then undefined. */
+  out?: Uint32Array;
+}
+
+export interface MinHashHashResult extends GpuTiming {
+  /** undefined when options.out was given (the caller holds the array). */
+  signatures: Uint32Array | undefined;
+  host: { nativeMs: number; stageInMs: number; waitMs: number; stageOutMs: number; copyInMs: number };
+}
+
+/** Tables in [samples][n] layout, n = columns.length. */
+export type MinHashTables = MinHashParameters & { columns: Uint32Array };
+
+/** What the weighted and the classic engine share. */
+export interface MinHashEngine {
+  hash(matrix: CsrMatrix | Staged, options: MinHashHashOptions): Promise<MinHashHashResult>;
+  /** The GPUs in use (empty on the CPU). */
+  devices(): number[];
+  dispose(): void;
+}
+
+export interface WeightedMinHashNativeOptions extends Placement {
+  dim: number;
+  samples: number;
+  seed: number;
+  tuning: Required<MinHashTuning>;
+  /** Injected tables, [samples][n] with n = columns.length or dim. */
+  rs?: Float32Array;
+  lnCs?: Float32Array;
+  betas?: Float32Array;
+  columns?: Uint32Array;
+}
+
+export interface WeightedMinHashNative extends MinHashEngine {
+  parameters(columns?: Uint32Array): MinHashTables;
+  deviceParameters(slot: number, columns?: Uint32Array): MinHashTables;
+}
+
+/** Seeded (seed) or given (a, b) permutations. */
+export interface MinHashNativeOptions extends Placement {
+  samples: number;
+  seed?: number;
+  tuning: Required<MinHashTuning>;
+  a?: BigUint64Array;
+  b?: BigUint64Array;
+}
+
+export interface MinHashNative extends MinHashEngine {
+  permutations(): MinHashPermutations;
+}
+
+// ---- StreamClusterer (cluster.cc) -------------------------------------------------
+
+export interface StreamClustererNativeOptions {
+  threshold: number;
+  maxTerms: number;
+  capacity: number;
+  /** -1: no decay. */
+  maxAge: number;
+  backend: Backend;
+  tuning: ClusterTuning;
+  devices?: number[];
+}
+
+export interface ClusterAddNativeResult extends GpuTiming {
+  cluster: Uint32Array;
+  similarity: Float32Array;
+  created: Uint8Array;
+  batched: boolean;
+  rescored: number;
+}
+
+export interface StreamClustererNative {
+  add(docs: CsrMatrix | Staged, options: { mode: 'auto' | 'sequential' | 'batch' } & CallControl): Promise<ClusterAddNativeResult>;
+  size(): number;
+  info(): { threshold: number; maxTerms: number; maxAge: number; time: number };
+  centroid(id: number): { terms: Uint32Array; weights: Float32Array };
+  members(id: number): number;
+  active(id: number): boolean;
+  save(path: string): Promise<void>;
+  load(path: string): Promise<void>;
+  dispose(): void;
+}
+
+// ---- FlyHash (flyhash.cc) ------------------------------------------------------------
+
+export interface FlyHashNativeOptions {
+  inputDim: number;
+  hashLength: number;
+  connections: number;
+  winners: number;
+  seed: number;
+}
+
+export interface FlyHashNative {
+  projection(): Uint32Array;
+  hash(
+    x: DenseMatrix | { data: Uint8Array; rows: number; cols: number },
+    options: Placement & { output: 'bits' | 'indices'; tuning: FlyHashTuning & Required<Tuning>; cancel?: CancelFlag },
+  ): Promise<GpuTiming & { data: Uint32Array; kernel: string }>;
+  dispose(): void;
+}
+
+// ---- HammingIndex (hamming.cc) --------------------------------------------------------
+
+export interface HammingIndexNativeOptions {
+  bits: number;
+  method: 'exact' | 'ewh';
+  tables: number;
+  keyBits: number;
+  maxErrors: number;
+  weights: Int32Array;
+  minScore: number;
+  shortlist: number;
+  seed: number;
+}
+
+export interface HammingSearchNativeResult extends GpuTiming {
+  ids: Uint32Array;
+  distances: Uint16Array;
+  buildMs: number;
+  scored: number;
+  shortlisted: number;
+}
+
+export interface HammingIndexNative {
+  /** Returns the new size. */
+  add(codes: Uint32Array): number;
+  search(
+    queries: BitWords,
+    options: Placement & CallControl & { k: number; exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' },
+  ): Promise<HammingSearchNativeResult>;
+  scores(queries: BitWords, options: Placement): Promise<Uint32Array>;
+  build(options: Placement): Promise<{ buildMs: number; transferMs: number }>;
+  positions(): Uint32Array;
+  /** Returns how many were removed. */
+  remove(ids: Uint32Array): number;
+  ids(): Uint32Array;
+  save(path: string): Promise<void>;
+  /** The file's parameters (weights as a plain array). */
+  load(path: string): Promise<Omit<HammingIndexNativeOptions, 'weights'> & { weights: number[] }>;
+  size(): number;
+  dispose(): void;
+}
+
+// ---- similarity join (join.cc) ----------------------------------------------------------
+
+export interface JoinOpenOptions extends Placement {
+  /** Index into ['jaccard', 'cosine', 'dice', 'overlap'] (join.ts MEASURES). */
+  measure: number;
+  threshold: number;
+  algorithm: 'ppjoin' | 'allpairs';
+  blockSize: number;
+  maxChunkPairs: number;
+  wideSlots: boolean;
+}
+
+export interface JoinHandleNative {
+  open(sets: CsrMatrix, against: CsrMatrix | undefined, options: JoinOpenOptions & { cancel?: CancelFlag }): Promise<void>;
+  /** The next chunk, or null when the join is done. */
+  next(options: CallControl): Promise<JoinChunk | null>;
+  dispose(): void;
+}
+
+// ---- LSH (lsh.cc, lsh_store.cc) ------------------------------------------------------------
+
+/** Signature layout and banding: width 2 for weighted (k, t) pairs, 1 for classic. */
+export interface LshShape {
+  samples: number;
+  bands: number;
+  rows: number;
+  width: 1 | 2;
+}
+
+export type LshCallOptions = LshShape & Placement & CallControl;
+
+export interface PairList {
+  left: Uint32Array;
+  right: Uint32Array;
+}
+
+export interface LshGroupsNativeResult extends PairList, GpuTiming {
+  similarity: Float32Array;
+  group: Uint32Array;
+  count: number;
+}
+
+/** Redis storage's band and record entries, grouped by key (offsets into band and rec). */
+export interface LshStoreEntries {
+  band: Uint8Array;
+  bandOffsets: Float64Array;
+  rec: Uint8Array;
+  recOffsets: Float64Array;
+}
+
+export interface LshFunctions {
+  lshCandidatePairs(signatures: Uint32Array | Staged, ids: Uint32Array, options: LshCallOptions): Promise<PairList & GpuTiming>;
+  lshGroups(
+    signatures: Uint32Array | Staged,
+    ids: Uint32Array,
+    options: LshCallOptions & { verify: 'none' | 'estimate' | 'exact'; threshold: number; matrix?: CsrMatrix },
+  ): Promise<LshGroupsNativeResult>;
+  lshQuery(
+    stored: Uint32Array | Staged,
+    ids: Uint32Array,
+    queries: Uint32Array,
+    options: LshShape,
+  ): Promise<{ indptr: Uint32Array; ids: Uint32Array }>;
+  lshStoreEntries(signatures: Uint32Array, ids: Uint32Array, options: LshShape & { partitions: number }): Promise<LshStoreEntries>;
+  lshStoreQuery(
+    stored: Uint8Array[],
+    queries: Uint8Array[],
+    queryCount: number,
+    removed: Uint32Array,
+  ): Promise<{ indptr: Uint32Array; ids: Uint32Array }>;
+  lshStoreRecords(records: Uint8Array[], removed: Uint32Array): Promise<{ ids: Uint32Array; fp: BigUint64Array; empty: Uint8Array }>;
+  lshStoreClasses(fp: BigUint64Array, empty: Uint8Array): { ptr: Uint32Array; members: Uint32Array };
+  lshStorePairs(entries: Uint8Array, live: Uint32Array, rep: Uint32Array): Promise<BigUint64Array>;
+  lshStoreMerge(chunks: BigUint64Array[]): Promise<BigUint64Array>;
+  lshStoreEstimate(signatures: Uint32Array, samples: number, a: Uint32Array, b: Uint32Array, width?: 1 | 2): Float32Array;
+  lshStoreRowPairs(matrix: CsrMatrix, a: Uint32Array, b: Uint32Array, sets?: boolean): Promise<{ jaccard: Float64Array; same: Uint8Array }>;
+  lshStoreFinish(
+    live: Uint32Array,
+    rep: Uint32Array,
+    edges: BigUint64Array,
+    similarity: Float32Array,
+  ): PairList & { similarity: Float32Array; group: Uint32Array; count: number };
+}
+
+// ---- text (text.cc) -------------------------------------------------------------------------
+
+export interface TextTokenizerOptions {
+  mode: 'code' | 'words' | 'qgrams';
+  minLength: number;
+  dropKeywords: boolean;
+  keywords: string[];
+  stopWords: string[];
+  q: number;
+  lowercase: boolean;
+  pad: boolean;
+}
+
+/** A TokenBatch as the tokenizer gives it (the caller knows minTokens). */
+export type NativeTokenBatch = Omit<TokenBatch, 'minTokens'>;
+
+/** Kept documents as rows: rowPtr has kept rows + 1 entries; kept counts token occurrences with a column. */
+export interface TextRows {
+  rowPtr: Uint32Array;
+  cols: Uint32Array;
+  values: Float32Array;
+  kept: number;
+}
+
+/** UTF-8 texts back to back in `bytes`, text i at [offsets[i], offsets[i + 1]). */
+export interface TextTokenizerNative {
+  tokenize(bytes: Uint8Array, offsets: Uint32Array, minTokens: number): NativeTokenBatch;
+  tokenizeAsync(bytes: Uint8Array, offsets: Uint32Array, minTokens: number): Promise<NativeTokenBatch>;
+  hashedRowsAsync(bytes: Uint8Array, offsets: Uint32Array, minTokens: number, bits: number): Promise<TextRows & { tokens: Uint32Array }>;
+  dispose(): void;
+}
+
+// ---- persistence (persist.cc) -------------------------------------------------------------
+
+/** A file opened by persistOpen: header and section table checked. */
+export interface OpenedFile {
+  version: number;
+  /** Section sizes in bytes, by tag. */
+  sections: Record<string, number>;
+  /** Reads a whole section of exactly `bytes` (checked before allocating), verified. */
+  read(tag: string, bytes: number): Promise<Uint8Array>;
+  close(): void;
+}
+
+// ---- the module ------------------------------------------------------------------------------
+
+export interface Addon extends LshFunctions {
+  // runtime.cc
+  devices(): DeviceInfo;
+  /** Sets the CPU thread count when n is given (0: the default); returns the count in effect. */
+  threads(n?: number): number;
+  readonly hardwareConcurrency: number;
+  /** Absent from builds older than the typed-array limit it sets. */
+  setMaxTypedLength?(maxLength: number): void;
+  allocPinned(bytes: number): { buffer: ArrayBuffer; pinned: boolean };
+  deviceMemory(device: number): { free: number; total: number };
+  holdDeviceMemory(device: number, bytes: number): { release(): void };
+  cudaSupport(
+    driverVersion: number,
+    runtimeVersion: number,
+    release: string,
+    ccMajor: number,
+    ccMinor: number,
+    archs: string,
+  ): { reason?: string; archSupported: boolean; tensorCores: boolean };
+
+  // owned.cc
+  CancelFlag: new () => CancelFlag;
+  ProgressCounter: new () => ProgressCounter;
+  stageCsr(matrix: CsrMatrix, wantValues?: boolean): Staged;
+  /** The parts end to end, all of one element type; consume disposes each staged part once copied. */
+  stageArray(parts: (ArrayBufferView | Staged)[], consume?: boolean): Staged;
+  /** The rows of rowLength elements whose keep[i] is nonzero. */
+  stageSelect(staged: Staged, rowLength: number, keep: Uint8Array): Staged;
+
+  // minhash.cc, classic_minhash.cc
+  WeightedMinHashNative: NativeClass<WeightedMinHashNativeOptions, WeightedMinHashNative>;
+  MinHashNative: NativeClass<MinHashNativeOptions, MinHashNative>;
+  minhashJaccardPairs(signatures: Uint32Array, samples: number, left: Uint32Array, right: Uint32Array): Float32Array;
+  /** The multi-GPU row split's boundaries. */
+  minhashSplitRows(matrix: CsrMatrix, rowStart: number, rowEnd: number, parts: number): Float64Array;
+  /** curand() words, or curand_uniform() float bits when uniform. */
+  philoxStream(seed: bigint, subsequence: bigint, offset: bigint, count: number, uniform?: boolean): Uint32Array;
+
+  // cluster.cc, flyhash.cc, hamming.cc, ops.cc
+  StreamClusterer: NativeClass<StreamClustererNativeOptions, StreamClustererNative>;
+  FlyHash: NativeClass<FlyHashNativeOptions, FlyHashNative>;
+  HammingIndex: NativeClass<HammingIndexNativeOptions, HammingIndexNative>;
+  popcountRows(codes: BitWords, options: Placement & { cancel?: CancelFlag }): Promise<GpuTiming & { counts: Uint32Array }>;
+
+  // join.cc
+  JoinHandle: new () => JoinHandleNative;
+  /** Sorts the four parallel arrays by (left, right), in place. */
+  joinSortPairs(left: Uint32Array, right: Uint32Array, overlap: Uint32Array, similarity: Float32Array): Promise<void>;
+
+  // text.cc: TextTokenizer is absent from builds older than the native tokenizer.
+  TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;
+  /** remap[id]: the column of batch-local term id (-1: dropped by a frozen vocabulary). */
+  assembleTextRows(
+    indptr: Uint32Array,
+    tokens: Uint32Array,
+    minTokens: number,
+    ids: Uint32Array,
+    counts: Uint32Array,
+    remap: Int32Array,
+  ): TextRows;
+
+  // persist.cc
+  persistSave(path: string, kind: string, version: number, sections: [tag: string, data: ArrayBufferView][]): Promise<void>;
+  persistOpen(path: string, kind: string, maxVersion: number): Promise<OpenedFile>;
+  /** The container's checksum, as 16 hex digits. */
+  persistXxh64(bytes: Uint8Array, seed: number): string;
+}
