@@ -11,7 +11,7 @@
 
 #include "gpu.h"
 #include "minhash.h"
-#include "minhash_glue.h"
+#include "minhash_napi_common.h"
 #include "napi_util.h"
 #include "owned.h"
 

@@ -1,4 +1,4 @@
-#include "minhash_glue.h"
+#include "minhash_napi_common.h"
 
 #include <chrono>
 #include <cstdlib>

@@ -1,6 +1,7 @@
-// What the two MinHash wraps (weighted: minhash.cc, classic: classic_minhash.cc)
-// share at the N-API boundary: hash()'s arguments (staged, owned.h), its output
-// buffer and its Promise of { signatures, kernelMs, transferMs, host }.
+// What the two MinHash wraps (weighted: minhash_napi.cc, classic:
+// classic_minhash_napi.cc) share at the N-API boundary: hash()'s arguments
+// (staged, owned.h), its output buffer and its Promise of { signatures,
+// kernelMs, transferMs, host }.
 #pragma once
 
 #include <functional>

@@ -5,7 +5,7 @@
 
 #include "classic_minhash.h"
 #include "gpu.h"
-#include "minhash_glue.h"
+#include "minhash_napi_common.h"
 #include "napi_util.h"
 #include "owned.h"
 
