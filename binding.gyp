@@ -3,7 +3,8 @@
     {
       "target_name": "cusim",
       "sources": [
-        "<!@(node -e \"process.stdout.write(require('fs').readdirSync('native').filter(f=>f.endsWith('.cc')).map(f=>'native/'+f).join(' '))\")"
+        "<!@(node -e \"process.stdout.write(require('fs').readdirSync('native').filter(f=>f.endsWith('.cc')).map(f=>'native/'+f).join(' '))\")",
+        "native/cpu_only/no_cuda.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"

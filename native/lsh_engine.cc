@@ -1,6 +1,6 @@
-// LSH banding on the CPU, plus the host-side orchestration both backends share
-// (duplicate collapsing, pair expansion, verification, union-find), so CPU and
-// CUDA differ only in the bucketing step and return identical results.
+// The host side of LSH both backends share (duplicate collapsing, pair
+// expansion, verification, union-find, queries), so CPU and CUDA differ only
+// in the bucketing step (Bucketer) and return identical results.
 //
 // Buckets of identical signatures: n identical rows would emit n(n-1)/2 pairs
 // in every band. Rows are first collapsed into classes of interchangeable rows
@@ -75,14 +75,9 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
   v.swap(out);
 }
 
-namespace {
-
-using Keyed = std::pair<uint64_t, uint32_t>;
-
-// Sorts (key, row) pairs by key, then row. Large tables use a stable LSD radix
-// sort on the key (11-bit digits: few enough buckets to scatter within the
-// cache); rows enter ascending, so ties stay ordered
-// exactly as std::sort on the pairs would leave them.
+// Large tables use a stable LSD radix sort on the key (11-bit digits: few
+// enough buckets to scatter within the cache); rows enter ascending, so ties
+// stay ordered exactly as std::sort on the pairs would leave them.
 void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp) {
   if (v.size() < (1u << 16)) {
     std::sort(v.begin(), v.end());
@@ -105,6 +100,8 @@ void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp) {
     v.swap(tmp);
   }
 }
+
+namespace {
 
 // Classes of interchangeable rows. rep[i] is the smallest row of i's class
 // (kNoGroup for empty rows); reps lists class representatives ascending;
@@ -264,8 +261,6 @@ class NormRows {
   std::vector<double> val_;
 };
 
-uint64_t Pack(uint32_t a, uint32_t b) { return (uint64_t(a) << 32) | b; }
-
 // Packed position pairs -> id pairs with left < right, sorted.
 PairList ToIdPairs(const std::vector<uint64_t>& pos, const std::vector<float>* sim, const uint32_t* ids, uint64_t n) {
   PairList out;
@@ -337,53 +332,11 @@ void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n
   });
 }
 
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
-                                  std::vector<float>* estimate, Timing*) {
-  // All band keys of a row in one pass over it (rows are long, bands short),
-  // band-major so each band's table is then built from contiguous keys.
-  const size_t R = reps.size();
-  std::vector<uint64_t> keys(R * p.bands);
-  ParallelFor(R, 2048, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i)
-      for (uint32_t band = 0; band < p.bands; ++band)
-        keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows, sig.width);
-  });
-  std::vector<std::vector<uint64_t>> perBand(p.bands);
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    std::vector<Keyed> keyed(R), tmp;
-    for (size_t band = b; band < e; ++band) {
-      for (size_t i = 0; i < R; ++i) keyed[i] = {keys[band * R + i], reps[i]};
-      SortKeyed(keyed, tmp);
-      auto& out = perBand[band];
-      for (size_t s = 0; s < keyed.size();) {
-        size_t t = s + 1;
-        while (t < keyed.size() && keyed[t].first == keyed[s].first) ++t;
-        for (size_t i = s; i < t; ++i)
-          for (size_t j = i + 1; j < t; ++j) out.push_back(Pack(keyed[i].second, keyed[j].second));
-        s = t;
-      }
-    }
-  });
-  std::vector<uint64_t>().swap(keys);
-  std::vector<size_t> off(p.bands + 1, 0);
-  for (uint32_t b = 0; b < p.bands; ++b) off[b + 1] = off[b] + perBand[b].size();
-  std::vector<uint64_t> all(off.back());
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    for (size_t band = b; band < e; ++band) {
-      std::copy(perBand[band].begin(), perBand[band].end(), all.begin() + off[band]);
-      std::vector<uint64_t>().swap(perBand[band]);
-    }
-  });
-  SortUnique(all, reps.empty() ? 0 : reps.back());
-  if (estimate) *estimate = EstimatePairs(sig, all);
-  return all;
-}
-
-PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e,
+PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Bucketer& bucketer,
                         const CancelToken& cancel, Timing* timing) {
   Classes c = BuildClasses(sig, nullptr);
   cancel.check();
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, nullptr, timing);
+  std::vector<uint64_t> rp = bucketer.RepPairs(sig, c.reps, p, nullptr, timing);
   cancel.check();
   std::vector<uint32_t> classOf(sig.n, kNoGroup);
   for (size_t k = 0; k < c.reps.size(); ++k) classOf[c.reps[k]] = uint32_t(k);
@@ -456,7 +409,8 @@ GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> 
 }
 
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
-                    const CsrView* matrix, bool sets, const Engine& e, const CancelToken& cancel, Timing* timing) {
+                    const CsrView* matrix, bool sets, const Bucketer& bucketer, const CancelToken& cancel,
+                    Timing* timing) {
   const uint64_t n = sig.n;
   cancel.begin(0, 0);
   std::unique_ptr<NormRows> norm;
@@ -484,7 +438,7 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
   }
   cancel.check();
   std::vector<float> sim;
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
+  std::vector<uint64_t> rp = bucketer.RepPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
   cancel.check();
   std::vector<uint8_t> keep(rp.size(), 1);
   if (verify == Verify::Exact) {

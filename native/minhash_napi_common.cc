@@ -77,14 +77,14 @@ HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, boo
   return c;
 }
 
-Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::function<void(const HashCall&)> work,
+Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<minhash::Hasher> hasher,
                         std::function<void()> done, Napi::Value self) {
   return RunAsync(
       env,
-      [call, work] {
+      [call, hasher] {
         const auto t0 = std::chrono::steady_clock::now();
         call.out->allocate(call.m.rows * uint64_t(call.wordsPerRow));
-        work(call);
+        hasher->Hash(call.m, call.out->target(), call.timing.get(), call.cancel);
         call.timing->nativeMs =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       },

@@ -1,7 +1,7 @@
 // What the two MinHash wraps (weighted: minhash_napi.cc, classic:
 // classic_minhash_napi.cc) share at the N-API boundary: hash()'s arguments
-// (staged, owned.h), its output buffer and its Promise of { signatures,
-// kernelMs, transferMs, host }.
+// (staged, owned.h), its output buffer, the backend's Hasher run off the
+// event loop and its Promise of { signatures, kernelMs, transferMs, host }.
 #pragma once
 
 #include <functional>
@@ -50,10 +50,10 @@ struct HashCall {
 HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, bool values, bool gpu,
                        const std::function<void(const CsrSource&)>& check);
 
-// Runs work(call) off the event loop after allocating the output, timing the
-// whole native call; `done` runs on the JavaScript thread before the result
-// is built (memory accounting).
-Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::function<void(const HashCall&)> work,
+// Runs the hasher over the call's rows off the event loop after allocating
+// the output, timing the whole native call; `done` runs on the JavaScript
+// thread before the result is built (memory accounting).
+Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<minhash::Hasher> hasher,
                         std::function<void()> done, Napi::Value self);
 
 }  // namespace cusim
