@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "../native/classic_minhash.h"
 #include "gpu.cuh"
@@ -119,8 +123,6 @@ void RunClassicBatch(ClassicDevice& dev, Slot& sl, const BatchJob& job, uint32_t
   CopyOut(sl, job, timing);
 }
 
-}  // namespace
-
 struct ClassicCudaEngine {
   uint32_t samples = 0;
   std::vector<std::unique_ptr<ClassicDevice>> devs;
@@ -165,6 +167,38 @@ void ClassicHashCuda(ClassicCudaEngine& e, const CsrView& m, uint64_t rowStart, 
     ValidateCsr(part, "matrix");  // names the first column out of range
     ThrowInvalid("matrix has a column out of range");
   }
+}
+
+class CudaClassicHasher final : public Hasher {
+ public:
+  CudaClassicHasher(std::vector<uint64_t> a, std::vector<uint64_t> b, const std::vector<int>& devices,
+                    const Tuning& tuning)
+      : a_(std::move(a)), b_(std::move(b)), devices_(devices), tuning_(tuning) {}
+
+  void Hash(const CsrView& m, uint32_t* out, Timing* timing, const CancelToken& cancel) override {
+    ValidateIndptr(m, "matrix");  // columns are checked by the kernel that reads them
+    ClassicHashCuda(Engine(), m, 0, m.rows, out, tuning_, timing, cancel);
+  }
+
+ private:
+  ClassicCudaEngine& Engine() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) engine_ = CreateClassicCudaEngine(devices_, a_.data(), b_.data(), uint32_t(a_.size()));
+    return *engine_;
+  }
+
+  std::vector<uint64_t> a_, b_;
+  std::vector<int> devices_;
+  Tuning tuning_;
+  std::mutex mutex_;
+  std::shared_ptr<ClassicCudaEngine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Hasher> MakeCudaClassicHasher(std::vector<uint64_t> a, std::vector<uint64_t> b,
+                                              const std::vector<int>& devices, const Tuning& tuning) {
+  return std::make_unique<CudaClassicHasher>(std::move(a), std::move(b), devices, tuning);
 }
 
 }  // namespace minhash

@@ -5,6 +5,7 @@
 // Pairs of all bands are sorted and made unique at the end, on the device.
 #include <cub/cub.cuh>
 
+#include <memory>
 #include <vector>
 
 #include "../native/lsh.h"
@@ -87,8 +88,6 @@ __global__ void EstimateKernel(const uint32_t* __restrict__ sig, uint32_t sample
 unsigned Blocks(uint64_t threadsNeeded, int device) {
   return gpu::GridFor(threadsNeeded, kThreads, unsigned(gpu::MultiprocessorCount(device)) * 32);
 }
-
-}  // namespace
 
 std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
                                    std::vector<float>* estimate, int device, Timing* timing) {
@@ -232,6 +231,22 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   }
   return out;
 }
+
+class CudaBucketer final : public Bucketer {
+ public:
+  explicit CudaBucketer(int device) : device_(device) {}
+  std::vector<uint64_t> RepPairs(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                 std::vector<float>* estimate, Timing* timing) const override {
+    return RepPairsCuda(sig, reps, p, estimate, device_, timing);
+  }
+
+ private:
+  int device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Bucketer> MakeCudaBucketer(int device) { return std::make_unique<CudaBucketer>(device); }
 
 }  // namespace lsh
 }  // namespace cusim

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../native/column_map.h"
@@ -640,8 +641,6 @@ void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool in
   CopyOut(sl, job, timing);
 }
 
-}  // namespace
-
 struct CudaEngine {
   uint32_t dim = 0, samples = 0;
   uint64_t seed = 0;
@@ -774,6 +773,46 @@ void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(betas, tb.data(), n * e.samples * 4, cudaMemcpyDeviceToHost, st));
   CUSIM_CUDA_CHECK(cudaStreamSynchronize(st));
   if (hf) throw Error(kInternal, "deviceParameters: a column has no slot on GPU " + std::to_string(d.id));
+}
+
+class CudaHasher final : public WeightedHasher {
+ public:
+  CudaHasher(std::shared_ptr<ColumnParams> params, uint32_t dim, const std::vector<int>& devices, const Tuning& tuning)
+      : params_(std::move(params)), dim_(dim), devices_(devices), tuning_(tuning) {}
+
+  void Hash(const CsrView& m, uint32_t* out, Timing* timing, const CancelToken& cancel) override {
+    ValidateIndptr(m, "matrix");  // columns and weights are checked by the kernels that read them
+    HashCuda(Engine(), m, 0, m.rows, out, tuning_, timing, cancel);
+  }
+
+  void DeviceParams(size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs, float* betas) override {
+    DeviceParamsCuda(Engine(), slot, cols, n, rs, lnCs, betas);
+  }
+
+ private:
+  CudaEngine& Engine() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!engine_) {
+      // Injected tables are uploaded; seeded ones are generated on each device as columns appear.
+      engine_ = CreateCudaEngine(devices_, params_->seed(), dim_, params_->samples(),
+                                 params_->injected() ? params_.get() : nullptr);
+    }
+    return *engine_;
+  }
+
+  std::shared_ptr<ColumnParams> params_;
+  uint32_t dim_;
+  std::vector<int> devices_;
+  Tuning tuning_;
+  std::mutex mutex_;
+  std::shared_ptr<CudaEngine> engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightedHasher> MakeCudaHasher(std::shared_ptr<ColumnParams> params, uint32_t dim,
+                                               const std::vector<int>& devices, const Tuning& tuning) {
+  return std::make_unique<CudaHasher>(std::move(params), dim, devices, tuning);
 }
 
 }  // namespace minhash

@@ -1,3 +1,5 @@
+#include <memory>
+
 #include "../native/ops.h"
 #include "gpu.cuh"
 
@@ -20,8 +22,6 @@ __global__ void PopcountRowsKernel(const uint32_t* __restrict__ words, uint64_t 
     if (lane == 0) out[r] = c;
   }
 }
-
-}  // namespace
 
 void PopcountRowsCuda(const BitsView& codes, uint32_t* out, int device, Timing* timing) {
   gpu::DeviceGuard guard(device);
@@ -48,6 +48,21 @@ void PopcountRowsCuda(const BitsView& codes, uint32_t* out, int device, Timing* 
     timing->transferMs = gpu::ElapsedMs(t0, t1) + gpu::ElapsedMs(t2, t3);
   }
 }
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(int device) : device_(device) {}
+  void PopcountRows(const BitsView& codes, uint32_t* out, Timing* timing) const override {
+    PopcountRowsCuda(codes, out, device_, timing);
+  }
+
+ private:
+  int device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> MakeCudaOps(int device) { return std::make_unique<CudaOps>(device); }
 
 }  // namespace ops
 }  // namespace cusim

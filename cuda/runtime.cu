@@ -7,7 +7,9 @@
 #include <string>
 
 #include "../native/cuda_support.h"
+#include "../native/flyhash.h"
 #include "../native/gpu.h"
+#include "../native/hamming.h"
 #include "../native/host_buffer.h"
 #include "../native/parallel.h"
 #include "gpu.cuh"
@@ -167,6 +169,8 @@ const DeviceReport& QueryDevices() {
   static DeviceReport report;
   static std::once_flag once;
   std::call_once(once, [] {
+    report.compiled = true;
+    report.architectures = CUSIM_CUDA_ARCHITECTURES;
     // Both work without a driver (the driver version is then 0), so an old or
     // missing driver is named before any call that would fail on it.
     if (cudaDriverGetVersion(&report.driverVersion) != cudaSuccess) report.driverVersion = 0;
@@ -214,6 +218,8 @@ const DeviceReport& QueryDevices() {
       g.ccMinor = p.minor;
       g.multiprocessors = p.multiProcessorCount;
       g.tensorCores = TensorCoreKernels(p.major);
+      g.kernels = {{"flyhash", flyhash::GpuKernelFamilies(g.tensorCores)},
+                   {"hamming", hamming::GpuKernelFamilies(g.tensorCores)}};
       report.gpus.push_back(g);
     }
     report.cuda = !report.gpus.empty();

@@ -38,15 +38,13 @@ void SeedPermutations(uint32_t seed, uint32_t samples, uint64_t* a, uint64_t* b)
 void ClassicHashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, const uint64_t* a, const uint64_t* b,
                     uint32_t samples, uint32_t* out, const CancelToken& cancel);
 
-#ifdef CUSIM_WITH_CUDA
-struct ClassicCudaEngine;
-std::shared_ptr<ClassicCudaEngine> CreateClassicCudaEngine(const std::vector<int>& devices, const uint64_t* a,
-                                                           const uint64_t* b, uint32_t samples);
-// Rows are split across the engine's devices balanced by nnz; columns must be
-// < m.cols (checked by the kernel, named by the host).
-void ClassicHashCuda(ClassicCudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out,
-                     const Tuning& tuning, Timing* timing, const CancelToken& cancel);
-#endif
+// The classic engine's backends over permutations a and b (samples each).
+std::unique_ptr<Hasher> MakeCpuClassicHasher(std::vector<uint64_t> a, std::vector<uint64_t> b);
+// Per-device copies of the permutations plus staging slots, built on the
+// first call. Rows are split across the devices balanced by nnz; columns must
+// be < m.cols (checked by the kernel, named by the host).
+std::unique_ptr<Hasher> MakeCudaClassicHasher(std::vector<uint64_t> a, std::vector<uint64_t> b,
+                                              const std::vector<int>& devices, const Tuning& tuning);
 
 }  // namespace minhash
 }  // namespace cusim

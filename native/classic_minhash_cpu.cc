@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "classic_minhash.h"
@@ -78,6 +80,27 @@ void ClassicHashCpu(const CsrView& m, uint64_t rowStart, uint64_t rowEnd, const 
     }
     cancel.advance(hi - lo);
   });
+}
+
+namespace {
+
+class CpuClassicHasher final : public Hasher {
+ public:
+  CpuClassicHasher(std::vector<uint64_t> a, std::vector<uint64_t> b) : a_(std::move(a)), b_(std::move(b)) {}
+
+  void Hash(const CsrView& m, uint32_t* out, Timing*, const CancelToken& cancel) override {
+    ValidateCsr(m, "matrix");
+    ClassicHashCpu(m, 0, m.rows, a_.data(), b_.data(), uint32_t(a_.size()), out, cancel);
+  }
+
+ private:
+  std::vector<uint64_t> a_, b_;
+};
+
+}  // namespace
+
+std::unique_ptr<Hasher> MakeCpuClassicHasher(std::vector<uint64_t> a, std::vector<uint64_t> b) {
+  return std::make_unique<CpuClassicHasher>(std::move(a), std::move(b));
 }
 
 }  // namespace minhash

@@ -1,11 +1,13 @@
 // What the host side knows about GPUs, as plain C++ (no CUDA headers), so the
-// N-API glue can ask without being compiled by nvcc.
+// N-API glue can ask without being compiled by nvcc. cuda/runtime.cu defines
+// these in a CUDA build, native/cpu_only/no_cuda.cc in a CPU-only one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace cusim {
@@ -18,6 +20,9 @@ struct GpuInfo {
   int ccMinor = 0;
   int multiprocessors = 0;
   bool tensorCores = false;  // runs the tensor-core kernel families (TensorCoreKernels)
+  // Per engine that has a choice, the kernel families this GPU runs, in the
+  // order `auto` prefers them (shapes decide among them).
+  std::vector<std::pair<std::string, std::vector<std::string>>> kernels;
 };
 
 struct DeviceReport {
@@ -28,6 +33,8 @@ struct DeviceReport {
   int driverVersion = 0;      // CUDA version the driver supports (0: none), as cudaDriverGetVersion
   int runtimeVersion = 0;     // CUDA version of the runtime linked in (0: not compiled)
   std::string driverRelease;  // the driver's own version ("580.159.04") where known
+  bool compiled = false;      // whether the CUDA kernels are compiled into this addon
+  std::string architectures;  // the CUDA architectures compiled in ("75-real,...,120")
 };
 
 // Cached after the first call: probing the driver is slow and its answer does

@@ -1,11 +1,14 @@
 // MinHash LSH banding over MinHash signatures: candidate pairs and verified
 // duplicate groups. A sample is one 64-bit value: (k, t) for weighted MinHash
-// (two words), the hash value for classic MinHash (one word). Backend-neutral;
-// cuda/lsh.cu implements the bucketing step (RepPairsCuda) behind this interface.
+// (two words), the hash value for classic MinHash (one word). Backend-neutral:
+// the backends differ only in the bucketing step (Bucketer; native/lsh_cpu.cc,
+// cuda/lsh.cu), and native/lsh_engine.cc holds what both share.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "common.h"
@@ -84,8 +87,13 @@ inline uint64_t FullHash(const uint32_t* s, uint32_t samples, uint32_t width) {
   return Fmix64(h ^ samples);
 }
 
+inline uint64_t Pack(uint32_t a, uint32_t b) { return (uint64_t(a) << 32) | b; }
+
 // Sorts and deduplicates packed (hi << 32 | lo) values, in parallel when large.
 void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh);
+// Sorts (key, row) pairs by key, then row; tmp is scratch space.
+using Keyed = std::pair<uint64_t, uint32_t>;
+void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp);
 // Per packed pair of rows, the fraction of equal samples (float(equal) / float(samples)).
 std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs);
 // For rows a[k], b[k] of m in verification's canonical form (ascending columns,
@@ -95,23 +103,20 @@ std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>
 void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard,
               uint8_t* same);
 
-// Candidate pairs among representative rows: positions (a < b) packed as
-// (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate` is
-// not null it receives, per returned pair, the fraction of equal samples
-// (float(equal) / float(samples), the same rounding on both backends).
-using RepPairsFn = std::function<std::vector<uint64_t>(const SigView&, const std::vector<uint32_t>& reps, const Params&,
-                                                       std::vector<float>* estimate, Timing*)>;
-
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
-                                  std::vector<float>* estimate, Timing*);
-#ifdef CUSIM_WITH_CUDA
-std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
-                                   std::vector<float>* estimate, int device, Timing* timing);
-#endif
-
-struct Engine {
-  RepPairsFn repPairs;
+// The bucketing step of one backend.
+class Bucketer {
+ public:
+  virtual ~Bucketer() = default;
+  // Candidate pairs among representative rows: positions (a < b) packed as
+  // (a << 32) | b, unique and ascending. `reps` is ascending. When `estimate`
+  // is not null it receives, per returned pair, the fraction of equal samples
+  // (float(equal) / float(samples), the same rounding on both backends).
+  virtual std::vector<uint64_t> RepPairs(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                         std::vector<float>* estimate, Timing* timing) const = 0;
 };
+
+std::unique_ptr<Bucketer> MakeCpuBucketer();
+std::unique_ptr<Bucketer> MakeCudaBucketer(int device);
 
 struct PairList {
   std::vector<uint32_t> left, right;
@@ -120,7 +125,7 @@ struct PairList {
 
 // Every unique pair of inserted rows sharing at least one band bucket, as ids
 // (left < right), sorted. ids[i] names row i.
-PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e,
+PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Bucketer& bucketer,
                         const CancelToken& cancel, Timing* timing);
 
 enum class Verify { None, Estimate, Exact };
@@ -142,7 +147,8 @@ GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> 
 // is matrix row ids[i]: its weighted Jaccard, or with `sets` (classic
 // signatures) the Jaccard of its distinct columns, weights ignored.
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
-                    const CsrView* matrix, bool sets, const Engine& e, const CancelToken& cancel, Timing* timing);
+                    const CsrView* matrix, bool sets, const Bucketer& bucketer, const CancelToken& cancel,
+                    Timing* timing);
 
 // For each query, the ids of inserted rows sharing a band bucket with it,
 // deduplicated and ascending. indptr has queries + 1 entries.

@@ -1,572 +1,64 @@
-// LSH banding on the CPU, plus the host-side orchestration both backends share
-// (duplicate collapsing, pair expansion, verification, union-find), so CPU and
-// CUDA differ only in the bucketing step and return identical results.
-//
-// Buckets of identical signatures: n identical rows would emit n(n-1)/2 pairs
-// in every band. Rows are first collapsed into classes of interchangeable rows
-// (identical signatures; for exact verification also identical vectors), and
-// only one representative per class enters the band tables. Interchangeable
-// rows have the same candidates and the same similarities, so:
-//  - candidatePairs() expands the representatives' pairs back to all rows
-//    (the output is what it is, but nothing is emitted twice on the way);
-//  - groups() adds one edge (representative, member) per member, similarity 1,
-//    which yields the same connected components as every pairwise edge.
+// LSH bucketing on the CPU: per band, the band keys of every representative
+// row sorted with the rows, and every pair within a run of equal keys.
 #include <algorithm>
-#include <cstring>
 #include <memory>
-#include <numeric>
+#include <vector>
 
 #include "lsh.h"
 #include "parallel.h"
 
 namespace cusim {
 namespace lsh {
-
-// Sorts and deduplicates packed (hi << 32 | lo) values in parallel: values are
-// scattered into buckets by their high word (whose largest value is maxHigh),
-// so sorted buckets concatenate into a sorted whole.
-void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
-  const size_t n = v.size();
-  if (n < (1u << 16)) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    return;
-  }
-  const size_t nb = NumThreads() * 8;
-  const size_t chunks = NumThreads() * 4;
-  const size_t per = (n + chunks - 1) / chunks;
-  auto bucketOf = [&](uint64_t x) { return size_t(((x >> 32) * nb) / (maxHigh + 1)); };
-  std::vector<size_t> counts(chunks * nb, 0);
-  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
-    for (size_t c = b; c < e; ++c)
-      for (size_t i = c * per; i < std::min(n, (c + 1) * per); ++i) ++counts[c * nb + bucketOf(v[i])];
-  });
-  std::vector<size_t> start(chunks * nb), bstart(nb + 1, 0);
-  size_t acc = 0;
-  for (size_t k = 0; k < nb; ++k) {
-    bstart[k] = acc;
-    for (size_t c = 0; c < chunks; ++c) {
-      start[c * nb + k] = acc;
-      acc += counts[c * nb + k];
-    }
-  }
-  bstart[nb] = acc;
-  std::vector<uint64_t> out(n);
-  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
-    for (size_t c = b; c < e; ++c) {
-      size_t* pos = &start[c * nb];
-      for (size_t i = c * per; i < std::min(n, (c + 1) * per); ++i) out[pos[bucketOf(v[i])]++] = v[i];
-    }
-  });
-  std::vector<size_t> kept(nb);
-  ParallelFor(nb, 1, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      auto first = out.begin() + bstart[k], last = out.begin() + bstart[k + 1];
-      std::sort(first, last);
-      kept[k] = size_t(std::unique(first, last) - first);
-    }
-  });
-  size_t w = 0;
-  for (size_t k = 0; k < nb; ++k) {
-    std::memmove(out.data() + w, out.data() + bstart[k], kept[k] * sizeof(uint64_t));
-    w += kept[k];
-  }
-  out.resize(w);
-  v.swap(out);
-}
-
 namespace {
 
-using Keyed = std::pair<uint64_t, uint32_t>;
-
-// Sorts (key, row) pairs by key, then row. Large tables use a stable LSD radix
-// sort on the key (11-bit digits: few enough buckets to scatter within the
-// cache); rows enter ascending, so ties stay ordered
-// exactly as std::sort on the pairs would leave them.
-void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp) {
-  if (v.size() < (1u << 16)) {
-    std::sort(v.begin(), v.end());
-    return;
-  }
-  tmp.resize(v.size());
-  constexpr int kBits = 11;
-  constexpr uint64_t kMask = (1u << kBits) - 1;
-  std::vector<size_t> cnt(size_t(1) << kBits);
-  for (int shift = 0; shift < 64; shift += kBits) {
-    std::fill(cnt.begin(), cnt.end(), 0);
-    for (const Keyed& x : v) ++cnt[(x.first >> shift) & kMask];
-    size_t sum = 0;
-    for (size_t& c : cnt) {
-      const size_t t = c;
-      c = sum;
-      sum += t;
-    }
-    for (const Keyed& x : v) tmp[cnt[(x.first >> shift) & kMask]++] = x;
-    v.swap(tmp);
-  }
-}
-
-// Classes of interchangeable rows. rep[i] is the smallest row of i's class
-// (kNoGroup for empty rows); reps lists class representatives ascending;
-// members[memberPtr[c] .. memberPtr[c+1]) lists class c's rows ascending.
-struct Classes {
-  std::vector<uint32_t> rep, reps, memberPtr, members;
-};
-
-using SameFn = std::function<bool(uint32_t, uint32_t)>;
-
-Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
-  const uint64_t n = sig.n;
-  Classes c;
-  c.rep.assign(n, kNoGroup);
-  std::vector<std::pair<uint64_t, uint32_t>> keyed(n);
-  std::vector<uint8_t> empty(n);
-  ParallelFor(n, 4096, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      empty[i] = IsEmptyRow(sig.row(i), sig.samples, sig.width);
-      keyed[i] = {empty[i] ? 0 : FullHash(sig.row(i), sig.samples, sig.width), uint32_t(i)};
-    }
-  });
-  size_t w = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (!empty[i]) keyed[w++] = keyed[i];
-  keyed.resize(w);
-  std::vector<Keyed> tmp;
-  SortKeyed(keyed, tmp);
-  std::vector<size_t> runStart;
-  for (size_t i = 0; i < keyed.size(); ++i)
-    if (i == 0 || keyed[i].first != keyed[i - 1].first) runStart.push_back(i);
-  runStart.push_back(keyed.size());
-  const size_t sigBytes = sig.words() * sizeof(uint32_t);
-  ParallelFor(runStart.size() - 1, 64, [&](size_t b, size_t e) {
-    std::vector<uint32_t> local;
-    for (size_t r = b; r < e; ++r) {
-      local.clear();
-      for (size_t k = runStart[r]; k < runStart[r + 1]; ++k) {
-        const uint32_t i = keyed[k].second;
-        uint32_t found = kNoGroup;
-        for (uint32_t j : local) {
-          if (std::memcmp(sig.row(i), sig.row(j), sigBytes) == 0 && (!sameExtra || sameExtra(j, i))) {
-            found = j;
-            break;
-          }
-        }
-        if (found == kNoGroup) local.push_back(i);
-        c.rep[i] = found == kNoGroup ? i : found;
-      }
-    }
-  });
-  std::vector<uint32_t> size(n, 0);
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.rep[i] != kNoGroup) ++size[c.rep[i]];
-  std::vector<uint32_t> index(n, kNoGroup);
-  c.memberPtr.push_back(0);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (c.rep[i] == i) {
-      index[i] = uint32_t(c.reps.size());
-      c.reps.push_back(uint32_t(i));
-      c.memberPtr.push_back(c.memberPtr.back() + size[i]);
-    }
-  }
-  c.members.resize(c.memberPtr.back());
-  std::vector<uint32_t> fill(c.memberPtr.begin(), c.memberPtr.end() - 1);
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.rep[i] != kNoGroup) c.members[fill[index[c.rep[i]]]++] = uint32_t(i);
-  return c;
-}
-
-// Matrix rows in canonical form (ascending columns, duplicates summed,
-// weights <= 0 or NaN dropped), built only for the rows a call needs. As
-// `sets` (classic MinHash), every stored column is a member of weight 1 and
-// repeats count once.
-class NormRows {
+class CpuBucketer final : public Bucketer {
  public:
-  NormRows(const CsrView& m, const uint32_t* ids, uint64_t n, bool sets)
-      : m_(m), ids_(ids), sets_(sets), start_(n, -1), len_(n, 0) {}
-
-  void Need(const std::vector<uint32_t>& positions) {
-    std::vector<uint32_t> todo;
-    for (uint32_t p : positions)
-      if (start_[p] < 0) {
-        start_[p] = 0;
-        todo.push_back(p);
-      }
-    std::vector<uint64_t> off(todo.size() + 1, col_.size());
-    for (size_t k = 0; k < todo.size(); ++k) {
-      const uint32_t r = ids_[todo[k]];
-      off[k + 1] = off[k] + (m_.indptr[r + 1] - m_.indptr[r]);
-    }
-    col_.resize(off.back());
-    val_.resize(off.back());
-    ParallelFor(todo.size(), 256, [&](size_t b, size_t e) {
-      std::vector<std::pair<uint32_t, double>> tmp;
-      for (size_t k = b; k < e; ++k) {
-        const uint32_t r = ids_[todo[k]];
-        tmp.clear();
-        for (uint32_t j = m_.indptr[r]; j < m_.indptr[r + 1]; ++j) {
-          const float w = m_.values && !sets_ ? m_.values[j] : 1.0f;
-          if (w > 0) tmp.emplace_back(m_.indices[j], double(w));  // false for NaN
+  std::vector<uint64_t> RepPairs(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
+                                 std::vector<float>* estimate, Timing*) const override {
+    // All band keys of a row in one pass over it (rows are long, bands short),
+    // band-major so each band's table is then built from contiguous keys.
+    const size_t R = reps.size();
+    std::vector<uint64_t> keys(R * p.bands);
+    ParallelFor(R, 2048, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i)
+        for (uint32_t band = 0; band < p.bands; ++band)
+          keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows, sig.width);
+    });
+    std::vector<std::vector<uint64_t>> perBand(p.bands);
+    ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
+      std::vector<Keyed> keyed(R), tmp;
+      for (size_t band = b; band < e; ++band) {
+        for (size_t i = 0; i < R; ++i) keyed[i] = {keys[band * R + i], reps[i]};
+        SortKeyed(keyed, tmp);
+        auto& out = perBand[band];
+        for (size_t s = 0; s < keyed.size();) {
+          size_t t = s + 1;
+          while (t < keyed.size() && keyed[t].first == keyed[s].first) ++t;
+          for (size_t i = s; i < t; ++i)
+            for (size_t j = i + 1; j < t; ++j) out.push_back(Pack(keyed[i].second, keyed[j].second));
+          s = t;
         }
-        std::sort(tmp.begin(), tmp.end(), [](auto& a, auto& b) { return a.first < b.first; });
-        uint64_t w = off[k];
-        for (size_t t = 0; t < tmp.size(); ++t) {
-          if (w > off[k] && col_[w - 1] == tmp[t].first) {
-            if (!sets_) val_[w - 1] += tmp[t].second;
-          } else {
-            col_[w] = tmp[t].first;
-            val_[w] = tmp[t].second;
-            ++w;
-          }
-        }
-        start_[todo[k]] = int64_t(off[k]);
-        len_[todo[k]] = uint32_t(w - off[k]);
       }
     });
-  }
-
-  bool Same(uint32_t a, uint32_t b) const {
-    if (len_[a] != len_[b]) return false;
-    return std::equal(col_.begin() + start_[a], col_.begin() + start_[a] + len_[a], col_.begin() + start_[b]) &&
-           std::equal(val_.begin() + start_[a], val_.begin() + start_[a] + len_[a], val_.begin() + start_[b]);
-  }
-
-  // Weighted Jaccard: sum of minima over sum of maxima (0 when both are empty).
-  double Jaccard(uint32_t a, uint32_t b) const {
-    const uint32_t* ca = col_.data() + start_[a];
-    const uint32_t* cb = col_.data() + start_[b];
-    const double* va = val_.data() + start_[a];
-    const double* vb = val_.data() + start_[b];
-    uint32_t i = 0, j = 0;
-    double mn = 0, mx = 0;
-    while (i < len_[a] && j < len_[b]) {
-      if (ca[i] == cb[j]) {
-        mn += std::min(va[i], vb[j]);
-        mx += std::max(va[i], vb[j]);
-        ++i, ++j;
-      } else if (ca[i] < cb[j]) {
-        mx += va[i++];
-      } else {
-        mx += vb[j++];
+    std::vector<uint64_t>().swap(keys);
+    std::vector<size_t> off(p.bands + 1, 0);
+    for (uint32_t b = 0; b < p.bands; ++b) off[b + 1] = off[b] + perBand[b].size();
+    std::vector<uint64_t> all(off.back());
+    ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
+      for (size_t band = b; band < e; ++band) {
+        std::copy(perBand[band].begin(), perBand[band].end(), all.begin() + off[band]);
+        std::vector<uint64_t>().swap(perBand[band]);
       }
-    }
-    for (; i < len_[a]; ++i) mx += va[i];
-    for (; j < len_[b]; ++j) mx += vb[j];
-    return mx > 0 ? mn / mx : 0.0;
+    });
+    SortUnique(all, reps.empty() ? 0 : reps.back());
+    if (estimate) *estimate = EstimatePairs(sig, all);
+    return all;
   }
-
- private:
-  const CsrView& m_;
-  const uint32_t* ids_;
-  bool sets_;
-  std::vector<int64_t> start_;
-  std::vector<uint32_t> len_;
-  std::vector<uint32_t> col_;
-  std::vector<double> val_;
 };
-
-uint64_t Pack(uint32_t a, uint32_t b) { return (uint64_t(a) << 32) | b; }
-
-// Packed position pairs -> id pairs with left < right, sorted.
-PairList ToIdPairs(const std::vector<uint64_t>& pos, const std::vector<float>* sim, const uint32_t* ids, uint64_t n) {
-  PairList out;
-  std::vector<uint64_t> key(pos.size());
-  uint32_t maxId = 0;
-  for (uint64_t i = 0; i < n; ++i) maxId = std::max(maxId, ids[i]);
-  ParallelFor(pos.size(), 1 << 14, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      uint32_t x = ids[pos[k] >> 32], y = ids[uint32_t(pos[k])];
-      key[k] = Pack(std::min(x, y), std::max(x, y));
-    }
-  });
-  if (sim) {
-    std::vector<uint32_t> order(pos.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return key[a] < key[b]; });
-    out.similarity.resize(pos.size());
-    std::vector<uint64_t> sorted(pos.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      sorted[k] = key[order[k]];
-      out.similarity[k] = (*sim)[order[k]];
-    }
-    key.swap(sorted);
-  } else {
-    SortUnique(key, maxId);  // the pairs are distinct: this only sorts
-  }
-  out.left.resize(key.size());
-  out.right.resize(key.size());
-  ParallelFor(key.size(), 1 << 14, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      out.left[k] = uint32_t(key[k] >> 32);
-      out.right[k] = uint32_t(key[k]);
-    }
-  });
-  return out;
-}
 
 }  // namespace
 
-std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs) {
-  std::vector<float> out(pairs.size());
-  ParallelFor(pairs.size(), 1024, [&](size_t b, size_t e) {
-    for (size_t k = b; k < e; ++k) {
-      const uint32_t* x = sig.row(pairs[k] >> 32);
-      const uint32_t* y = sig.row(uint32_t(pairs[k]));
-      uint32_t eq = 0;
-      for (uint32_t s = 0; s < sig.samples; ++s) eq += SampleValue(x, s, sig.width) == SampleValue(y, s, sig.width);
-      out[k] = float(eq) / float(sig.samples);
-    }
-  });
-  return out;
-}
-
-void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard,
-              uint8_t* same) {
-  std::vector<uint32_t> rows(m.rows);
-  std::iota(rows.begin(), rows.end(), 0u);
-  NormRows norm(m, rows.data(), m.rows, sets);
-  std::vector<uint32_t> ends(a, a + n);
-  ends.insert(ends.end(), b, b + n);
-  std::sort(ends.begin(), ends.end());
-  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
-  norm.Need(ends);
-  ParallelFor(n, 256, [&](size_t lo, size_t hi) {
-    for (size_t k = lo; k < hi; ++k) {
-      if (jaccard) jaccard[k] = norm.Jaccard(a[k], b[k]);
-      if (same) same[k] = norm.Same(a[k], b[k]);
-    }
-  });
-}
-
-std::vector<uint64_t> RepPairsCpu(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
-                                  std::vector<float>* estimate, Timing*) {
-  // All band keys of a row in one pass over it (rows are long, bands short),
-  // band-major so each band's table is then built from contiguous keys.
-  const size_t R = reps.size();
-  std::vector<uint64_t> keys(R * p.bands);
-  ParallelFor(R, 2048, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i)
-      for (uint32_t band = 0; band < p.bands; ++band)
-        keys[band * R + i] = BandKey(sig.row(reps[i]), band, p.rows, sig.width);
-  });
-  std::vector<std::vector<uint64_t>> perBand(p.bands);
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    std::vector<Keyed> keyed(R), tmp;
-    for (size_t band = b; band < e; ++band) {
-      for (size_t i = 0; i < R; ++i) keyed[i] = {keys[band * R + i], reps[i]};
-      SortKeyed(keyed, tmp);
-      auto& out = perBand[band];
-      for (size_t s = 0; s < keyed.size();) {
-        size_t t = s + 1;
-        while (t < keyed.size() && keyed[t].first == keyed[s].first) ++t;
-        for (size_t i = s; i < t; ++i)
-          for (size_t j = i + 1; j < t; ++j) out.push_back(Pack(keyed[i].second, keyed[j].second));
-        s = t;
-      }
-    }
-  });
-  std::vector<uint64_t>().swap(keys);
-  std::vector<size_t> off(p.bands + 1, 0);
-  for (uint32_t b = 0; b < p.bands; ++b) off[b + 1] = off[b] + perBand[b].size();
-  std::vector<uint64_t> all(off.back());
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    for (size_t band = b; band < e; ++band) {
-      std::copy(perBand[band].begin(), perBand[band].end(), all.begin() + off[band]);
-      std::vector<uint64_t>().swap(perBand[band]);
-    }
-  });
-  SortUnique(all, reps.empty() ? 0 : reps.back());
-  if (estimate) *estimate = EstimatePairs(sig, all);
-  return all;
-}
-
-PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Engine& e,
-                        const CancelToken& cancel, Timing* timing) {
-  Classes c = BuildClasses(sig, nullptr);
-  cancel.check();
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, nullptr, timing);
-  cancel.check();
-  std::vector<uint32_t> classOf(sig.n, kNoGroup);
-  for (size_t k = 0; k < c.reps.size(); ++k) classOf[c.reps[k]] = uint32_t(k);
-  auto sizeOf = [&](uint32_t r) { return uint64_t(c.memberPtr[classOf[r] + 1] - c.memberPtr[classOf[r]]); };
-  // Representatives' pairs expand to member cross products; each class adds
-  // its own internal pairs. These sets are disjoint, so nothing repeats.
-  std::vector<uint64_t> off(rp.size() + c.reps.size() + 1, 0);
-  for (size_t k = 0; k < rp.size(); ++k) off[k + 1] = off[k] + sizeOf(rp[k] >> 32) * sizeOf(uint32_t(rp[k]));
-  for (size_t k = 0; k < c.reps.size(); ++k) {
-    const uint64_t m = sizeOf(c.reps[k]);
-    off[rp.size() + k + 1] = off[rp.size() + k] + m * (m - 1) / 2;
-  }
-  if (off.back() > MaxTypedLength())
-    ThrowInvalid("candidatePairs would return " + std::to_string(off.back()) +
-                 " pairs, more than one typed array holds (" + std::to_string(MaxTypedLength()) +
-                 "); groups() links rows with identical signatures to their first copy "
-                 "instead of listing every pair");
-  std::vector<uint64_t> pos(off.back());
-  ParallelFor(rp.size() + c.reps.size(), 256, [&](size_t b, size_t e2) {
-    for (size_t k = b; k < e2; ++k) {
-      uint64_t w = off[k];
-      if (k < rp.size()) {
-        const uint32_t ca = classOf[rp[k] >> 32], cb = classOf[uint32_t(rp[k])];
-        for (uint32_t i = c.memberPtr[ca]; i < c.memberPtr[ca + 1]; ++i)
-          for (uint32_t j = c.memberPtr[cb]; j < c.memberPtr[cb + 1]; ++j) pos[w++] = Pack(c.members[i], c.members[j]);
-      } else {
-        const size_t cl = k - rp.size();
-        for (uint32_t i = c.memberPtr[cl]; i < c.memberPtr[cl + 1]; ++i)
-          for (uint32_t j = i + 1; j < c.memberPtr[cl + 1]; ++j) pos[w++] = Pack(c.members[i], c.members[j]);
-      }
-    }
-  });
-  cancel.check();
-  return ToIdPairs(pos, nullptr, ids, sig.n);
-}
-
-GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
-                        const uint32_t* ids) {
-  const uint64_t n = rep.size();
-  for (uint64_t i = 0; i < n; ++i)
-    if (rep[i] != kNoGroup && rep[i] != i) {
-      edges.push_back(Pack(rep[i], uint32_t(i)));
-      edgeSim.push_back(1.0f);
-    }
-  // Union-find whose root is always the smallest row of its component, so
-  // labelling rows in order numbers groups by their smallest member.
-  std::vector<uint32_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0u);
-  auto find = [&](uint32_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
-  std::vector<uint8_t> linked(n, 0);
-  for (uint64_t x : edges) {
-    uint32_t a = find(uint32_t(x >> 32)), b = find(uint32_t(x));
-    linked[x >> 32] = linked[uint32_t(x)] = 1;
-    if (a != b) parent[std::max(a, b)] = std::min(a, b);
-  }
-  GroupsResult out;
-  out.group.assign(n, kNoGroup);
-  std::vector<uint32_t> label(n, kNoGroup);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!linked[i]) continue;
-    const uint32_t r = find(uint32_t(i));
-    if (label[r] == kNoGroup) label[r] = out.count++;
-    out.group[i] = label[r];
-  }
-  out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
-  return out;
-}
-
-GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
-                    const CsrView* matrix, bool sets, const Engine& e, const CancelToken& cancel, Timing* timing) {
-  const uint64_t n = sig.n;
-  cancel.begin(0, 0);
-  std::unique_ptr<NormRows> norm;
-  Classes c;
-  if (verify == Verify::Exact) {
-    if (!matrix) ThrowInvalid("matrix is required for verify 'exact'", "TypeError");
-    for (uint64_t i = 0; i < n; ++i)
-      if (ids[i] >= matrix->rows)
-        ThrowInvalid("id " + std::to_string(ids[i]) +
-                     " has no row in matrix (matrix.rows = " + std::to_string(matrix->rows) + ")");
-    norm = std::make_unique<NormRows>(*matrix, ids, n, sets);
-    // Signature classes first; rows that share a signature are then split by
-    // exact vector equality, so only truly interchangeable rows collapse.
-    Classes bySig = BuildClasses(sig, nullptr);
-    std::vector<uint32_t> multi;
-    for (size_t k = 0; k < bySig.reps.size(); ++k)
-      if (bySig.memberPtr[k + 1] - bySig.memberPtr[k] > 1)
-        multi.insert(multi.end(), bySig.members.begin() + bySig.memberPtr[k],
-                     bySig.members.begin() + bySig.memberPtr[k + 1]);
-    norm->Need(multi);
-    NormRows* nr = norm.get();
-    c = BuildClasses(sig, [nr](uint32_t a, uint32_t b) { return nr->Same(a, b); });
-  } else {
-    c = BuildClasses(sig, nullptr);
-  }
-  cancel.check();
-  std::vector<float> sim;
-  std::vector<uint64_t> rp = e.repPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
-  cancel.check();
-  std::vector<uint8_t> keep(rp.size(), 1);
-  if (verify == Verify::Exact) {
-    std::vector<uint32_t> ends;
-    ends.reserve(rp.size() * 2);
-    for (uint64_t x : rp) {
-      ends.push_back(uint32_t(x >> 32));
-      ends.push_back(uint32_t(x));
-    }
-    std::sort(ends.begin(), ends.end());
-    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
-    norm->Need(ends);
-    sim.resize(rp.size());
-    cancel.begin(1, rp.size());
-    ParallelFor(rp.size(), 256, [&](size_t b, size_t e2) {
-      for (size_t k = b; k < e2; ++k) {
-        if (((k - b) & 255) == 0) cancel.check();
-        const double j = norm->Jaccard(uint32_t(rp[k] >> 32), uint32_t(rp[k]));
-        sim[k] = float(j);
-        keep[k] = j >= threshold;
-        if (((k - b) & 255) == 255) cancel.advance(256);
-      }
-      cancel.advance((e2 - b) & 255);
-    });
-  } else {
-    if (verify == Verify::Estimate)
-      for (size_t k = 0; k < rp.size(); ++k) keep[k] = double(sim[k]) >= threshold;
-  }
-  cancel.check();
-  std::vector<uint64_t> edges;
-  std::vector<float> edgeSim;
-  for (size_t k = 0; k < rp.size(); ++k)
-    if (keep[k]) {
-      edges.push_back(rp[k]);
-      edgeSim.push_back(sim[k]);
-    }
-  return Components(c.rep, std::move(edges), std::move(edgeSim), ids);
-}
-
-void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p,
-           std::vector<uint32_t>* indptr, std::vector<uint32_t>* out) {
-  std::vector<uint32_t> live;
-  for (uint64_t i = 0; i < stored.n; ++i)
-    if (!IsEmptyRow(stored.row(i), stored.samples, stored.width)) live.push_back(uint32_t(i));
-  std::vector<std::vector<std::pair<uint64_t, uint32_t>>> tables(p.bands);
-  ParallelFor(p.bands, 1, [&](size_t b, size_t e) {
-    std::vector<Keyed> tmp;
-    for (size_t band = b; band < e; ++band) {
-      auto& t = tables[band];
-      t.resize(live.size());
-      for (size_t k = 0; k < live.size(); ++k)
-        t[k] = {BandKey(stored.row(live[k]), uint32_t(band), p.rows, stored.width), live[k]};
-      SortKeyed(t, tmp);
-    }
-  });
-  std::vector<std::vector<uint32_t>> hits(queries.n);
-  ParallelFor(queries.n, 64, [&](size_t b, size_t e) {
-    for (size_t q = b; q < e; ++q) {
-      if (IsEmptyRow(queries.row(q), queries.samples, queries.width)) continue;
-      auto& h = hits[q];
-      for (uint32_t band = 0; band < p.bands; ++band) {
-        const auto& t = tables[band];
-        const uint64_t key = BandKey(queries.row(q), band, p.rows, queries.width);
-        auto it = std::lower_bound(t.begin(), t.end(), std::make_pair(key, uint32_t(0)));
-        for (; it != t.end() && it->first == key; ++it) h.push_back(ids[it->second]);
-      }
-      std::sort(h.begin(), h.end());
-      h.erase(std::unique(h.begin(), h.end()), h.end());
-    }
-  });
-  uint64_t total = 0;
-  for (const auto& h : hits) total += h.size();
-  // indptr is uint32 (one typed array of ids, at most 2^32 - 1 long).
-  if (total > std::min<uint64_t>(MaxTypedLength(), 0xFFFFFFFFull))
-    ThrowInvalid("query would return " + std::to_string(total) +
-                 " candidate ids, more than one typed array holds; "
-                 "query fewer signatures per call");
-  indptr->assign(queries.n + 1, 0);
-  for (uint64_t q = 0; q < queries.n; ++q) (*indptr)[q + 1] = (*indptr)[q] + uint32_t(hits[q].size());
-  out->resize(indptr->back());
-  for (uint64_t q = 0; q < queries.n; ++q) std::copy(hits[q].begin(), hits[q].end(), out->begin() + (*indptr)[q]);
-}
+std::unique_ptr<Bucketer> MakeCpuBucketer() { return std::make_unique<CpuBucketer>(); }
 
 }  // namespace lsh
 }  // namespace cusim

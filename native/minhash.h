@@ -121,21 +121,33 @@ struct Tuning {
   bool overlap = true;
 };
 
-#ifdef CUSIM_WITH_CUDA
-// Per-device column maps and parameter tables plus staging slots; opaque to the glue.
-struct CudaEngine;
+// One MinHash engine's backend (the weighted and the classic engines each
+// have a CPU and a CUDA one).
+class Hasher {
+ public:
+  virtual ~Hasher() = default;
+  // Signatures of all of m's rows into out (rows x words per row). m is
+  // checked here, as fully as this backend needs (the GPU's kernels check
+  // the elements they read); concurrent calls are allowed.
+  virtual void Hash(const CsrView& m, uint32_t* out, Timing* timing, const CancelToken& cancel) = 0;
+};
 
-// Seeded engines generate each column's parameters on the device on first
-// use; injected ones upload `injected`'s columns once and reject others.
-std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, uint64_t seed, uint32_t dim,
-                                             uint32_t samples, ColumnParams* injected);
-// Rows are split across the engine's devices balanced by nnz.
-void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, const Tuning& tuning,
-              Timing* timing, const CancelToken& cancel);
-// Device `slot`'s (index into the engine's device list) tables of the given
-// columns, [n][samples] each; seeded columns not yet used are added first.
-void DeviceParamsCuda(CudaEngine& e, size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs, float* betas);
-#endif
+// The weighted engine's backend over the glue's host parameters.
+class WeightedHasher : public Hasher {
+ public:
+  // Device `slot`'s (index into the backend's device list) tables of the
+  // given columns, [n][samples] each; seeded columns not yet used are added first.
+  virtual void DeviceParams(size_t slot, const uint32_t* cols, size_t n, float* rs, float* lnCs, float* betas) = 0;
+};
+
+std::unique_ptr<WeightedHasher> MakeCpuHasher(std::shared_ptr<ColumnParams> params);
+// Per-device column maps and parameter tables plus staging slots, built on
+// the first call that needs them. Seeded engines generate each column's
+// parameters on the device on first use; injected ones upload params'
+// columns once and reject others. Rows are split across the devices
+// balanced by nnz.
+std::unique_ptr<WeightedHasher> MakeCudaHasher(std::shared_ptr<ColumnParams> params, uint32_t dim,
+                                               const std::vector<int>& devices, const Tuning& tuning);
 
 }  // namespace minhash
 }  // namespace cusim

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -297,6 +299,35 @@ void JaccardPairsCpu(const uint32_t* sigs, uint32_t samples, const uint32_t* lef
       out[i] = float(same) / float(samples);
     }
   });
+}
+
+namespace {
+
+class CpuHasher final : public WeightedHasher {
+ public:
+  explicit CpuHasher(std::shared_ptr<ColumnParams> params) : params_(std::move(params)) {}
+
+  void Hash(const CsrView& m, uint32_t* out, Timing*, const CancelToken& cancel) override {
+    ValidateCsr(m, "matrix");
+    RejectInfiniteWeights(m, "matrix");
+    params_->Ensure(m, 0, m.rows, cancel, "matrix");
+    std::shared_lock<RwLock> read(params_->lock());
+    HashCpu(m, 0, m.rows, *params_, out, cancel);
+  }
+
+  // The glue asks only the cuda backend; this is its answer to any other caller.
+  void DeviceParams(size_t, const uint32_t*, size_t, float*, float*, float*) override {
+    ThrowInvalid("deviceParameters needs the cuda backend");
+  }
+
+ private:
+  std::shared_ptr<ColumnParams> params_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightedHasher> MakeCpuHasher(std::shared_ptr<ColumnParams> params) {
+  return std::make_unique<CpuHasher>(std::move(params));
 }
 
 }  // namespace minhash

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "common.h"
 
@@ -14,11 +15,16 @@ struct Timing {
   double transferMs = 0;  // host<->device copies (CUDA events)
 };
 
-// out[r] = number of set bits in row r.
-void PopcountRowsCpu(const BitsView& codes, uint32_t* out);
-#ifdef CUSIM_WITH_CUDA
-void PopcountRowsCuda(const BitsView& codes, uint32_t* out, int device, Timing* timing);
-#endif
+// The utility kernels of one backend.
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  // out[r] = number of set bits in row r.
+  virtual void PopcountRows(const BitsView& codes, uint32_t* out, Timing* timing) const = 0;
+};
+
+std::unique_ptr<Ops> MakeCpuOps();
+std::unique_ptr<Ops> MakeCudaOps(int device);
 
 }  // namespace ops
 }  // namespace cusim

@@ -9,7 +9,7 @@ import path from 'node:path';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const addon = path.join(root, 'build', 'Release', 'cusim.node');
 const sources = ['native', 'cuda']
-  .flatMap((d) => readdirSync(path.join(root, d)).map((f) => path.join(root, d, f)))
+  .flatMap((d) => readdirSync(path.join(root, d), { recursive: true, encoding: 'utf8' }).map((f) => path.join(root, d, f)))
   .concat([path.join(root, 'CMakeLists.txt')]);
 const newest = Math.max(...sources.map((f) => statSync(f).mtimeMs));
 if (existsSync(addon) && statSync(addon).mtimeMs >= newest) process.exit(0);

@@ -4,14 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <mutex>
+#include <memory>
 #include <new>
-#include <shared_mutex>
 #include <utility>
 
 #include "gpu.h"
 #include "minhash.h"
-#include "minhash_glue.h"
+#include "minhash_napi_common.h"
 #include "napi_util.h"
 #include "owned.h"
 
@@ -22,23 +21,9 @@ struct Engine {
   uint32_t dim = 0, samples = 0;
   Backend backend = Backend::Cpu;
   std::vector<int> devices;
-  minhash::Tuning tuning;
   // Host parameters of the columns met so far (all of them when injected).
   std::shared_ptr<minhash::ColumnParams> params;
-#ifdef CUSIM_WITH_CUDA
-  std::mutex gpuMutex;
-  std::shared_ptr<minhash::CudaEngine> gpu;
-
-  minhash::CudaEngine& EnsureGpu() {
-    std::lock_guard<std::mutex> lock(gpuMutex);
-    if (!gpu) {
-      // Injected tables are uploaded; seeded ones are generated on each device as columns appear.
-      gpu =
-          minhash::CreateCudaEngine(devices, params->seed(), dim, samples, params->injected() ? params.get() : nullptr);
-    }
-    return *gpu;
-  }
-#endif
+  std::shared_ptr<minhash::WeightedHasher> hasher;
 };
 
 // [samples][n] <-> [n][samples]
@@ -100,15 +85,13 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       auto e = std::make_shared<Engine>();
-      double dim = NumProp(o, "dim", "options"), samples = NumProp(o, "samples", "options");
+      const double dim = NumProp(o, "dim", "options");
       if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim)))
         ThrowInvalid("dim must be an integer >= 1");
-      if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
-        ThrowInvalid("samples must be an integer in [1, 65536]");
-      e->dim = uint32_t(dim), e->samples = uint32_t(samples);
+      e->dim = uint32_t(dim), e->samples = SamplesArg(NumProp(o, "samples", "options"));
       const uint64_t seed = SeedProp(o, NAN);
       e->backend = BackendProp(o);
-      e->tuning = ParseTuning(o);
+      const minhash::Tuning tuning = ParseTuning(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       Napi::Value rs = o.Get("rs");
       Inputs in(Inputs::Use::Sync);
@@ -145,6 +128,8 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
         e->params = std::make_shared<minhash::ColumnParams>(e->samples, cols.data(), cols.size(), t[0].data(),
                                                             t[1].data(), t[2].data());
       }
+      e->hasher = e->backend == Backend::Cuda ? minhash::MakeCudaHasher(e->params, e->dim, e->devices, tuning)
+                                              : minhash::MakeCpuHasher(e->params);
       impl_ = e;
       Account();
     } catch (const Error& err) {
@@ -163,26 +148,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
                        " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
       });
       auto memory = memory_;
-      return RunHashCall(
-          info.Env(), call,
-          [e](const HashCall& c) {
-            if (e->backend == Backend::Cuda) {
-              ValidateIndptr(c.m, "matrix");  // columns and weights are checked by the kernels that read them
-            } else {
-              ValidateCsr(c.m, "matrix");
-              RejectInfiniteWeights(c.m, "matrix");
-            }
-            if (e->backend == Backend::Cpu) {
-              e->params->Ensure(c.m, 0, c.m.rows, c.cancel, "matrix");
-              std::shared_lock<RwLock> read(e->params->lock());
-              minhash::HashCpu(c.m, 0, c.m.rows, *e->params, c.out->target(), c.cancel);
-            } else {
-#ifdef CUSIM_WITH_CUDA
-              minhash::HashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(), c.cancel);
-#endif
-            }
-          },
-          [memory, e] { Account(memory, *e); }, info.This());
+      return RunHashCall(info.Env(), call, e->hasher, [memory, e] { Account(memory, *e); }, info.This());
     });
   }
 
@@ -208,15 +174,10 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       if (e->backend != Backend::Cuda) ThrowInvalid("deviceParameters needs the cuda backend");
       if (!(slot >= 0 && slot < double(e->devices.size()))) ThrowInvalid("slot is out of range");
       std::vector<uint32_t> cols = ColumnsArg(info[1], *e);
-#ifdef CUSIM_WITH_CUDA
       const size_t n = cols.size() * size_t(e->samples);
       std::vector<float> rs(n), lnCs(n), betas(n);
-      minhash::DeviceParamsCuda(e->EnsureGpu(), size_t(slot), cols.data(), cols.size(), rs.data(), lnCs.data(),
-                                betas.data());
+      e->hasher->DeviceParams(size_t(slot), cols.data(), cols.size(), rs.data(), lnCs.data(), betas.data());
       return TablesToJs(info.Env(), e->samples, std::move(cols), rs.data(), lnCs.data(), betas.data());
-#else
-      return info.Env().Undefined();
-#endif
     });
   }
 
@@ -238,13 +199,12 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
 Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
-    const double samples = args.Num(1, "samples");
+    const double samplesArg = args.Num(1, "samples");
     Inputs in(Inputs::Use::Sync);
     auto sigs = in.Array<uint32_t>(info[0], "signatures");
     auto left = in.Array<uint32_t>(info[2], "left");
     auto right = in.Array<uint32_t>(info[3], "right");
-    if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
-      ThrowInvalid("samples must be an integer in [1, 65536]");
+    const uint32_t samples = SamplesArg(samplesArg);
     const uint64_t stride = uint64_t(samples) * 2;
     if (sigs.length % stride) ThrowInvalid("signatures.length must be a multiple of samples * 2");
     if (left.length != right.length) ThrowInvalid("left and right must have the same length");
@@ -258,7 +218,7 @@ Napi::Value JaccardPairs(const Napi::CallbackInfo& info) {
                      std::to_string(rows) + " rows");
     }
     std::vector<float> out(left.length);
-    minhash::JaccardPairsCpu(sigs.data, uint32_t(samples), left.data, right.data, left.length, out.data());
+    minhash::JaccardPairsCpu(sigs.data, samples, left.data, right.data, left.length, out.data());
     return ToTyped(info.Env(), std::move(out));
   });
 }

@@ -1,6 +1,7 @@
-// What the two MinHash wraps (weighted: minhash.cc, classic: classic_minhash.cc)
-// share at the N-API boundary: hash()'s arguments (staged, owned.h), its output
-// buffer and its Promise of { signatures, kernelMs, transferMs, host }.
+// What the two MinHash wraps (weighted: minhash_napi.cc, classic:
+// classic_minhash_napi.cc) share at the N-API boundary: hash()'s arguments
+// (staged, owned.h), its output buffer, the backend's Hasher run off the
+// event loop and its Promise of { signatures, kernelMs, transferMs, host }.
 #pragma once
 
 #include <functional>
@@ -30,6 +31,10 @@ struct Signatures {
 // The engine's options.tuning: { kernel: 'auto' | 'prune' | 'segment', overlap }.
 minhash::Tuning ParseTuning(const Napi::Object& options);
 
+// `samples` of either MinHash as a checked count: it sizes the parameter tables
+// and every signature the wraps allocate (lib/ checks the same range first).
+uint32_t SamplesArg(double samples);
+
 // One checked hash(matrix, { rowStart, rowEnd, cancel, out }) call. `m` holds
 // the owned rows [rowStart, rowEnd) of the caller's matrix as rows 0..
 struct HashCall {
@@ -49,10 +54,10 @@ struct HashCall {
 HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, bool values, bool gpu,
                        const std::function<void(const CsrSource&)>& check);
 
-// Runs work(call) off the event loop after allocating the output, timing the
-// whole native call; `done` runs on the JavaScript thread before the result
-// is built (memory accounting).
-Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::function<void(const HashCall&)> work,
+// Runs the hasher over the call's rows off the event loop after allocating
+// the output, timing the whole native call; `done` runs on the JavaScript
+// thread before the result is built (memory accounting).
+Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<minhash::Hasher> hasher,
                         std::function<void()> done, Napi::Value self);
 
 }  // namespace cusim

@@ -12,7 +12,7 @@ struct Common {
   lsh::SigView sig;
   const uint32_t* ids = nullptr;
   lsh::Params params;
-  lsh::Engine engine;
+  std::shared_ptr<const lsh::Bucketer> bucketer;
 };
 
 uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi) {
@@ -55,18 +55,8 @@ Common CommonArgs(const Napi::CallbackInfo& info, const Napi::Object& opts, Inpu
   const uint32_t width = WidthProp(opts);
   c.params = ParamsArg(opts, samples);
   Backend backend = BackendProp(opts);
-  if (backend == Backend::Cpu) {
-    c.engine.repPairs = lsh::RepPairsCpu;
-  } else {
-#ifdef CUSIM_WITH_CUDA
-    const int device = ResolveDevices(DevicesProp(opts)).at(0);
-    c.engine.repPairs = [device](const lsh::SigView& s, const std::vector<uint32_t>& reps, const lsh::Params& p,
-                                 std::vector<float>* est,
-                                 lsh::Timing* t) { return lsh::RepPairsCuda(s, reps, p, est, device, t); };
-#else
-    ResolveDevices(DevicesProp(opts));  // throws: this build has no CUDA
-#endif
-  }
+  c.bucketer =
+      backend == Backend::Cpu ? lsh::MakeCpuBucketer() : lsh::MakeCudaBucketer(ResolveDevices(DevicesProp(opts)).at(0));
   in.ForGpu(backend == Backend::Cuda);
   auto ids = in.Array<uint32_t>(info[1], "ids");
   c.ids = ids.data;
@@ -96,7 +86,7 @@ Napi::Value CandidatePairs(const Napi::CallbackInfo& info) {
     auto out = std::make_shared<lsh::PairList>();
     auto timing = std::make_shared<lsh::Timing>();
     return RunAsync(
-        info.Env(), [=] { *out = lsh::CandidatePairs(c.sig, c.ids, c.params, c.engine, cancel, timing.get()); },
+        info.Env(), [=] { *out = lsh::CandidatePairs(c.sig, c.ids, c.params, *c.bucketer, cancel, timing.get()); },
         [=](Napi::Env env) -> Napi::Value { return PairsResult(env, std::move(*out), false, *timing); }, {}, in);
   });
 }
@@ -130,7 +120,7 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
           if (hasMatrix) ValidateCsr(matrix, "matrix");
           // Classic signatures stand for sets: exact verification ignores weights.
           *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.sig.width == 1,
-                             c.engine, cancel, timing.get());
+                             *c.bucketer, cancel, timing.get());
         },
         [=](Napi::Env env) -> Napi::Value {
           auto r = PairsResult(env, std::move(out->pairs), true, *timing);

@@ -1,11 +1,11 @@
 // N-API glue for classic MinHash: a native object holding the permutations
 // (and, on CUDA, their per-device copies), hash as a Promise.
 #include <cmath>
-#include <mutex>
+#include <memory>
 
 #include "classic_minhash.h"
 #include "gpu.h"
-#include "minhash_glue.h"
+#include "minhash_napi_common.h"
 #include "napi_util.h"
 #include "owned.h"
 
@@ -16,17 +16,8 @@ struct ClassicEngine {
   uint32_t samples = 0;
   Backend backend = Backend::Cpu;
   std::vector<int> devices;
-  minhash::Tuning tuning;
   std::vector<uint64_t> a, b;
-#ifdef CUSIM_WITH_CUDA
-  std::mutex gpuMutex;
-  std::shared_ptr<minhash::ClassicCudaEngine> gpu;
-  minhash::ClassicCudaEngine& EnsureGpu() {
-    std::lock_guard<std::mutex> lock(gpuMutex);
-    if (!gpu) gpu = minhash::CreateClassicCudaEngine(devices, a.data(), b.data(), samples);
-    return *gpu;
-  }
-#endif
+  std::shared_ptr<minhash::Hasher> hasher;
 };
 
 class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
@@ -44,12 +35,9 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       auto e = std::make_shared<ClassicEngine>();
-      const double samples = NumProp(o, "samples", "options");
-      if (!(samples >= 1 && samples <= 65536) || samples != std::floor(samples))
-        ThrowInvalid("samples must be an integer in [1, 65536]");
-      e->samples = uint32_t(samples);
+      e->samples = SamplesArg(NumProp(o, "samples", "options"));
       e->backend = BackendProp(o);
-      e->tuning = ParseTuning(o);
+      const minhash::Tuning tuning = ParseTuning(o);
       if (e->backend == Backend::Cuda) e->devices = ResolveDevices(DevicesProp(o));
       e->a.resize(e->samples), e->b.resize(e->samples);
       if (o.Get("a").IsUndefined()) {
@@ -68,6 +56,8 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
           e->a[s] = a.data[s], e->b[s] = b.data[s];
         }
       }
+      e->hasher = e->backend == Backend::Cuda ? minhash::MakeCudaClassicHasher(e->a, e->b, e->devices, tuning)
+                                              : minhash::MakeCpuClassicHasher(e->a, e->b);
       impl_ = e;
     } catch (const Error& err) {
       throw MakeJsError(info.Env(), err);
@@ -82,22 +72,7 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
       HashCall call = ParseHashCall(info, e->samples, false, e->backend == Backend::Cuda, [](const CsrSource& src) {
         if (src.cols > (uint64_t(1) << 32)) ThrowInvalid("matrix.cols must be at most 2^32 (token hashes are 32-bit)");
       });
-      return RunHashCall(
-          info.Env(), call,
-          [e](const HashCall& c) {
-            if (e->backend == Backend::Cpu) {
-              ValidateCsr(c.m, "matrix");
-              minhash::ClassicHashCpu(c.m, 0, c.m.rows, e->a.data(), e->b.data(), e->samples, c.out->target(),
-                                      c.cancel);
-            } else {
-              ValidateIndptr(c.m, "matrix");  // columns are checked by the kernel that reads them
-#ifdef CUSIM_WITH_CUDA
-              minhash::ClassicHashCuda(e->EnsureGpu(), c.m, 0, c.m.rows, c.out->target(), e->tuning, c.timing.get(),
-                                       c.cancel);
-#endif
-            }
-          },
-          [] {}, info.This());
+      return RunHashCall(info.Env(), call, e->hasher, [] {}, info.This());
     });
   }
 

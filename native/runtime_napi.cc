@@ -1,32 +1,14 @@
-// devices(), thread control, and the answers a CPU-only build gives.
+// devices(), thread control and device checks; what only a CUDA build knows
+// comes from QueryDevices (gpu.h).
 #include <thread>
 
 #include "cuda_support.h"
-#include "flyhash.h"
 #include "gpu.h"
-#include "hamming.h"
 #include "napi_util.h"
 #include "owned.h"
 #include "parallel.h"
 
 namespace cusim {
-
-#ifndef CUSIM_WITH_CUDA
-#ifndef CUSIM_NO_CUDA_REASON
-#define CUSIM_NO_CUDA_REASON "built without CUDA"
-#endif
-const DeviceReport& QueryDevices() {
-  static const DeviceReport report{
-      false, std::string("not compiled: this addon was built without CUDA kernels (") + CUSIM_NO_CUDA_REASON + ")", {}};
-  return report;
-}
-void DeviceMemory(int, uint64_t*, uint64_t*) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
-std::shared_ptr<void> HoldDeviceMemory(int, uint64_t) {
-  throw Error(kCudaError, "CUDA is not compiled into this addon");
-}
-void* HostPinnedAlloc(uint64_t, bool) { return nullptr; }
-void HostPinnedFree(void*) noexcept {}
-#endif
 
 std::vector<int> ResolveDevices(const std::vector<int>& requested) {
   const DeviceReport& r = QueryDevices();
@@ -57,13 +39,11 @@ bool DeviceTensorCores(int device) {
 
 namespace {
 
-#ifdef CUSIM_WITH_CUDA
 Napi::Array Strings(Napi::Env env, const std::vector<std::string>& v) {
   auto a = Napi::Array::New(env, v.size());
   for (size_t i = 0; i < v.size(); ++i) a.Set(uint32_t(i), v[i]);
   return a;
 }
-#endif
 
 Napi::Value Devices(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -82,26 +62,19 @@ Napi::Value Devices(const Napi::CallbackInfo& info) {
       o.Set("computeCapability", Napi::String::New(env, std::to_string(g.ccMajor) + "." + std::to_string(g.ccMinor)));
       o.Set("multiprocessors", g.multiprocessors);
       o.Set("tensorCores", g.tensorCores);
-#ifdef CUSIM_WITH_CUDA
-      // The kernel families this GPU runs where an engine has a choice,
-      // in the order `auto` prefers them (shapes decide among them).
       auto kernels = Napi::Object::New(env);
-      kernels.Set("flyhash", Strings(env, flyhash::GpuKernelFamilies(g.tensorCores)));
-      kernels.Set("hamming", Strings(env, hamming::GpuKernelFamilies(g.tensorCores)));
+      for (const auto& k : g.kernels) kernels.Set(k.first, Strings(env, k.second));
       o.Set("kernels", kernels);
-#endif
       gpus.Set(uint32_t(i), o);
     }
     out.Set("gpus", gpus);
-#ifdef CUSIM_WITH_CUDA
-    out.Set("compiledWithCuda", true);
-    out.Set("cudaArchitectures", CUSIM_CUDA_ARCHITECTURES);
-    out.Set("runtimeVersion", CudaVersion(r.runtimeVersion));
-    if (r.driverVersion > 0) out.Set("driverVersion", CudaVersion(r.driverVersion));
-    if (!r.driverRelease.empty()) out.Set("driverRelease", r.driverRelease);
-#else
-    out.Set("compiledWithCuda", false);
-#endif
+    out.Set("compiledWithCuda", r.compiled);
+    if (r.compiled) {
+      out.Set("cudaArchitectures", r.architectures);
+      out.Set("runtimeVersion", CudaVersion(r.runtimeVersion));
+      if (r.driverVersion > 0) out.Set("driverVersion", CudaVersion(r.driverVersion));
+      if (!r.driverRelease.empty()) out.Set("driverRelease", r.driverRelease);
+    }
     return out;
   });
 }

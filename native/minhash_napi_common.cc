@@ -1,4 +1,4 @@
-#include "minhash_glue.h"
+#include "minhash_napi_common.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -27,6 +27,12 @@ Napi::Value Signatures::ToJs(Napi::Env env) {
   uint32_t* p = std::exchange(data, nullptr);
   auto buf = ArrayBufferOver(env, p, size * 4, [](void* q, void*) { std::free(q); }, nullptr);
   return Napi::Uint32Array::New(env, size, buf, 0);
+}
+
+uint32_t SamplesArg(double samples) {
+  if (!(samples >= 1 && samples <= 65536) || samples != double(uint64_t(samples)))
+    ThrowInvalid("samples must be an integer in [1, 65536]");
+  return uint32_t(samples);
 }
 
 minhash::Tuning ParseTuning(const Napi::Object& options) {
@@ -77,14 +83,14 @@ HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, boo
   return c;
 }
 
-Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::function<void(const HashCall&)> work,
+Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<minhash::Hasher> hasher,
                         std::function<void()> done, Napi::Value self) {
   return RunAsync(
       env,
-      [call, work] {
+      [call, hasher] {
         const auto t0 = std::chrono::steady_clock::now();
         call.out->allocate(call.m.rows * uint64_t(call.wordsPerRow));
-        work(call);
+        hasher->Hash(call.m, call.out->target(), call.timing.get(), call.cancel);
         call.timing->nativeMs =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       },

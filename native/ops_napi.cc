@@ -13,25 +13,15 @@ Napi::Value PopcountRows(const Napi::CallbackInfo& info) {
     Args args(info);
     Napi::Object opts = args.Obj(1, "options");
     Backend backend = BackendProp(opts);
-    const int device = DeviceFor(backend, opts);
+    std::shared_ptr<const ops::Ops> impl =
+        backend == Backend::Cpu ? ops::MakeCpuOps() : ops::MakeCudaOps(DeviceFor(backend, opts));
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     in->ForGpu(backend == Backend::Cuda);
     const BitsView codes = in->Bits(info[0], "codes");
     auto out = std::make_shared<std::vector<uint32_t>>(codes.rows);
     auto timing = std::make_shared<ops::Timing>();
     return RunAsync(
-        info.Env(),
-        [=] {
-          if (backend == Backend::Cpu) {
-            ops::PopcountRowsCpu(codes, out->data());
-          } else {
-#ifdef CUSIM_WITH_CUDA
-            ops::PopcountRowsCuda(codes, out->data(), device, timing.get());
-#else
-            (void)device;
-#endif
-          }
-        },
+        info.Env(), [=] { impl->PopcountRows(codes, out->data(), timing.get()); },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);
           r.Set("counts", ToTyped(env, std::move(*out)));
