@@ -192,10 +192,10 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             auto* out = static_cast<uint32_t*>(result->data());
             if (backend == Backend::Cpu) {
               flyhash::MakeCpuHasher(p)->Hash(proj, x, xBytes, o, out, tuning, cancel, timing.get());
-            } else {
+            } else if (x.rows) {  // no rows: no GPU state made, none switched to another device
               std::lock_guard<std::mutex> lock(impl->gpuMu);
               impl->Gpu(device).Hash(proj, x, xBytes, o, out, tuning, cancel, timing.get());
-              if (x.rows && !impl->gpuCounted.exchange(true)) impl->bytes += uint64_t(p.m) * p.s * 4;
+              if (!impl->gpuCounted.exchange(true)) impl->bytes += uint64_t(p.m) * p.s * 4;
             }
             log.Mark("hash");
           },

@@ -85,10 +85,10 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
       Args args(info);
       Napi::Object o = args.Obj(0, "options");
       auto e = std::make_shared<Engine>();
-      const double dim = NumProp(o, "dim", "options");
+      const double dim = NumProp(o, "dim", "options"), samples = NumProp(o, "samples", "options");
       if (!(dim >= 1 && dim <= 4294967295.0) || dim != double(uint64_t(dim)))
         ThrowInvalid("dim must be an integer >= 1");
-      e->dim = uint32_t(dim), e->samples = SamplesArg(NumProp(o, "samples", "options"));
+      e->dim = uint32_t(dim), e->samples = SamplesArg(samples);
       const uint64_t seed = SeedProp(o, NAN);
       e->backend = BackendProp(o);
       const minhash::Tuning tuning = ParseTuning(o);
