@@ -108,9 +108,12 @@ export function resolveOneDevice(options: { devices?: unknown; device?: unknown 
     throw typeError('give devices or device, not both (device: n is devices: [n])');
   }
   if (options.device !== undefined) return resolveDevices([checkInt(options.device, 'device', 0, 1023)], 'device');
-  const list = resolveDevices(options.devices);
-  if (list && list.length > 1) throw rangeError(`devices lists ${list.length} GPUs, but ${what} runs on one: pass one index`);
-  return list;
+  // The count is checked before the indices: on a host with fewer GPUs, "runs on one" is the real fix.
+  const requested = options.devices;
+  if (Array.isArray(requested) && requested.length > 1) {
+    throw rangeError(`devices lists ${requested.length} GPUs, but ${what} runs on one: pass one index`);
+  }
+  return resolveDevices(requested);
 }
 
 /** Reads or sets the CPU backends' thread count (0 restores the default). */
