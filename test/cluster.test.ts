@@ -3,7 +3,7 @@ import { readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { NO_CLUSTER, StreamClusterer, TfidfTable, tfidf, type ClusterTuning, type CsrMatrix } from '../lib/index.js';
+import { NO_CLUSTER, StreamClusterer, TfidfTable, tfidf, threads, type ClusterTuning, type CsrMatrix } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, randInt, rng, zipf } from './helpers.js';
 
 // ---- the oracle: a brute-force cosine scan with the documented semantics ----
@@ -248,8 +248,18 @@ describe('StreamClusterer (cpu) equals a brute-force cosine scan', () => {
     const T = 0.3;
     using a = new StreamClusterer({ threshold: T, maxTerms: 8, capacity: 2, backend: 'cpu' });
     using b = new StreamClusterer({ threshold: T, maxTerms: 8, capacity: 2, backend: 'cpu' });
-    const seq = await a.add(docs, { mode: 'sequential' });
-    const bat = await b.add(docs, { mode: 'batch' });
+    // The CPU micro-batch is 64 documents per pool thread: 2 threads make 12 batches of
+    // 128 here, so later batches re-score; on a 32-core host the default pool makes one
+    // batch of all 1,500, and nothing can re-score.
+    const pool = threads();
+    threads(2);
+    let seq, bat;
+    try {
+      seq = await a.add(docs, { mode: 'sequential' });
+      bat = await b.add(docs, { mode: 'batch' });
+    } finally {
+      threads(pool);
+    }
     expect(bat.cluster).toEqual(seq.cluster);
     expect(bat.similarity).toEqual(seq.similarity);
     expect(bat.created).toEqual(seq.created);
