@@ -75,7 +75,7 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     } else {
       if (!existsSync(localBuild))
         throw new Error(`no ${platform.name} in build-packages/ and no local build at ${localBuild}; run npm run build`);
-      platformTgz = writePlatformPackage({ arch: process.arch, binary: localBuild, outDir: path.join(work, 'platform') }).tarball;
+      platformTgz = (await writePlatformPackage({ arch: process.arch, binary: localBuild, outDir: path.join(work, 'platform') })).tarball;
     }
     project(withBinary);
     const i = await sh('npm', ['install', '--prefer-offline', mainTgz, platformTgz], withBinary);
@@ -106,6 +106,8 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const manifest = JSON.parse((await sh('tar', ['-xzOf', mainTgz, 'package/package.json'], work)).stdout);
     expect(manifest.optionalDependencies).toEqual({ 'cusim-linux-x64-gnu': version, 'cusim-linux-arm64-gnu': version });
     expect(manifest.scripts.install).toBe('node scripts/install.mjs');
+    expect(manifest.scripts.prepare).toBeUndefined();
+    expect(manifest.scripts.prepack).toBe('npm run build:ts');
     // The checkout's own manifest lists none: `npm ci` here must not look for unpublished packages.
     expect(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).optionalDependencies).toBeUndefined();
     const plat = (await sh('tar', ['-tzf', platformTgz], work)).out.split('\n').filter(Boolean).sort();
