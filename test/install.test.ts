@@ -7,7 +7,6 @@
 // platform package nor a compiler succeeds, saying what is missing, and the
 // first call raises CUSIM_ADDON_NOT_FOUND.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   cpSync,
@@ -28,6 +27,7 @@ import { binaryDamage, binaryDigest } from '../lib/addon-check.js';
 import { platformPackage, currentHost } from '../lib/addon.js';
 import { PLATFORMS, writePlatformDir } from '../scripts/packages.mjs';
 import { ensureDist, fixture, root } from './cli-helpers.js';
+import { sh } from './npm.js';
 
 const localBuild = path.join(root, 'build', 'Release', 'cusim.node');
 const pkg = platformPackage(currentHost());
@@ -54,18 +54,17 @@ function project(): string {
   return app;
 }
 
-/** A PATH with node and nothing else: no compiler, no cmake, no make, no nvcc. */
+/** A PATH with node and nothing else: no compiler, no cmake, no make, no nvcc (and no variables naming one). */
 function bare(): NodeJS.ProcessEnv {
   const bin = mkdtempSync(path.join(tmpdir(), 'cusim-bare-path-'));
   symlinkSync(process.execPath, path.join(bin, 'node'));
-  const env: NodeJS.ProcessEnv = { ...process.env, PATH: bin };
-  for (const k of ['CXX', 'CC', 'CUDACXX', 'npm_config_build_from_source']) delete env[k];
-  return env;
+  return { PATH: bin, CXX: '', CUDACXX: '', npm_config_build_from_source: '' };
 }
 
-function node(args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env) {
-  const r = spawnSync(process.execPath, args, { cwd, env, encoding: 'utf8', timeout: 120_000 });
-  return { status: r.status, signal: r.signal, stderr: r.stderr, stdout: r.stdout };
+// Child processes run asynchronously: a blocked worker would time out vitest's own RPC on a busy host.
+async function node(args: string[], cwd: string, env: NodeJS.ProcessEnv = {}) {
+  const r = await sh(process.execPath, args, cwd, 120_000, env);
+  return { status: r.status, signal: r.status === null ? 'killed' : null, stderr: r.stderr, stdout: r.stdout };
 }
 
 // The first call of the library, as a user's script makes it: prints the error's code and message.
@@ -96,12 +95,12 @@ describe.skipIf(!!why)(`installed package: binary check and install script${why 
     console.log(`binary check: ${(size / 2 ** 20).toFixed(1)} MiB in ${(performance.now() - t0).toFixed(1)} ms`);
   });
 
-  it('an intact platform package: the install script loads it and builds nothing, even without a compiler', () => {
-    const r = node([path.join('node_modules', 'cusim', 'scripts', 'install.mjs')], app, bare());
+  it('an intact platform package: the install script loads it and builds nothing, even without a compiler', async () => {
+    const r = await node([path.join('node_modules', 'cusim', 'scripts', 'install.mjs')], app, bare());
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toBe('');
     expect(existsSync(path.join(app, 'node_modules', 'cusim', 'build'))).toBe(false);
-    expect(node(['-e', FIRST_CALL], app).stdout.trim()).toBe('loaded');
+    expect((await node(['-e', FIRST_CALL], app)).stdout.trim()).toBe('loaded');
   });
 
   const damages: [string, (file: string) => void][] = [
@@ -128,7 +127,7 @@ describe.skipIf(!!why)(`installed package: binary check and install script${why 
       );
       const fix = `cd ${app} && rm -rf node_modules/${pkg} && npm install`;
 
-      const call = node(['-e', FIRST_CALL], app);
+      const call = await node(['-e', FIRST_CALL], app);
       expect(call.signal).toBeNull();
       expect(call.status, call.stderr).toBe(1);
       expect(call.stdout.trim()).toBe('CUSIM_ADDON_DAMAGED');
@@ -136,12 +135,12 @@ describe.skipIf(!!why)(`installed package: binary check and install script${why 
       expect(call.stderr).toContain(`- Reinstall ${pkg}: ${fix}`);
 
       // The install script (npm rebuild cusim) checks it the same way, and does not build over it.
-      const install = node([path.join('node_modules', 'cusim', 'scripts', 'install.mjs')], app, bare());
+      const install = await node([path.join('node_modules', 'cusim', 'scripts', 'install.mjs')], app, bare());
       expect(install.signal).toBeNull();
       expect(install.status).toBe(1);
       expect(install.stderr).toContain(`- Reinstall ${pkg}: ${fix}`);
 
-      const cli = node([path.join('node_modules', 'cusim', 'bin', 'cusim'), 'dedup', fixture], app);
+      const cli = await node([path.join('node_modules', 'cusim', 'bin', 'cusim'), 'dedup', fixture], app);
       expect(cli.signal).toBeNull();
       expect(cli.status).toBe(1);
       expect(cli.stderr).toMatch(/^cusim: The native addon for .* is damaged/m);
@@ -149,13 +148,13 @@ describe.skipIf(!!why)(`installed package: binary check and install script${why 
       // The fix: what `npm install` does for the removed package is to write it again.
       rmSync(pkgDir, { recursive: true });
       await writePlatformDir({ arch: process.arch, binary: localBuild, outDir: path.join(app, 'node_modules') });
-      expect(node(['-e', FIRST_CALL], app).stdout.trim()).toBe('loaded');
+      expect((await node(['-e', FIRST_CALL], app)).stdout.trim()).toBe('loaded');
     },
   );
 
-  it('no platform package and no compiler: the install succeeds, says what is missing, and the first call raises CUSIM_ADDON_NOT_FOUND', () => {
+  it('no platform package and no compiler: the install succeeds, says what is missing, and the first call raises CUSIM_ADDON_NOT_FOUND', async () => {
     const bareApp = project();
-    const r = node([path.join('node_modules', 'cusim', 'scripts', 'install.mjs')], bareApp, bare());
+    const r = await node([path.join('node_modules', 'cusim', 'scripts', 'install.mjs')], bareApp, bare());
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toContain(`the platform package ${PLATFORMS[process.arch as 'x64' | 'arm64'].name} is not installed`);
     expect(r.stderr).toMatch(
@@ -164,7 +163,7 @@ describe.skipIf(!!why)(`installed package: binary check and install script${why 
     expect(r.stderr).toContain('a build tool (make or ninja: not found)');
     expect(r.stderr).toContain('its first call raises CUSIM_ADDON_NOT_FOUND');
     expect(existsSync(path.join(bareApp, 'node_modules', 'cusim', 'build'))).toBe(false);
-    const call = node(['-e', FIRST_CALL], bareApp);
+    const call = await node(['-e', FIRST_CALL], bareApp);
     expect(call.status).toBe(1);
     expect(call.stdout.trim()).toBe('CUSIM_ADDON_NOT_FOUND');
     expect(call.stderr).toContain(`npm install ${pkg}@`);
