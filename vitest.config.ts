@@ -8,6 +8,8 @@ const oom = 'test/gpu-oom.test.ts';
 
 export default defineConfig({
   test: {
+    // The default reporter, and a line per group of skipped tests saying why (test/skip-reasons.ts).
+    reporters: ['default', './test/skip-reasons.ts'],
     projects: [
       {
         test: {
