@@ -62,6 +62,16 @@ describe('CSV/TSV without a header row', () => {
     expect(bad.stderr).toMatch(/--no-header: --field 'text' is not a column number \(name the text column by number/);
   });
 
+  it('with a header row, --field may also be a column number', () => {
+    const base = 'the quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing matches';
+    const input = `key,body\nx,"${base}"\ny,unrelated words here entirely\nz,"${base}"\n`;
+    const r = cusim(['dedup', '-', '--format', 'csv', '--field', '2', '--id-field', '1', '--json'], { input });
+    expect(r.status, r.stderr).toBe(0);
+    const rep = JSON.parse(r.stdout) as Rep;
+    expect(rep.input.documents).toBe(3);
+    expect(memberIds(rep)).toEqual([['x', 'z']]);
+  });
+
   it('join reads the same headerless file', () => {
     const r = cusim(['join', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.9', '--json', '--quiet']);
     expect(r.status, r.stderr).toBe(0);
