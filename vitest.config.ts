@@ -4,7 +4,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // leaked GPU context from touching other files. The GPU out-of-memory tests
 // fill the whole device, so they run alone, after every other file. The real
 // 4 GiB crossing peaks at 8.5 GB of memory: its own project, left out of
-// `npm test` (which stays under 4 GB on 2 cores) and run by
+// `npm test` (the one file measured above 4 GB) and run by
 // `npm run test:large-memory` (.ci/run runs both).
 const common = { pool: 'forks' as const, testTimeout: 120_000, hookTimeout: 120_000 };
 const oom = 'test/gpu-oom.test.ts';

@@ -1,8 +1,8 @@
 // The real crossing of 4 GiB on the CPU: the signature array that used to
 // abort with "double free", 4.3 GB in one typed array (and, as Node copies a
 // result it cannot wrap, 8.5 GB at the peak). It runs apart from `npm test`,
-// which stays under 4 GB on 2 cores: `npm run test:large-memory` (.ci/run runs
-// both). test/scale.test.ts crosses the same limits at a lowered size.
+// so that a machine with 4 GB can run that: `npm run test:large-memory`
+// (.ci/run runs both). test/scale.test.ts crosses the same limits at a lowered size.
 import { describe, expect, it } from 'vitest';
 import { WeightedMinHash, MinHash, EMPTY_ROW_SENTINEL, type CsrMatrix } from '../lib/index.js';
 
