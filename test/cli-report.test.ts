@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { cusim, ensureDist, fixture, fixtureDocs, oracleGroups, root } from './cli-helpers.js';
+import { sh } from './npm.js';
 
 beforeAll(() => ensureDist());
 
@@ -206,5 +207,16 @@ describe('help and errors name the subcommand', () => {
     expect(r.stderr).toBe("cusim: required option '-t, --threshold <x>' not specified (see cusim join --help)\n");
     expect(cusim(['dedup', '--bogus']).stderr).toBe("cusim: unknown option '--bogus' (see cusim dedup --help)\n");
     expect(cusim(['bogus']).stderr).toMatch(/\(see cusim --help\)\n$/);
+  });
+
+  it('bench/corpus.js --help prints its usage; an unknown option is one line pointing to it', async () => {
+    const corpus = path.join(root, 'bench', 'corpus.js');
+    const h = await sh(process.execPath, [corpus, '--help'], root);
+    expect(h.status, h.stderr).toBe(0);
+    expect(h.stdout).toMatch(/^Usage: node bench\/corpus\.js \[--docs N\]/);
+    expect(h.stdout).toContain('--planted FRACTION');
+    const bad = await sh(process.execPath, [corpus, '--bogus'], root);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toBe("bench/corpus.js: Unknown option '--bogus' (see node bench/corpus.js --help)\n");
   });
 });
