@@ -156,6 +156,7 @@ describe('node_modules scans', () => {
   put('tool/package.json', '{"name":"tool","version":"2.1.0"}');
   put('tool/node_modules/left-pad/package.json', '{"name":"left-pad","version":"1.0.1"}');
   put('tool/node_modules/left-pad/index.js', util);
+  put('tool/node_modules/left-pad/dist/index.js', util);
   // One package's own copies: a source and its build.
   put('tool/src/server.js', server);
   put('tool/dist/server.js', server);
@@ -167,13 +168,18 @@ describe('node_modules scans', () => {
     expect(rep.groups.map((g) => g.members.map((m) => [m.package, m.id]))).toEqual([
       [
         ['left-pad@1.0.0', 'node_modules/left-pad/index.js'],
+        ['left-pad@1.0.1', 'node_modules/tool/node_modules/left-pad/dist/index.js'],
         ['left-pad@1.0.1', 'node_modules/tool/node_modules/left-pad/index.js'],
       ],
     ]);
     expect(rep.withinPackageGroups).toBe(1);
     const all = JSON.parse(cusim(['dedup', '--json', '--within-package'], { cwd: dir }).stdout) as Rep;
     expect(memberIds(all)).toEqual([
-      ['node_modules/left-pad/index.js', 'node_modules/tool/node_modules/left-pad/index.js'],
+      [
+        'node_modules/left-pad/index.js',
+        'node_modules/tool/node_modules/left-pad/dist/index.js',
+        'node_modules/tool/node_modules/left-pad/index.js',
+      ],
       ['node_modules/tool/dist/server.js', 'node_modules/tool/src/server.js'],
     ]);
     expect(all.withinPackageGroups).toBe(0);
@@ -182,11 +188,19 @@ describe('node_modules scans', () => {
   it('the table says which packages share files, in a sentence', () => {
     const r = cusim(['dedup', '--quiet'], { cwd: dir });
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toContain('  1.000  left-pad@1.0.0  node_modules/left-pad/index.js\n');
+    // One row per package in a group: the copies inside one package are counted, not listed.
+    expect(r.stdout).toContain(
+      'group 1: 3 near-duplicates (similarity ≥ 1.000)\n' +
+        '  1.000  left-pad@1.0.0  node_modules/left-pad/index.js\n' +
+        '  1.000  left-pad@1.0.1  node_modules/tool/node_modules/left-pad/dist/index.js (and 1 more in this package)\n',
+    );
     expect(r.stdout).toContain('1 more group(s) lie inside single packages');
     expect(r.stdout).toMatch(
-      /^ {2}left-pad@1\.0\.\d and left-pad@1\.0\.\d share a near-duplicate file \(of 1 and 1 scanned; (tool\/node_modules\/)?left-pad, (tool\/node_modules\/)?left-pad\)$/m,
+      /^ {2}left-pad@1\.0\.\d and left-pad@1\.0\.\d share a near-duplicate file \(of (1 and 2|2 and 1) scanned; (tool\/node_modules\/)?left-pad, (tool\/node_modules\/)?left-pad\)$/m,
     );
+    const all = cusim(['dedup', '--quiet', '--within-package'], { cwd: dir });
+    expect(all.stdout).toContain('  1.000  left-pad@1.0.1  node_modules/tool/node_modules/left-pad/index.js\n');
+    expect(all.stdout).not.toContain('more in this package');
   });
 });
 

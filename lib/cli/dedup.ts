@@ -491,7 +491,11 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   };
   endStage('groups');
   report.elapsedMs = Math.round(performance.now() - t0);
-  const chunks = o.json ? renderJson(report) : o.csv ? renderCsv(report) : renderTable(report, o.limit === 0 ? Infinity : o.limit);
+  const chunks = o.json
+    ? renderJson(report)
+    : o.csv
+      ? renderCsv(report)
+      : renderTable(report, o.limit === 0 ? Infinity : o.limit, { collapse: scan && !o.withinPackage });
   for (const c of chunks) {
     if (io.stdoutClosed?.()) break;
     io.stdout.write(c);

@@ -234,14 +234,39 @@ function packageSentence(p: ReportPackagePair): string {
   );
 }
 
-export function* renderTable(r: DedupReport, limit: number): Generator<string> {
+/**
+ * The members a table row shows: all, or, collapsing copies inside one
+ * package, the first of each package with how many more it holds.
+ */
+function shownMembers(g: ReportGroup, collapse: boolean): { m: ReportMember; more: number }[] {
+  if (!collapse) return g.members.map((m) => ({ m, more: 0 }));
+  const byPackage = new Map<string | undefined, { m: ReportMember; more: number }>();
+  const rows: { m: ReportMember; more: number }[] = [];
+  for (const m of g.members) {
+    const row = m.package === undefined ? undefined : byPackage.get(m.package);
+    if (row) row.more++;
+    else {
+      const r = { m, more: 0 };
+      rows.push(r);
+      if (m.package !== undefined) byPackage.set(m.package, r);
+    }
+  }
+  return rows;
+}
+
+/**
+ * The report as a table. `collapse` (node_modules scans without
+ * --within-package): a group's members inside one package are one row.
+ */
+export function* renderTable(r: DedupReport, limit: number, o: { collapse?: boolean } = {}): Generator<string> {
   const ordered = tableOrder(r.groups);
   const shown = ordered.slice(0, limit);
   for (let i = 0; i < shown.length; i++) {
     const g = shown[i];
     let out = `group ${i + 1}: ${g.size} near-duplicates (similarity ≥ ${lowest(g).toFixed(3)})\n`;
-    for (const m of g.members) {
-      out += `  ${m.similarity.toFixed(3)}  ${m.package ? `${escapeText(m.package)}  ` : ''}${escapeText(m.id)}\n`;
+    for (const { m, more } of shownMembers(g, !!o.collapse)) {
+      const others = more > 0 ? ` (and ${more} more in this package)` : '';
+      out += `  ${m.similarity.toFixed(3)}  ${m.package ? `${escapeText(m.package)}  ` : ''}${escapeText(m.id)}${others}\n`;
       if (m.text !== undefined) out += `         ${textLine(m.text)}\n`;
     }
     yield out;
