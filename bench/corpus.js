@@ -27,15 +27,37 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dataDir = [process.env.CUSIM_BENCH_DATA, path.resolve(root, '..', 'shared', 'data'), path.join(root, '.bench-data')].find(
   (d) => d && existsSync(path.join(d, 'npm-summaries.tsv')),
 );
-const { values: args } = parseArgs({
+const { values: args } = parseCommandLine({
   options: {
     docs: { type: 'string', default: '1000000' },
     out: { type: 'string', default: 'corpus.jsonl' },
     source: { type: 'string', default: dataDir ? path.join(dataDir, 'npm-summaries.tsv') : '../shared/data/npm-summaries.tsv' },
     planted: { type: 'string', default: '0.02' },
     seed: { type: 'string', default: '1' },
+    help: { type: 'boolean', short: 'h', default: false },
   },
 });
+function parseCommandLine(config) {
+  try {
+    return parseArgs(config);
+  } catch (e) {
+    console.error(`bench/corpus.js: ${e.message} (see node bench/corpus.js --help)`);
+    process.exit(2);
+  }
+}
+if (args.help) {
+  console.log(
+    'Usage: node bench/corpus.js [--docs N] [--out FILE] [--source TSV] [--planted FRACTION] [--seed N]\n\n' +
+      'Writes a synthetic dedup corpus as JSONL {id, text} (five npm summaries joined per document), with\n' +
+      'planted edited copies listed with their exact similarities in <out>.planted.jsonl.\n\n' +
+      '  --docs N            documents to write (default 1000000)\n' +
+      '  --out FILE          the corpus (default corpus.jsonl)\n' +
+      `  --source TSV        npm summaries, name TAB summary (default ${args.source})\n` +
+      '  --planted FRACTION  share of documents that get an edited copy, in [0, 0.5] (default 0.02)\n' +
+      '  --seed N            random seed (default 1)',
+  );
+  process.exit(0);
+}
 const docs = Number(args.docs);
 const plantedFraction = Number(args.planted);
 if (!Number.isInteger(docs) || docs < 1) throw new Error(`--docs must be a positive integer, got ${args.docs}`);

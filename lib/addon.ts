@@ -5,15 +5,20 @@
 //  2. the platform package for this host, an optional dependency of the
 //     published package: cusim-linux-x64-gnu (CUDA + CPU) or
 //     cusim-linux-arm64-gnu (CPU), glibc >= 2.28 both.
-// When none loads, the error says whether no binary matched this host or one
-// matched and failed to load (with the loader's own message), and lists the
-// fixes that apply here.
+// A platform package's binary is checked against the size and SHA-256 its
+// package.json records before it is loaded (lib/addon-check.ts): a truncated
+// file would kill Node with SIGBUS instead of failing to load. A local build
+// has no record and is loaded as it is: it was built on this machine.
+// When none loads, the error says whether no binary matched this host, one
+// is damaged, or one matched and failed to load (with the loader's own
+// message), and lists the fixes that apply here.
 import { constants } from 'node:buffer';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { familySync, versionSync } from 'detect-libc';
+import { binaryDamage } from './addon-check.js';
 import type { Addon } from './native-types.js';
 
 const require = createRequire(import.meta.url);
@@ -60,6 +65,8 @@ export interface LoaderEnv {
   exists(file: string): boolean;
   /** The file `request` resolves to, or undefined when it does not resolve. */
   resolve(request: string): string | undefined;
+  /** Why a platform package's binary must not be loaded, or undefined when it matches its record. */
+  check(file: string): string | undefined;
   load(file: string): Addon;
 }
 
@@ -67,6 +74,17 @@ interface Attempt {
   what: string;
   file: string;
   error: Error;
+  /** The binary failed its check and was not loaded. */
+  damaged?: boolean;
+}
+
+/** The commands that replace a damaged platform package `pkg` installed at `file`. */
+function reinstall(pkg: string, file: string): string {
+  const dir = path.dirname(file);
+  const modules = path.dirname(dir);
+  return path.basename(modules) === 'node_modules' && path.basename(dir) === pkg
+    ? `cd ${path.dirname(modules)} && rm -rf node_modules/${pkg} && npm install`
+    : `rm -rf ${dir} && npm install (in your project)`;
 }
 
 function hostName(host: Host): string {
@@ -117,6 +135,13 @@ export function addonError(env: LoaderEnv, attempts: Attempt[]): Error & { code:
         `and it was not built from source here (no ${local}).`;
       fixes.push(BUILD_FROM_SOURCE);
     }
+  } else if (attempts.some((a) => a.damaged)) {
+    code = 'CUSIM_ADDON_DAMAGED';
+    const bad = attempts.filter((a) => a.damaged);
+    message =
+      `The native addon for ${hostName(host)} is damaged, so it was not loaded:\n` +
+      attempts.map((a) => `- ${a.what} (${a.file}): ${a.error.message.trim()}`).join('\n');
+    for (const a of bad) if (pkg) fixes.push(`Reinstall ${pkg}: ${reinstall(pkg, a.file)}`);
   } else {
     code = 'CUSIM_ADDON_LOAD_FAILED';
     message =
@@ -151,6 +176,11 @@ export function loadAddon(env: LoaderEnv): Addon {
   if (pkg) candidates.push({ what: `platform package ${pkg}`, file: env.resolve(`${pkg}/cusim.node`) });
   for (const c of candidates) {
     if (!c.file) continue;
+    const damage = c.file === local ? undefined : env.check(c.file);
+    if (damage) {
+      attempts.push({ what: c.what, file: c.file, error: new Error(damage), damaged: true });
+      continue;
+    }
     try {
       return env.load(c.file);
     } catch (e) {
@@ -190,6 +220,7 @@ export function native(): Addon {
           return undefined;
         }
       },
+      check: binaryDamage,
       load: (file) => require(file) as Addon,
     });
     // Results above this many bytes cannot wrap native memory (see napi_util.h).

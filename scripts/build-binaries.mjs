@@ -109,7 +109,7 @@ function build(arch) {
 mkdirSync(OUT_DIR, { recursive: true });
 for (const arch of arches) {
   const binary = build(arch);
-  const { dir, tarball } = writePlatformPackage({ arch, binary, outDir: OUT_DIR });
+  const { dir, tarball } = await writePlatformPackage({ arch, binary, outDir: OUT_DIR });
   say(`wrote ${path.relative(root, dir)}/ and ${path.relative(root, tarball)}`);
 }
 const main = packMain({ outDir: OUT_DIR, stageDir: path.join(OUT_DIR, '.stage') });

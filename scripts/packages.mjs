@@ -4,7 +4,19 @@
 // cusim.node with the os/cpu/libc fields that make npm install only the one
 // matching the host. Used by scripts/build-binaries.mjs and test/pack.test.ts.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  cpSync,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -38,11 +50,24 @@ function pack(dir, outDir) {
   return path.join(outDir, JSON.parse(out)[0].filename);
 }
 
+/** Size and SHA-256 of `file`, read as a stream. */
+async function digest(file) {
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of createReadStream(file)) {
+    hash.update(chunk);
+    size += chunk.length;
+  }
+  return { size, sha256: hash.digest('hex') };
+}
+
 /**
  * Writes outDir/<name>/ (package.json, cusim.node, LICENSE, README.md) for
- * `binary` built for `arch`, and packs it; returns { dir, tarball }.
+ * `binary` built for `arch`; the package.json records the binary's size and
+ * SHA-256, which the loader checks before loading it (lib/addon-check.ts).
+ * Returns the folder.
  */
-export function writePlatformPackage({ arch, binary, outDir, version = mainManifest().version }) {
+export async function writePlatformDir({ arch, binary, outDir, version = mainManifest().version }) {
   const p = PLATFORMS[arch];
   if (!p) throw new Error(`no platform package for ${arch}`);
   const main = mainManifest();
@@ -61,6 +86,7 @@ export function writePlatformPackage({ arch, binary, outDir, version = mainManif
     libc: ['glibc'],
     files: ['cusim.node', 'LICENSE', 'README.md'],
     engines: main.engines,
+    cusimBinary: { file: 'cusim.node', ...(await digest(path.join(dir, 'cusim.node'))) },
   };
   writeFileSync(path.join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   writeFileSync(
@@ -68,7 +94,13 @@ export function writePlatformPackage({ arch, binary, outDir, version = mainManif
     `# ${p.name}\n\nThe prebuilt native addon of [cusim](https://www.npmjs.com/package/cusim) for Linux ${p.cpu} with glibc >= 2.28: ${p.what}.\n` +
       'Install `cusim`, which depends on this package where it applies; it is not meant to be used on its own.\n',
   );
-  return { dir, tarball: pack(dir, outDir) };
+  return dir;
+}
+
+/** writePlatformDir, then packs the folder; returns { dir, tarball }. */
+export async function writePlatformPackage(o) {
+  const dir = await writePlatformDir(o);
+  return { dir, tarball: pack(dir, o.outDir) };
 }
 
 /**
@@ -92,6 +124,11 @@ export function packMain({ outDir, stageDir, version = mainManifest().version })
   // Only the published package lists them: they are published beside it,
   // and the checkout's own `npm ci` must not look for them on the registry.
   manifest.optionalDependencies = Object.fromEntries(Object.values(PLATFORMS).map((p) => [p.name, version]));
+  // An installed copy has dist/ and no TypeScript: `prepare` would run tsc on
+  // every `npm install` of it from git or a folder, and fail. `prepack`
+  // compiles only where a tarball is made.
+  const { prepare, ...scripts } = manifest.scripts;
+  manifest.scripts = { ...scripts, prepack: prepare };
   writeFileSync(path.join(stageDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   rmSync(path.join(stageDir, 'node_modules'));
   mkdirSync(outDir, { recursive: true });

@@ -19,6 +19,7 @@ function env(over: Partial<LoaderEnv> & { files?: Record<string, () => object> }
     version: '1.2.3',
     exists: (f) => f in files,
     resolve: (r) => (r === 'cusim-linux-x64-gnu/cusim.node' && pkgFile in files ? pkgFile : undefined),
+    check: () => undefined,
     load: (f) => {
       if (!(f in files)) throw new Error(`Cannot find module '${f}'`);
       return files[f]() as Record<string, unknown>;
@@ -105,6 +106,32 @@ describe('addon loader', () => {
     expect(e.message).toContain('npm install cusim-linux-x64-gnu@1.2.3');
     expect(e.message).toContain('npm install-scripts approve cusim && npm rebuild cusim');
     expect((e as Error).cause).toBeInstanceOf(Error);
+  });
+
+  it('a damaged platform binary is not loaded: CUSIM_ADDON_DAMAGED, with the commands that reinstall it', () => {
+    const loaded: string[] = [];
+    const files = {
+      [pkgFile]: () => {
+        loaded.push(pkgFile);
+        return { from: 'package' };
+      },
+    };
+    const check = (f: string): string | undefined => (f === pkgFile ? 'it is 4096 bytes, but the package recorded 12000000' : undefined);
+    const e = thrown(() => loadAddon(env({ files, check })));
+    expect(loaded).toEqual([]);
+    expect(e.code).toBe('CUSIM_ADDON_DAMAGED');
+    expect(e.message).toMatch(/^The native addon for linux-x64 \(glibc 2\.36\) is damaged, so it was not loaded:/);
+    expect(e.message).toContain(`- platform package cusim-linux-x64-gnu (${pkgFile}): it is 4096 bytes, but the package recorded 12000000`);
+    expect(e.message).toContain('- Reinstall cusim-linux-x64-gnu: cd /app && rm -rf node_modules/cusim-linux-x64-gnu && npm install');
+    expect(e.message).not.toContain('npm rebuild');
+    // A local build is not checked (it has no record) and still comes first.
+    expect(loadAddon(env({ files: { ...files, [local]: () => ({ from: 'local' }) }, check: () => 'damaged' }))).toEqual({ from: 'local' });
+    // Outside a node_modules folder of its own, the folder itself is named.
+    const odd = '/store/cusim-linux-x64-gnu@1.2.3/cusim.node';
+    const e2 = thrown(() => loadAddon(env({ resolve: () => odd, files: { [odd]: () => ({}) }, check: () => 'damaged' })));
+    expect(e2.message).toContain(
+      '- Reinstall cusim-linux-x64-gnu: rm -rf /store/cusim-linux-x64-gnu@1.2.3 && npm install (in your project)',
+    );
   });
 
   it("in a checkout, the fix is the checkout's own build", () => {

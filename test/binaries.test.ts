@@ -6,6 +6,7 @@
 // export rule too.
 import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { compareVersions, dynamicSymbols, ENTRY_POINTS, floorViolations, neededLibraries } from '../scripts/elf-symbols.mjs';
@@ -75,6 +76,13 @@ describe('binary rules', () => {
         const manifest = JSON.parse(readFileSync(path.join(PACKAGES_DIR, p.name, 'package.json'), 'utf8'));
         expect(manifest).toMatchObject({ name: p.name, os: ['linux'], cpu: [p.cpu], libc: ['glibc'] });
         expect(manifest.version).toBe(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).version);
+        // The record the loader checks before loading (lib/addon-check.ts), against a hash of the whole file.
+        const bytes = readFileSync(binary);
+        expect(manifest.cusimBinary).toEqual({
+          file: 'cusim.node',
+          size: bytes.length,
+          sha256: createHash('sha256').update(bytes).digest('hex'),
+        });
         const machine = spawnSync('readelf', ['-h', binary], { encoding: 'utf8' }).stdout;
         expect(machine).toMatch(arch === 'x64' ? /Machine:\s+Advanced Micro Devices X86-64/ : /Machine:\s+AArch64/);
       });

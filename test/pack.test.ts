@@ -12,7 +12,7 @@
 //     source (with CUDA kernels exactly where nvcc and cuRAND's headers are).
 // Nothing here touches the checkout's build/ while other test files load it.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -34,6 +34,12 @@ const why = !npmWorks
   : !platform || process.platform !== 'linux'
     ? `cusim publishes no platform package for ${process.platform}-${process.arch}`
     : undefined;
+
+// Each step of these minutes-long tests says what it does and how long it took.
+const t0 = performance.now();
+function step(what: string): void {
+  console.log(`pack test [${((performance.now() - t0) / 1000).toFixed(0)} s]: ${what}`);
+}
 
 function project(dir: string): void {
   mkdirSync(dir);
@@ -67,6 +73,7 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
   let noRegistry: string | undefined;
 
   beforeAll(async () => {
+    step('packing the main package (dist/ compiled afresh in a staging copy)');
     mainTgz = packMain({ outDir: work, stageDir: path.join(work, 'stage') });
     const made = tarballs(PACKAGES_DIR)[platform.name];
     shipped = !!made;
@@ -75,12 +82,14 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     } else {
       if (!existsSync(localBuild))
         throw new Error(`no ${platform.name} in build-packages/ and no local build at ${localBuild}; run npm run build`);
-      platformTgz = writePlatformPackage({ arch: process.arch, binary: localBuild, outDir: path.join(work, 'platform') }).tarball;
+      platformTgz = (await writePlatformPackage({ arch: process.arch, binary: localBuild, outDir: path.join(work, 'platform') })).tarball;
     }
     project(withBinary);
+    step(`installing ${path.basename(mainTgz)} and ${path.basename(platformTgz)} into a scratch project`);
     const i = await sh('npm', ['install', '--prefer-offline', mainTgz, platformTgz], withBinary);
     if (i.status !== 0 && !(noRegistry = offline(i))) throw new Error(`npm install of the tarballs failed:\n${i.out.slice(-3000)}`);
     for (const f of ['engine-checks.mjs', 'rng.mjs']) copyFileSync(path.join(root, 'test', f), path.join(withBinary, f));
+    step('installed');
   }, 600_000);
 
   it('the main tarball holds the CLI, the compiled library, its CommonJS types and the install script, no binary, and lists the platform packages', async () => {
@@ -106,6 +115,8 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const manifest = JSON.parse((await sh('tar', ['-xzOf', mainTgz, 'package/package.json'], work)).stdout);
     expect(manifest.optionalDependencies).toEqual({ 'cusim-linux-x64-gnu': version, 'cusim-linux-arm64-gnu': version });
     expect(manifest.scripts.install).toBe('node scripts/install.mjs');
+    expect(manifest.scripts.prepare).toBeUndefined();
+    expect(manifest.scripts.prepack).toBe('npm run build:ts');
     // The checkout's own manifest lists none: `npm ci` here must not look for unpublished packages.
     expect(JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).optionalDependencies).toBeUndefined();
     const plat = (await sh('tar', ['-tzf', platformTgz], work)).out.split('\n').filter(Boolean).sort();
@@ -118,6 +129,7 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     expect(existsSync(path.join(withBinary, 'node_modules', 'cusim', 'build'))).toBe(false);
     expect(existsSync(path.join(withBinary, 'node_modules', platform.name, 'cusim.node'))).toBe(true);
     // On a GPU host the shipped binary runs the engines on CUDA; the oracle is the CPU backend here.
+    step('running every engine from the installed packages');
     const r = await sh(process.execPath, ['engine-checks.mjs', 'gpu'], withBinary, 300_000);
     expect(r.status, r.out.slice(-3000)).toBe(0);
     const installed = JSON.parse(r.stdout);
@@ -132,6 +144,7 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
 
   it('npx cusim dedup --json finds the planted groups from the installed packages', async (ctx) => {
     if (noRegistry) return ctx.skip(noRegistry);
+    step('npx cusim dedup from the installed packages');
     const r = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], withBinary, 120_000);
     expect(r.status, r.out).toBe(0);
     const rep = JSON.parse(r.stdout);
@@ -141,9 +154,29 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     expect(r.stderr).toMatch(/cusim: backend (cpu|cuda)/);
   }, 120_000);
 
+  it('a damaged platform binary: CUSIM_ADDON_DAMAGED, and the fix it prints reinstalls it', async (ctx) => {
+    if (noRegistry) return ctx.skip(noRegistry);
+    step('truncating the installed binary, then following the fix the error prints');
+    const file = path.join(withBinary, 'node_modules', platform.name, 'cusim.node');
+    truncateSync(file, Math.floor(statSync(file).size / 2));
+    const fail = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture], withBinary, 120_000);
+    expect(fail.status, fail.out).toBe(1);
+    expect(fail.stderr).toMatch(/^cusim: The native addon for .* is damaged, so it was not loaded:/m);
+    const fix = new RegExp(`- Reinstall ${platform.name}: (cd \\S+ && rm -rf node_modules/${platform.name} && npm install)$`, 'm').exec(
+      fail.stderr,
+    );
+    expect(fix, fail.stderr).not.toBeNull();
+    const r = await sh('sh', ['-c', `${fix![1]} --prefer-offline`], withBinary);
+    expect(r.status, r.out.slice(-3000)).toBe(0);
+    const ok = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], withBinary, 120_000);
+    expect(ok.status, ok.out).toBe(0);
+    expect(JSON.parse(ok.stdout).groups).toHaveLength(PLANTED.length);
+  }, 300_000);
+
   it('without the platform package the CLI prints the whole diagnosis, and its build-from-source fix works', async (ctx) => {
     if (noRegistry) return ctx.skip(noRegistry);
     project(fromSource);
+    step('installing the main package alone');
     // Install scripts skipped, as npm does for dependencies it was not told to trust.
     const i = await sh('npm', ['install', '--prefer-offline', '--ignore-scripts', mainTgz], fromSource);
     expect(i.status, i.out.slice(-3000)).toBe(0);
@@ -161,6 +194,7 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     expect(fail.stderr).toContain(`- Install the prebuilt binary: npm install ${platform.name}@${version}`);
     expect(fail.stderr).toContain('npm install-scripts approve cusim && npm rebuild cusim');
 
+    step('approving the install script, then npm rebuild cusim (a source build: minutes)');
     const approve = await sh('npm', ['install-scripts', 'approve', 'cusim'], fromSource);
     expect(approve.status, approve.out).toBe(0);
     const rebuild = await sh('npm', ['rebuild', 'cusim', '--foreground-scripts'], fromSource, 1_500_000);
@@ -170,8 +204,12 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const d = JSON.parse(
       (await sh(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(addon)}).devices()))`], fromSource)).stdout,
     );
+    step('rebuilt');
     const reported = /cusim: CUDA kernels (ON|OFF)/.exec(rebuild.out)?.[1];
     expect(reported, rebuild.out.slice(-3000)).toBeDefined();
+    // The install script's first and last lines: what it builds, and what it built.
+    expect(rebuild.out).toMatch(/cusim: building from source, about 2 minutes; CUDA: (yes|no — .+)/);
+    expect(rebuild.out).toMatch(/cusim: built build\/Release\/cusim\.node: (CUDA kernels and the CPU backend|CPU backend only)/);
     expect(d.compiledWithCuda).toBe(reported === 'ON');
     expect(d.compiledWithCuda).toBe(cudaExpected() ?? d.compiledWithCuda);
     const ok = await sh('npx', ['--no-install', 'cusim', 'dedup', fixture, '--json', '--threshold', '0.8'], fromSource, 120_000);

@@ -26,6 +26,8 @@ interface ClusterCliOptions {
   format: 'auto' | 'lines' | 'jsonl' | 'csv' | 'tsv';
   field: string;
   idField: string;
+  header: boolean;
+  columns?: string[];
   backend: 'auto' | 'cpu' | 'cuda';
   quiet?: boolean;
   progress: boolean;
@@ -94,6 +96,8 @@ async function clusterCommand(o: ClusterCliOptions, io: Io): Promise<number> {
       format: o.format,
       field: o.field,
       idField: o.idField,
+      header: o.header,
+      columns: o.columns,
       source: 'stdin',
       maxRecordBytes: MAX_DOC_BYTES,
     });
@@ -129,7 +133,7 @@ export function registerCluster(program: Command, io: Io, done: (code: number) =
     .option('--decay <n>', 'a cluster expires after this many documents without a new member', integer('decay', 0, 2 ** 31))
     .option('--batch <n>', 'documents per micro-batch (at most)', integer('batch', 1, 1 << 20), 256)
     .addOption(new Option('-m, --mode <mode>', 'features').choices(['words', 'code', 'qgrams']).default('words'));
-  recordOptions(cmd, 'input records: text lines, JSON objects, CSV or TSV with a header', 'document', { delimiter: false });
+  recordOptions(cmd, 'input records: text lines, JSON objects, CSV or TSV', 'document', { delimiter: false });
   cmd
     .addOption(new Option('-b, --backend <b>', 'compute backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
     .option('--no-progress', 'never show progress')

@@ -163,6 +163,8 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
       format: o.format,
       field: o.field,
       idField: o.idField,
+      header: o.header,
+      columns: o.columns,
       delimiter: o.delimiter,
       source: 'stdin',
       maxRecordBytes: Math.min(o.maxSize, MAX_DOC_BYTES),

@@ -29,7 +29,8 @@ import type { Progress } from './progress.js';
 import { formatOfFile, readRecords } from './records.js';
 import type { RecordFormat, RecordOptions } from './records.js';
 import { readRecordBlocks } from './record-blocks.js';
-import { buildGroups, buildPackagePairs, renderCsv, renderJson, renderTable } from './report.js';
+import { acrossPackages, buildGroups, buildPackagePairs, featureLine, renderCsv, renderJson, renderTable } from './report.js';
+import { attachTexts, fileIds, recordOptionsOf, refuseStdin } from './member-text.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Skip } from './sources.js';
@@ -52,6 +53,8 @@ export interface DedupOptions {
   format: RecordFormat;
   field: string;
   idField: string;
+  header: boolean;
+  columns?: string[];
   delimiter?: string;
   ext?: string;
   exclude: string[];
@@ -65,6 +68,8 @@ export interface DedupOptions {
   progress: boolean;
   verbose?: boolean;
   hashBits?: number;
+  showText?: number;
+  withinPackage?: boolean;
   redis?: string;
   shard?: string;
   report?: boolean;
@@ -239,6 +244,8 @@ async function featurize(
       format: input.format,
       field: o.field,
       idField: o.idField,
+      header: o.header,
+      columns: o.columns,
       delimiter: o.delimiter,
       source: input.name,
       idPrefix: records.length > 1 ? input.name : undefined,
@@ -381,6 +388,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
 
   const scan = paths.length === 0;
+  if (o.showText !== undefined) refuseStdin(paths);
   let extensions: string[] | undefined = o.ext ? o.ext.split(',').map((e) => (e.startsWith('.') ? e : '.' + e.trim())) : undefined;
   const { records, docRoots } = planInputs(paths, o, io);
   let source: string;
@@ -456,13 +464,18 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   }
   const curve = recallCurve(params.bands, params.rows, o.threshold, recallParams(o.threshold, DEFAULT_SAMPLES, { recall: o.recall }).at);
   say(
-    `cusim: ${matrix.rows.toLocaleString('en-US')} documents, ${matrix.indices.length.toLocaleString('en-US')} nonzeros over ` +
-      `${matrix.cols.toLocaleString('en-US')} features; ${method} MinHash, ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
+    `cusim: ${featureLine(matrix, o.hashBits)}; ${method} MinHash, ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
   const result = await findGroups(matrix, params, { o, method, backend, bar, signal: io.signal }, endStage);
   endStage('lsh + verify');
-  const groups = buildGroups(ids, result);
+  let groups = buildGroups(ids, result);
+  let withinPackageGroups: number | undefined;
+  if (scan) ({ groups, within: withinPackageGroups } = acrossPackages(groups, !!o.withinPackage));
+  if (o.showText !== undefined) {
+    const sources = records.map((input) => ({ name: input.name, open: input.open, options: recordOptionsOf(input, records.length, o) }));
+    await attachTexts(groups, o.showText, sources, fileIds(docFiles, displayPath), o.maxSize);
+  }
   const report: DedupReport = {
     schema: 'cusim.dedup/1',
     backend,
@@ -472,12 +485,17 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     lsh: { bands: params.bands, rows: params.rows, samples: params.samples, recall: curve },
     groups,
     packages: scan ? buildPackagePairs(groups, ids, docRoots[docRoots.length - 1]) : [],
+    ...(withinPackageGroups === undefined ? {} : { withinPackageGroups }),
     stages,
     elapsedMs: 0,
   };
   endStage('groups');
   report.elapsedMs = Math.round(performance.now() - t0);
-  const chunks = o.json ? renderJson(report) : o.csv ? renderCsv(report) : renderTable(report, o.limit === 0 ? Infinity : o.limit);
+  const chunks = o.json
+    ? renderJson(report)
+    : o.csv
+      ? renderCsv(report)
+      : renderTable(report, o.limit === 0 ? Infinity : o.limit, { collapse: scan && !o.withinPackage });
   for (const c of chunks) {
     if (io.stdoutClosed?.()) break;
     io.stdout.write(c);
@@ -570,6 +588,8 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
       integer('min-tokens', 0, 1e9),
     )
     .option('--limit <n>', 'groups shown in the table (0: all)', integer('limit', 0, 1e9), 50)
+    .option('--show-text <n>', 'print the first n characters of each group member (files and records)', integer('show-text', 1, 1e6))
+    .option('--within-package', 'node_modules scans: also report groups whose files all lie in one package (src and dist copies)')
     .option(
       '--threads <n>',
       'worker threads reading and featurizing files and JSONL or line records (1: main thread only)',

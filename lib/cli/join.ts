@@ -28,6 +28,8 @@ interface JoinCliOptions {
   format: RecordFormat;
   field: string;
   idField: string;
+  header: boolean;
+  columns?: string[];
   delimiter?: string;
   json?: boolean;
   csv?: boolean;
@@ -100,6 +102,8 @@ async function joinCommand(file: string, o: JoinCliOptions, io: Io): Promise<num
       format: src.format,
       field: o.field,
       idField: o.idField,
+      header: o.header,
+      columns: o.columns,
       delimiter: o.delimiter,
       source: src.name,
       maxRecordBytes: MAX_DOC_BYTES,
@@ -201,7 +205,7 @@ export function registerJoin(program: Command, io: Io, done: (code: number) => v
     .command('join')
     .description('similar record pairs: exact set similarity join over q-grams (or words) of each record')
     .argument('<file>', "records: one per line, JSONL, CSV or TSV (see --format); '-' reads stdin")
-    .requiredOption('-t, --threshold <x>', 'similarity threshold; an integer token count for --measure overlap')
+    .requiredOption('-t, --threshold <x>', 'similarity threshold (required); an integer token count for --measure overlap')
     .addOption(new Option('--measure <m>', 'set similarity').choices(['jaccard', 'cosine', 'dice', 'overlap']).default('jaccard'))
     .option('--qgram <q>', 'character q-grams (default 3)', integer('qgram', 1, 16))
     .option('--words', 'use words instead of q-grams')

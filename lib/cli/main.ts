@@ -78,14 +78,19 @@ async function run(
   exitCode: () => number,
   stdoutClosed: () => boolean,
 ): Promise<number> {
-  const program = new Command('cusim')
+  // Errors point to the help of the subcommand that was run, where there is one.
+  const help = (): string => {
+    const sub = program.commands.find((c) => c.name() === argv[2]);
+    return sub ? `cusim ${sub.name()} --help` : 'cusim --help';
+  };
+  const program: Command = new Command('cusim')
     .description('GPU similarity search and near-duplicate detection')
     .version(version())
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
-      outputError: (s, write) => write(`cusim: ${s.replace(/^error: /, '').trim()} (see cusim --help)\n`),
+      outputError: (s, write) => write(`cusim: ${s.replace(/^error: /, '').trim()} (see ${help()})\n`),
     });
 
   const done = (code: number): void => setExit(code);
@@ -110,10 +115,10 @@ async function run(
       io.stderr.write('cusim: interrupted\n');
       return 130;
     } else if (err.code === 'CUSIM_INVALID_ARGUMENT') {
-      io.stderr.write(`cusim: ${err.message} (see cusim dedup --help)\n`);
+      io.stderr.write(`cusim: ${err.message} (see ${help()})\n`);
     } else if (err.code === 'CUSIM_CUDA_ERROR' || err.code === 'CUSIM_OUT_OF_MEMORY') {
       io.stderr.write(`cusim: ${err.message.split('\n')[0]} (retry with --backend cpu)\n`);
-    } else if (err.code === 'CUSIM_ADDON_NOT_FOUND' || err.code === 'CUSIM_ADDON_LOAD_FAILED') {
+    } else if (err.code === 'CUSIM_ADDON_NOT_FOUND' || err.code === 'CUSIM_ADDON_LOAD_FAILED' || err.code === 'CUSIM_ADDON_DAMAGED') {
       // The whole diagnosis: what was tried, why it failed, the fixes.
       io.stderr.write(`cusim: ${err.message}\n`);
     } else {

@@ -72,6 +72,18 @@ export function delimiter(v: string): string {
   return d;
 }
 
+/** --columns: comma-separated names, none empty. */
+export function columnList(v: string): string[] {
+  const names = v.split(',').map((n) => n.trim());
+  if (names.some((n) => n === '')) throw new InvalidArgumentError(`--columns must be names separated by commas, got '${escapeText(v)}'`);
+  return names;
+}
+
+/** The help text every command that reads records ends with: what CSV and TSV input needs. */
+export const TABLE_HELP =
+  '\nCSV/TSV: the first row names the columns (--field text --id-field id by default); a file without a header row\n' +
+  'needs --no-header with column numbers (--no-header --field 2 --id-field 1) or names for its columns (--columns name,text).\n';
+
 /**
  * The record-input options of the commands that read records (dedup, join,
  * cluster): --format, --field, --id-field and, where fields are split,
@@ -80,8 +92,10 @@ export function delimiter(v: string): string {
 export function recordOptions(cmd: Command, formatHelp: string, idNoun: string, o: { delimiter?: boolean } = {}): Command {
   cmd
     .addOption(new Option('-f, --format <f>', formatHelp).choices(['auto', 'lines', 'jsonl', 'csv', 'tsv']).default('auto'))
-    .option('--field <name>', 'JSONL/CSV/TSV field holding the text', 'text')
-    .option('--id-field <name>', `JSONL/CSV/TSV field holding the ${idNoun} id (default: line number)`, 'id');
+    .option('--field <name>', 'JSONL/CSV/TSV field holding the text (CSV/TSV: a column name, or its number from 1)', 'text')
+    .option('--id-field <name>', `JSONL/CSV/TSV field holding the ${idNoun} id; records without one are numbered by line`, 'id')
+    .option('--no-header', 'CSV/TSV: the first row is a record, not column names; --field/--id-field are column numbers (1 = first)')
+    .option('--columns <names>', 'CSV/TSV without a header row: names for its columns, in order (e.g. name,text)', columnList);
   if (o.delimiter ?? true) cmd.option('--delimiter <c>', 'CSV/TSV field separator (default , for CSV, tab for TSV)', delimiter);
-  return cmd;
+  return cmd.addHelpText('after', TABLE_HELP);
 }

@@ -34,6 +34,10 @@ export interface RecordOptions {
   idField: string;
   /** CSV/TSV field separator (default ',' for CSV, tab for TSV). */
   delimiter?: string;
+  /** CSV/TSV: false when the first row is a record (--no-header); fields are then column numbers. */
+  header?: boolean;
+  /** CSV/TSV: names for the columns of a file without a header row (--columns). */
+  columns?: string[];
   /** Names the input in messages: a path or 'stdin'. */
   source: string;
   /** Prepended to line-number ids ("file:line") when several inputs are read. */
@@ -161,9 +165,65 @@ export function blockRecords(block: Uint8Array, firstLine: number, format: 'line
   return docs;
 }
 
-/** CSV or TSV with a header row naming the columns. TSV has no quoting (IANA text/tab-separated-values). */
+const HEADERLESS_FIX =
+  'name the text column with --field (a name, or a number: 1 is the first column); ' +
+  'for a file without a header row pass --no-header with --field N, or --columns name,text';
+
+/** The 0-based column `spec` names: a name in `header`, else a number counted from 1; -1 when neither. */
+function columnIndex(spec: string, header: readonly string[] | undefined): number {
+  const named = header ? header.indexOf(spec) : -1;
+  if (named >= 0) return named;
+  return /^[1-9]\d{0,5}$/.test(spec) ? Number(spec) - 1 : -1;
+}
+
+/**
+ * The text and id columns known before the first row: from --columns, or, with
+ * --no-header, from column numbers; `names` is undefined when the first row
+ * is the header that names them.
+ */
+function tableColumns(o: RecordOptions): { ti: number; ii: number; names?: string[] } {
+  if (o.columns) {
+    const ti = columnIndex(o.field, o.columns);
+    if (ti < 0) {
+      throw new CliError(
+        `--columns ${o.columns.map(escapeText).join(',')} names no column '${escapeText(o.field)}'`,
+        'name the text column with --field, or call it text in --columns',
+        2,
+      );
+    }
+    return { ti, ii: columnIndex(o.idField, o.columns), names: o.columns };
+  }
+  if (o.header !== false) return { ti: -1, ii: -1 };
+  const ti = columnIndex(o.field, undefined);
+  if (ti < 0) {
+    throw new CliError(
+      `--no-header: --field '${escapeText(o.field)}' is not a column number`,
+      'name the text column by number (--field 2: the second column), or name the columns with --columns name,text',
+      2,
+    );
+  }
+  // The id column's default name ('id') means line numbers here.
+  const ii = columnIndex(o.idField, undefined);
+  if (ii < 0 && o.idField !== 'id') {
+    throw new CliError(
+      `--no-header: --id-field '${escapeText(o.idField)}' is not a column number`,
+      'name the id column by number (--id-field 1: the first column), or leave it out to number records by line',
+      2,
+    );
+  }
+  return { ti, ii, names: [] };
+}
+
+/** CSV or TSV, with a header row naming the columns unless --no-header or --columns says there is none. TSV has no quoting (IANA text/tab-separated-values). */
 async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<Doc> {
   const tsv = o.format === 'tsv';
+  let ti: number, ii: number, names: string[] | undefined;
+  try {
+    ({ ti, ii, names } = tableColumns(o));
+  } catch (e) {
+    input.destroy();
+    throw e;
+  }
   const parser = parse({
     delimiter: o.delimiter ?? (tsv ? '\t' : ','),
     quote: tsv ? false : '"',
@@ -179,27 +239,27 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
   input.on('error', (e) => parser.destroy(e));
   if (o.onBytes) input.on('data', (c: Buffer) => o.onBytes!(c.length));
   input.pipe(parser);
-  let ti = -1;
-  let ii = -1;
-  let header: string[] | undefined;
+  let text = ti;
+  let id = ii;
+  let header = names;
   try {
     for await (const row of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
       const rec = row.record;
       if (!header) {
         header = rec;
-        ti = header.indexOf(o.field);
-        ii = header.indexOf(o.idField);
-        if (ti < 0) {
+        text = columnIndex(o.field, header);
+        id = columnIndex(o.idField, header);
+        if (text < 0) {
           throw new CliError(
             `${escapeText(o.source)}: the header has no column '${escapeText(o.field)}' (columns: ${header.map(escapeText).join(', ')})`,
-            'name the text column with --field',
+            HEADERLESS_FIX,
             1,
           );
         }
         continue;
       }
       const line = row.info.lines;
-      yield { id: ii >= 0 && rec[ii] !== undefined ? rec[ii] : lineId(o, line), text: rec[ti] ?? '' };
+      yield { id: id >= 0 && rec[id] !== undefined ? rec[id] : lineId(o, line), text: rec[text] ?? '' };
     }
   } catch (e) {
     failure = e;

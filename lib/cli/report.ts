@@ -18,6 +18,10 @@ export interface ReportMember {
   id: string;
   /** Highest verified similarity between this member and another of its group. */
   similarity: number;
+  /** node_modules scans: the installed package holding the file, as name@version. */
+  package?: string;
+  /** With --show-text N: the member's first N characters. */
+  text?: string;
 }
 
 export interface ReportGroup {
@@ -49,6 +53,8 @@ export interface DedupReport {
   lsh: { bands: number; rows: number; samples: number; recall: { similarity: number; probability: number }[] };
   groups: ReportGroup[];
   packages: ReportPackagePair[];
+  /** node_modules scans: groups left out because all their members lie in one package (--within-package keeps them). */
+  withinPackageGroups?: number;
   /** Wall time per stage, in order. */
   stages: { stage: string; ms: number }[];
   elapsedMs: number;
@@ -85,6 +91,50 @@ export function buildGroups(ids: readonly string[], r: DedupResultLike): ReportG
         .map((p) => ({ left: ids[p.l], right: ids[p.r], similarity: round(p.s) })),
     };
   });
+}
+
+/**
+ * The size of the featurized input, in words: a vocabulary's columns are
+ * features; hashed columns (token hashes, --hash-bits) are a hash space, not
+ * a count of anything.
+ */
+export function featureLine(m: { rows: number; cols: number; indices: { length: number } }, hashBits: number | undefined): string {
+  const n = (x: number): string => x.toLocaleString('en-US');
+  const cols =
+    m.cols === 2 ** 32
+      ? '32-bit token hashes'
+      : hashBits !== undefined
+        ? `features hashed into 2^${hashBits} columns`
+        : `a vocabulary of ${n(m.cols)} features`;
+  return `${n(m.rows)} documents, ${n(m.indices.length)} nonzeros (${cols})`;
+}
+
+/** "name@version" of the package holding each file (node_modules scans), read once per package. */
+function packageLabels(): (id: string) => string | undefined {
+  const labels = new Map<string, string>();
+  return (id) => {
+    const dir = packageOf(path.resolve(id));
+    if (!dir) return undefined;
+    let l = labels.get(dir);
+    if (l === undefined) labels.set(dir, (l = packageLabel(dir)));
+    return l;
+  };
+}
+
+/**
+ * node_modules scans: each member named with its package, and, unless
+ * `keepWithin`, the groups whose members all lie in one package (src and
+ * dist, CJS and ESM builds, TypeScript's lib files) left out and counted;
+ * the groups kept are numbered afresh.
+ */
+export function acrossPackages(groups: ReportGroup[], keepWithin: boolean): { groups: ReportGroup[]; within: number } {
+  const label = packageLabels();
+  const dirs = (g: ReportGroup): Set<string | undefined> => new Set(g.members.map((m) => packageOf(path.resolve(m.id))));
+  const kept = keepWithin ? groups : groups.filter((g) => dirs(g).size > 1);
+  return {
+    groups: kept.map((g, id) => ({ ...g, id, members: g.members.map((m) => ({ ...m, package: label(m.id) })) })),
+    within: groups.length - kept.length,
+  };
 }
 
 /** Package pairs whose files fall into the same groups (node_modules scans). */
@@ -160,26 +210,86 @@ export function* renderJson(r: DedupReport): Generator<string> {
   yield '}\n';
 }
 
-export function* renderTable(r: DedupReport, limit: number): Generator<string> {
-  const shown = r.groups.slice(0, limit);
-  for (const g of shown) {
-    const min = g.pairs.length ? g.pairs.reduce((a, p) => Math.min(a, p.similarity), Infinity) : 0;
-    let out = `group ${g.id + 1}: ${g.size} near-duplicates (similarity ≥ ${min.toFixed(3)})\n`;
-    for (const m of g.members) out += `  ${m.similarity.toFixed(3)}  ${escapeText(m.id)}\n`;
+/** The lowest verified similarity of a group's pairs. */
+function lowest(g: ReportGroup): number {
+  return g.pairs.length ? g.pairs.reduce((a, p) => Math.min(a, p.similarity), Infinity) : 0;
+}
+
+/** The table's order: the largest groups first, then the closest; ties in input order. */
+export function tableOrder(groups: readonly ReportGroup[]): ReportGroup[] {
+  return [...groups].sort((a, b) => b.size - a.size || lowest(b) - lowest(a) || a.id - b.id);
+}
+
+/** One line of a member's text: whitespace runs as one space, control characters escaped. */
+function textLine(text: string): string {
+  return escapeText(text.replace(/\s+/g, ' ').trim());
+}
+
+/** "a and b share 3 near-duplicate files", with the files each holds and where they are. */
+function packageSentence(p: ReportPackagePair): string {
+  const files = p.sharedGroups === 1 ? 'a near-duplicate file' : `${p.sharedGroups} near-duplicate files`;
+  return (
+    `${escapeText(p.leftName)} and ${escapeText(p.rightName)} share ${files} ` +
+    `(of ${p.leftFiles} and ${p.rightFiles} scanned; ${escapeText(p.left)}, ${escapeText(p.right)})`
+  );
+}
+
+/**
+ * The members a table row shows: all, or, collapsing copies inside one
+ * package, the first of each package with how many more it holds.
+ */
+function shownMembers(g: ReportGroup, collapse: boolean): { m: ReportMember; more: number }[] {
+  if (!collapse) return g.members.map((m) => ({ m, more: 0 }));
+  const byPackage = new Map<string | undefined, { m: ReportMember; more: number }>();
+  const rows: { m: ReportMember; more: number }[] = [];
+  for (const m of g.members) {
+    const row = m.package === undefined ? undefined : byPackage.get(m.package);
+    if (row) row.more++;
+    else {
+      const r = { m, more: 0 };
+      rows.push(r);
+      if (m.package !== undefined) byPackage.set(m.package, r);
+    }
+  }
+  return rows;
+}
+
+/**
+ * The report as a table. `collapse` (node_modules scans without
+ * --within-package): a group's members inside one package are one row.
+ */
+export function* renderTable(r: DedupReport, limit: number, o: { collapse?: boolean } = {}): Generator<string> {
+  const ordered = tableOrder(r.groups);
+  const shown = ordered.slice(0, limit);
+  for (let i = 0; i < shown.length; i++) {
+    const g = shown[i];
+    let out = `group ${i + 1}: ${g.size} near-duplicates (similarity ≥ ${lowest(g).toFixed(3)})\n`;
+    for (const { m, more } of shownMembers(g, !!o.collapse)) {
+      const others = more > 0 ? ` (and ${more} more in this package)` : '';
+      out += `  ${m.similarity.toFixed(3)}  ${m.package ? `${escapeText(m.package)}  ` : ''}${escapeText(m.id)}${others}\n`;
+      if (m.text !== undefined) out += `         ${textLine(m.text)}\n`;
+    }
     yield out;
   }
   const lines: string[] = [];
   if (r.groups.length > shown.length) {
     lines.push(`… ${r.groups.length - shown.length} more groups (use --limit 0 for all, or --json)`);
   }
-  if (r.packages.length) {
-    lines.push('', 'packages sharing near-duplicate files (shared groups / files):');
-    for (const p of r.packages.slice(0, limit)) {
-      lines.push(
-        `  ${p.sharedGroups} / ${p.leftFiles}, ${p.rightFiles}  ${escapeText(p.leftName)} (${escapeText(p.left)})  ~  ${escapeText(p.rightName)} (${escapeText(p.right)})`,
-      );
-    }
-    if (r.packages.length > limit) lines.push(`  … ${r.packages.length - limit} more package pairs`);
+  if (r.withinPackageGroups) {
+    lines.push(
+      `${r.withinPackageGroups} more group(s) lie inside single packages (copies such as src and dist builds; --within-package shows them)`,
+    );
+  }
+  // Packages that are largely copies of each other; a pair that shares one
+  // boilerplate file among many (a licence header, a polyfill) is noise here.
+  const copies = r.packages.filter((p) => 2 * p.sharedGroups >= Math.min(p.leftFiles, p.rightFiles));
+  if (copies.length) {
+    lines.push('', 'packages sharing near-duplicate files:');
+    for (const p of copies.slice(0, limit)) lines.push(`  ${packageSentence(p)}`);
+    if (copies.length > limit) lines.push(`  … ${copies.length - limit} more package pairs`);
+  }
+  if (r.packages.length > copies.length) {
+    lines.push(`${r.packages.length - copies.length} package pair(s) share less than half their files (--json lists them)`);
   }
   const dups = r.groups.reduce((s, g) => s + g.size, 0);
   lines.push(
