@@ -37,6 +37,8 @@ import {
   toCsr,
   type CsrMatrix,
 } from './validate.js';
+import type { ClusterTuning } from './types.js';
+export type { ClusterTuning } from './types.js';
 
 export const NO_CLUSTER = 0xffffffff;
 
@@ -56,15 +58,6 @@ export interface StreamClustererOptions {
   decay?: { maxAge: number };
   /** GPU choices that never change the clusters; see docs/engines/cluster.md. */
   tuning?: ClusterTuning;
-}
-
-/** StreamClusterer's `tuning`: GPU choices; the clusters are the same under every setting. */
-export interface ClusterTuning {
-  /**
-   * Documents per GPU micro-batch: 256, 512 or 1024 (default 512; a GPU with
-   * less shared memory per block than the size needs gets the largest that fits).
-   */
-  batchSize?: 256 | 512 | 1024;
 }
 
 function checkClusterTuning(v: unknown): ClusterTuning {

@@ -48,6 +48,8 @@ import {
   type DenseMatrix,
   type Tuning,
 } from './validate.js';
+import type { FlyHashTuning } from './types.js';
+export type { FlyHashTuning } from './types.js';
 
 export type FlyHashNormalize = 'none' | 'mean100';
 
@@ -77,33 +79,6 @@ export interface FlyHashOptions {
   normalize?: FlyHashNormalize;
   /** GPU kernel choices (the codes are the same under every choice); see FlyHashTuning. */
   tuning?: FlyHashTuning;
-}
-
-/**
- * FlyHash's GPU kernel choices; docs/engines/flyhash.md describes the
- * families. Every choice computes the same codes: `tensorCores` works around
- * a GPU's quirks, the rest exist to compare the families (bench) and to reach
- * every path on small inputs (tests).
- */
-export interface FlyHashTuning extends Tuning {
-  /**
-   * The kernel family: 'auto' (default) picks from the shape and the GPU;
-   * 'mma' the tensor-core path where its tile fits; 'legacy' the CUDA-core
-   * fused / two-pass kernels; 'tile-small' and 'tile-large' the row-tile
-   * kernels ('tile-small' only ever runs when asked for). A family that does
-   * not apply to the shape falls back to auto's other choices.
-   */
-  kernel?: 'auto' | 'mma' | 'legacy' | 'tile-small' | 'tile-large';
-  /** Fused kernel: at most this many rows per block (default 4). */
-  maxRowsPerBlock?: 1 | 2 | 4;
-  /** Tensor-core path: only launch shapes that stage the projection in shared memory (true) or none (false); default picks. */
-  stageProjection?: boolean;
-  /** Quantized tensor-core path: rows per block of the exact pass (0 = none); default picks from the shape. */
-  exactRows?: 0 | 1 | 2 | 4 | 8;
-  /** Tensor-core path: at most this many rows per batch (rounded down to whole row tiles); default no cap. */
-  batchRows?: number;
-  /** Tile kernels: send every row through the per-row fallback (tests). Default false. */
-  forceFallback?: boolean;
 }
 
 const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-small', 'tile-large'] as const;

@@ -3,14 +3,23 @@
 // every call into the addon is checked here instead of cast at its call site.
 // The engine modules validate arguments before calling; these types say what
 // the glue reads (option keys, typed-array kinds) and what it resolves to.
-import type { Backend, DeviceInfo } from './backend.js';
-import type { JoinChunk } from './join.js';
-import type { MinHashParameters, MinHashTuning } from './minhash.js';
-import type { MinHashPermutations } from './classic-minhash.js';
-import type { FlyHashTuning } from './flyhash.js';
-import type { ClusterTuning } from './cluster.js';
-import type { TokenBatch } from './text/batch.js';
-import type { BitWords, CsrMatrix, DenseMatrix, Tuning } from './validate.js';
+// It imports only the leaf lib/types.ts, so the engine modules that import
+// the addon can import these types without a cycle (house-rules checks).
+import type {
+  Backend,
+  BitWords,
+  ClusterTuning,
+  CsrMatrix,
+  DenseMatrix,
+  DeviceInfo,
+  FlyHashTuning,
+  JoinChunk,
+  MinHashParameters,
+  MinHashPermutations,
+  MinHashTuning,
+  TokenBatch,
+  Tuning,
+} from './types.js';
 
 // ---- shared pieces (owned.cc, napi_util.cc) ---------------------------------
 
