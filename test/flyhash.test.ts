@@ -376,7 +376,7 @@ describe('FlyHash rejects bad input', () => {
     // 2^34 * 2^30 = 2^64 wraps to 0, which an empty data array would match.
     const h = new (native().FlyHash)({ inputDim: 2 ** 30, hashLength: 1, connections: 1, winners: 1, seed: 1 });
     expectInvalid(
-      () => h.hash({ data: new Float32Array(0), rows: 2 ** 34, cols: 2 ** 30 }, {}),
+      () => h.hash({ data: new Float32Array(0), rows: 2 ** 34, cols: 2 ** 30 }, {} as never),
       RangeError,
       /X\.rows \* X\.cols overflows 64 bits/,
     );
@@ -386,7 +386,7 @@ describe('FlyHash rejects bad input', () => {
       /seed must be a non-negative safe integer/,
     );
     expectInvalid(
-      () => new (native().FlyHash)({ inputDim: 'x', hashLength: 8, connections: 2, winners: 2 }),
+      () => new (native().FlyHash)({ inputDim: 'x', hashLength: 8, connections: 2, winners: 2 } as never),
       TypeError,
       /options\.inputDim must be a number/,
     );

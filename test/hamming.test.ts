@@ -347,12 +347,16 @@ describe('HammingIndex bad input', () => {
   it('native boundary: bad seed, method and exactKernel throw instead of being coerced', async () => {
     const Ctor = native().HammingIndex;
     const weights = Int32Array.of(4, 2, 1);
-    expectInvalid(() => new Ctor({ bits: 64, method: 'ewh', seed: NaN, weights }), RangeError, /seed must be a non-negative safe integer/);
-    expectInvalid(() => new Ctor({ bits: 64, method: 'ewhh', weights }), TypeError, /method must be 'exact' or 'ewh'/);
-    const h = new Ctor({ bits: 64, weights });
+    expectInvalid(
+      () => new Ctor({ bits: 64, method: 'ewh', seed: NaN, weights } as never),
+      RangeError,
+      /seed must be a non-negative safe integer/,
+    );
+    expectInvalid(() => new Ctor({ bits: 64, method: 'ewhh', weights } as never), TypeError, /method must be 'exact' or 'ewh'/);
+    const h = new Ctor({ bits: 64, weights } as never);
     h.add(new Uint32Array(4));
     expectInvalid(
-      () => h.search({ rows: 1, bits: 64, data: new Uint32Array(2) }, { k: 1, exactKernel: 'fast' }),
+      () => h.search({ rows: 1, bits: 64, data: new Uint32Array(2) }, { k: 1, exactKernel: 'fast' } as never),
       TypeError,
       /exactKernel must be/,
     );
