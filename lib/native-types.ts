@@ -67,7 +67,7 @@ export interface GpuTiming {
 /** A native class: `new` with its options, giving an instance that dispose() frees. */
 export type NativeClass<Options, Instance> = new (options: Options) => Instance;
 
-// ---- MinHash (minhash.cc, classic_minhash.cc, minhash_glue.cc) -----------------
+// ---- MinHash (minhash_napi.cc, classic_minhash_napi.cc, minhash_napi_common.cc) ---
 
 export interface MinHashHashOptions extends CallControl {
   rowStart: number;
@@ -123,7 +123,7 @@ export interface MinHashNative extends MinHashEngine {
   permutations(): MinHashPermutations;
 }
 
-// ---- StreamClusterer (cluster.cc) -------------------------------------------------
+// ---- StreamClusterer (cluster_napi.cc) --------------------------------------------
 
 export interface StreamClustererNativeOptions {
   threshold: number;
@@ -156,7 +156,7 @@ export interface StreamClustererNative {
   dispose(): void;
 }
 
-// ---- FlyHash (flyhash.cc) ------------------------------------------------------------
+// ---- FlyHash (flyhash_napi.cc) -------------------------------------------------------
 
 export interface FlyHashNativeOptions {
   inputDim: number;
@@ -175,7 +175,7 @@ export interface FlyHashNative {
   dispose(): void;
 }
 
-// ---- HammingIndex (hamming.cc) --------------------------------------------------------
+// ---- HammingIndex (hamming_napi.cc) ---------------------------------------------------
 
 export interface HammingIndexNativeOptions {
   bits: number;
@@ -217,7 +217,7 @@ export interface HammingIndexNative {
   dispose(): void;
 }
 
-// ---- similarity join (join.cc) ----------------------------------------------------------
+// ---- similarity join (join_napi.cc) -----------------------------------------------------
 
 export interface JoinOpenOptions extends Placement {
   /** Index into ['jaccard', 'cosine', 'dice', 'overlap'] (join.ts MEASURES). */
@@ -236,7 +236,7 @@ export interface JoinHandleNative {
   dispose(): void;
 }
 
-// ---- LSH (lsh.cc, lsh_store.cc) ------------------------------------------------------------
+// ---- LSH (lsh_napi.cc, lsh_store.cc) -------------------------------------------------------
 
 /** Signature layout and banding: width 2 for weighted (k, t) pairs, 1 for classic. */
 export interface LshShape {
@@ -348,7 +348,7 @@ export interface OpenedFile {
 // ---- the module ------------------------------------------------------------------------------
 
 export interface Addon extends LshFunctions {
-  // runtime.cc
+  // runtime_napi.cc
   devices(): DeviceInfo;
   /** Sets the CPU thread count when n is given (0: the default); returns the count in effect. */
   threads(n?: number): number;
@@ -376,7 +376,7 @@ export interface Addon extends LshFunctions {
   /** The rows of rowLength elements whose keep[i] is nonzero. */
   stageSelect(staged: Staged, rowLength: number, keep: Uint8Array): Staged;
 
-  // minhash.cc, classic_minhash.cc
+  // minhash_napi.cc, classic_minhash_napi.cc; philox.cc
   WeightedMinHashNative: NativeClass<WeightedMinHashNativeOptions, WeightedMinHashNative>;
   MinHashNative: NativeClass<MinHashNativeOptions, MinHashNative>;
   minhashJaccardPairs(signatures: Uint32Array, samples: number, left: Uint32Array, right: Uint32Array): Float32Array;
@@ -385,13 +385,13 @@ export interface Addon extends LshFunctions {
   /** curand() words, or curand_uniform() float bits when uniform. */
   philoxStream(seed: bigint, subsequence: bigint, offset: bigint, count: number, uniform?: boolean): Uint32Array;
 
-  // cluster.cc, flyhash.cc, hamming.cc, ops.cc
+  // cluster_napi.cc, flyhash_napi.cc, hamming_napi.cc, ops_napi.cc
   StreamClusterer: NativeClass<StreamClustererNativeOptions, StreamClustererNative>;
   FlyHash: NativeClass<FlyHashNativeOptions, FlyHashNative>;
   HammingIndex: NativeClass<HammingIndexNativeOptions, HammingIndexNative>;
   popcountRows(codes: BitWords, options: Placement & { cancel?: CancelFlag }): Promise<GpuTiming & { counts: Uint32Array }>;
 
-  // join.cc
+  // join_napi.cc
   JoinHandle: new () => JoinHandleNative;
   /** Sorts the four parallel arrays by (left, right), in place. */
   joinSortPairs(left: Uint32Array, right: Uint32Array, overlap: Uint32Array, similarity: Float32Array): Promise<void>;
