@@ -1,10 +1,12 @@
 // One GPU option across engines: `devices` ('all' or indices) everywhere; the
 // engines that run on one GPU take one index, and `device: n` still means
 // `devices: [n]`. Checked on the CPU backend, where the option is validated
-// the same way and results must not change.
+// the same way and results must not change. The first block holds on every
+// host (a list of two is refused as such before its indices meet the host's
+// GPUs); the range checks against this host's GPU count say what they assume.
 import { describe, expect, it } from 'vitest';
 import { FlyHash, HammingIndex, StreamClusterer, popcountRows, similarityJoin } from '../lib/index.js';
-import { expectInvalid } from './helpers.js';
+import { expectInvalid, gpuCount, itGpus } from './helpers.js';
 
 type Gpu = { devices?: 'all' | number[]; device?: number };
 
@@ -82,6 +84,19 @@ describe('the devices option of the single-GPU engines', () => {
       await fails({ devices: [0], device: 0 }, TypeError, /give devices or device, not both/);
       await fails({ devices: [] }, TypeError, /devices must be 'all' or a non-empty array/);
       await fails({ device: -1 }, RangeError, /device must be an integer in \[0, 1023\], got -1/);
+    });
+
+    itGpus(1, Infinity, `${e.name}: an index past this host's GPUs is a coded RangeError naming the count`, async () => {
+      const past = new RegExp(`device(s)?\\[0\\]=${gpuCount} is out of range: this host has ${gpuCount} GPU\\(s\\)`);
+      await expect(e.run({ devices: [gpuCount] })).rejects.toThrow(past);
+      await expect(e.run({ device: gpuCount })).rejects.toThrow(past);
+      await expect(e.run({ devices: [gpuCount] })).rejects.toBeInstanceOf(RangeError);
+      await expect(e.run({ devices: [gpuCount] })).rejects.toHaveProperty('code', 'CUSIM_INVALID_ARGUMENT');
+      expect(await e.run({ devices: [gpuCount - 1] })).toEqual(await e.run({}));
+    });
+
+    itGpus(0, 0, `${e.name}: without GPUs the CPU backend has no indices to check an index against`, async () => {
+      expect(await e.run({ devices: [3] })).toEqual(await e.run({}));
     });
   }
 });
