@@ -15,5 +15,5 @@ files=("$@"); [ ${#files[@]} -gt 0 ] || files=(cuda/*.cu)
 export nvcc
 # Several files at once: each nvcc run is one core's work for minutes.
 printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -I{} sh -c \
-  '"$nvcc" -std=c++17 -arch=sm_90 -O3 --fmad=false --expt-relaxed-constexpr -DCUSIM_WITH_CUDA=1 -DCUSIM_CUDA_ARCHITECTURES="\"90\"" "$@" -c {} -o /dev/null && echo "ok {}"' \
+  '"$nvcc" -std=c++17 -arch=sm_90 -O3 --fmad=false --expt-relaxed-constexpr -DCUSIM_CUDA_ARCHITECTURES="\"90\"" "$@" -c {} -o /dev/null && echo "ok {}"' \
   sh "${inc[@]}"

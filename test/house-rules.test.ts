@@ -93,7 +93,9 @@ describe('house rules', () => {
 
   it('one backend pattern: the glue and the interfaces have no #ifdef CUSIM_WITH_CUDA (the CUDA side is linked in, or native/cpu_only/no_cuda.cc)', () => {
     expect(nativeSources.length).toBeGreaterThan(20);
-    expect(hits(nativeSources, /CUSIM_WITH_CUDA/)).toEqual([]);
+    expect(hits([...nativeSources, ...cudaSources], /CUSIM_WITH_CUDA/)).toEqual([]);
+    // Nor does the build define it (a macro nothing reads invites an #ifdef).
+    expect(hits(['CMakeLists.txt', 'binding.gyp', path.join('scripts', 'check-cuda.sh')], /CUSIM_WITH_CUDA=/)).toEqual([]);
     // Every MakeCuda… factory a header declares has its CPU-only stand-in
     // (two engines may share a name in their own namespaces: count them).
     const count = (text: string) => {
