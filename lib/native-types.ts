@@ -21,7 +21,7 @@ import type {
   Tuning,
 } from './types.js';
 
-// ---- shared pieces (owned.cc, napi_util.cc) ---------------------------------
+// ---- shared pieces (owned_napi.cc, napi_util.cc) ----------------------------
 
 /** An AbortSignal's flag (lib/cancel.ts): JavaScript sets it, workers poll it. */
 export interface CancelFlag {
@@ -236,7 +236,7 @@ export interface JoinHandleNative {
   dispose(): void;
 }
 
-// ---- LSH (lsh_napi.cc, lsh_store.cc) -------------------------------------------------------
+// ---- LSH (lsh_napi.cc, lsh_store_napi.cc) --------------------------------------------------
 
 /** Signature layout and banding: width 2 for weighted (k, t) pairs, 1 for classic. */
 export interface LshShape {
@@ -301,7 +301,7 @@ export interface LshFunctions {
   ): PairList & { similarity: Float32Array; group: Uint32Array; count: number };
 }
 
-// ---- text (text.cc) -------------------------------------------------------------------------
+// ---- text (text_napi.cc) --------------------------------------------------------------------
 
 export interface TextTokenizerOptions {
   mode: 'code' | 'words' | 'qgrams';
@@ -333,7 +333,7 @@ export interface TextTokenizerNative {
   dispose(): void;
 }
 
-// ---- persistence (persist.cc) -------------------------------------------------------------
+// ---- persistence (persist_napi.cc) --------------------------------------------------------
 
 /** A file opened by persistOpen: header and section table checked. */
 export interface OpenedFile {
@@ -367,7 +367,7 @@ export interface Addon extends LshFunctions {
     archs: string,
   ): { reason?: string; archSupported: boolean; tensorCores: boolean };
 
-  // owned.cc
+  // owned_napi.cc
   CancelFlag: new () => CancelFlag;
   ProgressCounter: new () => ProgressCounter;
   stageCsr(matrix: CsrMatrix, wantValues?: boolean): Staged;
@@ -376,7 +376,7 @@ export interface Addon extends LshFunctions {
   /** The rows of rowLength elements whose keep[i] is nonzero. */
   stageSelect(staged: Staged, rowLength: number, keep: Uint8Array): Staged;
 
-  // minhash_napi.cc, classic_minhash_napi.cc; philox.cc
+  // minhash_napi.cc, classic_minhash_napi.cc; philox_napi.cc
   WeightedMinHashNative: NativeClass<WeightedMinHashNativeOptions, WeightedMinHashNative>;
   MinHashNative: NativeClass<MinHashNativeOptions, MinHashNative>;
   minhashJaccardPairs(signatures: Uint32Array, samples: number, left: Uint32Array, right: Uint32Array): Float32Array;
@@ -396,7 +396,7 @@ export interface Addon extends LshFunctions {
   /** Sorts the four parallel arrays by (left, right), in place. */
   joinSortPairs(left: Uint32Array, right: Uint32Array, overlap: Uint32Array, similarity: Float32Array): Promise<void>;
 
-  // text.cc: TextTokenizer is absent from builds older than the native tokenizer.
+  // text_napi.cc: TextTokenizer is absent from builds older than the native tokenizer.
   TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;
   /** remap[id]: the column of batch-local term id (-1: dropped by a frozen vocabulary). */
   assembleTextRows(
@@ -408,7 +408,7 @@ export interface Addon extends LshFunctions {
     remap: Int32Array,
   ): TextRows;
 
-  // persist.cc
+  // persist_napi.cc
   persistSave(path: string, kind: string, version: number, sections: [tag: string, data: ArrayBufferView][]): Promise<void>;
   persistOpen(path: string, kind: string, maxVersion: number): Promise<OpenedFile>;
   /** The container's checksum, as 16 hex digits. */

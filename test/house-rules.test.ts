@@ -125,6 +125,16 @@ describe('house rules', () => {
     }
   });
 
+  it('every native file that speaks N-API is named <thing>_napi.cc (beside addon.cc, the module entry, and napi_util.cc, its helpers)', () => {
+    const napiHeader = /#\s*include\s*[<"](napi\.h|napi_util\.h|owned\.h|\w*_napi\w*\.h)[>"]/;
+    const glue = nativeSources.filter(
+      (f) => f.endsWith('.cc') && (hits([f], napiHeader).length > 0 || hits([f], /CUSIM_REGISTER\s*\(/).length > 0),
+    );
+    expect(glue.length).toBeGreaterThanOrEqual(15);
+    const allowed = (f: string) => /_napi(_\w+)?\.cc$/.test(f) || ['addon.cc', 'napi_util.cc'].includes(path.basename(f));
+    expect(glue.filter((f) => !allowed(f))).toEqual([]);
+  });
+
   it('kernel choices come from shapes and tuning: the only environment variables are CUSIM_BACKEND, CUSIM_THREADS and CUSIM_PROFILE', () => {
     const allowed = new Set(['CUSIM_BACKEND', 'CUSIM_THREADS', 'CUSIM_PROFILE']);
     const names = [
