@@ -81,7 +81,7 @@ export interface FlyHashOptions {
   tuning?: FlyHashTuning;
 }
 
-const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-small', 'tile-large'] as const;
+const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-large'] as const;
 
 function checkFlyHashTuning(v: unknown): FlyHashTuning & Required<Tuning> {
   const t = checkTuningKeys(v, 'tuning', [
@@ -114,7 +114,7 @@ export interface FlyHashResult {
   /** GPU time (ms) during which some batch's kernels ran (batches on two streams overlap; counted once); 0 on the CPU. */
   kernelMs: number;
   transferMs: number;
-  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-small', 'tile-large', 'fused', 'two-pass'; 'a+b' when a call switched from a to b part way); '' on the CPU. */
+  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-large', 'fused', 'two-pass'; 'a+b' when a call switched from a to b part way); '' on the CPU. */
   kernel: string;
 }
 

@@ -202,7 +202,7 @@ export interface HammingIndexNative {
   add(codes: Uint32Array): number;
   search(
     queries: BitWords,
-    options: Placement & CallControl & { k: number; exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' },
+    options: Placement & CallControl & { k: number; exactKernel: 'auto' | 'popc' | 'mma2' },
   ): Promise<HammingSearchNativeResult>;
   scores(queries: BitWords, options: Placement): Promise<Uint32Array>;
   build(options: Placement): Promise<{ buildMs: number; transferMs: number }>;
