@@ -8,7 +8,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { native } from './addon.js';
 import type { LshShape } from './native-types.js';
-// murmur3's fmix32: native/lsh_store_napi.cc partitions ids with the same function.
+// murmur3's fmix32: native/lsh_store.cc partitions ids with the same function.
 import { fmix32 } from './classic-minhash.js';
 import { codedError, rangeError, typeError } from './errors.js';
 import { describe, isObject, toCsr, type CsrMatrix } from './validate.js';

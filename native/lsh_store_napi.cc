@@ -1,36 +1,19 @@
-// The compute side of MinHashLSH's Redis storage (lib/lsh-redis.ts,
-// docs/redis-lsh.md). Redis holds append-only binary entries; these calls turn
-// signatures into entries grouped by key, and entries read back into query
-// hits, candidate pairs and groups, with the same hashing, classes,
-// verification and union-find as the in-memory index, so both give the same
-// results. Entries: band (u64 band key, u32 id), 12 bytes; record (u32 id,
-// u32 flags, u64 signature fingerprint), 16 bytes.
-#include <algorithm>
-#include <cstring>
-#include <numeric>
+// The N-API glue of MinHashLSH's Redis storage: reads and checks the
+// arguments, runs native/lsh_store.h's compute in a Task and converts the
+// results (entry layouts: lsh_store.h).
+#include <string>
 
 #include "lsh.h"
+#include "lsh_store.h"
 #include "napi_util.h"
 #include "owned.h"
-#include "parallel.h"
 
 namespace cusim {
 namespace {
 
-constexpr uint32_t kNone = 0xFFFFFFFFu;
-constexpr size_t kBandEntry = 12, kRecord = 16;
-constexpr uint32_t kEmptyFlag = 1;
-
-// murmur3's fmix32: lib/lsh-redis.ts computes the same partition of an id.
-inline uint32_t Fmix32(uint32_t h) {
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  return h ^ (h >> 16);
-}
-inline uint32_t IdPartition(uint32_t id, uint32_t parts) { return Fmix32(id) % parts; }
-inline uint32_t KeyPartition(uint64_t key, uint32_t parts) { return uint32_t(key >> 32) % parts; }
+using lsh_store::Bytes;
+using lsh_store::kBandEntry;
+using lsh_store::kNone;
 
 uint32_t U32(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi) {
   const double v = NumProp(o, key, "options");
@@ -47,11 +30,6 @@ Napi::Value Typed(Napi::Env env, std::vector<T>&& v) {
 
 Napi::Value BigU64(Napi::Env env, std::vector<uint64_t>&& v) { return ToTyped(env, std::move(v)); }
 
-struct Bytes {
-  const uint8_t* data;
-  size_t size;
-};
-
 // Every element is read (getters may run) before any is copied into `in`.
 std::vector<Bytes> BytesList(const Napi::Value& v, const char* name, Inputs& in) {
   if (!v.IsArray()) ThrowInvalid(std::string(name) + " must be an array of Uint8Array", "TypeError");
@@ -64,23 +42,6 @@ std::vector<Bytes> BytesList(const Napi::Value& v, const char* name, Inputs& in)
     out.push_back({b.data, b.length});
   }
   return out;
-}
-
-inline uint64_t Get64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline uint32_t Get32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// Index of id in the ascending live ids, or kNone.
-inline uint32_t IndexOf(const uint32_t* live, uint64_t n, uint32_t id) {
-  const uint32_t* it = std::lower_bound(live, live + n, id);
-  return it != live + n && *it == id ? uint32_t(it - live) : kNone;
 }
 
 // lshStoreEntries(signatures, ids, { samples, bands, rows, partitions })
@@ -106,66 +67,20 @@ Napi::Value Entries(const Napi::CallbackInfo& info) {
     const uint32_t* sd = sig.data;
     const uint32_t* idd = ids.data;
     const uint64_t n = ids.length;
-    struct Out {
-      std::vector<uint8_t> band, rec;
-      std::vector<double> bandOff, recOff;
-    };
-    auto out = std::make_shared<Out>();
+    auto out = std::make_shared<lsh_store::Entries>();
     return RunAsync(
         info.Env(),
         [=] {
           lsh::SigView s;
           s.data = sd, s.n = n, s.samples = samples, s.width = width;
-          const uint64_t K = uint64_t(p.bands) * P;
-          std::vector<uint64_t> keys(n * p.bands);
-          std::vector<uint64_t> fp(n);
-          std::vector<uint8_t> empty(n);
-          ParallelFor(n, 1024, [&](size_t b, size_t e) {
-            for (size_t i = b; i < e; ++i) {
-              empty[i] = lsh::IsEmptyRow(s.row(i), samples, width);
-              fp[i] = empty[i] ? 0 : lsh::FullHash(s.row(i), samples, width);
-              if (!empty[i])
-                for (uint32_t band = 0; band < p.bands; ++band)
-                  keys[i * p.bands + band] = lsh::BandKey(s.row(i), band, p.rows, width);
-            }
-          });
-          std::vector<uint64_t> count(K + 1, 0), rcount(P + 1, 0);
-          for (uint64_t i = 0; i < n; ++i) {
-            ++rcount[IdPartition(idd[i], P) + 1];
-            if (!empty[i])
-              for (uint32_t band = 0; band < p.bands; ++band)
-                ++count[uint64_t(band) * P + KeyPartition(keys[i * p.bands + band], P) + 1];
-          }
-          for (uint64_t k = 0; k < K; ++k) count[k + 1] += count[k];
-          for (uint32_t k = 0; k < P; ++k) rcount[k + 1] += rcount[k];
-          out->band.resize(count[K] * kBandEntry);
-          out->rec.resize(n * kRecord);
-          std::vector<uint64_t> cur(count.begin(), count.end() - 1), rcur(rcount.begin(), rcount.end() - 1);
-          for (uint64_t i = 0; i < n; ++i) {
-            uint8_t* r = out->rec.data() + rcur[IdPartition(idd[i], P)]++ * kRecord;
-            const uint32_t flags = empty[i] ? kEmptyFlag : 0;
-            std::memcpy(r, &idd[i], 4);
-            std::memcpy(r + 4, &flags, 4);
-            std::memcpy(r + 8, &fp[i], 8);
-            if (empty[i]) continue;
-            for (uint32_t band = 0; band < p.bands; ++band) {
-              const uint64_t key = keys[i * p.bands + band];
-              uint8_t* e = out->band.data() + cur[uint64_t(band) * P + KeyPartition(key, P)]++ * kBandEntry;
-              std::memcpy(e, &key, 8);
-              std::memcpy(e + 8, &idd[i], 4);
-            }
-          }
-          out->bandOff.resize(K + 1);
-          out->recOff.resize(P + 1);
-          for (uint64_t k = 0; k <= K; ++k) out->bandOff[k] = double(count[k] * kBandEntry);
-          for (uint32_t k = 0; k <= P; ++k) out->recOff[k] = double(rcount[k] * kRecord);
+          *out = lsh_store::MakeEntries(s, idd, p, P);
         },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);
           r.Set("band", Typed(env, std::move(out->band)));
-          r.Set("bandOffsets", Typed(env, std::move(out->bandOff)));
+          r.Set("bandOffsets", Typed(env, std::move(out->bandOffsets)));
           r.Set("rec", Typed(env, std::move(out->rec)));
-          r.Set("recOffsets", Typed(env, std::move(out->recOff)));
+          r.Set("recOffsets", Typed(env, std::move(out->recOffsets)));
           return r;
         },
         {}, in);
@@ -188,44 +103,13 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
     const uint64_t nq = uint64_t(qc);
     const uint32_t* rm = removed.data;
     const uint64_t nrm = removed.length;
-    auto indptr = std::make_shared<std::vector<uint32_t>>();
-    auto hits = std::make_shared<std::vector<uint32_t>>();
+    auto out = std::make_shared<lsh_store::Hits>();
     return RunAsync(
-        info.Env(),
-        [=] {
-          std::vector<std::vector<std::pair<uint32_t, uint32_t>>> perKey(stored.size());  // (query, id)
-          ParallelFor(stored.size(), 1, [&](size_t b, size_t e) {
-            for (size_t k = b; k < e; ++k) {
-              if (stored[k].size % kBandEntry || queries[k].size % kBandEntry)
-                ThrowInvalid("band entries must be 12 bytes each");
-              std::vector<std::pair<uint64_t, uint32_t>> s(stored[k].size / kBandEntry);
-              for (size_t i = 0; i < s.size(); ++i)
-                s[i] = {Get64(stored[k].data + i * kBandEntry), Get32(stored[k].data + i * kBandEntry + 8)};
-              std::sort(s.begin(), s.end());
-              for (size_t j = 0; j < queries[k].size / kBandEntry; ++j) {
-                const uint64_t key = Get64(queries[k].data + j * kBandEntry);
-                const uint32_t q = Get32(queries[k].data + j * kBandEntry + 8);
-                if (q >= nq) ThrowInvalid("query entry out of range");
-                for (auto it = std::lower_bound(s.begin(), s.end(), std::make_pair(key, uint32_t(0)));
-                     it != s.end() && it->first == key; ++it)
-                  if (!std::binary_search(rm, rm + nrm, it->second)) perKey[k].emplace_back(q, it->second);
-              }
-            }
-          });
-          std::vector<std::pair<uint32_t, uint32_t>> all;
-          for (auto& v : perKey) all.insert(all.end(), v.begin(), v.end());
-          std::sort(all.begin(), all.end());
-          all.erase(std::unique(all.begin(), all.end()), all.end());
-          indptr->assign(nq + 1, 0);
-          for (auto& [q, id] : all) ++(*indptr)[q + 1];
-          for (uint64_t q = 0; q < nq; ++q) (*indptr)[q + 1] += (*indptr)[q];
-          hits->resize(all.size());
-          for (size_t i = 0; i < all.size(); ++i) (*hits)[i] = all[i].second;
-        },
+        info.Env(), [=] { *out = lsh_store::Query(stored, queries, nq, rm, nrm); },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);
-          r.Set("indptr", Typed(env, std::move(*indptr)));
-          r.Set("ids", Typed(env, std::move(*hits)));
+          r.Set("indptr", Typed(env, std::move(out->indptr)));
+          r.Set("ids", Typed(env, std::move(out->ids)));
           return r;
         },
         {}, in);
@@ -242,45 +126,9 @@ Napi::Value Records(const Napi::CallbackInfo& info) {
     auto removed = in->Array<uint32_t>(info[1], "removed");
     const uint32_t* rm = removed.data;
     const uint64_t nrm = removed.length;
-    struct Out {
-      std::vector<uint32_t> ids;
-      std::vector<uint64_t> fp;
-      std::vector<uint8_t> empty;
-    };
-    auto out = std::make_shared<Out>();
+    auto out = std::make_shared<lsh_store::LiveRows>();
     return RunAsync(
-        info.Env(),
-        [=] {
-          struct Rec {
-            uint32_t id, flags;
-            uint64_t fp;
-            bool operator<(const Rec& o) const {
-              return id != o.id ? id < o.id : fp != o.fp ? fp < o.fp : flags < o.flags;
-            }
-            bool operator==(const Rec& o) const { return id == o.id && fp == o.fp && flags == o.flags; }
-          };
-          std::vector<Rec> all;
-          for (const Bytes& b : recs) {
-            if (b.size % kRecord)
-              throw Error("CUSIM_STORAGE_ERROR",
-                          "a record key holds a partial record: not a cusim LSH index, or damaged");
-            for (size_t i = 0; i < b.size; i += kRecord)
-              all.push_back({Get32(b.data + i), Get32(b.data + i + 4), Get64(b.data + i + 8)});
-          }
-          std::sort(all.begin(), all.end());
-          all.erase(std::unique(all.begin(), all.end()), all.end());
-          for (size_t i = 0; i < all.size(); ++i) {
-            if (i > 0 && all[i].id == all[i - 1].id)
-              throw Error("CUSIM_STORAGE_ERROR",
-                          "id " + std::to_string(all[i].id) + " was inserted twice with different signatures");
-            if (all[i].flags > kEmptyFlag)
-              throw Error("CUSIM_STORAGE_ERROR", "a record has unknown flags: damaged index");
-            if (std::binary_search(rm, rm + nrm, all[i].id)) continue;
-            out->ids.push_back(all[i].id);
-            out->fp.push_back(all[i].fp);
-            out->empty.push_back(uint8_t(all[i].flags & kEmptyFlag));
-          }
-        },
+        info.Env(), [=] { *out = lsh_store::Records(recs, rm, nrm); },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);
           r.Set("ids", Typed(env, std::move(out->ids)));
@@ -301,26 +149,10 @@ Napi::Value Classes(const Napi::CallbackInfo& info) {
     auto fp = in.Array<uint64_t>(info[0], "fp");
     auto empty = in.Array<uint8_t>(info[1], "empty");
     if (empty.length != fp.length) ThrowInvalid("fp and empty must have the same length");
-    std::vector<std::pair<uint64_t, uint32_t>> k;
-    for (uint32_t i = 0; i < fp.length; ++i)
-      if (!empty.data[i]) k.emplace_back(fp.data[i], i);
-    std::sort(k.begin(), k.end());
-    std::vector<std::pair<uint32_t, std::pair<size_t, size_t>>> runs;  // (first member, [b, e))
-    for (size_t s = 0; s < k.size();) {
-      size_t t = s + 1;
-      while (t < k.size() && k[t].first == k[s].first) ++t;
-      if (t - s > 1) runs.push_back({k[s].second, {s, t}});
-      s = t;
-    }
-    std::sort(runs.begin(), runs.end());
-    std::vector<uint32_t> ptr{0}, members;
-    for (auto& r : runs) {
-      for (size_t i = r.second.first; i < r.second.second; ++i) members.push_back(k[i].second);
-      ptr.push_back(uint32_t(members.size()));
-    }
+    lsh_store::Classes c = lsh_store::FingerprintClasses(fp.data, empty.data, fp.length);
     auto r = Napi::Object::New(info.Env());
-    r.Set("ptr", Typed(info.Env(), std::move(ptr)));
-    r.Set("members", Typed(info.Env(), std::move(members)));
+    r.Set("ptr", Typed(info.Env(), std::move(c.ptr)));
+    r.Set("members", Typed(info.Env(), std::move(c.members)));
     return r;
   });
 }
@@ -346,25 +178,7 @@ Napi::Value Pairs(const Napi::CallbackInfo& info) {
     const uint64_t nl = live.length;
     auto out = std::make_shared<std::vector<uint64_t>>();
     return RunAsync(
-        info.Env(),
-        [=] {
-          std::vector<std::pair<uint64_t, uint32_t>> s;
-          s.reserve(ne);
-          for (uint64_t i = 0; i < ne; ++i) {
-            const uint32_t idx = IndexOf(ld, nl, Get32(ed + i * kBandEntry + 8));
-            if (idx == kNone || rd[idx] == kNone) continue;
-            s.emplace_back(Get64(ed + i * kBandEntry), rd[idx]);
-          }
-          std::sort(s.begin(), s.end());
-          s.erase(std::unique(s.begin(), s.end()), s.end());
-          for (size_t a = 0; a < s.size();) {
-            size_t b = a + 1;
-            while (b < s.size() && s[b].first == s[a].first) ++b;
-            for (size_t i = a; i < b; ++i)
-              for (size_t j = i + 1; j < b; ++j) out->push_back((uint64_t(s[i].second) << 32) | s[j].second);
-            a = b;
-          }
-        },
+        info.Env(), [=] { *out = lsh_store::Pairs(ed, ne, ld, rd, nl); },
         [=](Napi::Env env) -> Napi::Value { return BigU64(env, std::move(*out)); }, {}, in);
   });
 }
@@ -384,12 +198,9 @@ Napi::Value Merge(const Napi::CallbackInfo& info) {
     return RunAsync(
         info.Env(),
         [=] {
-          uint64_t total = 0, maxHigh = 0;
-          for (auto& p : parts) total += p.length;
-          out->reserve(total);
-          for (auto& p : parts) out->insert(out->end(), p.data, p.data + p.length);
-          for (uint64_t x : *out) maxHigh = std::max(maxHigh, x >> 32);
-          lsh::SortUnique(*out, maxHigh);
+          std::vector<std::pair<const uint64_t*, uint64_t>> chunks;
+          for (auto& p : parts) chunks.emplace_back(p.data, p.length);
+          *out = lsh_store::Merge(chunks);
         },
         [=](Napi::Env env) -> Napi::Value { return BigU64(env, std::move(*out)); }, {}, in);
   });
