@@ -114,8 +114,37 @@ describe('house rules', () => {
     for (const [name, n] of declared) expect(stand.get(name) ?? 0, name).toBe(n);
   });
 
+  // The engines, from the sources: each native/<engine>.h that declares a MakeCuda… factory.
+  const engines = nativeSources
+    .filter((f) => f.endsWith('.h') && /\bMakeCuda\w*\s*\(/.test(code(read(f))))
+    .map((f) => path.basename(f, '.h'));
+
+  it('the engine list comes from the sources: every header with a MakeCuda… factory', () => {
+    expect(engines).toEqual(expect.arrayContaining(['minhash', 'classic_minhash', 'lsh', 'join', 'hamming', 'flyhash', 'cluster', 'ops']));
+  });
+
+  it('cuda/ is a star: shared device code in cuda/common/, each engine in cuda/<engine>.cu with its families in cuda/<engine>/', () => {
+    const top = readdirSync(path.join(root, 'cuda'), { withFileTypes: true });
+    const dirs = top.filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(dirs).toContain('common');
+    // Every folder is common/ or an engine's.
+    expect(dirs.filter((d) => d !== 'common' && !engines.includes(d))).toEqual([]);
+    // Every engine has its backend file; a top-level file belongs to an engine by its name.
+    for (const e of engines) expect(cudaSources, e).toContain(path.join('cuda', `${e}.cu`));
+    const owner = (f: string) => engines.some((e) => f === `${e}.cu` || f.startsWith(`${e}_`));
+    expect(top.filter((e) => e.isFile() && !owner(e.name)).map((e) => e.name)).toEqual([]);
+    // Only cuda/common/ is included across engines: an engine folder's header is its engine's alone.
+    for (const f of cudaSources) {
+      for (const m of code(read(f)).matchAll(/#\s*include\s*"([^"]+)"/g)) {
+        const target = path.normalize(path.join(path.dirname(f), m[1]));
+        const dir = path.relative('cuda', path.dirname(target)).split(path.sep)[0];
+        if (!target.startsWith(`cuda${path.sep}`) || dir === '' || dir === 'common') continue;
+        expect(f.startsWith(path.join('cuda', dir)), `${f} includes ${target}`).toBe(true);
+      }
+    }
+  });
+
   it('glue files are named <engine>_napi.cc, and only they include napi.h among the engines', () => {
-    const engines = ['minhash', 'classic_minhash', 'lsh', 'join', 'hamming', 'flyhash', 'cluster', 'ops'];
     for (const e of engines) {
       expect(nativeSources, e).toContain(path.join('native', `${e}_napi.cc`));
       expect(nativeSources, e).not.toContain(path.join('native', `${e}.cc`));
