@@ -8,9 +8,12 @@
 // EWH: CSR buckets built by count / scan / scatter, atomic scoring over the
 // probes within e bits, an in-order shortlist, then an exact re-rank.
 //
-// Layout: the kernels are in cuda/hamming/ (common, exact, topk, ewh), all
+// Layout: the kernels are in cuda/hamming/: the families exact.cuh and
+// ewh.cuh, over common.cuh and the top-k selection both use (topk.cuh), all
 // compiled in this one translation unit; this file keeps the host side.
 #include "hamming/ewh.cuh"
+#include "hamming/exact.cuh"
+#include "hamming/topk.cuh"
 
 namespace cusim {
 namespace hamming {

@@ -3,6 +3,7 @@
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
+#include "legacy.cuh"
 #include "mma_float.cuh"
 
 namespace cusim {
