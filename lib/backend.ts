@@ -57,13 +57,11 @@ export function resolveDevices(requested: unknown, name = 'devices'): number[] |
 /**
  * The GPU option of an engine that runs on one GPU: `devices` as every engine
  * takes it ('all' or GPU indices; here at most one index, 'all' meaning the
- * default GPU 0), or its older spelling `device: n` (the same as `devices: [n]`).
+ * default GPU 0). The removed spelling `device: n` is a coded error rather
+ * than silently GPU 0.
  */
 export function resolveOneDevice(options: { devices?: unknown; device?: unknown }, what: string): number[] | undefined {
-  if (options.devices !== undefined && options.device !== undefined) {
-    throw typeError('give devices or device, not both (device: n is devices: [n])');
-  }
-  if (options.device !== undefined) return resolveDevices([checkInt(options.device, 'device', 0, 1023)], 'device');
+  if (options.device !== undefined) throw typeError('device was removed: pass devices: [n]');
   // The count is checked before the indices: on a host with fewer GPUs, "runs on one" is the real fix.
   const requested = options.devices;
   if (Array.isArray(requested) && requested.length > 1) {

@@ -52,8 +52,6 @@ export interface StreamClustererOptions {
   backend?: BackendOption;
   /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
   devices?: 'all' | number[];
-  /** @deprecated The same as `devices: [n]`. */
-  device?: number;
   /** Clusters unseen for more than maxAge documents become inactive for good. */
   decay?: { maxAge: number };
   /** GPU choices that never change the clusters; see docs/engines/cluster.md. */
@@ -270,7 +268,7 @@ export class StreamClusterer extends NativeResource<StreamClustererNative> {
 
   static async load(
     path: string,
-    options: { backend?: BackendOption; devices?: 'all' | number[]; device?: number; tuning?: ClusterTuning } = {},
+    options: { backend?: BackendOption; devices?: 'all' | number[]; tuning?: ClusterTuning } = {},
   ): Promise<StreamClusterer> {
     checkPath(path);
     const c = new StreamClusterer({
@@ -279,7 +277,6 @@ export class StreamClusterer extends NativeResource<StreamClustererNative> {
       capacity: 1,
       backend: options.backend,
       devices: options.devices,
-      device: options.device,
       tuning: options.tuning,
     });
     try {

@@ -174,8 +174,6 @@ export class FlyHash extends NativeResource<FlyHashNative> {
       backend?: BackendOption;
       /** The GPU: 'all' (GPU 0) or one index in a list. */
       devices?: 'all' | number[];
-      /** @deprecated The same as `devices: [n]`. */
-      device?: number;
       signal?: AbortSignal;
     } = {},
   ): Promise<FlyHashResult> {

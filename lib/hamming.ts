@@ -20,8 +20,6 @@ export interface HammingIndexOptions {
   backend?: BackendOption;
   /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
   devices?: 'all' | number[];
-  /** @deprecated The same as `devices: [n]`. */
-  device?: number;
   /** EWH: hash tables (n). */
   tables?: number;
   /** EWH: key bits per table (h). */
@@ -203,7 +201,7 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
   /** Reads an index written by save(): codes go straight into their final buffer. */
   static async load(
     path: string,
-    options: { backend?: BackendOption; devices?: 'all' | number[]; device?: number; tuning?: Tuning } = {},
+    options: { backend?: BackendOption; devices?: 'all' | number[]; tuning?: Tuning } = {},
   ): Promise<HammingIndex> {
     checkPath(path);
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -211,7 +209,6 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
       bits: 32,
       backend: options.backend,
       devices: options.devices,
-      device: options.device,
       tuning: options.tuning,
     });
     try {

@@ -63,8 +63,6 @@ export interface JoinOptions {
   tuning?: JoinTuning;
   /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
   devices?: 'all' | number[];
-  /** @deprecated The same as `devices: [n]`. */
-  device?: number;
   signal?: AbortSignal;
   /**
    * Rows probed so far: `{ stage: 'join', done, total }` (see ProgressEvent);
