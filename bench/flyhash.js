@@ -250,7 +250,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
               ],
               rows: tuning,
               notes: [
-                'tuning.kernel forces a family (auto, mma, tile-small, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
+                'tuning.kernel forces a family (auto, mma, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
                 'tuning.maxRowsPerBlock caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
                 'docs/perf/flyhash.md explains the families.',
               ],

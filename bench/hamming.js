@@ -181,7 +181,6 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
       };
       if (hasCuda) {
         await runOne('exact popc', 'cuda', {}, { exactKernel: 'popc' }, nq);
-        await runOne('exact mma', 'cuda', {}, { exactKernel: 'mma' }, nq);
         await runOne('exact mma2', 'cuda', {}, { exactKernel: 'mma2' }, nq);
         const a = outs.get('exact popc'),
           b = outs.get('exact mma2');
@@ -347,11 +346,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
           const qv = qs.subarray(0, q * w);
           const entries = [['ewh', ewh, {}]];
           if (backend === 'cuda') {
-            entries.push(
-              ['exact popc', null, { exactKernel: 'popc' }],
-              ['exact mma', null, { exactKernel: 'mma' }],
-              ['exact mma2', null, { exactKernel: 'mma2' }],
-            );
+            entries.push(['exact popc', null, { exactKernel: 'popc' }], ['exact mma2', null, { exactKernel: 'mma2' }]);
           } else {
             entries.push(['exact', null, {}]);
           }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../native/classic_minhash.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 #include "minhash_batch.cuh"
 
 namespace cusim {

@@ -12,7 +12,7 @@
 
 #include "../native/cluster.h"
 #include "../native/parallel.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 
 namespace cusim {
 namespace cluster {

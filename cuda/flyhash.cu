@@ -3,12 +3,11 @@
 //  - tile kernels (d < 65536 and a 32-row tile of X fits in shared memory): a
 //    block takes 32 rows, lane r of every warp computes row r, so each index
 //    load serves 32 rows and the gathers xs[i][lane] never conflict.
-//    TileSmall keeps all 32*m keys in shared memory and selects one row per
-//    warp. TileLarge (m too large for that) computes a sample of outputs
-//    first, brackets each row's k-th largest, then makes one pass that writes
-//    the sure winners' bits and lists the bracketed keys in device memory;
-//    a warp per row then selects exactly among the listed keys. Rows whose
-//    bracket misses are flagged and redone exactly by FallbackKernel.
+//    TileLarge computes a sample of outputs first, brackets each row's k-th
+//    largest, then makes one pass that writes the sure winners' bits and
+//    lists the bracketed keys in device memory; a warp per row then selects
+//    exactly among the listed keys. Rows whose bracket misses are flagged
+//    and redone exactly by FallbackKernel.
 //  - legacy fused path, and
 //  - legacy two-pass path, for wide inputs or few rows.
 // Legacy fused path: a block takes R rows, keeps them in shared
@@ -269,7 +268,7 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
   const bool indices = o == Output::Indices;
   const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued, tuning);
   const bool quant = pl.kind == Kind::MmaQ8, mma = pl.kind == Kind::Mma || quant;
-  const bool tile = pl.kind == Kind::TileSmall || pl.kind == Kind::TileLarge || mma;
+  const bool tile = pl.kind == Kind::TileLarge || mma;
   const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, LegacyBuffer<Idx>(st));
   const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;  // also the fallback's
   const uint32_t* dWb = mma ? UploadBits(p, proj, pl.kp, st) : nullptr;
@@ -405,12 +404,7 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dX, st.hX[slot].data(), n * xRowBytes, cudaMemcpyHostToDevice, sm));
     e[1].record(sm);
     const unsigned tiles = unsigned((n + kTile - 1) / kTile);
-    const uint4* packed4 = reinterpret_cast<const uint4*>(dPacked);
-    if (pl.kind == Kind::TileSmall) {
-      TileSmallKernel<<<tiles, 1024, pl.smem, sm>>>(dX, n, p.d, packed4, packs, full, rem, p.m, p.k, indices, dOut,
-                                                    stride);
-      CUSIM_LAUNCH_CHECK();
-    } else if (pl.kind == Kind::TileLarge) {
+    if (pl.kind == Kind::TileLarge) {
       uint32_t* bits = indices ? st.dBits[slot].data() : dOut;
       uint32_t* fail = st.dFail[slot].data();
       Chunks ch = chunks;

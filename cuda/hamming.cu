@@ -8,9 +8,12 @@
 // EWH: CSR buckets built by count / scan / scatter, atomic scoring over the
 // probes within e bits, an in-order shortlist, then an exact re-rank.
 //
-// Layout: the kernels are in cuda/hamming/ (common, exact, topk, ewh), all
+// Layout: the kernels are in cuda/hamming/: the families exact.cuh and
+// ewh.cuh, over common.cuh and the top-k selection both use (topk.cuh), all
 // compiled in this one translation unit; this file keeps the host side.
 #include "hamming/ewh.cuh"
+#include "hamming/exact.cuh"
+#include "hamming/topk.cuh"
 
 namespace cusim {
 namespace hamming {
@@ -124,7 +127,7 @@ void FinishBatch(gpu::Event (&t)[4], uint32_t* ids, uint16_t* dist, uint64_t q0,
   }
 }
 
-enum class Tile { Popc, Mma, Mma2 };
+enum class Tile { Popc, Mma2 };
 
 template <int KS, class Epi>
 void LaunchMma2(const DeviceIndex& d, uint64_t nrows, uint64_t stride, const QueryBatch& qb, uint32_t nb, Epi epi,
@@ -152,10 +155,6 @@ void LaunchTile(Tile tile, const DeviceIndex& d, uint64_t nrows, uint64_t stride
       LaunchMma2<2>(d, nrows, stride, qb, nb, epi, stream);
     else
       LaunchMma2<0>(d, nrows, stride, qb, nb, epi, stream);
-  } else if (tile == Tile::Mma) {
-    dim3 grid((nb + 15) / 16, rowBlocks);
-    MmaTile<<<grid, 128, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, stride, qb.codes.data(),
-                                      qb.pops.data(), nb, epi);
   } else {
     dim3 grid((nb + 15) / 16, rowBlocks);
     PopcTile<16><<<grid, kThreads, 0, stream>>>(d.codes.data(), d.wp, nrows, stride, qb.codes.data(), nb, epi);
@@ -167,13 +166,10 @@ Tile ChooseTile(ExactKernel kernel, uint32_t bits, int device) {
   if (kernel == ExactKernel::Popc) return Tile::Popc;
   // The 1-bit MMA (m16n8k256 AND + popc) is sm_80's: older GPUs scan with popcount.
   const bool tensorCores = DeviceTensorCores(device);
-  if (kernel == ExactKernel::Mma || kernel == ExactKernel::Mma2) {
+  if (kernel == ExactKernel::Mma2) {
     if (!tensorCores)
-      throw Error(kInvalidArgument,
-                  std::string("exactKernel '") + (kernel == ExactKernel::Mma ? "mma" : "mma2") +
-                      "' needs a GPU of compute capability 8.0 or newer",
-                  "RangeError");
-    return kernel == ExactKernel::Mma ? Tile::Mma : Tile::Mma2;
+      throw Error(kInvalidArgument, "exactKernel 'mma2' needs a GPU of compute capability 8.0 or newer", "RangeError");
+    return Tile::Mma2;
   }
   // Codes under 128 bits would be padded to 256 for the MMA: scalar popcount wins there.
   return tensorCores && bits >= 128 ? Tile::Mma2 : Tile::Popc;

@@ -29,7 +29,7 @@
 #include "../native/join.h"
 #include "../native/parallel.h"
 #include "../native/phase_log.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 
 namespace cusim {
 namespace join {

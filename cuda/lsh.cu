@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../native/lsh.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 
 namespace cusim {
 namespace lsh {

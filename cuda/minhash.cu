@@ -33,7 +33,7 @@
 #include "../native/gpu.h"
 #include "../native/minhash.h"
 #include "../native/parallel.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 #include "minhash_batch.cuh"
 
 namespace cusim {

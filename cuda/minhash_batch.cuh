@@ -16,7 +16,7 @@
 
 #include "../native/common.h"
 #include "../native/minhash.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 
 namespace cusim {
 namespace minhash {

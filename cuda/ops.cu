@@ -1,7 +1,7 @@
 #include <memory>
 
 #include "../native/ops.h"
-#include "gpu.cuh"
+#include "common/gpu.cuh"
 
 namespace cusim {
 namespace ops {

@@ -2,54 +2,10 @@
 import { native } from './addon.js';
 import { cudaError, rangeError, typeError } from './errors.js';
 import { checkInt, describe } from './validate.js';
+import type { Backend, DeviceInfo } from './types.js';
+export type { Backend, GpuInfo, DeviceInfo } from './types.js';
 
 export type BackendOption = 'auto' | 'cpu' | 'cuda';
-export type Backend = 'cpu' | 'cuda';
-
-export interface GpuInfo {
-  index: number;
-  name: string;
-  memoryBytes: number;
-  computeCapability: string;
-  multiprocessors: number;
-  /**
-   * Whether the tensor-core kernel families run here (compute capability 8.0
-   * or newer: mma.sync on int8 and 1-bit fragments, cp.async). Older GPUs
-   * (Turing) run the CUDA-core families, which give the same results.
-   */
-  tensorCores: boolean;
-  /**
-   * The kernel families this GPU runs where an engine has a choice, in the
-   * order `auto` prefers them (shapes decide among them): FlyHash ('mma-u8',
-   * 'mma-q8' with tensor cores, then 'tile-large', 'fused', 'two-pass') and
-   * the Hamming exact scan ('mma2' with tensor cores, 'popc').
-   */
-  kernels: { flyhash: string[]; hamming: string[] };
-}
-
-export interface DeviceInfo {
-  /** True when the addon has CUDA kernels and at least one usable GPU. */
-  cuda: boolean;
-  /**
-   * Why `cuda` is false: 'not compiled: …', 'no driver: …', 'driver too old:
-   * …' (naming the driver's and the runtime's CUDA versions and the fix),
-   * 'no device: …' or 'no supported GPU: …'.
-   */
-  reason?: string;
-  /** Usable GPUs (one whose architecture this binary has no kernels for is left out). */
-  gpus: GpuInfo[];
-  /** Whether this addon binary contains CUDA kernels at all. */
-  compiledWithCuda: boolean;
-  /** CUDA builds: the GPU architectures compiled in (CMake's list, e.g. '75-real,…,90-real,100-real,120'). */
-  cudaArchitectures?: string;
-  /** CUDA builds: the CUDA runtime version linked in ('13.0'). */
-  runtimeVersion?: string;
-  /** CUDA builds with a driver: the CUDA version the driver supports ('13.0'). */
-  driverVersion?: string;
-  /** The NVIDIA driver's own version ('580.159.04'), where the host reports it. */
-  driverRelease?: string;
-}
-
 let cachedDevices: DeviceInfo | undefined;
 
 /** What this host offers. Probed once per process. */
@@ -101,13 +57,11 @@ export function resolveDevices(requested: unknown, name = 'devices'): number[] |
 /**
  * The GPU option of an engine that runs on one GPU: `devices` as every engine
  * takes it ('all' or GPU indices; here at most one index, 'all' meaning the
- * default GPU 0), or its older spelling `device: n` (the same as `devices: [n]`).
+ * default GPU 0). The removed spelling `device: n` is a coded error rather
+ * than silently GPU 0.
  */
 export function resolveOneDevice(options: { devices?: unknown; device?: unknown }, what: string): number[] | undefined {
-  if (options.devices !== undefined && options.device !== undefined) {
-    throw typeError('give devices or device, not both (device: n is devices: [n])');
-  }
-  if (options.device !== undefined) return resolveDevices([checkInt(options.device, 'device', 0, 1023)], 'device');
+  if (options.device !== undefined) throw typeError('device was removed: pass devices: [n]');
   // The count is checked before the indices: on a host with fewer GPUs, "runs on one" is the real fix.
   const requested = options.devices;
   if (Array.isArray(requested) && requested.length > 1) {

@@ -26,6 +26,8 @@ import { rangeError, typeError } from './errors.js';
 import { checkMinHashTuning, checkSamples, MinHashBase, type MinHashTuning } from './minhash.js';
 import type { MinHashNative } from './native-types.js';
 import { checkInt, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import type { MinHashPermutations } from './types.js';
+export type { MinHashPermutations } from './types.js';
 
 /** 2^61 - 1, the modulus of the universal hash. */
 export const MERSENNE_PRIME = (1n << 61n) - 1n;
@@ -41,12 +43,6 @@ export interface MinHashOptions {
   devices?: 'all' | number[];
   /** GPU choices that never change a signature: `{ overlap }` (see MinHashTuning). */
   tuning?: Pick<MinHashTuning, 'overlap'>;
-}
-
-/** datasketch's MinHash.permutations: a in [1, 2^61 - 1), b in [0, 2^61 - 1). */
-export interface MinHashPermutations {
-  a: BigUint64Array;
-  b: BigUint64Array;
 }
 
 function toU64(v: unknown, name: string, min: bigint): BigUint64Array {

@@ -37,6 +37,8 @@ import {
   toCsr,
   type CsrMatrix,
 } from './validate.js';
+import type { ClusterTuning } from './types.js';
+export type { ClusterTuning } from './types.js';
 
 export const NO_CLUSTER = 0xffffffff;
 
@@ -50,21 +52,10 @@ export interface StreamClustererOptions {
   backend?: BackendOption;
   /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
   devices?: 'all' | number[];
-  /** @deprecated The same as `devices: [n]`. */
-  device?: number;
   /** Clusters unseen for more than maxAge documents become inactive for good. */
   decay?: { maxAge: number };
   /** GPU choices that never change the clusters; see docs/engines/cluster.md. */
   tuning?: ClusterTuning;
-}
-
-/** StreamClusterer's `tuning`: GPU choices; the clusters are the same under every setting. */
-export interface ClusterTuning {
-  /**
-   * Documents per GPU micro-batch: 256, 512 or 1024 (default 512; a GPU with
-   * less shared memory per block than the size needs gets the largest that fits).
-   */
-  batchSize?: 256 | 512 | 1024;
 }
 
 function checkClusterTuning(v: unknown): ClusterTuning {
@@ -277,7 +268,7 @@ export class StreamClusterer extends NativeResource<StreamClustererNative> {
 
   static async load(
     path: string,
-    options: { backend?: BackendOption; devices?: 'all' | number[]; device?: number; tuning?: ClusterTuning } = {},
+    options: { backend?: BackendOption; devices?: 'all' | number[]; tuning?: ClusterTuning } = {},
   ): Promise<StreamClusterer> {
     checkPath(path);
     const c = new StreamClusterer({
@@ -286,7 +277,6 @@ export class StreamClusterer extends NativeResource<StreamClustererNative> {
       capacity: 1,
       backend: options.backend,
       devices: options.devices,
-      device: options.device,
       tuning: options.tuning,
     });
     try {

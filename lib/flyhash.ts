@@ -48,6 +48,8 @@ import {
   type DenseMatrix,
   type Tuning,
 } from './validate.js';
+import type { FlyHashTuning } from './types.js';
+export type { FlyHashTuning } from './types.js';
 
 export type FlyHashNormalize = 'none' | 'mean100';
 
@@ -79,34 +81,7 @@ export interface FlyHashOptions {
   tuning?: FlyHashTuning;
 }
 
-/**
- * FlyHash's GPU kernel choices; docs/engines/flyhash.md describes the
- * families. Every choice computes the same codes: `tensorCores` works around
- * a GPU's quirks, the rest exist to compare the families (bench) and to reach
- * every path on small inputs (tests).
- */
-export interface FlyHashTuning extends Tuning {
-  /**
-   * The kernel family: 'auto' (default) picks from the shape and the GPU;
-   * 'mma' the tensor-core path where its tile fits; 'legacy' the CUDA-core
-   * fused / two-pass kernels; 'tile-small' and 'tile-large' the row-tile
-   * kernels ('tile-small' only ever runs when asked for). A family that does
-   * not apply to the shape falls back to auto's other choices.
-   */
-  kernel?: 'auto' | 'mma' | 'legacy' | 'tile-small' | 'tile-large';
-  /** Fused kernel: at most this many rows per block (default 4). */
-  maxRowsPerBlock?: 1 | 2 | 4;
-  /** Tensor-core path: only launch shapes that stage the projection in shared memory (true) or none (false); default picks. */
-  stageProjection?: boolean;
-  /** Quantized tensor-core path: rows per block of the exact pass (0 = none); default picks from the shape. */
-  exactRows?: 0 | 1 | 2 | 4 | 8;
-  /** Tensor-core path: at most this many rows per batch (rounded down to whole row tiles); default no cap. */
-  batchRows?: number;
-  /** Tile kernels: send every row through the per-row fallback (tests). Default false. */
-  forceFallback?: boolean;
-}
-
-const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-small', 'tile-large'] as const;
+const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-large'] as const;
 
 function checkFlyHashTuning(v: unknown): FlyHashTuning & Required<Tuning> {
   const t = checkTuningKeys(v, 'tuning', [
@@ -139,7 +114,7 @@ export interface FlyHashResult {
   /** GPU time (ms) during which some batch's kernels ran (batches on two streams overlap; counted once); 0 on the CPU. */
   kernelMs: number;
   transferMs: number;
-  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-small', 'tile-large', 'fused', 'two-pass'; 'a+b' when a call switched from a to b part way); '' on the CPU. */
+  /** GPU kernel family that ran ('mma-u8', 'mma-q8', 'tile-large', 'fused', 'two-pass'; 'a+b' when a call switched from a to b part way); '' on the CPU. */
   kernel: string;
 }
 
@@ -199,8 +174,6 @@ export class FlyHash extends NativeResource<FlyHashNative> {
       backend?: BackendOption;
       /** The GPU: 'all' (GPU 0) or one index in a list. */
       devices?: 'all' | number[];
-      /** @deprecated The same as `devices: [n]`. */
-      device?: number;
       signal?: AbortSignal;
     } = {},
   ): Promise<FlyHashResult> {

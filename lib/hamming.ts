@@ -11,7 +11,7 @@ import { NativeResource } from './resource.js';
 import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, toU32, type BitWords, type Tuning } from './validate.js';
 
 export type HammingMethod = 'exact' | 'ewh';
-export type ExactKernel = 'auto' | 'popc' | 'mma' | 'mma2';
+export type ExactKernel = 'auto' | 'popc' | 'mma2';
 
 export interface HammingIndexOptions {
   /** Code length in bits: a multiple of 32, at most 32768. */
@@ -20,8 +20,6 @@ export interface HammingIndexOptions {
   backend?: BackendOption;
   /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
   devices?: 'all' | number[];
-  /** @deprecated The same as `devices: [n]`. */
-  device?: number;
   /** EWH: hash tables (n). */
   tables?: number;
   /** EWH: key bits per table (h). */
@@ -45,7 +43,7 @@ export interface HammingSearchOptions {
   signal?: AbortSignal;
   /** Queries answered so far: `{ stage: 'search', done, total }` (see ProgressEvent). */
   onProgress?: OnProgress;
-  /** Exact scan kernel on CUDA: scalar popcount, the 1-bit tensor-core MMA ('mma': first version; 'mma2': register-tiled, default from 128 bits). */
+  /** Exact scan kernel on CUDA: scalar popcount ('popc') or the register-tiled 1-bit tensor-core MMA ('mma2', default from 128 bits). */
   exactKernel?: ExactKernel;
 }
 
@@ -144,7 +142,7 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
     const q = toCodes(queries, 'queries', this.bits);
     if (!isObject(options)) throw typeError(`options must be an object with k, got ${describe(options)}`);
     const k = checkInt(options.k, 'k', 1, MAX_K);
-    let exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma', 'mma2'] as const);
+    let exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma2'] as const);
     if (!this.tuning.tensorCores) {
       if (exactKernel !== 'auto' && exactKernel !== 'popc') {
         throw rangeError(`exactKernel '${exactKernel}' runs on tensor cores, which this index's tuning.tensorCores = false rules out`);
@@ -203,7 +201,7 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
   /** Reads an index written by save(): codes go straight into their final buffer. */
   static async load(
     path: string,
-    options: { backend?: BackendOption; devices?: 'all' | number[]; device?: number; tuning?: Tuning } = {},
+    options: { backend?: BackendOption; devices?: 'all' | number[]; tuning?: Tuning } = {},
   ): Promise<HammingIndex> {
     checkPath(path);
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -211,7 +209,6 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
       bits: 32,
       backend: options.backend,
       devices: options.devices,
-      device: options.device,
       tuning: options.tuning,
     });
     try {

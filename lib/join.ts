@@ -18,6 +18,8 @@ import {
 } from './validate.js';
 import { rangeError, typeError } from './errors.js';
 import type { JoinOpenOptions } from './native-types.js';
+import type { JoinChunk } from './types.js';
+export type { JoinChunk } from './types.js';
 
 export type JoinMeasure = 'jaccard' | 'cosine' | 'dice' | 'overlap';
 const MEASURES: readonly JoinMeasure[] = ['jaccard', 'cosine', 'dice', 'overlap'];
@@ -61,35 +63,12 @@ export interface JoinOptions {
   tuning?: JoinTuning;
   /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
   devices?: 'all' | number[];
-  /** @deprecated The same as `devices: [n]`. */
-  device?: number;
   signal?: AbortSignal;
   /**
    * Rows probed so far: `{ stage: 'join', done, total }` (see ProgressEvent);
    * on the GPU, rows of the indexed collection whose block has been reached.
    */
   onProgress?: OnProgress;
-}
-
-/**
- * Pairs found. Self-join: each pair once with left < right (input row ids).
- * R–S join: left indexes `sets`, right indexes `against`. `similarity` is the
- * measure's value (the overlap itself for 'overlap').
- *
- * On the GPU backend the four arrays of a chunk are views of one ArrayBuffer
- * (left, right, overlap, similarity end to end), filled by a single download:
- * keeping any one of them keeps the whole block alive, and transferring its
- * buffer detaches all four. Copy with `slice()` to keep one alone.
- */
-export interface JoinChunk {
-  left: Uint32Array;
-  right: Uint32Array;
-  overlap: Uint32Array;
-  similarity: Float32Array;
-  /** Pairs that survived the filters and were verified. */
-  candidates: number;
-  /** Device time of the GPU kernels (CUDA events); 0 on CPU. */
-  kernelMs: number;
 }
 
 export interface JoinResult extends JoinChunk {

@@ -234,16 +234,21 @@ export function recallParams(threshold: number, samples: number, target: RecallT
 
 /** The S-curve at similarities from threshold - 0.25 to 1 in steps of 0.05, plus the threshold and `at`. */
 export function recallCurve(bands: number, rows: number, threshold: number, at?: number): { similarity: number; probability: number }[] {
-  const xs = new Set<number>();
+  const round = (x: number) => Math.round(x * 1e6) / 1e6;
+  // Keyed by the printed similarity: t + margin (0.8 + 0.05 = 0.8500000000000001) is the grid's 0.85.
+  const xs = new Map<number, number>();
+  const add = (s: number) => {
+    if (!xs.has(round(s))) xs.set(round(s), s);
+  };
   for (let i = 1; i <= 20; i++) {
     const s = i / 20;
-    if (s >= threshold - 0.25 - 1e-9) xs.add(s);
+    if (s >= threshold - 0.25 - 1e-9) add(s);
   }
-  xs.add(threshold);
-  if (at !== undefined) xs.add(at);
+  add(threshold);
+  if (at !== undefined) add(at);
   return [...xs]
-    .sort((a, b) => a - b)
-    .map((s) => ({ similarity: Math.round(s * 1e6) / 1e6, probability: Math.round(candidateProbability(s, bands, rows) * 1e6) / 1e6 }));
+    .sort(([a], [b]) => a - b)
+    .map(([similarity, s]) => ({ similarity, probability: round(candidateProbability(s, bands, rows)) }));
 }
 
 function checkWeights(w: unknown): [number, number] {

@@ -18,6 +18,8 @@ import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress 
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { checkBool, checkEnum, checkInt, checkOptions, checkTuningKeys, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
+import type { MinHashTuning, MinHashParameters } from './types.js';
+export type { MinHashTuning, MinHashParameters } from './types.js';
 
 export interface WeightedMinHashOptions {
   dim: number;
@@ -29,25 +31,6 @@ export interface WeightedMinHashOptions {
   tuning?: MinHashTuning;
 }
 
-/**
- * GPU choices of the MinHash engines. None changes a signature: they exist to
- * time kernels against each other and to test one against another.
- */
-export interface MinHashTuning {
-  /**
-   * WeightedMinHash's hash kernel: 'prune' (what 'auto', the default, runs)
-   * or 'segment', the simpler kernel kept as prune's test oracle. MinHash
-   * (classic) has one kernel and takes no `kernel`.
-   */
-  kernel?: 'auto' | 'prune' | 'segment';
-  /**
-   * false: one batch in flight per GPU, so each kernel has the GPU to itself
-   * and `kernelMs` is the kernels' own time (slower overall). Default true:
-   * batches overlap their copies and kernels.
-   */
-  overlap?: boolean;
-}
-
 /** options.tuning of a MinHash engine; `kernels` false for the classic engine, which has one. */
 export function checkMinHashTuning(v: unknown, kernels: boolean): Required<MinHashTuning> {
   const t = checkTuningKeys(v, 'tuning', kernels ? ['kernel', 'overlap'] : ['overlap']);
@@ -55,21 +38,6 @@ export function checkMinHashTuning(v: unknown, kernels: boolean): Required<MinHa
     kernel: t.kernel === undefined ? 'auto' : checkEnum(t.kernel, 'tuning.kernel', ['auto', 'prune', 'segment'] as const),
     overlap: checkBool(t.overlap ?? true, 'tuning.overlap'),
   };
-}
-
-/**
- * Parameter tables in [samples][n] layout (datasketch's [samples][dim] when
- * the columns are 0..dim-1): entry s * n + i belongs to column columns[i].
- */
-export interface MinHashParameters {
-  /** [samples][n], Gamma(2, 1) */
-  rs: Float32Array;
-  /** [samples][n], ln of Gamma(2, 1) */
-  lnCs: Float32Array;
-  /** [samples][n], uniform in (0, 1] */
-  betas: Float32Array;
-  /** The n columns the tables hold, in table order; absent means 0..dim-1. */
-  columns?: Uint32Array;
 }
 
 export interface HashOptions {

@@ -3,16 +3,25 @@
 // every call into the addon is checked here instead of cast at its call site.
 // The engine modules validate arguments before calling; these types say what
 // the glue reads (option keys, typed-array kinds) and what it resolves to.
-import type { Backend, DeviceInfo } from './backend.js';
-import type { JoinChunk } from './join.js';
-import type { MinHashParameters, MinHashTuning } from './minhash.js';
-import type { MinHashPermutations } from './classic-minhash.js';
-import type { FlyHashTuning } from './flyhash.js';
-import type { ClusterTuning } from './cluster.js';
-import type { TokenBatch } from './text/batch.js';
-import type { BitWords, CsrMatrix, DenseMatrix, Tuning } from './validate.js';
+// It imports only the leaf lib/types.ts, so the engine modules that import
+// the addon can import these types without a cycle (house-rules checks).
+import type {
+  Backend,
+  BitWords,
+  ClusterTuning,
+  CsrMatrix,
+  DenseMatrix,
+  DeviceInfo,
+  FlyHashTuning,
+  JoinChunk,
+  MinHashParameters,
+  MinHashPermutations,
+  MinHashTuning,
+  TokenBatch,
+  Tuning,
+} from './types.js';
 
-// ---- shared pieces (owned.cc, napi_util.cc) ---------------------------------
+// ---- shared pieces (owned_napi.cc, napi_util.cc) ----------------------------
 
 /** An AbortSignal's flag (lib/cancel.ts): JavaScript sets it, workers poll it. */
 export interface CancelFlag {
@@ -58,7 +67,7 @@ export interface GpuTiming {
 /** A native class: `new` with its options, giving an instance that dispose() frees. */
 export type NativeClass<Options, Instance> = new (options: Options) => Instance;
 
-// ---- MinHash (minhash.cc, classic_minhash.cc, minhash_glue.cc) -----------------
+// ---- MinHash (minhash_napi.cc, classic_minhash_napi.cc, minhash_napi_common.cc) ---
 
 export interface MinHashHashOptions extends CallControl {
   rowStart: number;
@@ -114,7 +123,7 @@ export interface MinHashNative extends MinHashEngine {
   permutations(): MinHashPermutations;
 }
 
-// ---- StreamClusterer (cluster.cc) -------------------------------------------------
+// ---- StreamClusterer (cluster_napi.cc) --------------------------------------------
 
 export interface StreamClustererNativeOptions {
   threshold: number;
@@ -147,7 +156,7 @@ export interface StreamClustererNative {
   dispose(): void;
 }
 
-// ---- FlyHash (flyhash.cc) ------------------------------------------------------------
+// ---- FlyHash (flyhash_napi.cc) -------------------------------------------------------
 
 export interface FlyHashNativeOptions {
   inputDim: number;
@@ -166,7 +175,7 @@ export interface FlyHashNative {
   dispose(): void;
 }
 
-// ---- HammingIndex (hamming.cc) --------------------------------------------------------
+// ---- HammingIndex (hamming_napi.cc) ---------------------------------------------------
 
 export interface HammingIndexNativeOptions {
   bits: number;
@@ -193,7 +202,7 @@ export interface HammingIndexNative {
   add(codes: Uint32Array): number;
   search(
     queries: BitWords,
-    options: Placement & CallControl & { k: number; exactKernel: 'auto' | 'popc' | 'mma' | 'mma2' },
+    options: Placement & CallControl & { k: number; exactKernel: 'auto' | 'popc' | 'mma2' },
   ): Promise<HammingSearchNativeResult>;
   scores(queries: BitWords, options: Placement): Promise<Uint32Array>;
   build(options: Placement): Promise<{ buildMs: number; transferMs: number }>;
@@ -208,7 +217,7 @@ export interface HammingIndexNative {
   dispose(): void;
 }
 
-// ---- similarity join (join.cc) ----------------------------------------------------------
+// ---- similarity join (join_napi.cc) -----------------------------------------------------
 
 export interface JoinOpenOptions extends Placement {
   /** Index into ['jaccard', 'cosine', 'dice', 'overlap'] (join.ts MEASURES). */
@@ -227,7 +236,7 @@ export interface JoinHandleNative {
   dispose(): void;
 }
 
-// ---- LSH (lsh.cc, lsh_store.cc) ------------------------------------------------------------
+// ---- LSH (lsh_napi.cc, lsh_store_napi.cc) --------------------------------------------------
 
 /** Signature layout and banding: width 2 for weighted (k, t) pairs, 1 for classic. */
 export interface LshShape {
@@ -292,7 +301,7 @@ export interface LshFunctions {
   ): PairList & { similarity: Float32Array; group: Uint32Array; count: number };
 }
 
-// ---- text (text.cc) -------------------------------------------------------------------------
+// ---- text (text_napi.cc) --------------------------------------------------------------------
 
 export interface TextTokenizerOptions {
   mode: 'code' | 'words' | 'qgrams';
@@ -324,7 +333,7 @@ export interface TextTokenizerNative {
   dispose(): void;
 }
 
-// ---- persistence (persist.cc) -------------------------------------------------------------
+// ---- persistence (persist_napi.cc) --------------------------------------------------------
 
 /** A file opened by persistOpen: header and section table checked. */
 export interface OpenedFile {
@@ -339,7 +348,7 @@ export interface OpenedFile {
 // ---- the module ------------------------------------------------------------------------------
 
 export interface Addon extends LshFunctions {
-  // runtime.cc
+  // runtime_napi.cc
   devices(): DeviceInfo;
   /** Sets the CPU thread count when n is given (0: the default); returns the count in effect. */
   threads(n?: number): number;
@@ -358,7 +367,7 @@ export interface Addon extends LshFunctions {
     archs: string,
   ): { reason?: string; archSupported: boolean; tensorCores: boolean };
 
-  // owned.cc
+  // owned_napi.cc
   CancelFlag: new () => CancelFlag;
   ProgressCounter: new () => ProgressCounter;
   stageCsr(matrix: CsrMatrix, wantValues?: boolean): Staged;
@@ -367,7 +376,7 @@ export interface Addon extends LshFunctions {
   /** The rows of rowLength elements whose keep[i] is nonzero. */
   stageSelect(staged: Staged, rowLength: number, keep: Uint8Array): Staged;
 
-  // minhash.cc, classic_minhash.cc
+  // minhash_napi.cc, classic_minhash_napi.cc; philox_napi.cc
   WeightedMinHashNative: NativeClass<WeightedMinHashNativeOptions, WeightedMinHashNative>;
   MinHashNative: NativeClass<MinHashNativeOptions, MinHashNative>;
   minhashJaccardPairs(signatures: Uint32Array, samples: number, left: Uint32Array, right: Uint32Array): Float32Array;
@@ -376,18 +385,18 @@ export interface Addon extends LshFunctions {
   /** curand() words, or curand_uniform() float bits when uniform. */
   philoxStream(seed: bigint, subsequence: bigint, offset: bigint, count: number, uniform?: boolean): Uint32Array;
 
-  // cluster.cc, flyhash.cc, hamming.cc, ops.cc
+  // cluster_napi.cc, flyhash_napi.cc, hamming_napi.cc, ops_napi.cc
   StreamClusterer: NativeClass<StreamClustererNativeOptions, StreamClustererNative>;
   FlyHash: NativeClass<FlyHashNativeOptions, FlyHashNative>;
   HammingIndex: NativeClass<HammingIndexNativeOptions, HammingIndexNative>;
   popcountRows(codes: BitWords, options: Placement & { cancel?: CancelFlag }): Promise<GpuTiming & { counts: Uint32Array }>;
 
-  // join.cc
+  // join_napi.cc
   JoinHandle: new () => JoinHandleNative;
   /** Sorts the four parallel arrays by (left, right), in place. */
   joinSortPairs(left: Uint32Array, right: Uint32Array, overlap: Uint32Array, similarity: Float32Array): Promise<void>;
 
-  // text.cc: TextTokenizer is absent from builds older than the native tokenizer.
+  // text_napi.cc: TextTokenizer is absent from builds older than the native tokenizer.
   TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;
   /** remap[id]: the column of batch-local term id (-1: dropped by a frozen vocabulary). */
   assembleTextRows(
@@ -399,7 +408,7 @@ export interface Addon extends LshFunctions {
     remap: Int32Array,
   ): TextRows;
 
-  // persist.cc
+  // persist_napi.cc
   persistSave(path: string, kind: string, version: number, sections: [tag: string, data: ArrayBufferView][]): Promise<void>;
   persistOpen(path: string, kind: string, maxVersion: number): Promise<OpenedFile>;
   /** The container's checksum, as 16 hex digits. */

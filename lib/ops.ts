@@ -20,8 +20,6 @@ export async function popcountRows(
     backend?: BackendOption;
     /** The GPU: 'all' (GPU 0) or one index in a list. */
     devices?: 'all' | number[];
-    /** @deprecated The same as `devices: [n]`. */
-    device?: number;
     signal?: AbortSignal;
   } = {},
 ): Promise<PopcountResult> {

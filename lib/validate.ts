@@ -3,33 +3,12 @@
 // argument. The O(nnz) column-range check runs natively (multi-threaded) with
 // the same message shape, inside the async call.
 import { rangeError, typeError } from './errors.js';
-
-/** Compressed sparse rows. `values` absent means every stored entry weighs 1. */
-export interface CsrMatrix {
-  rows: number;
-  cols: number;
-  indptr: Uint32Array | Int32Array;
-  indices: Uint32Array;
-  values?: Float32Array;
-}
-
-/** Row-major dense float matrix. */
-export interface DenseMatrix {
-  data: Float32Array;
-  rows: number;
-  cols: number;
-}
+import type { CsrMatrix, DenseMatrix, BitWords, Tuning } from './types.js';
+export type { CsrMatrix, DenseMatrix, BitWords, Tuning } from './types.js';
 
 /** Packed bit codes: `bits` per row, a multiple of 32, little-endian words. */
 export interface BitCodes {
   data: Uint32Array | Uint8Array;
-  rows: number;
-  bits: number;
-}
-
-/** What the native layer receives for bit codes: always 32-bit words. */
-export interface BitWords {
-  data: Uint32Array;
   rows: number;
   bits: number;
 }
@@ -98,19 +77,6 @@ export function checkChoice<T extends number>(v: unknown, name: string, allowed:
     throw typeError(`${name} must be one of ${allowed.join(', ')}, got ${describe(v)}`);
   }
   return v as T;
-}
-
-/**
- * Kernel choices an engine takes on the GPU. Every choice computes the same
- * result; these exist to compare kernels and to work around a GPU's quirks.
- */
-export interface Tuning {
-  /**
-   * false: never the tensor-core kernel families (sm_80+), only the
-   * CUDA-core ones that also run on older GPUs. Default true: tensor cores
-   * wherever the GPU has them (`devices().gpus[i].tensorCores`).
-   */
-  tensorCores?: boolean;
 }
 
 export function checkTuning(v: unknown, name = 'tuning'): Required<Tuning> {

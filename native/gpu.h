@@ -1,6 +1,6 @@
 // What the host side knows about GPUs, as plain C++ (no CUDA headers), so the
-// N-API glue can ask without being compiled by nvcc. cuda/runtime.cu defines
-// these in a CUDA build, native/cpu_only/no_cuda.cc in a CPU-only one.
+// N-API glue can ask without being compiled by nvcc. cuda/common/runtime.cu
+// defines these in a CUDA build, native/cpu_only/no_cuda.cc in a CPU-only one.
 #pragma once
 
 #include <cstdint>

@@ -42,7 +42,7 @@ struct EwhParams {
   uint64_t seed = 1;
 };
 
-enum class ExactKernel { Auto, Popc, Mma, Mma2 };
+enum class ExactKernel { Auto, Popc, Mma2 };
 
 struct DeviceIndex;  // CUDA-side copy of the codes and buckets (cuda/hamming.cu)
 

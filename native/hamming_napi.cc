@@ -224,10 +224,9 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       const uint32_t k = U32Prop(o, "k", 1, hamming::kMaxK, 0);
       Backend backend = BackendProp(o);
       std::string ek = StrPropOr(o, "exactKernel", "auto");
-      if (ek != "auto" && ek != "popc" && ek != "mma" && ek != "mma2")
-        ThrowInvalid("exactKernel must be 'auto', 'popc', 'mma' or 'mma2'", "TypeError");
+      if (ek != "auto" && ek != "popc" && ek != "mma2")
+        ThrowInvalid("exactKernel must be 'auto', 'popc' or 'mma2'", "TypeError");
       hamming::ExactKernel kernel = ek == "popc"   ? hamming::ExactKernel::Popc
-                                    : ek == "mma"  ? hamming::ExactKernel::Mma
                                     : ek == "mma2" ? hamming::ExactKernel::Mma2
                                                    : hamming::ExactKernel::Auto;
       const int device = DeviceFor(backend, o);

@@ -1,25 +1,16 @@
-// The compute side of MinHashLSH's Redis storage (lib/lsh-redis.ts,
-// docs/redis-lsh.md). Redis holds append-only binary entries; these calls turn
-// signatures into entries grouped by key, and entries read back into query
-// hits, candidate pairs and groups, with the same hashing, classes,
-// verification and union-find as the in-memory index, so both give the same
-// results. Entries: band (u64 band key, u32 id), 12 bytes; record (u32 id,
-// u32 flags, u64 signature fingerprint), 16 bytes.
+// MinHashLSH's Redis storage, the compute side (lsh_store.h).
+#include "lsh_store.h"
+
 #include <algorithm>
 #include <cstring>
-#include <numeric>
+#include <string>
 
-#include "lsh.h"
-#include "napi_util.h"
-#include "owned.h"
+#include "common.h"
 #include "parallel.h"
 
 namespace cusim {
+namespace lsh_store {
 namespace {
-
-constexpr uint32_t kNone = 0xFFFFFFFFu;
-constexpr size_t kBandEntry = 12, kRecord = 16;
-constexpr uint32_t kEmptyFlag = 1;
 
 // murmur3's fmix32: lib/lsh-redis.ts computes the same partition of an id.
 inline uint32_t Fmix32(uint32_t h) {
@@ -31,40 +22,6 @@ inline uint32_t Fmix32(uint32_t h) {
 }
 inline uint32_t IdPartition(uint32_t id, uint32_t parts) { return Fmix32(id) % parts; }
 inline uint32_t KeyPartition(uint64_t key, uint32_t parts) { return uint32_t(key >> 32) % parts; }
-
-uint32_t U32(const Napi::Object& o, const char* key, uint32_t lo, uint32_t hi) {
-  const double v = NumProp(o, key, "options");
-  if (!(v >= lo && v <= hi) || v != double(uint32_t(v)))
-    ThrowInvalid(std::string("options.") + key + " must be an integer in [" + std::to_string(lo) + ", " +
-                 std::to_string(hi) + "]");
-  return uint32_t(v);
-}
-
-template <class T>
-Napi::Value Typed(Napi::Env env, std::vector<T>&& v) {
-  return ToTyped(env, std::move(v));
-}
-
-Napi::Value BigU64(Napi::Env env, std::vector<uint64_t>&& v) { return ToTyped(env, std::move(v)); }
-
-struct Bytes {
-  const uint8_t* data;
-  size_t size;
-};
-
-// Every element is read (getters may run) before any is copied into `in`.
-std::vector<Bytes> BytesList(const Napi::Value& v, const char* name, Inputs& in) {
-  if (!v.IsArray()) ThrowInvalid(std::string(name) + " must be an array of Uint8Array", "TypeError");
-  auto a = v.As<Napi::Array>();
-  std::vector<Napi::Value> items;
-  for (uint32_t i = 0; i < a.Length(); ++i) items.push_back(a.Get(i));
-  std::vector<Bytes> out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    auto b = in.Array<uint8_t>(items[i], std::string(name) + "[" + std::to_string(i) + "]", true);
-    out.push_back({b.data, b.length});
-  }
-  return out;
-}
 
 inline uint64_t Get64(const uint8_t* p) {
   uint64_t v;
@@ -83,423 +40,175 @@ inline uint32_t IndexOf(const uint32_t* live, uint64_t n, uint32_t id) {
   return it != live + n && *it == id ? uint32_t(it - live) : kNone;
 }
 
-// lshStoreEntries(signatures, ids, { samples, bands, rows, partitions })
-//   -> { band: Uint8Array, bandOffsets: Float64Array, rec: Uint8Array, recOffsets: Float64Array }
-// Band entries grouped by key band * partitions + partition (empty rows have
-// none); one record per row grouped by id partition.
-Napi::Value Entries(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    Napi::Object o = Args(info).Obj(2, "options");
-    const uint32_t samples = U32(o, "samples", 1, 1u << 20), P = U32(o, "partitions", 1, 1u << 16);
-    lsh::Params p;
-    p.bands = U32(o, "bands", 1, samples);
-    p.rows = U32(o, "rows", 1, samples);
-    if (uint64_t(p.bands) * p.rows > samples) ThrowInvalid("bands * rows must be <= samples");
-    const double wd = NumPropOr(o, "width", 2);
-    if (wd != 1 && wd != 2) ThrowInvalid("options.width must be 1 (classic signatures) or 2 (weighted)");
-    const uint32_t width = uint32_t(wd);
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-    auto ids = in->Array<uint32_t>(info[1], "ids");
-    auto sig = in->Array<uint32_t>(info[0], "signatures", true);
-    if (sig.length != uint64_t(ids.length) * samples * width)
-      ThrowInvalid("signatures must hold ids.length rows of samples * " + std::to_string(width) + " words");
-    const uint32_t* sd = sig.data;
-    const uint32_t* idd = ids.data;
-    const uint64_t n = ids.length;
-    struct Out {
-      std::vector<uint8_t> band, rec;
-      std::vector<double> bandOff, recOff;
-    };
-    auto out = std::make_shared<Out>();
-    return RunAsync(
-        info.Env(),
-        [=] {
-          lsh::SigView s;
-          s.data = sd, s.n = n, s.samples = samples, s.width = width;
-          const uint64_t K = uint64_t(p.bands) * P;
-          std::vector<uint64_t> keys(n * p.bands);
-          std::vector<uint64_t> fp(n);
-          std::vector<uint8_t> empty(n);
-          ParallelFor(n, 1024, [&](size_t b, size_t e) {
-            for (size_t i = b; i < e; ++i) {
-              empty[i] = lsh::IsEmptyRow(s.row(i), samples, width);
-              fp[i] = empty[i] ? 0 : lsh::FullHash(s.row(i), samples, width);
-              if (!empty[i])
-                for (uint32_t band = 0; band < p.bands; ++band)
-                  keys[i * p.bands + band] = lsh::BandKey(s.row(i), band, p.rows, width);
-            }
-          });
-          std::vector<uint64_t> count(K + 1, 0), rcount(P + 1, 0);
-          for (uint64_t i = 0; i < n; ++i) {
-            ++rcount[IdPartition(idd[i], P) + 1];
-            if (!empty[i])
-              for (uint32_t band = 0; band < p.bands; ++band)
-                ++count[uint64_t(band) * P + KeyPartition(keys[i * p.bands + band], P) + 1];
-          }
-          for (uint64_t k = 0; k < K; ++k) count[k + 1] += count[k];
-          for (uint32_t k = 0; k < P; ++k) rcount[k + 1] += rcount[k];
-          out->band.resize(count[K] * kBandEntry);
-          out->rec.resize(n * kRecord);
-          std::vector<uint64_t> cur(count.begin(), count.end() - 1), rcur(rcount.begin(), rcount.end() - 1);
-          for (uint64_t i = 0; i < n; ++i) {
-            uint8_t* r = out->rec.data() + rcur[IdPartition(idd[i], P)]++ * kRecord;
-            const uint32_t flags = empty[i] ? kEmptyFlag : 0;
-            std::memcpy(r, &idd[i], 4);
-            std::memcpy(r + 4, &flags, 4);
-            std::memcpy(r + 8, &fp[i], 8);
-            if (empty[i]) continue;
-            for (uint32_t band = 0; band < p.bands; ++band) {
-              const uint64_t key = keys[i * p.bands + band];
-              uint8_t* e = out->band.data() + cur[uint64_t(band) * P + KeyPartition(key, P)]++ * kBandEntry;
-              std::memcpy(e, &key, 8);
-              std::memcpy(e + 8, &idd[i], 4);
-            }
-          }
-          out->bandOff.resize(K + 1);
-          out->recOff.resize(P + 1);
-          for (uint64_t k = 0; k <= K; ++k) out->bandOff[k] = double(count[k] * kBandEntry);
-          for (uint32_t k = 0; k <= P; ++k) out->recOff[k] = double(rcount[k] * kRecord);
-        },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = Napi::Object::New(env);
-          r.Set("band", Typed(env, std::move(out->band)));
-          r.Set("bandOffsets", Typed(env, std::move(out->bandOff)));
-          r.Set("rec", Typed(env, std::move(out->rec)));
-          r.Set("recOffsets", Typed(env, std::move(out->recOff)));
-          return r;
-        },
-        {}, in);
-  });
-}
-
-// lshStoreQuery(stored: Uint8Array[], queries: Uint8Array[], queryCount, removed: Uint32Array)
-//   -> { indptr, ids }: stored[k] and queries[k] are band entries of one key
-// (query entries carry the query's index as id); hits deduplicated, ascending,
-// removed ids dropped.
-Napi::Value Query(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    const double qc = Args(info).Num(2, "queryCount");
-    if (!(qc >= 0 && qc <= 4294967295.0) || qc != double(uint64_t(qc))) ThrowInvalid("queryCount must be a uint32");
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-    auto stored = BytesList(info[0], "stored", *in);
-    auto queries = BytesList(info[1], "queries", *in);
-    if (stored.size() != queries.size()) ThrowInvalid("stored and queries must have the same length");
-    auto removed = in->Array<uint32_t>(info[3], "removed");
-    const uint64_t nq = uint64_t(qc);
-    const uint32_t* rm = removed.data;
-    const uint64_t nrm = removed.length;
-    auto indptr = std::make_shared<std::vector<uint32_t>>();
-    auto hits = std::make_shared<std::vector<uint32_t>>();
-    return RunAsync(
-        info.Env(),
-        [=] {
-          std::vector<std::vector<std::pair<uint32_t, uint32_t>>> perKey(stored.size());  // (query, id)
-          ParallelFor(stored.size(), 1, [&](size_t b, size_t e) {
-            for (size_t k = b; k < e; ++k) {
-              if (stored[k].size % kBandEntry || queries[k].size % kBandEntry)
-                ThrowInvalid("band entries must be 12 bytes each");
-              std::vector<std::pair<uint64_t, uint32_t>> s(stored[k].size / kBandEntry);
-              for (size_t i = 0; i < s.size(); ++i)
-                s[i] = {Get64(stored[k].data + i * kBandEntry), Get32(stored[k].data + i * kBandEntry + 8)};
-              std::sort(s.begin(), s.end());
-              for (size_t j = 0; j < queries[k].size / kBandEntry; ++j) {
-                const uint64_t key = Get64(queries[k].data + j * kBandEntry);
-                const uint32_t q = Get32(queries[k].data + j * kBandEntry + 8);
-                if (q >= nq) ThrowInvalid("query entry out of range");
-                for (auto it = std::lower_bound(s.begin(), s.end(), std::make_pair(key, uint32_t(0)));
-                     it != s.end() && it->first == key; ++it)
-                  if (!std::binary_search(rm, rm + nrm, it->second)) perKey[k].emplace_back(q, it->second);
-              }
-            }
-          });
-          std::vector<std::pair<uint32_t, uint32_t>> all;
-          for (auto& v : perKey) all.insert(all.end(), v.begin(), v.end());
-          std::sort(all.begin(), all.end());
-          all.erase(std::unique(all.begin(), all.end()), all.end());
-          indptr->assign(nq + 1, 0);
-          for (auto& [q, id] : all) ++(*indptr)[q + 1];
-          for (uint64_t q = 0; q < nq; ++q) (*indptr)[q + 1] += (*indptr)[q];
-          hits->resize(all.size());
-          for (size_t i = 0; i < all.size(); ++i) (*hits)[i] = all[i].second;
-        },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = Napi::Object::New(env);
-          r.Set("indptr", Typed(env, std::move(*indptr)));
-          r.Set("ids", Typed(env, std::move(*hits)));
-          return r;
-        },
-        {}, in);
-  });
-}
-
-// lshStoreRecords(records: Uint8Array[], removed: Uint32Array) -> { ids, fp: BigUint64Array, empty: Uint8Array }
-// Live rows, ascending by id; repeated identical records (a batch inserted
-// again after a restart) count once; one id with two signatures is an error.
-Napi::Value Records(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-    auto recs = BytesList(info[0], "records", *in);
-    auto removed = in->Array<uint32_t>(info[1], "removed");
-    const uint32_t* rm = removed.data;
-    const uint64_t nrm = removed.length;
-    struct Out {
-      std::vector<uint32_t> ids;
-      std::vector<uint64_t> fp;
-      std::vector<uint8_t> empty;
-    };
-    auto out = std::make_shared<Out>();
-    return RunAsync(
-        info.Env(),
-        [=] {
-          struct Rec {
-            uint32_t id, flags;
-            uint64_t fp;
-            bool operator<(const Rec& o) const {
-              return id != o.id ? id < o.id : fp != o.fp ? fp < o.fp : flags < o.flags;
-            }
-            bool operator==(const Rec& o) const { return id == o.id && fp == o.fp && flags == o.flags; }
-          };
-          std::vector<Rec> all;
-          for (const Bytes& b : recs) {
-            if (b.size % kRecord)
-              throw Error("CUSIM_STORAGE_ERROR",
-                          "a record key holds a partial record: not a cusim LSH index, or damaged");
-            for (size_t i = 0; i < b.size; i += kRecord)
-              all.push_back({Get32(b.data + i), Get32(b.data + i + 4), Get64(b.data + i + 8)});
-          }
-          std::sort(all.begin(), all.end());
-          all.erase(std::unique(all.begin(), all.end()), all.end());
-          for (size_t i = 0; i < all.size(); ++i) {
-            if (i > 0 && all[i].id == all[i - 1].id)
-              throw Error("CUSIM_STORAGE_ERROR",
-                          "id " + std::to_string(all[i].id) + " was inserted twice with different signatures");
-            if (all[i].flags > kEmptyFlag)
-              throw Error("CUSIM_STORAGE_ERROR", "a record has unknown flags: damaged index");
-            if (std::binary_search(rm, rm + nrm, all[i].id)) continue;
-            out->ids.push_back(all[i].id);
-            out->fp.push_back(all[i].fp);
-            out->empty.push_back(uint8_t(all[i].flags & kEmptyFlag));
-          }
-        },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = Napi::Object::New(env);
-          r.Set("ids", Typed(env, std::move(out->ids)));
-          r.Set("fp", BigU64(env, std::move(out->fp)));
-          r.Set("empty", Typed(env, std::move(out->empty)));
-          return r;
-        },
-        {}, in);
-  });
-}
-
-// lshStoreClasses(fp: BigUint64Array, empty: Uint8Array) -> { ptr, members }
-// Runs of two or more non-empty rows with one fingerprint (members ascending,
-// runs by first member): the only rows whose signatures can be identical.
-Napi::Value Classes(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    Inputs in(Inputs::Use::Sync);
-    auto fp = in.Array<uint64_t>(info[0], "fp");
-    auto empty = in.Array<uint8_t>(info[1], "empty");
-    if (empty.length != fp.length) ThrowInvalid("fp and empty must have the same length");
-    std::vector<std::pair<uint64_t, uint32_t>> k;
-    for (uint32_t i = 0; i < fp.length; ++i)
-      if (!empty.data[i]) k.emplace_back(fp.data[i], i);
-    std::sort(k.begin(), k.end());
-    std::vector<std::pair<uint32_t, std::pair<size_t, size_t>>> runs;  // (first member, [b, e))
-    for (size_t s = 0; s < k.size();) {
-      size_t t = s + 1;
-      while (t < k.size() && k[t].first == k[s].first) ++t;
-      if (t - s > 1) runs.push_back({k[s].second, {s, t}});
-      s = t;
-    }
-    std::sort(runs.begin(), runs.end());
-    std::vector<uint32_t> ptr{0}, members;
-    for (auto& r : runs) {
-      for (size_t i = r.second.first; i < r.second.second; ++i) members.push_back(k[i].second);
-      ptr.push_back(uint32_t(members.size()));
-    }
-    auto r = Napi::Object::New(info.Env());
-    r.Set("ptr", Typed(info.Env(), std::move(ptr)));
-    r.Set("members", Typed(info.Env(), std::move(members)));
-    return r;
-  });
-}
-
-// lshStorePairs(entries: Uint8Array, live: Uint32Array, rep: Uint32Array) -> BigUint64Array
-// Pairs (a << 32 | b, a < b) of representatives (rep[index of id]) sharing a
-// bucket in one band key; ids not live are dropped.
-Napi::Value Pairs(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-    auto e = in->Array<uint8_t>(info[0], "entries", true);
-    auto live = in->Array<uint32_t>(info[1], "live");
-    auto rep = in->Array<uint32_t>(info[2], "rep");
-    if (rep.length != live.length) ThrowInvalid("rep must have one entry per live id");
-    for (size_t i = 0; i < rep.length; ++i)
-      if (rep.data[i] != kNone && rep.data[i] >= rep.length) ThrowInvalid("rep out of range");
-    if (e.length % kBandEntry)
-      throw Error("CUSIM_STORAGE_ERROR", "a band key holds a partial entry: not a cusim LSH index, or damaged");
-    const uint8_t* ed = e.data;
-    const uint64_t ne = e.length / kBandEntry;
-    const uint32_t* ld = live.data;
-    const uint32_t* rd = rep.data;
-    const uint64_t nl = live.length;
-    auto out = std::make_shared<std::vector<uint64_t>>();
-    return RunAsync(
-        info.Env(),
-        [=] {
-          std::vector<std::pair<uint64_t, uint32_t>> s;
-          s.reserve(ne);
-          for (uint64_t i = 0; i < ne; ++i) {
-            const uint32_t idx = IndexOf(ld, nl, Get32(ed + i * kBandEntry + 8));
-            if (idx == kNone || rd[idx] == kNone) continue;
-            s.emplace_back(Get64(ed + i * kBandEntry), rd[idx]);
-          }
-          std::sort(s.begin(), s.end());
-          s.erase(std::unique(s.begin(), s.end()), s.end());
-          for (size_t a = 0; a < s.size();) {
-            size_t b = a + 1;
-            while (b < s.size() && s[b].first == s[a].first) ++b;
-            for (size_t i = a; i < b; ++i)
-              for (size_t j = i + 1; j < b; ++j) out->push_back((uint64_t(s[i].second) << 32) | s[j].second);
-            a = b;
-          }
-        },
-        [=](Napi::Env env) -> Napi::Value { return BigU64(env, std::move(*out)); }, {}, in);
-  });
-}
-
-// lshStoreMerge(chunks: BigUint64Array[]) -> BigUint64Array, sorted and unique.
-Napi::Value Merge(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    if (!info[0].IsArray()) ThrowInvalid("chunks must be an array of BigUint64Array", "TypeError");
-    auto a = info[0].As<Napi::Array>();
-    std::vector<Napi::Value> items;
-    for (uint32_t i = 0; i < a.Length(); ++i) items.push_back(a.Get(i));
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-    std::vector<ArrayArg<uint64_t>> parts;
-    for (size_t i = 0; i < items.size(); ++i)
-      parts.push_back(in->Array<uint64_t>(items[i], "chunks[" + std::to_string(i) + "]", true));
-    auto out = std::make_shared<std::vector<uint64_t>>();
-    return RunAsync(
-        info.Env(),
-        [=] {
-          uint64_t total = 0, maxHigh = 0;
-          for (auto& p : parts) total += p.length;
-          out->reserve(total);
-          for (auto& p : parts) out->insert(out->end(), p.data, p.data + p.length);
-          for (uint64_t x : *out) maxHigh = std::max(maxHigh, x >> 32);
-          lsh::SortUnique(*out, maxHigh);
-        },
-        [=](Napi::Env env) -> Napi::Value { return BigU64(env, std::move(*out)); }, {}, in);
-  });
-}
-
-// lshStoreEstimate(signatures, samples, a, b) -> Float32Array: for local rows
-// a[k], b[k], the fraction of equal samples, as the in-memory groups computes it.
-Napi::Value Estimate(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    const double sd = Args(info).Num(1, "samples");
-    if (!(sd >= 1 && sd <= (1u << 20)) || sd != double(uint32_t(sd)))
-      ThrowInvalid("samples must be an integer in [1, 2^20]");
-    const uint32_t samples = uint32_t(sd);
-    const double wd = info.Length() > 4 && info[4].IsNumber() ? info[4].As<Napi::Number>().DoubleValue() : 2;
-    if (wd != 1 && wd != 2) ThrowInvalid("width must be 1 (classic signatures) or 2 (weighted)");
-    const uint32_t width = uint32_t(wd);
-    Inputs in(Inputs::Use::Sync);
-    auto sig = in.Array<uint32_t>(info[0], "signatures");
-    auto a = in.Array<uint32_t>(info[2], "a");
-    auto b = in.Array<uint32_t>(info[3], "b");
-    if (a.length != b.length || sig.length % (uint64_t(samples) * width)) ThrowInvalid("bad estimate arguments");
-    const uint64_t rows = sig.length / (uint64_t(samples) * width);
-    std::vector<uint64_t> pairs(a.length);
-    for (size_t k = 0; k < a.length; ++k) {
-      if (a.data[k] >= rows || b.data[k] >= rows) ThrowInvalid("pair row out of range");
-      pairs[k] = (uint64_t(a.data[k]) << 32) | b.data[k];
-    }
-    lsh::SigView view;
-    view.data = sig.data, view.n = rows, view.samples = samples, view.width = width;
-    return Typed(info.Env(), lsh::EstimatePairs(view, pairs));
-  });
-}
-
-// lshStoreRowPairs(matrix, a, b, sets?) -> { jaccard: Float64Array, same: Uint8Array }: with
-// `sets` (classic signatures) rows are sets of columns and weights are ignored, as lsh::Groups does.
-Napi::Value RowPairs(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    const bool sets = info.Length() > 3 && info[3].ToBoolean().Value();
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
-    const CsrView m = in->Csr(info[0], "matrix");
-    auto a = in->Array<uint32_t>(info[1], "a");
-    auto b = in->Array<uint32_t>(info[2], "b");
-    if (a.length != b.length) ThrowInvalid("a and b must have the same length");
-    const uint32_t* ad = a.data;
-    const uint32_t* bd = b.data;
-    const uint64_t n = a.length;
-    for (uint64_t k = 0; k < n; ++k)
-      if (ad[k] >= m.rows || bd[k] >= m.rows) ThrowInvalid("pair row out of range");
-    auto j = std::make_shared<std::vector<double>>(n);
-    auto same = std::make_shared<std::vector<uint8_t>>(n);
-    return RunAsync(
-        info.Env(),
-        [=] {
-          ValidateCsr(m, "matrix");
-          lsh::RowPairs(m, ad, bd, n, sets, j->data(), same->data());
-        },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = Napi::Object::New(env);
-          r.Set("jaccard", Typed(env, std::move(*j)));
-          r.Set("same", Typed(env, std::move(*same)));
-          return r;
-        },
-        {}, in);
-  });
-}
-
-// lshStoreFinish(live, rep, edges: BigUint64Array, similarity: Float32Array)
-//   -> { group, count, left, right, similarity }
-// edges are verified representative pairs (indices, a < b); lsh::Components
-// adds the class members and labels groups, as lsh::Groups does.
-Napi::Value Finish(const Napi::CallbackInfo& info) {
-  return Guard(info, [&]() -> Napi::Value {
-    Inputs in(Inputs::Use::Sync);
-    auto live = in.Array<uint32_t>(info[0], "live");
-    auto rep = in.Array<uint32_t>(info[1], "rep");
-    auto edges = in.Array<uint64_t>(info[2], "edges");
-    auto sims = in.Array<float>(info[3], "similarity");
-    const uint64_t n = live.length;
-    if (rep.length != n || sims.length != edges.length) ThrowInvalid("bad finish arguments");
-    for (uint64_t k = 0; k < edges.length; ++k)
-      if ((edges.data[k] >> 32) >= n || uint32_t(edges.data[k]) >= n) ThrowInvalid("edge out of range");
-    for (uint64_t i = 0; i < n; ++i)
-      if (rep.data[i] != kNone && rep.data[i] >= n) ThrowInvalid("rep out of range");
-    lsh::GroupsResult g = lsh::Components(std::vector<uint32_t>(rep.data, rep.data + n),
-                                          std::vector<uint64_t>(edges.data, edges.data + edges.length),
-                                          std::vector<float>(sims.data, sims.data + sims.length), live.data);
-    auto r = Napi::Object::New(info.Env());
-    r.Set("group", Typed(info.Env(), std::move(g.group)));
-    r.Set("count", double(g.count));
-    r.Set("left", Typed(info.Env(), std::move(g.pairs.left)));
-    r.Set("right", Typed(info.Env(), std::move(g.pairs.right)));
-    r.Set("similarity", Typed(info.Env(), std::move(g.pairs.similarity)));
-    return r;
-  });
-}
-
-void Init(Napi::Env env, Napi::Object exports) {
-  exports.Set("lshStoreEntries", Napi::Function::New(env, Entries, "lshStoreEntries"));
-  exports.Set("lshStoreQuery", Napi::Function::New(env, Query, "lshStoreQuery"));
-  exports.Set("lshStoreRecords", Napi::Function::New(env, Records, "lshStoreRecords"));
-  exports.Set("lshStoreClasses", Napi::Function::New(env, Classes, "lshStoreClasses"));
-  exports.Set("lshStorePairs", Napi::Function::New(env, Pairs, "lshStorePairs"));
-  exports.Set("lshStoreMerge", Napi::Function::New(env, Merge, "lshStoreMerge"));
-  exports.Set("lshStoreEstimate", Napi::Function::New(env, Estimate, "lshStoreEstimate"));
-  exports.Set("lshStoreRowPairs", Napi::Function::New(env, RowPairs, "lshStoreRowPairs"));
-  exports.Set("lshStoreFinish", Napi::Function::New(env, Finish, "lshStoreFinish"));
-}
-
 }  // namespace
 
-CUSIM_REGISTER(lsh_store, Init);
+Entries MakeEntries(const lsh::SigView& s, const uint32_t* idd, const lsh::Params& p, uint32_t P) {
+  Entries out;
+  const uint64_t n = s.n;
+  const uint32_t samples = s.samples, width = s.width;
+  const uint64_t K = uint64_t(p.bands) * P;
+  std::vector<uint64_t> keys(n * p.bands);
+  std::vector<uint64_t> fp(n);
+  std::vector<uint8_t> empty(n);
+  ParallelFor(n, 1024, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      empty[i] = lsh::IsEmptyRow(s.row(i), samples, width);
+      fp[i] = empty[i] ? 0 : lsh::FullHash(s.row(i), samples, width);
+      if (!empty[i])
+        for (uint32_t band = 0; band < p.bands; ++band)
+          keys[i * p.bands + band] = lsh::BandKey(s.row(i), band, p.rows, width);
+    }
+  });
+  std::vector<uint64_t> count(K + 1, 0), rcount(P + 1, 0);
+  for (uint64_t i = 0; i < n; ++i) {
+    ++rcount[IdPartition(idd[i], P) + 1];
+    if (!empty[i])
+      for (uint32_t band = 0; band < p.bands; ++band)
+        ++count[uint64_t(band) * P + KeyPartition(keys[i * p.bands + band], P) + 1];
+  }
+  for (uint64_t k = 0; k < K; ++k) count[k + 1] += count[k];
+  for (uint32_t k = 0; k < P; ++k) rcount[k + 1] += rcount[k];
+  out.band.resize(count[K] * kBandEntry);
+  out.rec.resize(n * kRecord);
+  std::vector<uint64_t> cur(count.begin(), count.end() - 1), rcur(rcount.begin(), rcount.end() - 1);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint8_t* r = out.rec.data() + rcur[IdPartition(idd[i], P)]++ * kRecord;
+    const uint32_t flags = empty[i] ? kEmptyFlag : 0;
+    std::memcpy(r, &idd[i], 4);
+    std::memcpy(r + 4, &flags, 4);
+    std::memcpy(r + 8, &fp[i], 8);
+    if (empty[i]) continue;
+    for (uint32_t band = 0; band < p.bands; ++band) {
+      const uint64_t key = keys[i * p.bands + band];
+      uint8_t* e = out.band.data() + cur[uint64_t(band) * P + KeyPartition(key, P)]++ * kBandEntry;
+      std::memcpy(e, &key, 8);
+      std::memcpy(e + 8, &idd[i], 4);
+    }
+  }
+  out.bandOffsets.resize(K + 1);
+  out.recOffsets.resize(P + 1);
+  for (uint64_t k = 0; k <= K; ++k) out.bandOffsets[k] = double(count[k] * kBandEntry);
+  for (uint32_t k = 0; k <= P; ++k) out.recOffsets[k] = double(rcount[k] * kRecord);
+  return out;
+}
 
+Hits Query(const std::vector<Bytes>& stored, const std::vector<Bytes>& queries, uint64_t nq, const uint32_t* rm,
+           uint64_t nrm) {
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> perKey(stored.size());  // (query, id)
+  ParallelFor(stored.size(), 1, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; ++k) {
+      if (stored[k].size % kBandEntry || queries[k].size % kBandEntry)
+        ThrowInvalid("band entries must be 12 bytes each");
+      std::vector<std::pair<uint64_t, uint32_t>> s(stored[k].size / kBandEntry);
+      for (size_t i = 0; i < s.size(); ++i)
+        s[i] = {Get64(stored[k].data + i * kBandEntry), Get32(stored[k].data + i * kBandEntry + 8)};
+      std::sort(s.begin(), s.end());
+      for (size_t j = 0; j < queries[k].size / kBandEntry; ++j) {
+        const uint64_t key = Get64(queries[k].data + j * kBandEntry);
+        const uint32_t q = Get32(queries[k].data + j * kBandEntry + 8);
+        if (q >= nq) ThrowInvalid("query entry out of range");
+        for (auto it = std::lower_bound(s.begin(), s.end(), std::make_pair(key, uint32_t(0)));
+             it != s.end() && it->first == key; ++it)
+          if (!std::binary_search(rm, rm + nrm, it->second)) perKey[k].emplace_back(q, it->second);
+      }
+    }
+  });
+  std::vector<std::pair<uint32_t, uint32_t>> all;
+  for (auto& v : perKey) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  Hits out;
+  out.indptr.assign(nq + 1, 0);
+  for (auto& [q, id] : all) ++out.indptr[q + 1];
+  for (uint64_t q = 0; q < nq; ++q) out.indptr[q + 1] += out.indptr[q];
+  out.ids.resize(all.size());
+  for (size_t i = 0; i < all.size(); ++i) out.ids[i] = all[i].second;
+  return out;
+}
+
+LiveRows Records(const std::vector<Bytes>& recs, const uint32_t* rm, uint64_t nrm) {
+  struct Rec {
+    uint32_t id, flags;
+    uint64_t fp;
+    bool operator<(const Rec& o) const { return id != o.id ? id < o.id : fp != o.fp ? fp < o.fp : flags < o.flags; }
+    bool operator==(const Rec& o) const { return id == o.id && fp == o.fp && flags == o.flags; }
+  };
+  std::vector<Rec> all;
+  for (const Bytes& b : recs) {
+    if (b.size % kRecord)
+      throw Error("CUSIM_STORAGE_ERROR", "a record key holds a partial record: not a cusim LSH index, or damaged");
+    for (size_t i = 0; i < b.size; i += kRecord)
+      all.push_back({Get32(b.data + i), Get32(b.data + i + 4), Get64(b.data + i + 8)});
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  LiveRows out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i > 0 && all[i].id == all[i - 1].id)
+      throw Error("CUSIM_STORAGE_ERROR",
+                  "id " + std::to_string(all[i].id) + " was inserted twice with different signatures");
+    if (all[i].flags > kEmptyFlag) throw Error("CUSIM_STORAGE_ERROR", "a record has unknown flags: damaged index");
+    if (std::binary_search(rm, rm + nrm, all[i].id)) continue;
+    out.ids.push_back(all[i].id);
+    out.fp.push_back(all[i].fp);
+    out.empty.push_back(uint8_t(all[i].flags & kEmptyFlag));
+  }
+  return out;
+}
+
+Classes FingerprintClasses(const uint64_t* fp, const uint8_t* empty, uint64_t n) {
+  std::vector<std::pair<uint64_t, uint32_t>> k;
+  for (uint32_t i = 0; i < n; ++i)
+    if (!empty[i]) k.emplace_back(fp[i], i);
+  std::sort(k.begin(), k.end());
+  std::vector<std::pair<uint32_t, std::pair<size_t, size_t>>> runs;  // (first member, [b, e))
+  for (size_t s = 0; s < k.size();) {
+    size_t t = s + 1;
+    while (t < k.size() && k[t].first == k[s].first) ++t;
+    if (t - s > 1) runs.push_back({k[s].second, {s, t}});
+    s = t;
+  }
+  std::sort(runs.begin(), runs.end());
+  Classes out;
+  out.ptr.push_back(0);
+  for (auto& r : runs) {
+    for (size_t i = r.second.first; i < r.second.second; ++i) out.members.push_back(k[i].second);
+    out.ptr.push_back(uint32_t(out.members.size()));
+  }
+  return out;
+}
+
+std::vector<uint64_t> Pairs(const uint8_t* ed, uint64_t ne, const uint32_t* ld, const uint32_t* rd, uint64_t nl) {
+  std::vector<std::pair<uint64_t, uint32_t>> s;
+  s.reserve(ne);
+  for (uint64_t i = 0; i < ne; ++i) {
+    const uint32_t idx = IndexOf(ld, nl, Get32(ed + i * kBandEntry + 8));
+    if (idx == kNone || rd[idx] == kNone) continue;
+    s.emplace_back(Get64(ed + i * kBandEntry), rd[idx]);
+  }
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  std::vector<uint64_t> out;
+  for (size_t a = 0; a < s.size();) {
+    size_t b = a + 1;
+    while (b < s.size() && s[b].first == s[a].first) ++b;
+    for (size_t i = a; i < b; ++i)
+      for (size_t j = i + 1; j < b; ++j) out.push_back((uint64_t(s[i].second) << 32) | s[j].second);
+    a = b;
+  }
+  return out;
+}
+
+std::vector<uint64_t> Merge(const std::vector<std::pair<const uint64_t*, uint64_t>>& chunks) {
+  uint64_t total = 0, maxHigh = 0;
+  for (auto& c : chunks) total += c.second;
+  std::vector<uint64_t> out;
+  out.reserve(total);
+  for (auto& c : chunks) out.insert(out.end(), c.first, c.first + c.second);
+  for (uint64_t x : out) maxHigh = std::max(maxHigh, x >> 32);
+  lsh::SortUnique(out, maxHigh);
+  return out;
+}
+
+}  // namespace lsh_store
 }  // namespace cusim

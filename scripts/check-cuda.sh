@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles cuda/*.cu (or the files given) for sm_90 without linking, to catch
+# Compiles every .cu under cuda/ (or the files given) for sm_90 without linking, to catch
 # errors on machines that have nvcc but no GPU; .ci/run runs it where nvcc
 # exists. Where nvcc has no cuRAND headers, scripts/cuda-shim stands in for
 # them (compile-only). Usage: scripts/check-cuda.sh [file.cu…]
@@ -11,9 +11,9 @@ if ! echo '#include <curand_kernel.h>' | "$nvcc" -x cu -E - -o /dev/null 2> /dev
   inc+=(-Iscripts/cuda-shim)
   echo "check-cuda: no cuRAND headers; compiling against scripts/cuda-shim"
 fi
-files=("$@"); [ ${#files[@]} -gt 0 ] || files=(cuda/*.cu)
+files=("$@"); [ ${#files[@]} -gt 0 ] || mapfile -t files < <(find cuda -name '*.cu' | sort)
 export nvcc
 # Several files at once: each nvcc run is one core's work for minutes.
 printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -I{} sh -c \
-  '"$nvcc" -std=c++17 -arch=sm_90 -O3 --fmad=false --expt-relaxed-constexpr -DCUSIM_WITH_CUDA=1 -DCUSIM_CUDA_ARCHITECTURES="\"90\"" "$@" -c {} -o /dev/null && echo "ok {}"' \
+  '"$nvcc" -std=c++17 -arch=sm_90 -O3 --fmad=false --expt-relaxed-constexpr -DCUSIM_CUDA_ARCHITECTURES="\"90\"" "$@" -c {} -o /dev/null && echo "ok {}"' \
   sh "${inc[@]}"

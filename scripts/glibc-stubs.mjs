@@ -14,10 +14,12 @@
 // keeps 2.28's split into libc, libm, libpthread, libdl and librt, so calls
 // bind to the same libraries a 2.28 build would name. The packages are
 // fetched once with apt-get into the cache folder (git-ignored), never
-// installed. Symbols only newer glibc has, which GCC 12's static libstdc++ and
+// installed, from the Debian archive the system's own apt sources name (so a
+// proxy or a local mirror configured for apt serves this too). Symbols only newer glibc has, which GCC 12's static libstdc++ and
 // headers reach for, get hidden replacements in native/compat/glibc_floor.cc.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { compareVersions, dynamicSymbols, GLIBC_FLOOR } from './elf-symbols.mjs';
 
@@ -26,7 +28,6 @@ export const TARGETS = {
   arm64: { deb: 'arm64', triple: 'aarch64-linux-gnu', loader: 'ld-linux-aarch64.so.1', cc: 'aarch64-linux-gnu-gcc' },
 };
 const SUITE = 'bullseye';
-const MIRROR = 'http://deb.debian.org/debian';
 
 function run(cmd, args, options = {}) {
   const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...options });
@@ -42,6 +43,33 @@ function run(cmd, args, options = {}) {
 // libstdc++6 and libgcc-s1 a root that runs Node on glibc 2.31 (the tests
 // load the shipped binaries there).
 const PACKAGES = ['libc6', 'libstdc++6', 'libgcc-s1'];
+
+/**
+ * The Debian archive among the system's configured apt sources: the one
+ * serving this Debian release's own suite (not -updates, -security or
+ * another vendor's). Every Debian mirror serves bullseye too. `apt-get
+ * --print-uris update` lists each index the sources name without fetching
+ * it; an empty lists folder makes it list every one.
+ */
+export function debianArchive() {
+  const release = existsSync('/etc/os-release') ? readFileSync('/etc/os-release', 'utf8') : '';
+  const codename = /^VERSION_CODENAME="?([^"\n]*)/m.exec(release)?.[1];
+  if (!/^ID="?debian"?$/m.test(release) || !codename) {
+    throw new Error("the Debian 11 libraries are fetched through a Debian system's apt sources; this system is not Debian");
+  }
+  const lists = mkdtempSync(path.join(os.tmpdir(), 'cusim-apt-lists-'));
+  let uris;
+  try {
+    mkdirSync(path.join(lists, 'partial'));
+    uris = run('apt-get', ['-q', `-oDir::State::Lists=${lists}`, '--print-uris', 'update']);
+  } finally {
+    rmSync(lists, { recursive: true, force: true });
+  }
+  for (const [, base, suite] of uris.matchAll(/^'([^']+)\/dists\/([^/']+)\/main\/binary-[^/']+\/Packages/gm)) {
+    if (suite === codename) return base;
+  }
+  throw new Error(`no configured apt source serves Debian ${codename}'s main archive; add one to /etc/apt/sources.list.d/`);
+}
 
 function downloadDebs(cacheDir) {
   const debs = path.join(cacheDir, 'debs');
@@ -60,7 +88,7 @@ function downloadDebs(cacheDir) {
     sources,
     `deb [arch=${Object.values(TARGETS)
       .map((t) => t.deb)
-      .join(',')} signed-by=${keyring}] ${MIRROR} ${SUITE} main\n`,
+      .join(',')} signed-by=${keyring}] ${debianArchive()} ${SUITE} main\n`,
   );
   const opts = [
     `-oDir::Etc::SourceList=${sources}`,

@@ -137,6 +137,7 @@ export function packMain({ outDir, stageDir, version = mainManifest().version })
 
 /** Tarballs already in outDir, by package name (newest version wins). */
 export function tarballs(outDir) {
+  /** @type {Record<string, string>} */
   const found = {};
   if (!existsSync(outDir)) return found;
   for (const f of readdirSync(outDir).sort()) {

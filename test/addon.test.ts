@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { addonError, loadAddon, platformPackage, type Host, type LoaderEnv } from '../lib/addon.js';
 import { native } from '../lib/addon.js';
+import type { Addon } from '../lib/native-types.js';
 
 const x64: Host = { platform: 'linux', arch: 'x64', libc: 'glibc', glibcVersion: '2.36' };
 const root = '/app/node_modules/cusim';
@@ -22,7 +23,7 @@ function env(over: Partial<LoaderEnv> & { files?: Record<string, () => object> }
     check: () => undefined,
     load: (f) => {
       if (!(f in files)) throw new Error(`Cannot find module '${f}'`);
-      return files[f]() as Record<string, unknown>;
+      return files[f]() as Addon;
     },
     ...over,
   };

@@ -1,19 +1,21 @@
 // One GPU option across engines: `devices` ('all' or indices) everywhere; the
-// engines that run on one GPU take one index, and `device: n` still means
-// `devices: [n]`. Checked on the CPU backend, where the option is validated
-// the same way and results must not change.
+// engines that run on one GPU take one index. The removed `device: n` is a
+// coded error, not silently GPU 0. Checked on the CPU backend, where the option is validated
+// the same way and results must not change. The first block holds on every
+// host (a list of two is refused as such before its indices meet the host's
+// GPUs); the range checks against this host's GPU count say what they assume.
 import { describe, expect, it } from 'vitest';
 import { FlyHash, HammingIndex, StreamClusterer, popcountRows, similarityJoin } from '../lib/index.js';
-import { expectInvalid } from './helpers.js';
+import { expectInvalid, gpuCount, itGpus } from './helpers.js';
 
 type Gpu = { devices?: 'all' | number[]; device?: number };
 
-const engines: { name: string; run: (g: Gpu) => Promise<unknown> }[] = [
+const engines: { name: string; run: (g: Gpu) => Promise<unknown[]> }[] = [
   {
     name: 'HammingIndex',
     run: async (g) => {
       using ix = new HammingIndex({ bits: 32, backend: 'cpu', ...g });
-      ix.add(Uint32Array.of(1, 2, 3), Uint32Array.of(0b1011, 0b1111, 0));
+      ix.add(Uint32Array.of(0b1011, 0b1111, 0));
       const r = await ix.search(Uint32Array.of(0b1010), { k: 2 });
       return [...r.ids, ...r.distances];
     },
@@ -57,12 +59,11 @@ const engines: { name: string; run: (g: Gpu) => Promise<unknown> }[] = [
 
 describe('the devices option of the single-GPU engines', () => {
   for (const e of engines) {
-    it(`${e.name}: devices 'all' or [0] and device 0 give the default's result; two GPUs or both spellings are coded errors`, async () => {
+    it(`${e.name}: devices 'all' or [0] give the default's result; two GPUs or the removed device option are coded errors`, async () => {
       const want = await e.run({});
       expect(want.length).toBeGreaterThan(0);
       expect(await e.run({ devices: 'all' })).toEqual(want);
       expect(await e.run({ devices: [0] })).toEqual(want);
-      expect(await e.run({ device: 0 })).toEqual(want);
       const fails = async (g: Gpu, cls: ErrorConstructor, msg: RegExp) => {
         let err: unknown;
         try {
@@ -79,9 +80,21 @@ describe('the devices option of the single-GPU engines', () => {
         );
       };
       await fails({ devices: [0, 1] }, RangeError, new RegExp(`devices lists 2 GPUs, but ${e.name} runs on one`));
-      await fails({ devices: [0], device: 0 }, TypeError, /give devices or device, not both/);
+      await fails({ device: 0 }, TypeError, /device was removed: pass devices: \[n\]/);
+      await fails({ devices: [0], device: 0 }, TypeError, /device was removed/);
       await fails({ devices: [] }, TypeError, /devices must be 'all' or a non-empty array/);
-      await fails({ device: -1 }, RangeError, /device must be an integer in \[0, 1023\], got -1/);
+    });
+
+    itGpus(1, Infinity, `${e.name}: an index past this host's GPUs is a coded RangeError naming the count`, async () => {
+      const past = new RegExp(`devices\\[0\\]=${gpuCount} is out of range: this host has ${gpuCount} GPU\\(s\\)`);
+      await expect(e.run({ devices: [gpuCount] })).rejects.toThrow(past);
+      await expect(e.run({ devices: [gpuCount] })).rejects.toBeInstanceOf(RangeError);
+      await expect(e.run({ devices: [gpuCount] })).rejects.toHaveProperty('code', 'CUSIM_INVALID_ARGUMENT');
+      expect(await e.run({ devices: [gpuCount - 1] })).toEqual(await e.run({}));
+    });
+
+    itGpus(0, 0, `${e.name}: without GPUs the CPU backend has no indices to check an index against`, async () => {
+      expect(await e.run({ devices: [3] })).toEqual(await e.run({}));
     });
   }
 });

@@ -2,7 +2,6 @@
 // the harness itself pins crashes, hangs, wrong results and untyped errors on
 // the cases that caused them. Longer runs: `npm run fuzz -- --cases 20000`.
 import { describe, expect, it } from 'vitest';
-// @ts-expect-error: a plain ES module without types
 import { fuzz, formatSummary } from './fuzz/run.mjs';
 
 interface Summary {

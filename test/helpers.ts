@@ -1,5 +1,5 @@
 // Shared test utilities: a seeded RNG, random inputs, and the GPU gate.
-import { describe, expect } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { devices, type Backend, type CsrMatrix } from '../lib/index.js';
 
 export const deviceInfo = devices();
@@ -9,6 +9,26 @@ export const hasGpu = deviceInfo.cuda;
 export function describeGpu(name: string, fn: () => void): void {
   const title = hasGpu ? `GPU: ${name}` : `GPU: ${name} (skipped: ${deviceInfo.reason})`;
   describe.skipIf(!hasGpu)(title, fn);
+}
+
+/** Usable GPUs here (0 where CUDA is not). */
+export const gpuCount = hasGpu ? deviceInfo.gpus.length : 0;
+
+/**
+ * Why this host cannot run a test that assumes between `min` and `max` GPUs,
+ * or undefined when it can. Tests whose property depends on the GPU count
+ * state it through this, so the suite passes on 0-, 1-, 2- and 4-GPU hosts.
+ */
+export function gpuCountMismatch(min: number, max = Infinity): string | undefined {
+  if (gpuCount >= min && gpuCount <= max) return undefined;
+  const want = max === Infinity ? `${min} or more GPUs` : max === 0 ? 'no GPU' : min === max ? `${min} GPU(s)` : `${min} to ${max} GPUs`;
+  return `assumes ${want}, this host has ${gpuCount}${hasGpu ? '' : ` (${deviceInfo.reason})`}`;
+}
+
+/** A test that assumes between `min` and `max` GPUs; skips itself, saying why, elsewhere. */
+export function itGpus(min: number, max: number, name: string, fn: () => Promise<void> | void): void {
+  const why = gpuCountMismatch(min, max);
+  it.skipIf(why !== undefined)(why ? `${name} (skipped: ${why})` : name, fn);
 }
 
 /** Backends available here: always 'cpu', plus 'cuda' where a GPU is usable. */

@@ -389,11 +389,11 @@ describe('similarityJoin (cpu) equals brute force', () => {
       3,
     );
     expectInvalid(
-      () => j.open(sets, undefined, { measure: 2.5, threshold: 0.5 }),
+      () => j.open(sets, undefined, { measure: 2.5, threshold: 0.5 } as never),
       RangeError,
       /options\.measure must be an integer 0\.\.3/,
     );
-    expectInvalid(() => j.open(sets, undefined, { measure: NaN, threshold: 0.5 }), RangeError, /options\.measure must be finite/);
+    expectInvalid(() => j.open(sets, undefined, { measure: NaN, threshold: 0.5 } as never), RangeError, /options\.measure must be finite/);
     j.dispose();
   });
 

@@ -122,6 +122,16 @@ describe('recallParams', () => {
     expect(c.map((x) => x.similarity)).toEqual([0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1]);
     for (const x of c) expect(x.probability).toBeCloseTo(candidateProbability(x.similarity, 6, 18), 6);
   });
+
+  it('recallCurve lists each similarity once, where t + margin is a grid point in binary floating point too', () => {
+    // 0.8 + 0.05 is 0.8500000000000001: printed as 0.85 beside the grid's 0.85 (cusim dedup --json's lsh.recall).
+    for (const t of [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85]) {
+      const { bands, rows, at } = recallParams(t, 128, { recall: 0.95 });
+      const sims = recallCurve(bands, rows, t, at).map((x) => x.similarity);
+      expect(new Set(sims).size, `threshold ${t}: ${sims}`).toBe(sims.length);
+      expect(sims).toContain(Math.round(at * 1e6) / 1e6);
+    }
+  });
 });
 
 describe('dedup defaults', () => {

@@ -458,7 +458,7 @@ describe('MinHashLSH (cpu)', () => {
 
   it('native boundary: options are named in messages', () => {
     expectInvalid(
-      () => native().lshCandidatePairs(new Uint32Array(8), new Uint32Array(1), { samples: NaN, bands: 1, rows: 1 }),
+      () => native().lshCandidatePairs(new Uint32Array(8), new Uint32Array(1), { samples: NaN, bands: 1, rows: 1 } as never),
       RangeError,
       /options\.samples must be finite/,
     );

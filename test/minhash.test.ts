@@ -12,7 +12,6 @@ import {
   type MinHashTuning,
 } from '../lib/index.js';
 import { backends, describeGpu, expectInvalid, rng, randomCsr, randInt, zipf } from './helpers.js';
-// @ts-expect-error: plain JavaScript, shared with the fuzz harness
 import { oracleHash } from './oracles.mjs';
 
 const f = Math.fround;
@@ -576,9 +575,9 @@ describe('WeightedMinHash: bad input', () => {
 
   it('native boundary: a missing or fractional seed is rejected naming options.seed', () => {
     const Ctor = native().WeightedMinHashNative;
-    expectInvalid(() => new Ctor({ dim: 4, samples: 4 }), TypeError, /options\.seed must be a number/);
-    expectInvalid(() => new Ctor({ dim: 4, samples: 4, seed: 1.5 }), RangeError, /seed must be a non-negative safe integer/);
-    expectInvalid(() => new Ctor({ dim: NaN, samples: 4, seed: 1 }), RangeError, /options\.dim must be finite/);
+    expectInvalid(() => new Ctor({ dim: 4, samples: 4 } as never), TypeError, /options\.seed must be a number/);
+    expectInvalid(() => new Ctor({ dim: 4, samples: 4, seed: 1.5 } as never), RangeError, /seed must be a non-negative safe integer/);
+    expectInvalid(() => new Ctor({ dim: NaN, samples: 4, seed: 1 } as never), RangeError, /options\.dim must be finite/);
   });
 
   it('parameters of too many distinct columns for host memory reject with CUSIM_OUT_OF_MEMORY naming the bytes', async () => {

@@ -49,15 +49,15 @@ describe('more than 4 GiB of signatures (CPU)', () => {
 
 describe('every engine past a lowered typed-array limit (2^20 elements or bytes)', () => {
   const LIMIT = 1 << 20;
-  beforeAll(() => native().setMaxTypedLength(LIMIT));
-  afterAll(() => native().setMaxTypedLength(constants.MAX_LENGTH));
+  beforeAll(() => native().setMaxTypedLength!(LIMIT));
+  afterAll(() => native().setMaxTypedLength!(constants.MAX_LENGTH));
 
   it('results of more bytes than the limit are copied into JavaScript memory, equal to the result below it', async () => {
     // WeightedMinHash through the native layer (the TypeScript layer sizes by the real limit):
     // 4,000 rows x 64 samples x 2 words = 512,000 words = 2 MB > 1 MB.
     const m = randomCsr(rng(1), 4000, 500, (i) => 1 + (i % 7));
-    const h = new (native().WeightedMinHashNative)({ dim: 500, samples: 64, seed: 1, backend: 'cpu' });
-    const big = (await h.hash(m, {})).signatures as Uint32Array;
+    const h = new (native().WeightedMinHashNative)({ dim: 500, samples: 64, seed: 1, backend: 'cpu' } as never);
+    const big = (await h.hash(m, {} as never)).signatures as Uint32Array;
     const parts = [];
     for (let a = 0; a < 4000; a += 1000) parts.push((await h.hash(m, { rowStart: a, rowEnd: a + 1000 })).signatures as Uint32Array);
     expect(big.byteLength).toBeGreaterThan(LIMIT);
@@ -71,9 +71,11 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
 
   it('results of more elements than the limit are coded RangeErrors: signatures, LSH pairs and queries, k-NN, scores, FlyHash', async () => {
     // Signatures: 10,000 rows x 64 x 2 words > 2^20 words.
-    const h = new (native().WeightedMinHashNative)({ dim: 50, samples: 64, seed: 1, backend: 'cpu' });
+    const h = new (native().WeightedMinHashNative)({ dim: 50, samples: 64, seed: 1, backend: 'cpu' } as never);
     await expectTooLarge(
-      Promise.resolve().then(() => h.hash({ rows: 10000, cols: 50, indptr: new Uint32Array(10001), indices: new Uint32Array(0) }, {})),
+      Promise.resolve().then(() =>
+        h.hash({ rows: 10000, cols: 50, indptr: new Uint32Array(10001), indices: new Uint32Array(0) }, {} as never),
+      ),
       /signatures would hold 1280000 elements/,
     );
     h.dispose();
@@ -116,7 +118,7 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
       for (let s = 0; s < 32; s++) sig[i * 32 + s] = s < 24 ? base * 97 + s : randInt(r, 1e9);
     }
     const ids = Uint32Array.from({ length: n }, (_, i) => n - i);
-    const opts = { samples: 16, bands: 8, rows: 2, width: 2, backend: 'cpu', verify: 'estimate', threshold: 0.5 };
+    const opts = { samples: 16, bands: 8, rows: 2, width: 2, backend: 'cpu', verify: 'estimate', threshold: 0.5 } as const;
     const one = await native().lshGroups(sig, ids, opts);
     // What MinHashLSH keeps after three inserts: their native copies, joined once.
     const parts = [sig.subarray(0, 1000 * 32), sig.subarray(1000 * 32, 1001 * 32), sig.subarray(1001 * 32)];

@@ -48,7 +48,7 @@ describe('tuning option', () => {
     expectInvalid(
       () => new FlyHash({ ...fly, tuning: { kernel: 'fast' } as never }),
       TypeError,
-      /tuning\.kernel must be one of 'auto', 'mma', 'legacy', 'tile-small', 'tile-large'/,
+      /tuning\.kernel must be one of 'auto', 'mma', 'legacy', 'tile-large'/,
     );
     expectInvalid(
       () => new FlyHash({ ...fly, tuning: { maxRowsPerBlock: 3 } as never }),
@@ -67,7 +67,7 @@ describe('tuning option', () => {
       /tuning\.forceFallback must be a boolean/,
     );
     const tuning = {
-      kernel: 'tile-small',
+      kernel: 'tile-large',
       maxRowsPerBlock: 2,
       stageProjection: false,
       exactRows: 0,

@@ -119,14 +119,14 @@ describe('weights', () => {
     const m = f.transform(docs);
     const idf = (df: number, n: number): number => Math.log((1 + n) / (1 + df)) + 1;
     const got = [0, 1, 2].map((r) => rowMap(m, r, terms(f)));
-    const want = [
+    const want: Record<string, number>[] = [
       { apple: 2 * idf(1, 3), banana: idf(2, 3) },
       { banana: idf(2, 3), cherry: idf(2, 3) },
       { cherry: 2 * idf(2, 3), date: idf(1, 3) },
     ];
     for (let r = 0; r < 3; r++) {
       expect(Object.keys(got[r]).sort()).toEqual(Object.keys(want[r]).sort());
-      for (const k of Object.keys(want[r])) expect(got[r][k]).toBeCloseTo((want[r] as Record<string, number>)[k], 5);
+      for (const k of Object.keys(want[r])) expect(got[r][k]).toBeCloseTo(want[r][k], 5);
     }
     // Streaming: a second batch sees df over all 5 documents.
     const m2 = f.transform(['apple', 'apple elder']);

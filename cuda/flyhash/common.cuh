@@ -19,7 +19,7 @@
 #include "../../native/gpu.h"
 #include "../../native/parallel.h"
 #include "../../native/phase_log.h"
-#include "../gpu.cuh"
+#include "../common/gpu.cuh"
 
 namespace cusim {
 namespace flyhash {

@@ -3,17 +3,17 @@
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
+#include "legacy.cuh"
 #include "mma_float.cuh"
 
 namespace cusim {
 namespace flyhash {
 namespace {
 
-enum class Kind { TileSmall, TileLarge, Fused, TwoPass, Mma, MmaQ8 };
+enum class Kind { TileLarge, Fused, TwoPass, Mma, MmaQ8 };
 
 const char* KindName(Kind k) {
   switch (k) {
-    case Kind::TileSmall: return "tile-small";
     case Kind::TileLarge: return "tile-large";
     case Kind::Fused: return "fused";
     case Kind::Mma: return "mma-u8";
@@ -61,8 +61,6 @@ void SetSmem(const Plan& pl) {
              : pl.R == 2 ? ActivateKernel<2, Idx, false>
                          : ActivateKernel<1, Idx, false>;
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-  } else if (pl.kind == Kind::TileSmall) {
-    CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileSmallKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::TileLarge) {
     CUSIM_CUDA_CHECK(cudaFuncSetAttribute(TileLargeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
   } else if (pl.kind == Kind::Mma || pl.kind == Kind::MmaQ8) {
@@ -90,7 +88,9 @@ constexpr uint64_t kListBytes = uint64_t(1) << 30;
 constexpr uint64_t kPartBytes = uint64_t(2) << 30;
 
 // Shared memory of the tile kernels (0 when they cannot run: 16-bit indices).
-size_t TileSmallSmem(const Params& p) {
+// AllKeysSmem: a tile holding the keys of all m outputs of its 32 rows, which
+// fits only for small m, where the legacy fused kernel is faster.
+size_t AllKeysSmem(const Params& p) {
   return Align16(uint64_t(p.d) * kTile * 4) + uint64_t(p.m) * kKeyStride * 4 + 32 * 256 * 4;
 }
 size_t TileLargeSmem(uint32_t len, uint32_t S) {
@@ -319,18 +319,15 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
   // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
   // tiles; few rows go to the legacy kernels, which split m across blocks.
   const bool tileOk = sizeof(Idx) == 2 && knob != "legacy";
-  const bool enoughRows = (rows + kTile - 1) / kTile >= uint64_t(sms) || knob == "tile-small" || knob == "tile-large";
+  const bool enoughRows = (rows + kTile - 1) / kTile >= uint64_t(sms) || knob == "tile-large";
   const uint64_t rowBytes = uint64_t(p.d) * 4 + OutStride(p, o) * 4;
   uint64_t batch = std::max<uint64_t>(kTile, kStagingBytes / rowBytes / kTile * kTile);
-  // Where TileSmall fits (small m), the legacy fused kernel with 4 rows per
-  // block is faster (docs/perf/flyhash.md), so auto keeps legacy there and
-  // TileSmall runs only when tuning.kernel asks for it.
-  const bool smallFits = TileSmallSmem(p) <= limit;
-  const bool autoLegacy = smallFits && knob != "tile-small" && knob != "tile-large";
-  if (tileOk && enoughRows && knob == "tile-small" && smallFits) {
-    pl.kind = Kind::TileSmall;
-    pl.smem = TileSmallSmem(p);
-  } else if (tileOk && enoughRows && !autoLegacy && ChunkLen(p, limit, &pl.chunks) > 0) {
+  // Where all m keys of a tile fit (small m), the legacy fused kernel with 4
+  // rows per block is faster (docs/perf/flyhash.md), so auto keeps legacy
+  // there; TileLarge runs there only when tuning.kernel asks for it.
+  const bool smallFits = AllKeysSmem(p) <= limit;
+  const bool autoLegacy = smallFits && knob != "tile-large";
+  if (tileOk && enoughRows && !autoLegacy && ChunkLen(p, limit, &pl.chunks) > 0) {
     pl.kind = Kind::TileLarge;
     pl.chunkLen = ChunkLen(p, limit, &pl.chunks);
     // The largest sample that fits (capped at 1024): the window around the

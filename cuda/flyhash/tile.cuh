@@ -1,10 +1,10 @@
-// The row-tile family (TileSmall, TileLarge): a block takes 32 rows, lane r of
-// every warp computes row r; TileLarge's sample, window and list kernels, and
-// the bits-to-indices conversion.
+// The row-tile family (TileLarge): a block takes 32 rows, lane r of every
+// warp computes row r; its sample, window and list kernels, and the
+// bits-to-indices conversion.
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "legacy.cuh"
+#include "common.cuh"
 
 namespace cusim {
 namespace flyhash {
@@ -57,20 +57,6 @@ __device__ __forceinline__ float TileAct(const float* xl, const uint4* __restric
       if (u < rem) a += xl[((v[u >> 1] >> ((u & 1) * 16)) & 0xffffu) << 5];
   }
   return a;
-}
-
-// Whole block: loads the tile, then keys[j][33] of outputs j < count for
-// its 32 rows (warps split the outputs, lanes the rows).
-__device__ void TileKeys(const float* __restrict__ x, uint64_t rows, uint32_t d, uint64_t r0,
-                         const uint4* __restrict__ packed, uint32_t packs, uint32_t full, uint32_t rem, uint32_t count,
-                         float* xs, uint32_t* keys) {
-  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  LoadTile(x, rows, d, r0, 0, d, xs);
-  __syncthreads();
-  const float* xl = xs + lane;
-  for (uint32_t j = warp; j < count; j += 32)
-    keys[uint64_t(j) * kKeyStride + lane] = DeviceKey(TileAct(xl, packed + uint64_t(j) * packs, full, rem, 0.0f));
-  __syncthreads();
 }
 
 // Result of WarpSelect: the kth largest key has (key & mask) == prefix (mask
@@ -158,30 +144,6 @@ __device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uin
   return s;
 }
 
-// One warp writes row's winners among keys[j * stride], j < n, in ascending
-// j: bits (one ballot per word) or k indices.
-__device__ void WarpWrite(const uint32_t* keys, uint32_t stride, uint32_t n, const Sel& s, bool indices,
-                          uint32_t* __restrict__ out) {
-  const unsigned lane = threadIdx.x & 31;
-  uint32_t eqSeen = 0, winSeen = 0;
-  for (uint32_t base = 0; base < n; base += 32) {
-    const uint32_t j = base + lane;
-    const bool valid = j < n;
-    const uint32_t mk = (valid ? keys[uint64_t(j) * stride] : 0u) & s.mask;
-    const bool eq = valid && mk == s.prefix;
-    const unsigned eqMask = __ballot_sync(kFull, eq);
-    const bool win = valid && (mk > s.prefix || (eq && eqSeen + __popc(eqMask & LanesBelow()) < s.kk));
-    eqSeen += __popc(eqMask);
-    const unsigned winMask = __ballot_sync(kFull, win);
-    if (!indices) {
-      if (lane == 0) out[base >> 5] = winMask;
-    } else {
-      if (win) out[winSeen + __popc(winMask & LanesBelow())] = j;
-      winSeen += __popc(winMask);
-    }
-  }
-}
-
 // One warp: the key window [lo, hi] of a row from a sample of its keys
 // (keys[j * stride], j < S): keys above hi are surely among the row's k
 // largest, the k-th largest is at least lo with high probability (ranks from
@@ -254,25 +216,6 @@ __device__ bool SelectListed(const uint32_t* lk, const uint32_t* lj, uint32_t n,
   return ok;
 }
 
-// m small enough that 32 rows of keys fit in shared memory: one pass, one
-// warp per row selects. Shared: xs[d][32], keys[m][33], 32 warp histograms.
-__global__ void __launch_bounds__(1024, 1)
-    TileSmallKernel(const float* __restrict__ x, uint64_t rows, uint32_t d, const uint4* __restrict__ packed,
-                    uint32_t packs, uint32_t full, uint32_t rem, uint32_t m, uint32_t k, bool indices,
-                    uint32_t* __restrict__ out, uint64_t outStride) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  float* xs = reinterpret_cast<float*>(smem);
-  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + Align16(uint64_t(d) * kTile * 4));
-  uint32_t* hist = keys + uint64_t(m) * kKeyStride;
-  const unsigned warp = threadIdx.x >> 5;
-  const uint64_t r0 = uint64_t(blockIdx.x) * kTile;
-  TileKeys(x, rows, d, r0, packed, packs, full, rem, m, xs, keys);
-  const uint64_t row = r0 + warp;
-  if (row >= rows) return;
-  const Sel s = WarpSelect(keys + warp, kKeyStride, m, k, hist + warp * 256);
-  WarpWrite(keys + warp, kKeyStride, m, s, indices, out + row * outStride);
-}
-
 // Inputs wider than shared memory: the columns go in `count` chunks of `len`
 // (the last one shorter). Output j's indices are sorted, so its inputs in
 // chunk c are contiguous: chunk c has its own table ([m][packs[c]] uint4 at
@@ -288,7 +231,7 @@ struct Chunks {
   float* part = nullptr;
 };
 
-// m too large for TileSmall. 1) Outputs [0, S) of the 32 rows (a random
+// m too large for 32 rows of keys in shared memory. 1) Outputs [0, S) of the 32 rows (a random
 // sample of outputs: the projection is random) give each row a key window
 // [lo, hi] that holds its k-th largest with high probability. 2) One pass over
 // all outputs: keys above hi are winners (bits written at once, counted),

@@ -11,7 +11,7 @@
 
 #include "../../native/gpu.h"
 #include "../../native/hamming.h"
-#include "../gpu.cuh"
+#include "../common/gpu.cuh"
 
 namespace cusim {
 namespace hamming {

@@ -53,60 +53,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One warp computes 16 queries x 64 rows with mma.m16n8k256 b1 (AND + popc):
-// A (16 x 256 bits) holds queries, B (256 x 8 bits, column-major) 8 rows.
-// Fragments: lane = 4 * g + c; a0/a2 = query g words c / c+4, a1/a3 = query
-// g+8; b0/b1 = row g words c / c+4; C[i] = (query g + 8 * (i >> 1), row 2c + (i & 1)).
-template <class Epi>
-__global__ void __launch_bounds__(128)
-    MmaTile(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ pops, uint32_t wp, uint64_t nrows,
-            uint64_t stride, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops, uint32_t nq,
-            Epi epi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr int kTiles = 8;
-  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  const uint32_t qa = blockIdx.x * 16 + g, qb = qa + 8;
-  const uint32_t* pa = queries + uint64_t(min(qa, nq - 1)) * wp;
-  const uint32_t* pb = queries + uint64_t(min(qb, nq - 1)) * wp;
-  // Per-query epilogue thresholds, loaded once instead of per pair.
-  const uint32_t parA = qa < nq ? epi.Param(qa) : 0u, parB = qb < nq ? epi.Param(qb) : 0u;
-  for (uint64_t r0 = (uint64_t(blockIdx.y) * 4 + warp) * 64; r0 < nrows; r0 += uint64_t(gridDim.y) * 256) {
-    int acc[kTiles][4];
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0;
-    for (uint32_t kc = 0; kc < wp; kc += 8) {
-      const uint32_t a0 = qa < nq ? pa[kc + c] : 0u, a2 = qa < nq ? pa[kc + c + 4] : 0u;
-      const uint32_t a1 = qb < nq ? pb[kc + c] : 0u, a3 = qb < nq ? pb[kc + c + 4] : 0u;
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        const uint64_t row = r0 + t * 8 + g;
-        uint32_t b0 = 0, b1 = 0;
-        if (row < nrows) {
-          const uint32_t* p = codes + row * stride * wp + kc;
-          b0 = __ldg(p + c);
-          b1 = __ldg(p + c + 4);
-        }
-        asm volatile(
-            "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.and.popc "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+r"(acc[t][0]), "+r"(acc[t][1]), "+r"(acc[t][2]), "+r"(acc[t][3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t q = i < 2 ? qa : qb;
-        const uint64_t row = r0 + t * 8 + 2 * c + (i & 1);
-        if (q < nq && row < nrows)
-          epi(q, row, qpops[q] + pops[row * stride] - 2u * uint32_t(acc[t][i]), i < 2 ? parA : parB);
-      }
-    }
-  }
-#endif
-}
-
 // mma2: one warp holds 32 queries (two m16 fragments) for its whole sweep and
 // computes 32 x 64 pairs per step (16 MMAs per 256-bit k-step); the 8 warps of a
 // CTA take different queries over the same rows, so a row tile is fetched from

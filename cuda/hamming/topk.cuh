@@ -1,9 +1,10 @@
 // Exact top-k epilogues over integer distances: sampled and bounded
 // histograms, the threshold per query, the collect pass and the final sort.
+// Shared by both families (the exact scan's epilogue, EWH's re-rank).
 // Internal to cuda/hamming.cu, which includes every kernel header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "exact.cuh"
+#include "common.cuh"
 
 namespace cusim {
 namespace hamming {

@@ -7,23 +7,8 @@ import { native } from '../addon.js';
 import type { NativeTokenBatch, TextRows, TextTokenizerNative, TextTokenizerOptions } from '../native-types.js';
 import { rangeError, typeError } from '../errors.js';
 import { hashToken } from './vocabulary.js';
-
-/**
- * Distinct tokens of the kept documents (those with at least `minTokens`
- * tokens) in first-occurrence order, and per document its (term, count)
- * pairs in first-occurrence order: exactly what a sequential pass would feed
- * the vocabulary and the row counter.
- */
-export interface TokenBatch {
-  minTokens: number;
-  terms: string[];
-  /** Per document: its number of tokens (tokenize(text).length). */
-  tokens: Uint32Array;
-  /** documents + 1 entries: document d's pairs are [indptr[d], indptr[d + 1]). */
-  indptr: Uint32Array;
-  ids: Uint32Array;
-  counts: Uint32Array;
-}
+import type { TokenBatch } from '../types.js';
+export type { TokenBatch } from '../types.js';
 
 /** tokens[d] of the native result for a document JavaScript must tokenize. */
 const FALLBACK = 0xffffffff;

@@ -23,6 +23,10 @@ import { parseArgs } from 'node:util';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FAIL = ['crash', 'hang', 'wrong', 'untyped', 'harness'];
 
+/**
+ * @param {{ cases?: number, seed?: number, jobs?: number, batch?: number, timeoutMs?: number, families?: string[],
+ *   only?: number[], backend?: string, log?: (line: string) => void }} [options]
+ */
 export async function fuzz({
   cases = 2000,
   seed = 1,

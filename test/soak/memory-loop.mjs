@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // Mixed-call loop: every engine's objects are created, used (synchronous and
 // async calls) and dropped without dispose(), for --seconds seconds; RSS (and,
-// with --backend cuda, free GPU memory) is sampled. Native sizes are reported
-// to V8, so the collector keeps up with objects that hold little JavaScript
-// memory but much native memory. Node-API finalizers run on the event loop,
-// so the loop yields between iterations; --burst N runs N iterations between
-// yields (memory then peaks per burst, not per run).
+// with --backend cuda, free memory summed over the GPUs) is sampled. Native
+// sizes are reported to V8, so the collector keeps up with objects that hold
+// little JavaScript memory but much native memory. Node-API finalizers run
+// on the event loop, so the loop yields between iterations; --burst N runs N
+// iterations between yields (memory then peaks per burst, not per run).
 //
 //   node --expose-gc test/soak/memory-loop.mjs --seconds 60 [--backend cpu|cuda] [--burst 1]
 //
@@ -116,7 +116,9 @@ const allSteps = [
 ];
 const steps = values.mix === 'native' ? nativeHeavy : allSteps.concat(nativeHeavy);
 
-const gpuFree = () => (backend === 'cuda' ? native().deviceMemory(0).free / 2 ** 20 : undefined);
+// Summed over every GPU the engines use ('all' is their default), not GPU 0 alone.
+const gpus = lib.devices().gpus.map((g) => g.index);
+const gpuFree = () => (backend === 'cuda' ? gpus.reduce((sum, d) => sum + native().deviceMemory(d).free, 0) / 2 ** 20 : undefined);
 const samples = [];
 const t0 = Date.now();
 let iterations = 0;

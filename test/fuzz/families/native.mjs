@@ -116,7 +116,7 @@ const CLASSES = {
       add: (g, _, o) => [typed(g, Uint32Array, (o.bits / 32) * g.int(20) + (g.bool(0.1) ? 1 : 0))],
       search: (g, ctx, o) => [
         bitsArg(g, o.bits),
-        options(g, ctx, { k: g.pick([1, 3, 1024, 1025, 0]), backend: 'cpu', exactKernel: g.pick(['auto', 'popc', 'mma', 'x']) }),
+        options(g, ctx, { k: g.pick([1, 3, 1024, 1025, 0]), backend: 'cpu', exactKernel: g.pick(['auto', 'popc', 'mma2', 'x']) }),
       ],
       scores: (g, ctx, o) => [bitsArg(g, o.bits), options(g, ctx, { backend: 'cpu' })],
       build: (g, ctx) => [options(g, ctx, { backend: 'cpu' })],

@@ -6,12 +6,12 @@
 #include <sstream>
 #include <string>
 
-#include "../native/cuda_support.h"
-#include "../native/flyhash.h"
-#include "../native/gpu.h"
-#include "../native/hamming.h"
-#include "../native/host_buffer.h"
-#include "../native/parallel.h"
+#include "../../native/cuda_support.h"
+#include "../../native/flyhash.h"
+#include "../../native/gpu.h"
+#include "../../native/hamming.h"
+#include "../../native/host_buffer.h"
+#include "../../native/parallel.h"
 #include "gpu.cuh"
 
 // CMake passes the architectures compiled in (CMAKE_CUDA_ARCHITECTURES).

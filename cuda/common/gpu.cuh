@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "../native/common.h"
+#include "../../native/common.h"
 
 namespace cusim {
 namespace gpu {
