@@ -345,7 +345,9 @@ export class RedisSession {
     if (!p) return;
     try {
       const c = await p;
-      await Promise.race([c.quit(), sleep(this.#o.commandTimeout)]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([c.quit(), new Promise((r) => (timer = setTimeout(r, this.#o.commandTimeout)))]);
+      clearTimeout(timer);
       c.disconnect();
     } catch {
       // never connected, or already gone
