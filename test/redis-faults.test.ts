@@ -2,13 +2,17 @@
 // call ends with a coded error saying what answered), a database the server
 // does not have, inputs overwritten while an insert runs, and an index whose
 // keys were tampered with (reads fail instead of returning other groups).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MinHashLSH, type CsrMatrix } from '../lib/index.js';
 import { connectRedis } from '../lib/lsh-redis.js';
 import { rng } from './helpers.js';
 import { lshCorpus, type LshCorpus } from './lsh-corpus.js';
-import { describeRedis, useRedis } from './redis-helpers.js';
+import { describeRedis, startRedis, useRedis, type RedisHandle } from './redis-helpers.js';
 
 let corpus: LshCorpus;
 beforeAll(async () => {
@@ -254,4 +258,82 @@ describeRedis('MinHashLSH Redis storage: database, ownership of inputs, tamperin
     await other.close();
     await lsh.clear();
   });
+});
+
+const openssl = spawnSync('sh', ['-c', 'command -v openssl']).status === 0;
+
+describeRedis('MinHashLSH Redis storage: passwords and TLS say what failed', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cusim-tls-'));
+  const file = (f: string) => path.join(dir, f);
+  let tlsPort = 0;
+  let redis: RedisHandle | undefined;
+  beforeAll(async () => {
+    if (!openssl) return;
+    // A private CA and a server certificate for 127.0.0.1, signed by it.
+    const sh = (cmd: string) => expect(spawnSync('sh', ['-c', cmd], { cwd: dir }).status, cmd).toBe(0);
+    sh('openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=cusim-test-ca');
+    sh('openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1');
+    sh(
+      'printf "subjectAltName=IP:127.0.0.1\\n" > ext && openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile ext',
+    );
+    const s = createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    tlsPort = (s.address() as { port: number }).port;
+    await new Promise<void>((r) => s.close(() => r()));
+    redis = await startRedis({
+      args: [
+        '--requirepass',
+        'sesame',
+        '--tls-port',
+        String(tlsPort),
+        '--tls-cert-file',
+        file('srv.crt'),
+        '--tls-key-file',
+        file('srv.key'),
+        '--tls-ca-cert-file',
+        file('ca.crt'),
+        '--tls-auth-clients',
+        'no',
+      ],
+    });
+  });
+  afterAll(async () => {
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const count = async (url: string, tls?: object) => {
+    const lsh = new MinHashLSH({
+      threshold: 0.5,
+      samples: 8,
+      storage: { type: 'redis', url, retryFor: 0, connectTimeout: 3000, ...(tls ? { tls } : {}) },
+    });
+    try {
+      return await lsh.count();
+    } finally {
+      await lsh.close();
+    }
+  };
+  it.skipIf(!openssl)(
+    'wrong or missing password: authentication failed; an untrusted certificate: TLS; storage.tls.ca trusts a private CA',
+    async () => {
+      const plain = redis!.ports[0];
+      await expect(count(`redis://:wrong@127.0.0.1:${plain}`)).rejects.toMatchObject({
+        code: 'CUSIM_STORAGE_ERROR',
+        message: expect.stringMatching(/^Redis at redis:\/\/127\.0\.0\.1:\d+: authentication failed \(WRONGPASS/),
+      });
+      await expect(count(`redis://127.0.0.1:${plain}`)).rejects.toMatchObject({
+        code: 'CUSIM_STORAGE_ERROR',
+        message: expect.stringMatching(/authentication failed \(NOAUTH/),
+      });
+      expect(await count(`redis://:sesame@127.0.0.1:${plain}`)).toBe(0);
+      await expect(count(`rediss://:sesame@127.0.0.1:${tlsPort}`)).rejects.toMatchObject({
+        code: 'CUSIM_STORAGE_ERROR',
+        message: expect.stringMatching(/: TLS: self[- ]signed certificate/),
+      });
+      expect(await count(`rediss://:sesame@127.0.0.1:${tlsPort}`, { ca: readFileSync(file('ca.crt')) })).toBe(0);
+      expect(
+        () => new MinHashLSH({ threshold: 0.5, samples: 8, storage: { type: 'redis', url: 'rediss://x', tls: { ca: 5 } as never } }),
+      ).toThrow(/storage.tls.ca must be a PEM string or Buffer/);
+    },
+  );
 });
