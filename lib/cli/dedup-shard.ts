@@ -7,9 +7,10 @@
 // `cusim dedup` with the same options, so N workers give its groups exactly.
 // A worker records each finished batch: restarted after a crash it skips them,
 // and a batch sent twice is deduplicated on read (inserts are idempotent).
-// The job's settings and shard count are claimed in one atomic step, and a
-// shard's batch size with its first batch, so a rerun never reads a batch
-// number as other documents. Redis calls retry while the server is
+// The job's settings, the shard count and each shard's batch size are each
+// claimed by one script (fields set where absent), so a kill leaves either
+// nothing or a whole claim, and a rerun never reads a recorded batch number
+// as other documents. Redis calls retry while the server is
 // unreachable, for --redis-retry seconds, then the worker exits 1.
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
@@ -140,7 +141,7 @@ async function withRedis<T>(o: ShardOptions, fn: (s: RedisSession) => Promise<T>
   }
 }
 
-// Records the job's settings and shard count, or checks them against those already recorded: one atomic step.
+// Records the job's settings and shard count, or checks them against those already recorded (each claim one script).
 async function agreeOnJob(s: RedisSession, prefix: string, job: Job, shards: number): Promise<void> {
   const k = keys(prefix);
   const have = await s.run((c) => claimHash(c, k.job, Object.fromEntries(Object.entries(job).map(([f, v]) => [f, JSON.stringify(v)]))));
