@@ -5,18 +5,22 @@
 // tags that spread partitions over a Redis Cluster's slots. Reads are
 // idempotent: entries written twice (a batch sent again after a crash) count
 // once. groups() streams band keys a few at a time and unions their pairs.
+import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { native } from './addon.js';
 import type { LshShape } from './native-types.js';
 // murmur3's fmix32: native/lsh_store.cc partitions ids with the same function.
 import { fmix32 } from './classic-minhash.js';
-import { codedError, rangeError, typeError } from './errors.js';
+import { rangeError, typeError } from './errors.js';
+import { CONNECT_DEFAULTS, checkTls, RedisSession, storageError, type RedisTlsOptions } from './redis-connect.js';
 import { describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 import { checkInt } from './validate.js';
 
+export { connectRedis, storageError } from './redis-connect.js';
+
 export interface RedisStorageOptions {
   type: 'redis';
-  /** redis://[user:password@]host:port[/db]; any node of a Redis Cluster (detected). */
+  /** redis[s]://[user:password@]host:port[/db]; any node of a Redis Cluster (detected). */
   url: string;
   /** Key prefix naming the index (letters, digits, `_.:-`). Default 'cusim'. */
   prefix?: string;
@@ -28,7 +32,17 @@ export interface RedisStorageOptions {
    * Default false: 'exact' verification needs vectors instead.
    */
   signatures?: boolean;
+  /** TLS: the CA to trust, and a client certificate and key (as ioredis takes them). */
+  tls?: RedisTlsOptions;
+  /** Milliseconds to connect (TCP, TLS, AUTH, SELECT, a first PING). Default 10000. */
+  connectTimeout?: number;
+  /** Milliseconds one Redis command may take. Default 60000. */
+  commandTimeout?: number;
+  /** Milliseconds to keep reconnecting, with backoff, to a server that is unreachable before a call fails. Default 120000. */
+  retryFor?: number;
 }
+
+export type RedisStorageConfig = Required<Omit<RedisStorageOptions, 'type' | 'tls'>> & { tls?: RedisTlsOptions };
 
 const NONE = 0xffffffff;
 const FORMAT = 'cusim.lsh/1';
@@ -36,32 +50,56 @@ const BATCH = 1 << 16;
 // Band keys in flight at once while streaming: bounds groups()' memory.
 const STREAM_KEYS = 32;
 // Sets the fields absent from a hash and returns the whole hash, atomically, so that workers starting
-// together never see each other's half-written settings. ARGV[1] names a field that, if missing while
-// ARGV[2] is present, takes the value ARGV[3] first (a default for hashes written by older versions).
+// together never see each other's half-written settings. ARGV[1] is the number of legacy triples that
+// follow: (field, when, value) gives field the value first when it is missing while `when` is present
+// (a default for hashes written by older versions).
 const CLAIM_HASH = `
 local h = KEYS[1]
-if ARGV[1] ~= '' and redis.call('HEXISTS', h, ARGV[2]) == 1 and redis.call('HEXISTS', h, ARGV[1]) == 0 then
-  redis.call('HSET', h, ARGV[1], ARGV[3])
+local n = tonumber(ARGV[1])
+for i = 2, 1 + 3 * n, 3 do
+  if redis.call('HEXISTS', h, ARGV[i + 1]) == 1 and redis.call('HEXISTS', h, ARGV[i]) == 0 then
+    redis.call('HSET', h, ARGV[i], ARGV[i + 2])
+  end
 end
-for i = 4, #ARGV, 2 do redis.call('HSETNX', h, ARGV[i], ARGV[i + 1]) end
+for i = 2 + 3 * n, #ARGV, 2 do redis.call('HSETNX', h, ARGV[i], ARGV[i + 1]) end
 return redis.call('HGETALL', h)`;
+// One partition's records of one batch, once: a batch sent again (a restarted worker, a retried call)
+// finds its digest and appends nothing, so the partition's bytes are always 16 × its 'rows' total.
+const ADD_RECORDS = `
+if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
+  redis.call('APPEND', KEYS[1], ARGV[1])
+  redis.call('HINCRBY', KEYS[2], 'rows', ARGV[3])
+end
+return 1`;
+// Appends to the removed list the ids it does not hold yet, and counts them: its bytes are always
+// 4 × its 'removed' total. Returns how many were added.
+const ADD_REMOVED = `
+local cur = redis.call('GET', KEYS[1]) or ''
+local have = {}
+for i = 1, #cur, 4 do have[string.sub(cur, i, i + 3)] = true end
+local add = {}
+for i = 1, #ARGV[1], 4 do
+  local k = string.sub(ARGV[1], i, i + 3)
+  if not have[k] then have[k] = true; add[#add + 1] = k end
+end
+if #add > 0 then
+  redis.call('APPEND', KEYS[1], table.concat(add))
+  redis.call('HINCRBY', KEYS[2], 'removed', #add)
+end
+return #add`;
 
 /** Records `fields` in the hash `key` where absent and returns what the hash then holds. */
 export async function claimHash(
   c: Redis | Cluster,
   key: string,
   fields: Record<string, string>,
-  legacy: { field: string; when: string; value: string } = { field: '', when: '', value: '' },
+  legacy: { field: string; when: string; value: string }[] = [],
 ): Promise<Record<string, string>> {
-  const args = [legacy.field, legacy.when, legacy.value, ...Object.entries(fields).flat()];
+  const args = [String(legacy.length), ...legacy.flatMap((l) => [l.field, l.when, l.value]), ...Object.entries(fields).flat()];
   const flat = (await c.eval(CLAIM_HASH, 1, key, ...args)) as string[];
   const have: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) have[flat[i]] = flat[i + 1];
   return have;
-}
-
-export function storageError(message: string, cause?: unknown): Error {
-  return codedError(message, 'CUSIM_STORAGE_ERROR', cause === undefined ? undefined : { cause });
 }
 
 function u32(buf: Uint8Array | null): Uint32Array {
@@ -76,11 +114,13 @@ function idField(id: number): Buffer {
   return b;
 }
 
-export function checkRedisOptions(o: unknown): Required<Omit<RedisStorageOptions, 'type'>> {
+const STORAGE_KEYS = ['type', 'url', 'prefix', 'partitions', 'signatures', 'tls', 'connectTimeout', 'commandTimeout', 'retryFor'];
+
+export function checkRedisOptions(o: unknown): RedisStorageConfig {
   if (!isObject(o)) throw typeError(`storage must be { type: 'redis', url, prefix? }, got ${describe(o)}`);
   if (o.type !== 'redis') throw typeError(`storage.type must be 'redis', got ${describe(o.type)}`);
   for (const k of Object.keys(o)) {
-    if (!['type', 'url', 'prefix', 'partitions', 'signatures'].includes(k)) throw typeError(`storage.${k} is not an option`);
+    if (!STORAGE_KEYS.includes(k)) throw typeError(`storage.${k} is not an option`);
   }
   if (typeof o.url !== 'string' || !/^rediss?:\/\//.test(o.url))
     throw typeError(`storage.url must be a redis:// URL, got ${describe(o.url)}`);
@@ -91,46 +131,17 @@ export function checkRedisOptions(o: unknown): Required<Omit<RedisStorageOptions
   const partitions = checkInt(o.partitions ?? 64, 'storage.partitions', 1, 65536);
   if (o.signatures !== undefined && typeof o.signatures !== 'boolean')
     throw typeError(`storage.signatures must be a boolean, got ${describe(o.signatures)}`);
-  return { url: o.url, prefix, partitions, signatures: o.signatures === true };
-}
-
-/** Connects to a Redis server or, when it runs in cluster mode, to its cluster. */
-export async function connectRedis(url: string): Promise<Redis | Cluster> {
-  const { Redis, Cluster } = await import('ioredis');
-  const opts = {
-    lazyConnect: true,
-    enableAutoPipelining: true,
-    maxRetriesPerRequest: 3,
-    connectTimeout: 10_000,
-    retryStrategy: (times: number) => (times > 5 ? null : 50 * times),
+  const ms = (k: keyof typeof CONNECT_DEFAULTS, min: number) => checkInt(o[k] ?? CONNECT_DEFAULTS[k], `storage.${k}`, min, 2 ** 31 - 1);
+  return {
+    url: o.url,
+    prefix,
+    partitions,
+    signatures: o.signatures === true,
+    tls: checkTls(o.tls, 'storage.tls'),
+    connectTimeout: ms('connectTimeout', 1),
+    commandTimeout: ms('commandTimeout', 1),
+    retryFor: ms('retryFor', 0),
   };
-  const probe = new Redis(url, opts);
-  probe.on('error', () => undefined); // surfaced through the commands' rejections
-  try {
-    await probe.connect();
-    const info = await probe.info('cluster');
-    if (!/cluster_enabled:1/.test(info)) return probe;
-  } catch (e) {
-    probe.disconnect();
-    throw storageError(`cannot reach Redis at ${url.replace(/\/\/[^@]*@/, '//')}: ${(e as Error).message}`, e);
-  }
-  const { host, port } = probe.options;
-  const { username, password, tls } = probe.options;
-  probe.disconnect();
-  const cluster = new Cluster([{ host, port }], {
-    lazyConnect: true,
-    enableAutoPipelining: true,
-    redisOptions: { username, password, tls, connectTimeout: 10_000, maxRetriesPerRequest: 3 },
-    clusterRetryStrategy: (times: number) => (times > 5 ? null : 50 * times),
-  });
-  cluster.on('error', () => undefined);
-  try {
-    await cluster.connect();
-  } catch (e) {
-    cluster.disconnect();
-    throw storageError(`cannot reach the Redis Cluster at ${host}:${port}: ${(e as Error).message}`, e);
-  }
-  return cluster;
 }
 
 export interface StoredGroups {
@@ -155,12 +166,15 @@ function encodeRow(m: CsrMatrix, r: number): Buffer {
 
 export class RedisLsh {
   readonly #p: LshShape;
-  readonly #o: Required<Omit<RedisStorageOptions, 'type'>>;
-  #client: Promise<Redis | Cluster> | undefined;
+  readonly #o: RedisStorageConfig;
+  readonly #session: RedisSession;
+  // Whether the index keeps the totals that reads check its keys against (indexes made before them do not).
+  #totals = true;
 
-  constructor(params: LshShape, options: Required<Omit<RedisStorageOptions, 'type'>>) {
+  constructor(params: LshShape, options: RedisStorageConfig) {
     this.#p = params;
     this.#o = options;
+    this.#session = new RedisSession(options, (c) => this.#claim(c));
   }
 
   get prefix(): string {
@@ -173,6 +187,10 @@ export class RedisLsh {
   #recKey(p: number): string {
     return `${this.#o.prefix}:r{${p}}`;
   }
+  // The 'rows' total of record partition p and the digests of the batches counted in it (same slot as r{p}).
+  #recTotalKey(p: number): string {
+    return `${this.#o.prefix}:n{${p}}`;
+  }
   #sigKey(p: number): string {
     return `${this.#o.prefix}:s{${p}}`;
   }
@@ -182,6 +200,10 @@ export class RedisLsh {
   get #delKey(): string {
     return `${this.#o.prefix}:del`;
   }
+  // The 'removed' total (same slot as the removed list: its hash tag is that key's name).
+  get #delTotalKey(): string {
+    return `{${this.#o.prefix}:del}:n`;
+  }
   get #metaKey(): string {
     return `${this.#o.prefix}:meta`;
   }
@@ -189,54 +211,96 @@ export class RedisLsh {
     return fmix32(id) % this.#o.partitions;
   }
 
+  #want(): Record<string, string> {
+    return {
+      format: FORMAT,
+      samples: String(this.#p.samples),
+      bands: String(this.#p.bands),
+      rows: String(this.#p.rows),
+      width: String(this.#p.width),
+      partitions: String(this.#o.partitions),
+      signatures: this.#o.signatures ? '1' : '0',
+      totals: '1',
+    };
+  }
+
+  // The index's parameters checked against Redis's (first use creates them).
+  async #claim(c: Redis | Cluster): Promise<void> {
+    const want = this.#want();
+    // Indexes made before the width was recorded hold weighted signatures; those made before the totals have none.
+    const have = await claimHash(c, this.#metaKey, want, [
+      { field: 'width', when: 'format', value: '2' },
+      { field: 'totals', when: 'format', value: '0' },
+    ]);
+    for (const [k, v] of Object.entries(want)) {
+      if (k === 'totals') continue;
+      if (have[k] !== v) {
+        throw storageError(
+          `the index at prefix '${this.#o.prefix}' has ${k}=${have[k]}, this MinHashLSH has ${k}=${v} ` +
+            '(use the same options, or another prefix)',
+        );
+      }
+    }
+    this.#totals = have.totals === '1';
+  }
+
   /** The connected client, with the index's parameters checked against Redis's (first use creates them). */
   client(): Promise<Redis | Cluster> {
-    this.#client ??= (async () => {
-      const c = await connectRedis(this.#o.url);
-      const want: Record<string, string> = {
-        format: FORMAT,
-        samples: String(this.#p.samples),
-        bands: String(this.#p.bands),
-        rows: String(this.#p.rows),
-        width: String(this.#p.width),
-        partitions: String(this.#o.partitions),
-        signatures: this.#o.signatures ? '1' : '0',
-      };
-      try {
-        // Indexes made before the width was recorded hold weighted signatures.
-        const have = await claimHash(c, this.#metaKey, want, { field: 'width', when: 'format', value: '2' });
-        for (const [k, v] of Object.entries(want)) {
-          if (have[k] !== v) {
-            throw storageError(
-              `the index at prefix '${this.#o.prefix}' has ${k}=${have[k]}, this MinHashLSH has ${k}=${v} ` +
-                '(use the same options, or another prefix)',
-            );
-          }
-        }
-      } catch (e) {
-        c.disconnect();
-        throw (e as { code?: string }).code === 'CUSIM_STORAGE_ERROR' ? e : storageError(`Redis: ${(e as Error).message}`, e);
+    return this.#session.client();
+  }
+
+  // Every call: retried while Redis is unreachable (calls are idempotent), and refused once the index's
+  // settings key is gone (FLUSHALL, a clear() elsewhere, eviction), which would otherwise read as empty.
+  #run<T>(fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
+    return this.#session.run(async (c) => {
+      if ((await c.hget(this.#metaKey, 'format')) !== FORMAT) {
+        throw storageError(
+          `the index at prefix '${this.#o.prefix}' is inconsistent: its settings key ${this.#metaKey} is gone ` +
+            '(deleted, FLUSHALL, or evicted), so its rows are lost',
+        );
       }
-      return c;
-    })();
-    this.#client.catch(() => (this.#client = undefined));
-    return this.#client;
+      return fn(c);
+    });
   }
 
-  async #run<T>(fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
-    const c = await this.client();
-    try {
-      return await fn(c);
-    } catch (e) {
-      if ((e as { code?: string }).code?.startsWith('CUSIM_')) throw e;
-      throw storageError(`Redis: ${(e as Error).message}`, e);
-    }
+  #inconsistent(what: string): Error {
+    return storageError(
+      `the index at prefix '${this.#o.prefix}' is inconsistent: ${what} ` +
+        '(keys were deleted, replaced or evicted; a server whose maxmemory-policy is not noeviction drops keys)',
+    );
   }
 
-  /** Removed ids, ascending. */
+  /** Removed ids, ascending, checked against their total. */
   async #removed(c: Redis | Cluster): Promise<Uint32Array> {
-    const r = u32(await c.getBuffer(this.#delKey));
-    return r.sort();
+    const [[, buf], [, total]] = (await c.multi().getBuffer(this.#delKey).hget(this.#delTotalKey, 'removed').exec()) as [
+      [unknown, Buffer | null],
+      [unknown, string | null],
+    ];
+    const n = buf?.length ?? 0;
+    if (this.#totals && n !== 4 * Number(total ?? 0))
+      throw this.#inconsistent(`the removed list names ${n / 4} ids, its total says ${Number(total ?? 0)}`);
+    return u32(buf).sort();
+  }
+
+  // Record partitions `parts`, each read atomically with its total and checked against it.
+  async #recordBufs(c: Redis | Cluster, parts: number[]): Promise<Buffer[]> {
+    const bufs: Buffer[] = [];
+    for (let i = 0; i < parts.length; i += 64) {
+      const got = await Promise.all(
+        parts.slice(i, i + 64).map(async (p) => {
+          const r = (await c.multi().getBuffer(this.#recKey(p)).hget(this.#recTotalKey(p), 'rows').exec()) as [
+            [unknown, Buffer | null],
+            [unknown, string | null],
+          ];
+          const have = (r[0][1]?.length ?? 0) / 16;
+          const want = Number(r[1][1] ?? 0);
+          if (this.#totals && have !== want) throw this.#inconsistent(`record partition ${p} holds ${have} rows, its total says ${want}`);
+          return r[0][1];
+        }),
+      );
+      for (const b of got) if (b) bufs.push(b);
+    }
+    return bufs;
   }
 
   /** Signature words per row. */
@@ -252,8 +316,18 @@ export class RedisLsh {
    */
   async insert(ids: Uint32Array, sigs: Uint32Array, vectors?: CsrMatrix): Promise<void> {
     const per = this.#per;
-    const m = vectors === undefined ? undefined : toCsr(vectors, 'vectors', { maxCols: this.#sets ? 2 ** 32 : 0xffffffff });
-    if (m && m.rows !== ids.length) throw rangeError(`vectors has ${m.rows} rows but ids has ${ids.length}`);
+    const given = vectors === undefined ? undefined : toCsr(vectors, 'vectors', { maxCols: this.#sets ? 2 ** 32 : 0xffffffff });
+    if (given && given.rows !== ids.length) throw rangeError(`vectors has ${given.rows} rows but ids has ${ids.length}`);
+    // Copies, taken before the first await: the caller may reuse or overwrite its arrays as soon as this returns.
+    ids = ids.slice();
+    sigs = sigs.slice();
+    const m = given && {
+      rows: given.rows,
+      cols: given.cols,
+      indptr: given.indptr.slice(),
+      indices: given.indices.slice(),
+      values: given.values?.slice(),
+    };
     await this.#run(async (c) => {
       const removed = await this.#removed(c);
       if (removed.length) {
@@ -330,7 +404,10 @@ export class RedisLsh {
     for (let p = 0; p < P; p++) {
       const lo = entries.recOffsets[p];
       const hi = entries.recOffsets[p + 1];
-      if (hi > lo) recs.push(c.append(this.#recKey(p), view(entries.rec, lo, hi)));
+      if (hi === lo) continue;
+      const bytes = view(entries.rec, lo, hi);
+      const digest = 'd:' + createHash('sha256').update(bytes).digest('base64url').slice(0, 22);
+      recs.push(c.eval(ADD_RECORDS, 2, this.#recKey(p), this.#recTotalKey(p), bytes, digest, String((hi - lo) / 16)));
     }
     await Promise.all(recs);
   }
@@ -364,49 +441,89 @@ export class RedisLsh {
 
   /** Live rows (inserted, not removed): ids ascending, signature fingerprints, empty flags. */
   async #records(c: Redis | Cluster): Promise<{ ids: Uint32Array; fp: BigUint64Array; empty: Uint8Array }> {
-    const keys = Array.from({ length: this.#o.partitions }, (_, p) => this.#recKey(p));
-    const bufs: Uint8Array[] = [];
-    for (let i = 0; i < keys.length; i += 64) {
-      for (const b of await Promise.all(keys.slice(i, i + 64).map((k) => c.getBuffer(k)))) if (b) bufs.push(b);
-    }
+    const bufs = await this.#recordBufs(
+      c,
+      Array.from({ length: this.#o.partitions }, (_, p) => p),
+    );
     return native().lshStoreRecords(bufs, await this.#removed(c));
   }
 
-  /** Number of rows in the index. */
+  /** Number of rows in the index; checks the stored totals against the keys (band keys by their sizes). */
   async count(): Promise<number> {
-    return this.#run(async (c) => (await this.#records(c)).ids.length);
+    return this.#run(async (c) => {
+      const { ids, empty } = await this.#records(c);
+      if (this.#totals) {
+        let rows = 0;
+        for (const e of empty) rows += e ? 0 : 1;
+        // Every live non-empty row has one entry per band (a batch sent twice may add more).
+        const P = this.#o.partitions;
+        for (let b = 0; b < this.#p.bands; b++) {
+          const lens = await Promise.all(Array.from({ length: P }, (_, p) => c.strlen(this.#bandKey(b, p))));
+          const entries = lens.reduce((a, x) => a + x, 0) / 12;
+          if (entries < rows) throw this.#inconsistent(`band ${b} holds ${entries} entries for ${rows} rows`);
+        }
+      }
+      return ids.length;
+    });
   }
 
   /** Removes rows by id; returns how many of them were in the index. Removed ids are retired for good. */
   async remove(ids: Uint32Array): Promise<number> {
     return this.#run(async (c) => {
       const parts = [...new Set(Array.from(ids, (id) => this.#part(id)))];
-      const bufs = (await Promise.all(parts.map((p) => c.getBuffer(this.#recKey(p))))).filter((b): b is Buffer => b !== null);
+      const bufs = await this.#recordBufs(c, parts);
       const live = (await native().lshStoreRecords(bufs, await this.#removed(c))).ids;
       const want = new Set(ids);
       const hit = live.filter((id) => want.has(id));
-      if (hit.length) await c.append(this.#delKey, Buffer.from(hit.buffer, hit.byteOffset, hit.byteLength));
-      return hit.length;
+      if (!hit.length) return 0;
+      const bytes = Buffer.from(hit.buffer, hit.byteOffset, hit.byteLength);
+      return Number(await c.eval(ADD_REMOVED, 2, this.#delKey, this.#delTotalKey, bytes));
     });
   }
 
   // Streams every band key through `fn`, STREAM_KEYS at a time.
-  async #eachBandKey(c: Redis | Cluster, fn: (data: Uint8Array) => Promise<void>): Promise<void> {
+  async #eachBandKey(c: Redis | Cluster, fn: (data: Uint8Array, band: number, part: number) => Promise<void>): Promise<void> {
     const P = this.#o.partitions;
     const total = this.#p.bands * P;
     for (let k = 0; k < total; k += STREAM_KEYS) {
-      const keys = Array.from({ length: Math.min(STREAM_KEYS, total - k) }, (_, i) => this.#bandKey(Math.floor((k + i) / P), (k + i) % P));
-      const data = await Promise.all(keys.map((key) => c.getBuffer(key)));
-      await Promise.all(data.filter((d): d is Buffer => d !== null && d.length > 0).map(fn));
+      const n = Math.min(STREAM_KEYS, total - k);
+      const data = await Promise.all(Array.from({ length: n }, (_, i) => c.getBuffer(this.#bandKey(Math.floor((k + i) / P), (k + i) % P))));
+      await Promise.all(data.map((d, i) => (d !== null && d.length > 0 ? fn(d, Math.floor((k + i) / P), (k + i) % P) : undefined)));
     }
   }
 
-  async #pairs(c: Redis | Cluster, live: Uint32Array, rep: Uint32Array): Promise<BigUint64Array> {
+  // Candidate pairs of the live rows; checks on the way that every live non-empty row has an entry
+  // in every band, in the partition its bucket belongs to.
+  async #pairs(c: Redis | Cluster, live: Uint32Array, rep: Uint32Array, empty: Uint8Array): Promise<BigUint64Array> {
     const chunks: BigUint64Array[] = [];
-    await this.#eachBandKey(c, async (d) => {
+    const bands = this.#p.bands;
+    const P = this.#o.partitions;
+    const seen = this.#totals ? new Uint32Array(Math.ceil((live.length * bands) / 32)) : undefined;
+    const at = seen && new IdIndex(live);
+    await this.#eachBandKey(c, async (d, band, part) => {
+      if (seen && at) {
+        if (d.length % 12) throw this.#inconsistent(`band key ${this.#bandKey(band, part)} holds a partial entry`);
+        const w = new Uint32Array(Uint8Array.from(d).buffer);
+        for (let e = 0; e < w.length; e += 3) {
+          const i = at.get(w[e + 2]);
+          if (i < 0) continue; // a removed row, or one whose insert has not finished
+          if (w[e + 1] % P !== part)
+            throw this.#inconsistent(`band key ${this.#bandKey(band, part)} holds an entry of id ${w[e + 2]} that is not its own`);
+          const bit = i * bands + band;
+          seen[bit >>> 5] |= 1 << (bit & 31);
+        }
+      }
       const p = await native().lshStorePairs(d, live, rep);
       if (p.length) chunks.push(p);
     });
+    if (seen) {
+      for (let i = 0; i < live.length; i++) {
+        if (empty[i]) continue;
+        let have = 0;
+        for (let b = 0, bit = i * bands; b < bands; b++, bit++) have += (seen[bit >>> 5] >>> (bit & 31)) & 1;
+        if (have !== bands) throw this.#inconsistent(`id ${live[i]} has entries in ${have} of its ${bands} bands`);
+      }
+    }
     return native().lshStoreMerge(chunks);
   }
 
@@ -415,7 +532,7 @@ export class RedisLsh {
     return this.#run(async (c) => {
       const { ids, empty } = await this.#records(c);
       const rep = Uint32Array.from(empty, (e, i) => (e ? NONE : i));
-      const p = await this.#pairs(c, ids, rep);
+      const p = await this.#pairs(c, ids, rep, empty);
       const left = new Uint32Array(p.length);
       const right = new Uint32Array(p.length);
       for (let k = 0; k < p.length; k++) {
@@ -590,7 +707,7 @@ export class RedisLsh {
           open = next;
         }
       }
-      const cand = await this.#pairs(c, ids, rep);
+      const cand = await this.#pairs(c, ids, rep, empty);
       const a = new Uint32Array(cand.length);
       const b = new Uint32Array(cand.length);
       for (let k = 0; k < cand.length; k++) {
@@ -641,14 +758,36 @@ export class RedisLsh {
   }
 
   async close(): Promise<void> {
-    const p = this.#client;
-    this.#client = undefined;
-    if (!p) return;
-    try {
-      const c = await p;
-      await c.quit();
-    } catch {
-      // never connected, or already gone
+    await this.#session.close();
+  }
+}
+
+// Ids to their index in an ascending list: an open-addressing table, O(1) per look-up.
+class IdIndex {
+  readonly #keys: Uint32Array;
+  readonly #vals: Int32Array;
+  readonly #mask: number;
+
+  constructor(ids: Uint32Array) {
+    let size = 16;
+    while (size < ids.length * 2) size *= 2;
+    this.#keys = new Uint32Array(size);
+    this.#vals = new Int32Array(size).fill(-1);
+    this.#mask = size - 1;
+    ids.forEach((id, i) => {
+      let h = fmix32(id) & this.#mask;
+      while (this.#vals[h] >= 0) h = (h + 1) & this.#mask;
+      this.#keys[h] = id;
+      this.#vals[h] = i;
+    });
+  }
+
+  get(id: number): number {
+    let h = fmix32(id) & this.#mask;
+    while (this.#vals[h] >= 0) {
+      if (this.#keys[h] === id) return this.#vals[h];
+      h = (h + 1) & this.#mask;
     }
+    return -1;
   }
 }

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, expect, it } from 'vitest';
 import { bin, cusim, ensureDist, fixture, root } from './cli-helpers.js';
-import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
+import { describeRedis, startRedis, useRedis, type RedisHandle } from './redis-helpers.js';
 
 const input = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k.tsv'), 'utf8');
 // 2^14 hashed columns keep the MinHash tables small (their cost grows with the column count).
@@ -41,7 +41,7 @@ function report(url: string, prefix: string) {
   return JSON.parse(r.stdout) as typeof single;
 }
 
-function suite(cluster: boolean) {
+function suite(cluster: boolean): () => RedisHandle {
   const handle = useRedis({ cluster });
 
   it('classic MinHash (--mode qgrams: binary features): 3 workers give exactly the single-process groups', async () => {
@@ -101,10 +101,11 @@ function suite(cluster: boolean) {
     expect(got.groups).toEqual(single.groups);
     expect(got.input).toEqual({ ...(single.input as object), source: '-' });
   });
+  return handle;
 }
 
 describeRedis('cusim dedup --redis on one Redis server', () => {
-  suite(false);
+  const handle = suite(false);
 
   it('refuses inconsistent workers and impossible settings', async () => {
     // (the server of this suite is reused through a fresh one: a small cost for isolation)
@@ -126,9 +127,77 @@ describeRedis('cusim dedup --redis on one Redis server', () => {
     expect(tfidf.stderr).toMatch(/tfidf needs document frequencies over the whole corpus/);
     expect(cusim(['dedup', fixture, '--shard', '0/2', '--quiet']).stderr).toMatch(/--shard and --report need --redis URL/);
     expect(cusim(['dedup', fixture, '--redis', 'redis://x', '--shard', '4/4', '--quiet']).stderr).toMatch(/--shard must be i\/N/);
-    const down = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--quiet']);
+    const down = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--quiet', '--redis-retry', '0']);
     expect(down.status).toBe(1);
-    expect(down.stderr).toMatch(/cannot reach Redis/);
+    expect(down.stderr).toMatch(/Redis at redis:\/\/127.0.0.1:1: unreachable/);
+  });
+
+  it('a worker killed (SIGKILL) at the job claim, before or after a batch insert, then rerun: the report equals the single process', async () => {
+    const points = ['claim', 'batch:0', 'insert:0', 'batch:3', 'insert:5'];
+    for (const point of points) {
+      const prefix = `crash-${point.replace(':', '')}`;
+      const args = ['--batch-docs', '40'];
+      const runs = [0, 1, 2, 3].map((i) => worker(handle().url, prefix, `${i}/4`, i === 1 ? [...args, '--crash-at', point] : args).done);
+      const res = await Promise.all(runs);
+      expect(res[1].signal, `${point}: ${res[1].err}`).toBe('SIGKILL');
+      for (const i of [0, 2, 3]) expect(res[i].code, res[i].err).toBe(0);
+      // The report refuses to run on the killed shard's partial work.
+      const early = cusim(['dedup', '--redis', handle().url, '--prefix', prefix, '--report', '--json', '--backend', 'cpu', '--quiet']);
+      expect(early.status).toBe(1);
+      expect(early.stderr).toMatch(/shard 1\/4 of job '.*' has not finished/);
+      const again = await worker(handle().url, prefix, '1/4', args).done;
+      expect(again.code, again.err).toBe(0);
+      const got = report(handle().url, prefix);
+      expect(got.groups, point).toEqual(single.groups);
+      expect(got.input).toEqual({ ...(single.input as object), source: '-' });
+    }
+    // A rerun cutting other batches would skip other documents: refused.
+    const other = await worker(handle().url, 'crash-claim', '1/4', ['--batch-docs', '41']).done;
+    expect(other.code).toBe(2);
+    expect(other.err).toMatch(/was started with --batch-docs 40, not 41/);
+  });
+
+  it('a worker whose Redis dies retries for --redis-retry seconds, then exits 1 with one line', async () => {
+    const redis = await startRedis();
+    try {
+      const w = worker(redis.url, 'dies', '0/1', ['--batch-docs', '1', '--redis-retry', '2', '--quiet']);
+      // Stop the worker once it has recorded a few batches, kill the server, and let the worker go on.
+      const cliArgs = ['-h', '127.0.0.1', '-p', String(redis.ports[0]), 'hlen', 'dies:progress{0/1}'];
+      for (let t = 0; Number(spawnSync('redis-cli', cliArgs, { encoding: 'utf8' }).stdout.trim()) < 3; t++) {
+        expect(t, 'the worker never recorded a batch').toBeLessThan(2400);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      w.p.kill('SIGSTOP');
+      await redis.stop();
+      w.p.kill('SIGCONT');
+      const r = await w.done;
+      expect(r.code, r.err).toBe(1);
+      const lines = r.err.trim().split('\n');
+      expect(lines, r.err).toHaveLength(1);
+      expect(lines[0]).toMatch(/^cusim: Redis at redis:\/\/127\.0\.0\.1:\d+: unreachable .*gave up after retrying for 2 s/);
+    } finally {
+      await redis.stop();
+    }
+  });
+
+  it('workers refuse a server that may evict keys unless --allow-eviction; the report fails on a lost band key', async () => {
+    const redis = await startRedis();
+    try {
+      spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(redis.ports[0]), 'config', 'set', 'maxmemory-policy', 'allkeys-lru']);
+      const refused = await worker(redis.url, 'evict', '0/1', ['--quiet']).done;
+      expect(refused.code).toBe(1);
+      expect(refused.err).toMatch(/has maxmemory-policy allkeys-lru: it may evict keys .*--allow-eviction/);
+      const allowed = await worker(redis.url, 'evict', '0/1', ['--quiet', '--allow-eviction']).done;
+      expect(allowed.code, allowed.err).toBe(0);
+      expect(allowed.err).toMatch(/warning: Redis at .* has maxmemory-policy allkeys-lru/);
+      expect(report(redis.url, 'evict').groups).toEqual(single.groups);
+      spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(redis.ports[0]), 'del', 'evict:lsh:b{2.7}']);
+      const lost = cusim(['dedup', '--redis', redis.url, '--prefix', 'evict', '--report', '--json', '--backend', 'cpu', '--quiet']);
+      expect(lost.status).toBe(1);
+      expect(lost.stderr).toMatch(/index at prefix 'evict:lsh' is inconsistent: (band 2|id \d+ has entries in)/);
+    } finally {
+      await redis.stop();
+    }
   });
 });
 

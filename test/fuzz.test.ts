@@ -50,10 +50,19 @@ describe('fuzz harness', () => {
     expect(s.totals.cases).toBe(3000);
     expect(s.failures.map((f) => `case ${f.id} ${f.status} ${f.entry}: ${f.detail}`)).toEqual([]);
     // Every family was exercised.
-    for (const family of ['minhash', 'flyhash', 'join', 'hamming', 'cluster', 'lsh', 'text', 'ops', 'native'])
+    for (const family of ['minhash', 'flyhash', 'join', 'hamming', 'cluster', 'lsh', 'text', 'ops', 'native', 'redis'])
       expect(
         Object.keys(s.byEntry).some((k) => k.startsWith(`${family}:`)),
         family,
       ).toBe(true);
+  });
+
+  it('Redis family: 120 fixed-seed cases against a redis-server the harness starts, no hang or wrong result', async () => {
+    const s = (await fuzz({ cases: 120, seed: 20260102, jobs: 2, batch: 60, families: ['redis'] })) as Summary;
+    console.log(formatSummary(s));
+    expect(s.totals.cases).toBe(120);
+    expect(s.failures.map((f) => `case ${f.id} ${f.status} ${f.entry}: ${f.detail}`)).toEqual([]);
+    for (const entry of ['redis index vs in-memory index', 'redis index with tampered keys', 'redis storage on a server that is not Redis'])
+      expect(s.byEntry[`redis: ${entry}`]?.ok + s.byEntry[`redis: ${entry}`]?.typed, entry).toBeGreaterThan(5);
   });
 });

@@ -57,8 +57,8 @@ export interface RedisHandle {
   stop(): Promise<void>;
 }
 
-/** Starts one redis-server, or three forming a cluster. */
-export async function startRedis({ cluster = false }: { cluster?: boolean } = {}): Promise<RedisHandle> {
+/** Starts one redis-server, or three forming a cluster; `args` are added to each server's command line. */
+export async function startRedis({ cluster = false, args: extra = [] }: { cluster?: boolean; args?: string[] } = {}): Promise<RedisHandle> {
   const dir = mkdtempSync(path.join(tmpdir(), 'cusim-redis-'));
   const procs: ChildProcess[] = [];
   const ports: number[] = [];
@@ -93,11 +93,12 @@ export async function startRedis({ cluster = false }: { cluster?: boolean } = {}
         '--protected-mode',
         'no',
       ];
+      args.push(...extra);
       if (cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000');
       const p = spawn(redisServer!, args, { stdio: 'ignore' });
       procs.push(p);
       ports.push(port);
-      await waitFor(`redis-server on ${port}`, () => cli(port, 'ping').includes('PONG'));
+      await waitFor(`redis-server on ${port}`, () => /PONG|NOAUTH/.test(cli(port, 'ping')));
     }
     if (cluster) {
       const out = cli(ports[0], '--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes');

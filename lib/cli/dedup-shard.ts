@@ -7,9 +7,16 @@
 // `cusim dedup` with the same options, so N workers give its groups exactly.
 // A worker records each finished batch: restarted after a crash it skips them,
 // and a batch sent twice is deduplicated on read (inserts are idempotent).
+// The job's settings, the shard count and each shard's batch size are each
+// claimed by one script (fields set where absent), so a kill leaves either
+// nothing or a whole claim, and a rerun never reads a recorded batch number
+// as other documents. Redis calls retry while the server is
+// unreachable, for --redis-retry seconds, then the worker exits 1.
+import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { devices } from '../backend.js';
-import { claimHash, connectRedis } from '../lsh-redis.js';
+import { claimHash, storageError } from '../lsh-redis.js';
+import { checkEviction, CONNECT_DEFAULTS, RedisSession, type RedisConnectOptions } from '../redis-connect.js';
 import { MinHashLSH } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
@@ -26,7 +33,18 @@ import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Doc, Skip } from './sources.js';
 
-export type ShardOptions = Omit<DedupOptions, 'redis' | 'backend'> & { redis: string; backend: 'cpu' | 'cuda' };
+export type ShardOptions = Omit<DedupOptions, 'redis' | 'backend'> & {
+  redis: string;
+  backend: 'cpu' | 'cuda';
+  /** --redis-ca FILE: the PEM CA that signed a rediss:// server's certificate. */
+  redisCa?: string;
+  /** --redis-retry SECONDS: how long Redis calls retry while the server is unreachable (default 120). */
+  redisRetry?: number;
+  /** --allow-eviction: work on a server whose maxmemory-policy may evict keys (warned, not refused). */
+  allowEviction?: boolean;
+  /** --crash-at POINT: a test hook; the worker kills itself (SIGKILL) at claim, batch:B or insert:B. */
+  crashAt?: string;
+};
 
 /** What every worker of one job must agree on (stored once, checked by each). */
 interface Job {
@@ -78,6 +96,28 @@ function paramsFor(job: Job): { bands: number; rows: number; samples: number } {
   return dedupParams({ threshold: job.threshold, recall: job.recall, samples: job.samples });
 }
 
+/** How to reach Redis: --redis URL, --redis-ca, --redis-retry. */
+function connection(o: ShardOptions): RedisConnectOptions {
+  let ca: Buffer | undefined;
+  if (o.redisCa !== undefined) {
+    try {
+      ca = readFileSync(o.redisCa);
+    } catch (e) {
+      throw new CliError(
+        `cannot read --redis-ca ${o.redisCa}: ${(e as Error).message}`,
+        'give a PEM file of the CA that signed the server',
+        2,
+      );
+    }
+  }
+  return { ...CONNECT_DEFAULTS, url: o.redis, retryFor: (o.redisRetry ?? 120) * 1000, ...(ca ? { tls: { ca } } : {}) };
+}
+
+// Test hook (--crash-at): the worker kills itself, as a crash or `kill -9` would, at a named point.
+function crashAt(o: ShardOptions, point: string): void {
+  if (o.crashAt === point) process.kill(process.pid, 'SIGKILL');
+}
+
 function lshFor(o: ShardOptions, job: Job): MinHashLSH {
   const p = paramsFor(job);
   return new MinHashLSH({
@@ -88,23 +128,23 @@ function lshFor(o: ShardOptions, job: Job): MinHashLSH {
     backend: o.backend,
     devices: o.devices,
     kind: job.method,
-    storage: { type: 'redis', url: o.redis, prefix: `${o.prefix}:lsh` },
+    storage: { type: 'redis', prefix: `${o.prefix}:lsh`, ...connection(o) },
   });
 }
 
-async function withRedis<T>(url: string, fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
-  const c = await connectRedis(url);
+async function withRedis<T>(o: ShardOptions, fn: (s: RedisSession) => Promise<T>): Promise<T> {
+  const s = new RedisSession(connection(o));
   try {
-    return await fn(c);
+    return await fn(s);
   } finally {
-    await c.quit().catch(() => undefined);
+    await s.close();
   }
 }
 
-// Records the job's settings, or checks them against those already recorded.
-async function agreeOnJob(c: Redis | Cluster, prefix: string, job: Job): Promise<void> {
+// Records the job's settings and shard count, or checks them against those already recorded (each claim one script).
+async function agreeOnJob(s: RedisSession, prefix: string, job: Job, shards: number): Promise<void> {
   const k = keys(prefix);
-  const have = await claimHash(c, k.job, Object.fromEntries(Object.entries(job).map(([f, v]) => [f, JSON.stringify(v)])));
+  const have = await s.run((c) => claimHash(c, k.job, Object.fromEntries(Object.entries(job).map(([f, v]) => [f, JSON.stringify(v)]))));
   for (const [f, v] of Object.entries(job)) {
     if (have[f] !== JSON.stringify(v)) {
       throw new CliError(
@@ -114,6 +154,9 @@ async function agreeOnJob(c: Redis | Cluster, prefix: string, job: Job): Promise
       );
     }
   }
+  const count = (await s.run((c) => claimHash(c, k.shards, { count: String(shards) }))).count;
+  if (count !== String(shards))
+    throw new CliError(`job '${prefix}' runs with ${count} shards, not ${shards}`, 'give every worker the same N', 2);
 }
 
 async function readJob(c: Redis | Cluster, prefix: string): Promise<Job> {
@@ -126,6 +169,8 @@ async function readJob(c: Redis | Cluster, prefix: string): Promise<Job> {
 /** One worker: featurize, hash and insert shard i of N; resumes after a crash. */
 export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Promise<number> {
   const { i: shard, n: shards } = parseShard(o.shard!);
+  if (o.crashAt !== undefined && !/^(claim|batch:\d+|insert:\d+)$/.test(o.crashAt))
+    throw new CliError(`--crash-at must be claim, batch:B or insert:B, got '${o.crashAt}'`, 'e.g. --crash-at batch:0', 2);
   const say = (s: string): void => {
     if (!o.quiet) io.stderr.write(s + '\n');
   };
@@ -185,18 +230,23 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   const lsh = lshFor(o, job);
   const shardName = `${shard}/${shards}`;
   try {
-    await withRedis(o.redis, async (c) => {
+    await withRedis(o, async (s) => {
       const k = keys(o.prefix);
-      await agreeOnJob(c, o.prefix, job);
-      const stored = await c.hsetnx(k.shards, 'count', String(shards));
-      if (!stored && (await c.hget(k.shards, 'count')) !== String(shards)) {
+      for (const w of await s.run((c) => checkEviction(c, !!o.allowEviction))) io.stderr.write(`cusim: warning: ${w}\n`);
+      await agreeOnJob(s, o.prefix, job, shards);
+      crashAt(o, 'claim');
+      // The batch size this shard's recorded batches were cut with: a rerun with another would skip other documents.
+      const size = (await s.run((c) => claimHash(c, k.shards, { [`batchDocs:${shardName}`]: String(o.batchDocs) })))[
+        `batchDocs:${shardName}`
+      ];
+      if (size !== String(o.batchDocs)) {
         throw new CliError(
-          `job '${o.prefix}' runs with ${await c.hget(k.shards, 'count')} shards, not ${shards}`,
-          'give every worker the same N',
+          `shard ${shardName} of job '${o.prefix}' was started with --batch-docs ${size}, not ${o.batchDocs}`,
+          'rerun it with the same --batch-docs',
           2,
         );
       }
-      const done = await c.hgetall(k.progress(shardName));
+      const done = await s.run((c) => c.hgetall(k.progress(shardName)));
       const mine: number[] = [];
       for (let j = shard; j < docs.length; j += shards) mine.push(j);
       const batches = Math.ceil(mine.length / o.batchDocs);
@@ -239,13 +289,16 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
             if (!a) byPart.set(p, (a = []));
             a.push(String(id), rowNames[x]);
           });
-          await Promise.all([...byPart].map(([p, a]) => c.hset(k.names(p), ...a)));
+          await s.run((c) => Promise.all([...byPart].map(([p, a]) => c.hset(k.names(p), ...a))));
+          crashAt(o, `batch:${b}`);
           await lsh.insert(Uint32Array.from(rowIds), sigs, { vectors: matrix });
+          crashAt(o, `insert:${b}`);
         }
-        await c.hset(k.progress(shardName), `batch:${b}`, JSON.stringify(stats));
+        await s.run((c) => c.hset(k.progress(shardName), `batch:${b}`, JSON.stringify(stats)));
+        if (o.verbose) io.stderr.write(`cusim: shard ${shardName}: batch ${b + 1} of ${batches} recorded\n`);
       }
-      await c.hset(k.shards, shardName, String(batches));
-      const all = Object.values(await c.hgetall(k.progress(shardName))).map((v) => JSON.parse(v) as BatchStats);
+      await s.run((c) => c.hset(k.shards, shardName, String(batches)));
+      const all = Object.values(await s.run((c) => c.hgetall(k.progress(shardName)))).map((v) => JSON.parse(v) as BatchStats);
       const rows = all.reduce((s, x) => s + x.rows, 0);
       say(
         `cusim: shard ${shardName}: ${mine.length} documents, ${rows} inserted${resumed ? ` (${resumed} of ${batches} batches were already done)` : ''}`,
@@ -262,16 +315,23 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
 export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
   const t0 = performance.now();
   if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
-  return withRedis(o.redis, async (c) => {
+  return withRedis(o, async (s) => {
     const k = keys(o.prefix);
-    const job = await readJob(c, o.prefix);
-    const shards = Number(await c.hget(k.shards, 'count'));
+    const job = await s.run((c) => readJob(c, o.prefix));
+    const shardHash = await s.run((c) => c.hgetall(k.shards));
+    const shards = Number(shardHash.count);
     const stats: BatchStats[] = [];
     for (let i = 0; i < shards; i++) {
-      const finished = await c.hget(k.shards, `${i}/${shards}`);
-      if (finished === null)
+      const finished = shardHash[`${i}/${shards}`];
+      if (finished === undefined)
         throw new CliError(`shard ${i}/${shards} of job '${o.prefix}' has not finished`, 'run (or rerun) that worker, then the report', 1);
-      stats.push(...Object.values(await c.hgetall(k.progress(`${i}/${shards}`))).map((v) => JSON.parse(v) as BatchStats));
+      const recorded = Object.values(await s.run((c) => c.hgetall(k.progress(`${i}/${shards}`)))).map((v) => JSON.parse(v) as BatchStats);
+      if (recorded.length !== Number(finished)) {
+        throw storageError(
+          `job '${o.prefix}' is inconsistent: shard ${i}/${shards} finished ${finished} batches but ${recorded.length} are recorded (key ${k.progress(`${i}/${shards}`)} lost or altered)`,
+        );
+      }
+      stats.push(...recorded);
     }
     const lsh = lshFor(o, job);
     let g;
@@ -279,6 +339,11 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       g = await lsh.groups({ verify: 'exact', threshold: job.threshold });
     } finally {
       await lsh.close();
+    }
+    // The workers' totals against the index: rows lost from Redis must not pass as fewer duplicates.
+    const inserted = stats.reduce((a, x) => a + x.rows, 0);
+    if (inserted !== g.ids.length) {
+      throw storageError(`job '${o.prefix}' is inconsistent: its workers inserted ${inserted} rows, the index holds ${g.ids.length}`);
     }
     // Rows are the live ids ascending, the single-process row order.
     const names: string[] = new Array(g.ids.length).fill('');
@@ -290,10 +355,14 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       a.push(row);
     });
     for (const [p, rows] of want) {
-      for (let s = 0; s < rows.length; s += 1000) {
-        const part = rows.slice(s, s + 1000);
-        const got = await c.hmget(k.names(p), ...part.map((row) => String(g.ids[row])));
-        got.forEach((v, x) => (names[part[x]] = v ?? `#${g.ids[part[x]]}`));
+      for (let x = 0; x < rows.length; x += 1000) {
+        const part = rows.slice(x, x + 1000);
+        const got = await s.run((c) => c.hmget(k.names(p), ...part.map((row) => String(g.ids[row]))));
+        got.forEach((v, y) => {
+          if (v === null)
+            throw storageError(`job '${o.prefix}' is inconsistent: no name is stored for document ${g.ids[part[y]]} (key ${k.names(p)})`);
+          names[part[y]] = v;
+        });
       }
     }
     const rowOf = (id: number): number => {

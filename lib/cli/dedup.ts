@@ -606,6 +606,18 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--shard <i/N>', 'with --redis: featurize, hash and insert documents j with j mod N = i of the input')
     .option('--report', 'with --redis: compute and print the groups of every shard')
     .option('--prefix <name>', "with --redis: the job's key prefix (one per corpus and settings)", 'cusim-dedup')
+    .option('--redis-ca <file>', 'with --redis rediss://: the PEM certificate of the CA that signed the server')
+    .option(
+      '--redis-retry <seconds>',
+      'with --redis: keep retrying an unreachable server this long, then exit 1',
+      integer('redis-retry', 0, 86400),
+      120,
+    )
+    .option('--allow-eviction', "with --shard: run on a server whose maxmemory-policy may evict the job's keys (a warning, not a refusal)")
+    .option(
+      '--crash-at <point>',
+      'with --shard, for recovery tests: kill the worker (SIGKILL) at claim, batch:B (before batch B is inserted) or insert:B (after)',
+    )
     .option(
       '--batch-docs <n>',
       'with --shard: documents per insert batch (a restarted worker resumes after the last finished batch)',

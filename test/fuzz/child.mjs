@@ -15,6 +15,7 @@ process.on('message', async (m) => {
   if (m.t !== 'run') return;
   const table = generatorsOf(m.families);
   ctx.backend = m.backend ?? 'cpu';
+  ctx.redisUrl = m.redis;
   for (const id of m.ids) {
     const r = await runCase(table, m.seed, id, ctx, (gen) => process.send({ t: 'start', id, entry: gen.entry, family: gen.family }));
     for (const e of strays.splice(0)) {

@@ -19,6 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { startRedisServer } from './redis-server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FAIL = ['crash', 'hang', 'wrong', 'untyped', 'harness'];
@@ -51,6 +52,8 @@ export async function fuzz({
   };
   let done = 0;
   const t0 = Date.now();
+  // The Redis family's server: one per run, shared by the children, stopped at the end.
+  const redis = !families || families.includes('redis') ? await startRedisServer() : undefined;
 
   async function worker() {
     while (queue.length) {
@@ -86,7 +89,7 @@ export async function fuzz({
       };
       child.on('message', (m) => {
         if (m.t === 'ready') {
-          child.send({ t: 'run', seed, ids, families, backend });
+          child.send({ t: 'run', seed, ids, families, backend, redis: redis?.url });
           arm();
         } else if (m.t === 'start') {
           started = m;
@@ -132,7 +135,11 @@ export async function fuzz({
     });
   }
 
-  await Promise.all(Array.from({ length: jobs }, worker));
+  try {
+    await Promise.all(Array.from({ length: jobs }, worker));
+  } finally {
+    await redis?.stop();
+  }
   const totals = { cases: 0, ok: 0, typed: 0, wrong: 0, untyped: 0, crash: 0, hang: 0, harness: 0 };
   for (const e of byEntry.values()) for (const k of Object.keys(totals)) totals[k] += e[k];
   return {

@@ -12,10 +12,11 @@ import * as text from './text.mjs';
 import * as ops from './ops.mjs';
 import * as nativeCalls from './native.mjs';
 import * as persist from './persist.mjs';
+import * as redis from './redis.mjs';
 import * as canary from './canary.mjs';
 import { Gen } from '../gen.mjs';
 
-export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist];
+export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist, redis];
 
 /** Every generator of the selected families, with cumulative weights. */
 export function generatorsOf(names) {
