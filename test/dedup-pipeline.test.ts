@@ -198,8 +198,10 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
       if (r() < 0.05) rows.push([[], []]);
     }
     const m = fromRows(rows, base.cols);
+    const perBackend: { group: Uint32Array; pairs: unknown }[] = [];
     for (const backend of backends) {
       const compact = await dedup(m, { method, threshold: 0.85, backend });
+      perBackend.push({ group: compact.group, pairs: compact.pairs });
       // returnSignatures keeps the signatures, so it runs MinHashLSH.groups over them.
       const full = await dedup(m, { method, threshold: 0.85, backend, returnSignatures: true });
       expect(compact.count).toBeGreaterThan(100);
@@ -218,6 +220,8 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
       expect(compact.pairs).toEqual(g.pairs);
       for (let i = 0; i < m.rows; i++) if (m.indptr[i] === m.indptr[i + 1]) expect(compact.group[i]).toBe(NONE);
     }
+    // The GPU buckets the same keys (where there is one): the same groups as the CPU.
+    for (const r of perBackend.slice(1)) expect(r).toEqual(perBackend[0]);
   });
 });
 
