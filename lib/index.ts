@@ -36,8 +36,8 @@ export type {
   GroupsOptions,
 } from './lsh.js';
 export { dedup } from './dedup/matrix.js';
-export { dedupRecords, indexRecords } from './dedup/records.js';
-export type { DedupRecordsOptions, DedupRecordsResult, IndexBlock } from './dedup/records.js';
+export { dedupRecords, indexRecords, recordIndexer } from './dedup/records.js';
+export type { DedupRecordsOptions, DedupRecordsResult, IndexBlock, IndexRecordsOptions, RecordIndexer } from './dedup/records.js';
 export { DEDUP_DEFAULTS, dedupParams } from './dedup/defaults.js';
 export type { DedupParamsOptions } from './dedup/defaults.js';
 export type { DedupOptions, DedupResult, DedupBlock } from './dedup/options.js';

@@ -87,6 +87,14 @@ Napi::Object PairsResult(Napi::Env env, lsh::PairList&& p, bool withSim, const l
   return r;
 }
 
+// Groups, their pairs and the device timings.
+Napi::Object GroupsValue(Napi::Env env, lsh::GroupsResult&& g, const lsh::Timing& t) {
+  auto r = PairsResult(env, std::move(g.pairs), true, t);
+  r.Set("group", ToTyped(env, std::move(g.group)));
+  r.Set("count", g.count);
+  return r;
+}
+
 // lshCandidatePairs(signatures, ids, { samples, bands, rows, backend, devices, cancel })
 Napi::Value CandidatePairs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -134,13 +142,7 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
           *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.sig.width == 1,
                              *c.bucketer, cancel, timing.get());
         },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = PairsResult(env, std::move(out->pairs), true, *timing);
-          r.Set("group", ToTyped(env, std::move(out->group)));
-          r.Set("count", out->count);
-          return r;
-        },
-        {}, in);
+        [=](Napi::Env env) -> Napi::Value { return GroupsValue(env, std::move(*out), *timing); }, {}, in);
   });
 }
 
@@ -245,13 +247,7 @@ Napi::Value GroupsFromKeys(const Napi::CallbackInfo& info) {
           for (uint64_t i = 0; i < rows->parts(); ++i) ValidateCsr(rows->part(i), "matrix");
           *out = lsh::GroupsFromKeys(keys, emptyData, threshold, *rows, sets, *bucketer, cancel, timing.get());
         },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = PairsResult(env, std::move(out->pairs), true, *timing);
-          r.Set("group", ToTyped(env, std::move(out->group)));
-          r.Set("count", out->count);
-          return r;
-        },
-        {}, in);
+        [=](Napi::Env env) -> Napi::Value { return GroupsValue(env, std::move(*out), *timing); }, {}, in);
   });
 }
 

@@ -21,7 +21,7 @@ import type { Io } from './options.js';
 import type { Readable } from 'node:stream';
 import { recallCurve, recallParams } from '../lsh.js';
 import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
-import { indexRecords } from '../dedup/records.js';
+import { recordIndexer } from '../dedup/records.js';
 import { readRecords } from './records.js';
 import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
 import type { DedupReport } from './report.js';
@@ -176,6 +176,16 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   const featOptions: TextFeaturizerOptions = { mode, weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
   const feat = new TextFeaturizer(featOptions).freeze();
   const lsh = lshFor(o, job);
+  const indexer = recordIndexer(lsh, {
+    method: job.method,
+    threshold: job.threshold,
+    recall: job.recall,
+    samples: job.samples,
+    seed: job.seed,
+    backend: o.backend,
+    devices: o.devices,
+    vectors: true,
+  });
   const shardName = `${shard}/${shards}`;
   try {
     await withRedis(o.redis, async (c) => {
@@ -233,16 +243,7 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
           });
           await Promise.all([...byPart].map(([p, a]) => c.hset(k.names(p), ...a)));
           // The library's pipeline hashes the batch and inserts it, with its rows for the report's verification.
-          await indexRecords([{ rows: matrix, indexIds: Uint32Array.from(rowIds) }], lsh, {
-            method: job.method,
-            threshold: job.threshold,
-            recall: job.recall,
-            samples: job.samples,
-            seed: job.seed,
-            backend: o.backend,
-            devices: o.devices,
-            vectors: true,
-          });
+          await indexer.add({ rows: matrix, indexIds: Uint32Array.from(rowIds) });
         }
         await c.hset(k.progress(shardName), `batch:${b}`, JSON.stringify(stats));
       }
@@ -254,6 +255,7 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
       );
     });
   } finally {
+    indexer.dispose();
     await lsh.close();
   }
   return 0;

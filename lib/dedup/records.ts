@@ -60,68 +60,93 @@ function checkRows(rows: unknown, k: number, method: CheckedDedupOptions['method
   return toCsr(rows, `blocks[${k}].rows`, { maxCols: method === 'classic' ? 2 ** 32 : 0xffffffff });
 }
 
+interface SliceSink<B> {
+  block?: (b: B, k: number, input: CsrMatrix, raw: CsrMatrix) => void;
+  slice: (signatures: Uint32Array, raw: CsrMatrix, start: number, end: number, b: B) => Promise<void> | void;
+}
+
 /**
- * Reads `source` block by block, hashing each block's rows as it arrives,
- * calling `sink` with each slice's input rows [start, end) and signatures
- * (written into one reused buffer: copy what is kept). Returns the signer's
- * row count and the ids.
+ * Hashes blocks one after another: the method's signer is made at the first
+ * block (weighted: dim = its columns), each block's rows are hashed in slices
+ * into one reused buffer and handed to `each.slice` (copy what is kept).
  */
-async function signBlocks<B extends { rows: unknown }>(
+class BlockSigner<B extends { rows: unknown }> {
+  #signer: Signer | undefined;
+  #cols = -1;
+  #out: Uint32Array | undefined;
+  #blocks = 0;
+  /** Rows hashed so far. */
+  rows = 0;
+
+  constructor(
+    private readonly o: CheckedDedupOptions,
+    private readonly reporter: ProgressReporter,
+    private readonly total: number | undefined,
+    private readonly each: SliceSink<B>,
+  ) {}
+
+  async add(b: B): Promise<void> {
+    const { o, reporter, total } = this;
+    const k = this.#blocks++;
+    if (!isObject(b)) throw typeError(`blocks[${k}] must be an object { rows, ids? }, got ${describe(b)}`);
+    const raw = checkRows(b.rows, k, o.method);
+    if (this.#cols < 0) {
+      this.#cols = raw.cols;
+      this.#signer = makeSigner(o.method, {
+        samples: o.params.samples,
+        seed: o.seed,
+        backend: o.backend,
+        devices: o.devices,
+        dim: raw.cols,
+      });
+      this.#out = new Uint32Array(HASH_ROWS * o.params.samples * this.#signer.width);
+    } else if (raw.cols !== this.#cols) {
+      throw rangeError(`blocks[${k}].rows.cols is ${raw.cols} but blocks[0].rows.cols is ${this.#cols}: every block has the same columns`);
+    }
+    const signer = this.#signer!;
+    const input = signer.input(raw);
+    this.each.block?.(b, k, input, raw);
+    for (let s = 0; s < input.rows; s += HASH_ROWS) {
+      const e = Math.min(input.rows, s + HASH_ROWS);
+      const base = this.rows;
+      const sigs = await signer.hash(input, {
+        rowStart: s,
+        rowEnd: e,
+        out: this.#out,
+        signal: o.signal,
+        onProgress: reporter.enabled ? (p) => reporter.update('hash', base + p.done, total) : undefined,
+      });
+      await this.each.slice(sigs, raw, s, e, b);
+      this.rows += e - s;
+      reporter.update('hash', this.rows, total);
+    }
+  }
+
+  dispose(): void {
+    this.#signer?.dispose();
+    this.#signer = undefined;
+  }
+}
+
+/** Feeds `source` to `signer` block by block (abortable while the source waits); the signer is disposed on return. */
+async function signAll<B>(
   source: Source<B>,
-  o: CheckedDedupOptions,
-  reporter: ProgressReporter,
-  total: number | undefined,
-  each: {
-    block?: (b: B, k: number, input: CsrMatrix, raw: CsrMatrix) => void;
-    slice: (signatures: Uint32Array, raw: CsrMatrix, start: number, end: number, b: B) => Promise<void> | void;
-  },
-): Promise<{ rows: number; signer: Signer | undefined }> {
+  signer: { add(b: B): Promise<void>; dispose(): void },
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const it = iterate(source, 'source');
-  let signer: Signer | undefined;
-  let cols = -1;
-  let done = 0;
-  let out: Uint32Array | undefined;
   let finished = false;
   try {
-    for (let k = 0; ; k++) {
-      const r = await next(it, o.signal);
+    for (;;) {
+      const r = await next(it, signal);
       if (r.done) {
         finished = true;
-        break;
+        return;
       }
-      const b = r.value;
-      if (!isObject(b)) throw typeError(`blocks[${k}] must be an object { rows, ids? }, got ${describe(b)}`);
-      const raw = checkRows(b.rows, k, o.method);
-      if (cols < 0) {
-        cols = raw.cols;
-        signer = makeSigner(o.method, { samples: o.params.samples, seed: o.seed, backend: o.backend, devices: o.devices, dim: cols });
-        out = new Uint32Array(HASH_ROWS * o.params.samples * signer.width);
-      } else if (raw.cols !== cols) {
-        throw rangeError(`blocks[${k}].rows.cols is ${raw.cols} but blocks[0].rows.cols is ${cols}: every block has the same columns`);
-      }
-      const input = signer!.input(raw);
-      each.block?.(b, k, input, raw);
-      for (let s = 0; s < input.rows; s += HASH_ROWS) {
-        const e = Math.min(input.rows, s + HASH_ROWS);
-        const base = done;
-        const sigs = await signer!.hash(input, {
-          rowStart: s,
-          rowEnd: e,
-          out,
-          signal: o.signal,
-          onProgress: reporter.enabled ? (p) => reporter.update('hash', base + p.done, total) : undefined,
-        });
-        await each.slice(sigs, raw, s, e, b);
-        done += e - s;
-        reporter.update('hash', done, total);
-      }
+      await signer.add(r.value);
     }
-    reporter.finish('hash', done, total ?? done);
-    return { rows: done, signer };
-  } catch (e) {
-    signer?.dispose();
-    throw e;
   } finally {
+    signer.dispose();
     // A source left early (an error, an abort) is told so, without waiting:
     // one stuck in an await (a reader on a silent pipe) would never answer.
     if (!finished) Promise.resolve(it.return?.()).catch(() => {});
@@ -176,24 +201,25 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
       });
   const vectors: CsrMatrix[] = [];
   const signatures: Uint32Array[] = [];
-  let signer: Signer | undefined;
+  const signer = new BlockSigner<DedupBlock>(o, reporter, total, {
+    block: (b, k, input) => {
+      nameBlock(b, k, input.rows);
+      if (band) band.addVectors(input);
+      else if (o.verify === 'exact') vectors.push(copyCsr(input));
+    },
+    slice: async (sigs, _raw, s, e) => {
+      if (band) return band.addSignatures(sigs);
+      const first = lsh!.size;
+      const rowIds = new Uint32Array(e - s);
+      for (let i = 0; i < rowIds.length; i++) rowIds[i] = first + i;
+      lsh!.insert(rowIds, sigs);
+      if (o.returnSignatures) signatures.push(sigs.slice());
+    },
+  });
   try {
-    const signed = await signBlocks(source, o, reporter, total, {
-      block: (b, k, input) => {
-        nameBlock(b, k, input.rows);
-        if (band) band.addVectors(input);
-        else if (o.verify === 'exact') vectors.push(copyCsr(input));
-      },
-      slice: async (sigs, _raw, s, e) => {
-        if (band) return band.addSignatures(sigs);
-        const first = lsh!.size;
-        const rowIds = new Uint32Array(e - s);
-        for (let i = 0; i < rowIds.length; i++) rowIds[i] = first + i;
-        lsh!.insert(rowIds, sigs);
-        if (o.returnSignatures) signatures.push(sigs.slice());
-      },
-    });
-    signer = signed.signer;
+    await signAll(source, signer, o.signal);
+    reporter.finish('hash', signer.rows, total ?? signer.rows);
+    const signed = { rows: signer.rows };
     const tHash = performance.now();
     const result: DedupRecordsResult = {
       group: new Uint32Array(signed.rows).fill(0xffffffff),
@@ -221,7 +247,6 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
     result.ms.groups = performance.now() - tHash;
     return result;
   } finally {
-    signer?.dispose();
     band?.dispose();
     lsh?.dispose();
   }
@@ -234,38 +259,60 @@ export interface IndexBlock {
   indexIds: Uint32Array;
 }
 
+/** Hashes blocks into an index of one's own, block by block (see indexRecords). */
+export interface RecordIndexer extends Disposable {
+  /** Hashes the block's rows and inserts them (awaited with Redis storage); resolves once they are in. */
+  add(block: IndexBlock): Promise<void>;
+  /** Rows inserted so far. */
+  readonly rows: number;
+  dispose(): void;
+}
+
+export type IndexRecordsOptions = Omit<DedupOptions, 'verify' | 'returnSignatures'> & {
+  /** Insert the rows too (Redis storage keeps them for groups({ verify: 'exact' })). */
+  vectors?: boolean;
+};
+
 /**
  * The pipeline's hashing into an index of one's own (a MinHashLSH with Redis
- * storage that --shard workers share): each block's signatures are inserted
- * with its indexIds, and with `vectors` its rows too (Redis storage keeps
- * them for groups({ verify: 'exact' })). The index's banding must be
- * dedupParams(options)'s and its kind the method. Returns the rows inserted.
+ * storage that --shard workers share), for a caller that records each block
+ * as done: each block's signatures go in with its indexIds, and with
+ * `vectors` its rows too. The index's banding must be dedupParams(options)'s
+ * and its kind the method. Dispose it to free the signer.
  */
-export async function indexRecords(
-  source: Source<IndexBlock>,
-  index: MinHashLSH,
-  options: Omit<DedupOptions, 'verify' | 'returnSignatures'> & { vectors?: boolean } = {},
-): Promise<number> {
+export function recordIndexer(index: MinHashLSH, options: IndexRecordsOptions = {}): RecordIndexer {
   const o = checkDedupOptions(options);
   if (!(index instanceof MinHashLSH)) throw typeError(`index must be a MinHashLSH, got ${describe(index)}`);
-  if (index.bands !== o.params.bands || index.rows !== o.params.rows || index.samples !== o.params.samples || index.kind !== o.method)
+  const p = o.params;
+  if (index.bands !== p.bands || index.rows !== p.rows || index.samples !== p.samples || index.kind !== o.method)
     throw rangeError(
       `index has ${index.bands} bands × ${index.rows} rows of ${index.samples} ${index.kind} samples, ` +
-        `but these options give ${o.params.bands} × ${o.params.rows} of ${o.params.samples} ${o.method}`,
+        `but these options give ${p.bands} × ${p.rows} of ${p.samples} ${o.method}`,
     );
-  const reporter = new ProgressReporter(o.onProgress);
-  const signed = await signBlocks(source, o, reporter, undefined, {
+  const signer = new BlockSigner<IndexBlock>(o, new ProgressReporter(o.onProgress), undefined, {
     block: (b, k, input) => {
       if (!(b.indexIds instanceof Uint32Array) || b.indexIds.length !== input.rows)
         throw typeError(`blocks[${k}].indexIds must be a Uint32Array of ${input.rows} ids`);
     },
     slice: async (sigs, raw, s, e, b) => {
-      const ids = b.indexIds.subarray(s, e);
-      await index.insert(ids, sigs, options.vectors ? { vectors: rowSlice(raw, s, e) } : undefined);
+      await index.insert(b.indexIds.subarray(s, e), sigs, options.vectors ? { vectors: rowSlice(raw, s, e) } : undefined);
     },
   });
-  signed.signer?.dispose();
-  return signed.rows;
+  return {
+    add: (block) => signer.add(block),
+    get rows() {
+      return signer.rows;
+    },
+    dispose: () => signer.dispose(),
+    [Symbol.dispose]: () => signer.dispose(),
+  };
+}
+
+/** recordIndexer() over a whole source: every block inserted in order; returns the rows inserted. */
+export async function indexRecords(source: Source<IndexBlock>, index: MinHashLSH, options: IndexRecordsOptions = {}): Promise<number> {
+  const ix = recordIndexer(index, options);
+  await signAll(source, ix, options.signal);
+  return ix.rows;
 }
 
 /** The rows [b, e) of a CSR matrix: indptr rebased, indices and values as views. */
