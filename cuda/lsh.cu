@@ -28,6 +28,18 @@ __global__ void BandKeysKernel(const uint32_t* __restrict__ sig, uint32_t sample
   }
 }
 
+// Band `band` of each rep's precomputed keys (row-major, `bands` per row).
+__global__ void GatherKeysKernel(const uint64_t* __restrict__ rowKeys, uint32_t bands,
+                                 const uint32_t* __restrict__ reps, uint64_t count, uint32_t band,
+                                 uint64_t* __restrict__ keys, uint32_t* __restrict__ vals) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint32_t row = reps[i];
+    keys[i] = rowKeys[uint64_t(row) * bands + band];
+    vals[i] = row;
+  }
+}
+
 // pairCount[run] = c (c - 1) / 2; the extra last entry is 0 so that an
 // exclusive scan over runs + 1 entries ends with the band's total.
 __global__ void PairCountKernel(const uint32_t* __restrict__ counts, const int* __restrict__ numRuns,
@@ -89,8 +101,10 @@ unsigned Blocks(uint64_t threadsNeeded, int device) {
   return gpu::GridFor(threadsNeeded, kThreads, unsigned(gpu::MultiprocessorCount(device)) * 32);
 }
 
-std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
-                                   std::vector<float>* estimate, int device, Timing* timing) {
+// The band keys come from signatures (sig; BandKey on the device) or are
+// given (keys, with sig null; no estimate then).
+std::vector<uint64_t> RepPairsCuda(const SigView* sig, const KeyView* given, const std::vector<uint32_t>& reps,
+                                   const Params& p, std::vector<float>* estimate, int device, Timing* timing) {
   const uint64_t R = reps.size();
   if (R > uint64_t(INT32_MAX)) ThrowInvalid("too many rows for one GPU LSH pass (at most 2^31 - 1)");
   if (R < 2) {
@@ -99,8 +113,10 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   }
   gpu::DeviceGuard guard(device);
   gpu::Stream stream;
-  const uint64_t sigWords = sig.n * sig.words();
+  const uint64_t sigWords = sig ? sig->n * sig->words() : 0;
+  const uint64_t keyWords = given ? given->n * given->bands : 0;
   gpu::DeviceBuffer<uint32_t> dSig(sigWords, "LSH signatures");
+  gpu::DeviceBuffer<uint64_t> dRowKeys(keyWords, "LSH row band keys");
   gpu::DeviceBuffer<uint32_t> dReps(R, "LSH row list");
   gpu::DeviceBuffer<uint64_t> keys(R, "LSH band keys"), keysSorted(R, "LSH sorted band keys");
   gpu::DeviceBuffer<uint32_t> vals(R, "LSH band rows"), valsSorted(R, "LSH sorted band rows");
@@ -127,15 +143,21 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
 
   gpu::Event t0, t1, t2, t3;
   t0.record(stream);
-  CUSIM_CUDA_CHECK(cudaMemcpyAsync(dSig.data(), sig.data, sigWords * 4, cudaMemcpyHostToDevice, stream));
+  if (sig) CUSIM_CUDA_CHECK(cudaMemcpyAsync(dSig.data(), sig->data, sigWords * 4, cudaMemcpyHostToDevice, stream));
+  if (given)
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dRowKeys.data(), given->data, keyWords * 8, cudaMemcpyHostToDevice, stream));
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(dReps.data(), reps.data(), R * 4, cudaMemcpyHostToDevice, stream));
   t1.record(stream);
 
   gpu::DeviceBuffer<uint64_t> pairs;
   uint64_t used = 0;
   for (uint32_t band = 0; band < p.bands; ++band) {
-    BandKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width, dReps.data(), R,
-                                                               band, p.rows, keys.data(), vals.data());
+    if (sig)
+      BandKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dSig.data(), sig->samples, sig->width, dReps.data(), R,
+                                                                 band, p.rows, keys.data(), vals.data());
+    else
+      GatherKeysKernel<<<Blocks(R, device), kThreads, 0, stream>>>(dRowKeys.data(), given->bands, dReps.data(), R, band,
+                                                                   keys.data(), vals.data());
     CUSIM_LAUNCH_CHECK();
     size_t bytes = temp.size();
     // Reps ascend and the sort is stable, so each run lists rows ascending and
@@ -211,7 +233,7 @@ std::vector<uint64_t> RepPairsCuda(const SigView& sig, const std::vector<uint32_
   gpu::DeviceBuffer<float> dEst;
   if (estimate && uniq > 0) {
     dEst.reset(uniq, "LSH pair estimates");
-    EstimateKernel<<<Blocks(uniq * 32, device), kThreads, 0, stream>>>(dSig.data(), sig.samples, sig.width,
+    EstimateKernel<<<Blocks(uniq * 32, device), kThreads, 0, stream>>>(dSig.data(), sig->samples, sig->width,
                                                                        pairs.data(), uniq, dEst.data());
     CUSIM_LAUNCH_CHECK();
   }
@@ -237,7 +259,14 @@ class CudaBucketer final : public Bucketer {
   explicit CudaBucketer(int device) : device_(device) {}
   std::vector<uint64_t> RepPairs(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
                                  std::vector<float>* estimate, Timing* timing) const override {
-    return RepPairsCuda(sig, reps, p, estimate, device_, timing);
+    return RepPairsCuda(&sig, nullptr, reps, p, estimate, device_, timing);
+  }
+  std::vector<uint64_t> RepPairsFromKeys(const KeyView& keys, const std::vector<uint32_t>& reps,
+                                         Timing* timing) const override {
+    Params p;
+    p.bands = keys.bands;
+    p.rows = 1;  // unused: the keys are given
+    return RepPairsCuda(nullptr, &keys, reps, p, nullptr, device_, timing);
   }
 
  private:

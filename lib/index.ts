@@ -19,8 +19,6 @@ export {
   recallParams,
   recallCurve,
   candidateProbability,
-  dedupParams,
-  dedup,
   groupMembers,
   isEmptySignature,
   MAX_LSH_SAMPLES,
@@ -36,9 +34,16 @@ export type {
   PairSet,
   GroupsResult,
   GroupsOptions,
-  DedupOptions,
-  DedupResult,
 } from './lsh.js';
+export { dedup } from './dedup/matrix.js';
+export { dedupRecords, indexRecords, recordIndexer } from './dedup/records.js';
+export type { DedupRecordsOptions, DedupRecordsResult, IndexBlock, IndexRecordsOptions, RecordIndexer } from './dedup/records.js';
+export { DEDUP_DEFAULTS, dedupParams } from './dedup/defaults.js';
+export type { DedupParamsOptions } from './dedup/defaults.js';
+export type { DedupOptions, DedupResult, DedupBlock } from './dedup/options.js';
+export { classicTokens } from './dedup/signer.js';
+export { idList } from './dedup/ids.js';
+export type { IdList } from './dedup/ids.js';
 export type { ProgressEvent, OnProgress } from './progress.js';
 export { WeightedMinHash, estimateJaccard, estimateJaccardPairs, EMPTY_ROW_SENTINEL, rowChunks } from './minhash.js';
 export { MinHash, sha1Hash32, estimateSetJaccard, tokenHashRows, MERSENNE_PRIME, MAX_HASH } from './classic-minhash.js';

@@ -1,12 +1,11 @@
 // MinHash LSH over MinHash signatures (weighted or classic): banding,
-// candidate pairs, verified duplicate groups, and the one-call dedup pipeline.
+// candidate pairs and verified duplicate groups (the dedup pipeline over it
+// is lib/dedup/).
 import { native } from './addon.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { disposedError, rangeError, typeError } from './errors.js';
-import { MinHash } from './classic-minhash.js';
-import { checkSamples, MAX_SAMPLES, WeightedMinHash } from './minhash.js';
 import { checkRedisOptions, RedisLsh, type RedisStorageOptions } from './lsh-redis.js';
 import { badFile, checkPath, openSections, saveSections, u32View } from './persist.js';
 import {
@@ -774,109 +773,4 @@ export function groupMembers(group: Uint32Array): Uint32Array[] {
   }
   // Map order is first insertion, i.e. by first member.
   return [...out.values()].map((m) => m.rows);
-}
-
-export interface DedupOptions {
-  /**
-   * 'weighted' (default): WeightedMinHash over the matrix's weights, verified
-   * by weighted Jaccard. 'classic': MinHash over each row's set of columns
-   * (weights ignored; cols up to 2^32, so columns may be token hashes),
-   * verified by set Jaccard.
-   */
-  method?: SignatureKind;
-  threshold?: number;
-  /**
-   * Least probability that a pair at similarity threshold + margin is found
-   * (default 0.95; see recallParams). Ignored when `weights` is given.
-   */
-  recall?: number;
-  /** Default 0.05. */
-  margin?: number;
-  /** LSH [fpWeight, fnWeight] for datasketch's choice of (bands, rows) instead of the recall target. */
-  weights?: readonly [number, number];
-  /**
-   * Samples hashed. Left out: bands * rows of the choice made within 128 samples
-   * (or, where 128 cannot reach `recall`, within the fewest that can); see
-   * `lsh.samples` in the result.
-   */
-  samples?: number;
-  seed?: number;
-  verify?: Verify;
-  backend?: BackendOption;
-  devices?: 'all' | number[];
-  signal?: AbortSignal;
-  /** Stages 'hash' (rows), 'candidates' and 'verify' (pairs) as ProgressEvents. */
-  onProgress?: OnProgress;
-  /** Return the signatures too (rows × samples × 2 weighted, rows × samples classic). */
-  returnSignatures?: boolean;
-}
-
-export interface DedupResult {
-  group: Uint32Array;
-  count: number;
-  pairs: PairSet & { similarity: Float32Array };
-  /** The banding used and the samples hashed. */
-  lsh: LshParams & { samples: number };
-  signatures?: Uint32Array;
-}
-
-/** (bands, rows, samples) dedup uses for these options. */
-export function dedupParams(
-  options: Pick<DedupOptions, 'threshold' | 'recall' | 'margin' | 'weights' | 'samples'> = {},
-): LshParams & { samples: number } {
-  const threshold = checkOpenFraction(options.threshold ?? 0.9, 'threshold');
-  const samples = checkSamples(options.samples ?? 128);
-  if (options.weights !== undefined) {
-    if (options.recall !== undefined) throw typeError('give recall or weights, not both');
-    return { ...optimalParams(threshold, samples, options.weights), samples };
-  }
-  const r = recallParams(threshold, samples, { recall: options.recall, margin: options.margin });
-  if (r.samples > samples && options.samples !== undefined) {
-    throw rangeError(
-      `recall ${options.recall ?? 0.95} at similarity ${r.at} needs at least ${r.samples} samples, got samples = ${samples}`,
-    );
-  }
-  if (r.samples > MAX_SAMPLES)
-    throw rangeError(`recall ${options.recall ?? 0.95} at similarity ${r.at} needs ${r.samples} samples, more than ${MAX_SAMPLES}`);
-  // Samples past bands * rows would be hashed and never read.
-  return { bands: r.bands, rows: r.rows, samples: options.samples === undefined ? r.bands * r.rows : samples };
-}
-
-/**
-/**
- * Near-duplicate groups of a sparse matrix in one call: MinHash (weighted, or
- * classic over sets with `method: 'classic'`), LSH tuned so a pair at
- * threshold + 0.05 is found with probability 0.95 (see `recall`), and
- * verification at the threshold. Row i has id i. Empty rows (no positive
- * weight; classic: no column) are never grouped.
- */
-export async function dedup(matrix: CsrMatrix, options: DedupOptions = {}): Promise<DedupResult> {
-  if (!isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
-  const method = checkEnum(options.method ?? 'weighted', 'method', ['weighted', 'classic'] as const);
-  const m = toCsr(matrix, 'matrix', { maxCols: method === 'classic' ? 2 ** 32 : 0xffffffff });
-  const threshold = options.threshold ?? 0.9;
-  const params = dedupParams(options);
-  const verify = checkEnum(options.verify ?? 'exact', 'verify', ['none', 'estimate', 'exact'] as const);
-  const onProgress = checkOnProgress(options.onProgress);
-  const { backend, devices } = options;
-  const seed = options.seed ?? 1;
-  const wmh =
-    method === 'classic'
-      ? new MinHash({ samples: params.samples, seed, backend, devices })
-      : new WeightedMinHash({ dim: m.cols, samples: params.samples, seed, backend, devices });
-  let lsh: MinHashLSH | undefined;
-  try {
-    const signatures = await wmh.hash(m, { signal: options.signal, onProgress });
-    lsh = new MinHashLSH({ bands: params.bands, rows: params.rows, samples: params.samples, threshold, backend, devices, kind: method });
-    const ids = new Uint32Array(m.rows);
-    for (let i = 0; i < ids.length; i++) ids[i] = i;
-    lsh.insert(ids, signatures);
-    const g = await lsh.groups({ verify, threshold, matrix: m, signal: options.signal, onProgress });
-    const out: DedupResult = { group: g.group, count: g.count, pairs: g.pairs, lsh: params };
-    if (options.returnSignatures) out.signatures = signatures;
-    return out;
-  } finally {
-    lsh?.dispose();
-    wmh.dispose();
-  }
 }

@@ -280,6 +280,15 @@ export interface LshFunctions {
     queries: Uint32Array,
     options: LshShape,
   ): Promise<{ indptr: Uint32Array; ids: Uint32Array }>;
+  /** Each row's band keys (rows × bands, row-major) and whether its signature is empty. */
+  lshBandKeys(signatures: Uint32Array, options: LshShape): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
+  /** lshGroups with verify 'exact' and ids 0..n-1, from band keys and the rows as consecutive blocks. */
+  lshGroupsFromKeys(
+    keys: BigUint64Array | Staged,
+    empty: Uint8Array | Staged,
+    matrix: (CsrMatrix | Staged)[],
+    options: { bands: number; threshold: number; sets: boolean } & Placement & CallControl,
+  ): Promise<LshGroupsNativeResult>;
   lshStoreEntries(signatures: Uint32Array, ids: Uint32Array, options: LshShape & { partitions: number }): Promise<LshStoreEntries>;
   lshStoreQuery(
     stored: Uint8Array[],

@@ -66,6 +66,8 @@ export class ProgressReporter {
   /** Reports the stage as complete (done = total when known). */
   finish(stage: string, done: number, total?: number): void {
     if (!this.cb) return;
+    // The last event of a stage before it is always seen.
+    if (stage !== this.#stage && !this.#emitted) this.#emit();
     if (this.#emitted && stage === this.#stage && done === this.#done && total === this.#total) return;
     this.#stage = stage;
     this.#done = done;

@@ -5,6 +5,7 @@
 // cuda/lsh.cu), and native/lsh_engine.cc holds what both share.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,6 +37,49 @@ struct SigView {
 CUSIM_HD uint64_t SampleValue(const uint32_t* row, uint32_t s, uint32_t width) {
   return width == 2 ? uint64_t(row[2 * s]) | (uint64_t(row[2 * s + 1]) << 32) : uint64_t(row[s]);
 }
+
+// Band keys (BandKey) of n rows, row-major: row i's keys are data[i * bands ...].
+// What the band tables read; a dedup keeps these instead of whole signatures.
+struct KeyView {
+  const uint64_t* data = nullptr;
+  uint64_t n = 0;
+  uint32_t bands = 0;
+  const uint64_t* row(uint64_t i) const { return data + i * bands; }
+};
+
+// A CSR matrix held as consecutive blocks of rows (a dedup's token sets arrive
+// block by block and are never joined into one matrix).
+class RowBlocks {
+ public:
+  struct Row {
+    const uint32_t* indices;
+    const float* values;  // null when the block has none
+    uint32_t length;
+  };
+  RowBlocks() = default;
+  explicit RowBlocks(const CsrView& m) { Add(m); }
+  void Add(const CsrView& m) {
+    parts_.push_back(m);
+    first_.push_back(rows_);
+    rows_ += m.rows;
+  }
+  uint64_t rows() const { return rows_; }
+  size_t parts() const { return parts_.size(); }
+  const CsrView& part(size_t k) const { return parts_[k]; }
+  Row row(uint64_t r) const {
+    size_t k = 0;
+    if (parts_.size() > 1) k = size_t(std::upper_bound(first_.begin(), first_.end(), r) - first_.begin()) - 1;
+    const CsrView& m = parts_[k];
+    const uint64_t i = r - first_[k];
+    const uint32_t b = m.indptr[i], e = m.indptr[i + 1];
+    return {m.indices + b, m.values ? m.values + b : nullptr, e - b};
+  }
+
+ private:
+  std::vector<CsrView> parts_;
+  std::vector<uint64_t> first_;
+  uint64_t rows_ = 0;
+};
 
 struct Params {
   uint32_t bands = 0;
@@ -73,6 +117,10 @@ CUSIM_HD uint64_t BandKey(const uint32_t* sig, uint32_t band, uint32_t r, uint32
   for (uint32_t i = 0; i < r; ++i) h = HashRound(h, SampleValue(p, i, width));
   return Fmix64(h ^ r);
 }
+
+// The band keys of every row (keys: n * bands, row-major) and whether each
+// row is empty (every word the sentinel), in parallel.
+void BandKeys(const SigView& sig, const Params& p, uint64_t* keys, uint8_t* empty);
 
 inline bool IsEmptyRow(const uint32_t* s, uint32_t samples, uint32_t width) {
   for (uint64_t i = 0; i < uint64_t(width) * samples; ++i)
@@ -113,6 +161,10 @@ class Bucketer {
   // (float(equal) / float(samples), the same rounding on both backends).
   virtual std::vector<uint64_t> RepPairs(const SigView& sig, const std::vector<uint32_t>& reps, const Params& p,
                                          std::vector<float>* estimate, Timing* timing) const = 0;
+  // The same pairs from the rows' band keys (keys.row(i)[band] is what
+  // BandKey gives row i's signature), so both paths bucket identically.
+  virtual std::vector<uint64_t> RepPairsFromKeys(const KeyView& keys, const std::vector<uint32_t>& reps,
+                                                 Timing* timing) const = 0;
 };
 
 std::unique_ptr<Bucketer> MakeCpuBucketer();
@@ -149,6 +201,14 @@ GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> 
 GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
                     const CsrView* matrix, bool sets, const Bucketer& bucketer, const CancelToken& cancel,
                     Timing* timing);
+
+// Groups() with exact verification, from band keys and the rows' token sets
+// (or weighted vectors) instead of signatures: row i has id i; empty[i] marks
+// rows whose signature was empty. Classes of interchangeable rows are rows
+// with equal vectors (which have equal signatures, hence equal keys), so the
+// result equals Groups(sig, identity ids, p, Exact, threshold, matrix, sets).
+GroupsResult GroupsFromKeys(const KeyView& keys, const uint8_t* empty, double threshold, const RowBlocks& rows,
+                            bool sets, const Bucketer& bucketer, const CancelToken& cancel, Timing* timing);
 
 // For each query, the ids of inserted rows sharing a band bucket with it,
 // deduplicated and ascending. indptr has queries + 1 entries.

@@ -112,29 +112,57 @@ struct Classes {
 
 using SameFn = std::function<bool(uint32_t, uint32_t)>;
 
-Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
-  const uint64_t n = sig.n;
+// What BuildClasses reads of a row: signatures, or band keys.
+struct SigRows {
+  const SigView& sig;
+  uint64_t n() const { return sig.n; }
+  bool empty(uint64_t i) const { return IsEmptyRow(sig.row(i), sig.samples, sig.width); }
+  uint64_t hash(uint64_t i) const { return FullHash(sig.row(i), sig.samples, sig.width); }
+  bool equal(uint64_t i, uint64_t j) const {
+    return std::memcmp(sig.row(i), sig.row(j), sig.words() * sizeof(uint32_t)) == 0;
+  }
+};
+
+struct KeyRows {
+  const KeyView& keys;
+  const uint8_t* isEmpty;
+  uint64_t n() const { return keys.n; }
+  bool empty(uint64_t i) const { return isEmpty[i] != 0; }
+  uint64_t hash(uint64_t i) const {
+    uint64_t h = 0x13198a2e03707344ull;
+    for (uint32_t b = 0; b < keys.bands; ++b) h = HashRound(h, keys.row(i)[b]);
+    return Fmix64(h ^ keys.bands);
+  }
+  bool equal(uint64_t i, uint64_t j) const {
+    return std::memcmp(keys.row(i), keys.row(j), uint64_t(keys.bands) * sizeof(uint64_t)) == 0;
+  }
+};
+
+template <class Rows>
+Classes BuildClasses(const Rows& rows, const SameFn& sameExtra) {
+  const uint64_t n = rows.n();
   Classes c;
   c.rep.assign(n, kNoGroup);
   std::vector<std::pair<uint64_t, uint32_t>> keyed(n);
   std::vector<uint8_t> empty(n);
   ParallelFor(n, 4096, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      empty[i] = IsEmptyRow(sig.row(i), sig.samples, sig.width);
-      keyed[i] = {empty[i] ? 0 : FullHash(sig.row(i), sig.samples, sig.width), uint32_t(i)};
+      empty[i] = rows.empty(i);
+      keyed[i] = {empty[i] ? 0 : rows.hash(i), uint32_t(i)};
     }
   });
   size_t w = 0;
   for (size_t i = 0; i < n; ++i)
     if (!empty[i]) keyed[w++] = keyed[i];
   keyed.resize(w);
+  std::vector<uint8_t>().swap(empty);
   std::vector<Keyed> tmp;
   SortKeyed(keyed, tmp);
+  std::vector<Keyed>().swap(tmp);
   std::vector<size_t> runStart;
   for (size_t i = 0; i < keyed.size(); ++i)
     if (i == 0 || keyed[i].first != keyed[i - 1].first) runStart.push_back(i);
   runStart.push_back(keyed.size());
-  const size_t sigBytes = sig.words() * sizeof(uint32_t);
   ParallelFor(runStart.size() - 1, 64, [&](size_t b, size_t e) {
     std::vector<uint32_t> local;
     for (size_t r = b; r < e; ++r) {
@@ -143,7 +171,7 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
         const uint32_t i = keyed[k].second;
         uint32_t found = kNoGroup;
         for (uint32_t j : local) {
-          if (std::memcmp(sig.row(i), sig.row(j), sigBytes) == 0 && (!sameExtra || sameExtra(j, i))) {
+          if (rows.equal(i, j) && (!sameExtra || sameExtra(j, i))) {
             found = j;
             break;
           }
@@ -153,6 +181,7 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
       }
     }
   });
+  std::vector<Keyed>().swap(keyed);
   std::vector<uint32_t> size(n, 0);
   for (uint64_t i = 0; i < n; ++i)
     if (c.rep[i] != kNoGroup) ++size[c.rep[i]];
@@ -175,10 +204,10 @@ Classes BuildClasses(const SigView& sig, const SameFn& sameExtra) {
 // Matrix rows in canonical form (ascending columns, duplicates summed,
 // weights <= 0 or NaN dropped), built only for the rows a call needs. As
 // `sets` (classic MinHash), every stored column is a member of weight 1 and
-// repeats count once.
+// repeats count once, and no weights are kept. ids null: row i is matrix row i.
 class NormRows {
  public:
-  NormRows(const CsrView& m, const uint32_t* ids, uint64_t n, bool sets)
+  NormRows(const RowBlocks& m, const uint32_t* ids, uint64_t n, bool sets)
       : m_(m), ids_(ids), sets_(sets), start_(n, -1), len_(n, 0) {}
 
   void Need(const std::vector<uint32_t>& positions) {
@@ -189,20 +218,17 @@ class NormRows {
         todo.push_back(p);
       }
     std::vector<uint64_t> off(todo.size() + 1, col_.size());
-    for (size_t k = 0; k < todo.size(); ++k) {
-      const uint32_t r = ids_[todo[k]];
-      off[k + 1] = off[k] + (m_.indptr[r + 1] - m_.indptr[r]);
-    }
+    for (size_t k = 0; k < todo.size(); ++k) off[k + 1] = off[k] + m_.row(RowOf(todo[k])).length;
     col_.resize(off.back());
-    val_.resize(off.back());
+    if (!sets_) val_.resize(off.back());
     ParallelFor(todo.size(), 256, [&](size_t b, size_t e) {
       std::vector<std::pair<uint32_t, double>> tmp;
       for (size_t k = b; k < e; ++k) {
-        const uint32_t r = ids_[todo[k]];
+        const RowBlocks::Row r = m_.row(RowOf(todo[k]));
         tmp.clear();
-        for (uint32_t j = m_.indptr[r]; j < m_.indptr[r + 1]; ++j) {
-          const float w = m_.values && !sets_ ? m_.values[j] : 1.0f;
-          if (w > 0) tmp.emplace_back(m_.indices[j], double(w));  // false for NaN
+        for (uint32_t j = 0; j < r.length; ++j) {
+          const float w = r.values && !sets_ ? r.values[j] : 1.0f;
+          if (w > 0) tmp.emplace_back(r.indices[j], double(w));  // false for NaN
         }
         std::sort(tmp.begin(), tmp.end(), [](auto& a, auto& b) { return a.first < b.first; });
         uint64_t w = off[k];
@@ -211,7 +237,7 @@ class NormRows {
             if (!sets_) val_[w - 1] += tmp[t].second;
           } else {
             col_[w] = tmp[t].first;
-            val_[w] = tmp[t].second;
+            if (!sets_) val_[w] = tmp[t].second;
             ++w;
           }
         }
@@ -224,13 +250,29 @@ class NormRows {
   bool Same(uint32_t a, uint32_t b) const {
     if (len_[a] != len_[b]) return false;
     return std::equal(col_.begin() + start_[a], col_.begin() + start_[a] + len_[a], col_.begin() + start_[b]) &&
-           std::equal(val_.begin() + start_[a], val_.begin() + start_[a] + len_[a], val_.begin() + start_[b]);
+           (sets_ ||
+            std::equal(val_.begin() + start_[a], val_.begin() + start_[a] + len_[a], val_.begin() + start_[b]));
   }
 
-  // Weighted Jaccard: sum of minima over sum of maxima (0 when both are empty).
+  // Weighted Jaccard: sum of minima over sum of maxima (0 when both are empty);
+  // for sets, |a ∩ b| / |a ∪ b|.
   double Jaccard(uint32_t a, uint32_t b) const {
     const uint32_t* ca = col_.data() + start_[a];
     const uint32_t* cb = col_.data() + start_[b];
+    if (sets_) {
+      uint32_t i = 0, j = 0, both = 0;
+      while (i < len_[a] && j < len_[b]) {
+        if (ca[i] == cb[j]) {
+          ++both, ++i, ++j;
+        } else if (ca[i] < cb[j]) {
+          ++i;
+        } else {
+          ++j;
+        }
+      }
+      const uint64_t any = uint64_t(len_[a]) + len_[b] - both;
+      return any > 0 ? double(both) / double(any) : 0.0;
+    }
     const double* va = val_.data() + start_[a];
     const double* vb = val_.data() + start_[b];
     uint32_t i = 0, j = 0;
@@ -252,7 +294,8 @@ class NormRows {
   }
 
  private:
-  const CsrView& m_;
+  uint64_t RowOf(uint32_t position) const { return ids_ ? ids_[position] : position; }
+  const RowBlocks& m_;
   const uint32_t* ids_;
   bool sets_;
   std::vector<int64_t> start_;
@@ -316,9 +359,8 @@ std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>
 
 void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n, bool sets, double* jaccard,
               uint8_t* same) {
-  std::vector<uint32_t> rows(m.rows);
-  std::iota(rows.begin(), rows.end(), 0u);
-  NormRows norm(m, rows.data(), m.rows, sets);
+  const RowBlocks blocks(m);
+  NormRows norm(blocks, nullptr, m.rows, sets);
   std::vector<uint32_t> ends(a, a + n);
   ends.insert(ends.end(), b, b + n);
   std::sort(ends.begin(), ends.end());
@@ -334,7 +376,7 @@ void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n
 
 PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Bucketer& bucketer,
                         const CancelToken& cancel, Timing* timing) {
-  Classes c = BuildClasses(sig, nullptr);
+  Classes c = BuildClasses(SigRows{sig}, nullptr);
   cancel.check();
   std::vector<uint64_t> rp = bucketer.RepPairs(sig, c.reps, p, nullptr, timing);
   cancel.check();
@@ -408,66 +450,53 @@ GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> 
   return out;
 }
 
-GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
-                    const CsrView* matrix, bool sets, const Bucketer& bucketer, const CancelToken& cancel,
-                    Timing* timing) {
-  const uint64_t n = sig.n;
-  cancel.begin(0, 0);
-  std::unique_ptr<NormRows> norm;
-  Classes c;
-  if (verify == Verify::Exact) {
-    if (!matrix) ThrowInvalid("matrix is required for verify 'exact'", "TypeError");
-    for (uint64_t i = 0; i < n; ++i)
-      if (ids[i] >= matrix->rows)
-        ThrowInvalid("id " + std::to_string(ids[i]) +
-                     " has no row in matrix (matrix.rows = " + std::to_string(matrix->rows) + ")");
-    norm = std::make_unique<NormRows>(*matrix, ids, n, sets);
-    // Signature classes first; rows that share a signature are then split by
-    // exact vector equality, so only truly interchangeable rows collapse.
-    Classes bySig = BuildClasses(sig, nullptr);
-    std::vector<uint32_t> multi;
-    for (size_t k = 0; k < bySig.reps.size(); ++k)
-      if (bySig.memberPtr[k + 1] - bySig.memberPtr[k] > 1)
-        multi.insert(multi.end(), bySig.members.begin() + bySig.memberPtr[k],
-                     bySig.members.begin() + bySig.memberPtr[k + 1]);
-    norm->Need(multi);
-    NormRows* nr = norm.get();
-    c = BuildClasses(sig, [nr](uint32_t a, uint32_t b) { return nr->Same(a, b); });
-  } else {
-    c = BuildClasses(sig, nullptr);
+namespace {
+
+// Classes for exact verification: rows with equal signatures (or keys) are
+// split by vector equality, so only truly interchangeable rows collapse.
+template <class Rows>
+Classes ExactClasses(const Rows& rows, NormRows& norm) {
+  Classes byRow = BuildClasses(rows, nullptr);
+  std::vector<uint32_t> multi;
+  for (size_t k = 0; k < byRow.reps.size(); ++k)
+    if (byRow.memberPtr[k + 1] - byRow.memberPtr[k] > 1)
+      multi.insert(multi.end(), byRow.members.begin() + byRow.memberPtr[k],
+                   byRow.members.begin() + byRow.memberPtr[k + 1]);
+  norm.Need(multi);
+  NormRows* nr = &norm;
+  return BuildClasses(rows, [nr](uint32_t a, uint32_t b) { return nr->Same(a, b); });
+}
+
+// True Jaccard of every candidate pair (progress stage 1); keep[k] when >= threshold.
+void VerifyExact(const std::vector<uint64_t>& rp, NormRows& norm, double threshold, const CancelToken& cancel,
+                 std::vector<float>* sim, std::vector<uint8_t>* keep) {
+  std::vector<uint32_t> ends;
+  ends.reserve(rp.size() * 2);
+  for (uint64_t x : rp) {
+    ends.push_back(uint32_t(x >> 32));
+    ends.push_back(uint32_t(x));
   }
-  cancel.check();
-  std::vector<float> sim;
-  std::vector<uint64_t> rp = bucketer.RepPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
-  cancel.check();
-  std::vector<uint8_t> keep(rp.size(), 1);
-  if (verify == Verify::Exact) {
-    std::vector<uint32_t> ends;
-    ends.reserve(rp.size() * 2);
-    for (uint64_t x : rp) {
-      ends.push_back(uint32_t(x >> 32));
-      ends.push_back(uint32_t(x));
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  norm.Need(ends);
+  std::vector<uint32_t>().swap(ends);
+  sim->resize(rp.size());
+  keep->assign(rp.size(), 1);
+  cancel.begin(1, rp.size());
+  ParallelFor(rp.size(), 256, [&](size_t b, size_t e2) {
+    for (size_t k = b; k < e2; ++k) {
+      if (((k - b) & 255) == 0) cancel.check();
+      const double j = norm.Jaccard(uint32_t(rp[k] >> 32), uint32_t(rp[k]));
+      (*sim)[k] = float(j);
+      (*keep)[k] = j >= threshold;
+      if (((k - b) & 255) == 255) cancel.advance(256);
     }
-    std::sort(ends.begin(), ends.end());
-    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
-    norm->Need(ends);
-    sim.resize(rp.size());
-    cancel.begin(1, rp.size());
-    ParallelFor(rp.size(), 256, [&](size_t b, size_t e2) {
-      for (size_t k = b; k < e2; ++k) {
-        if (((k - b) & 255) == 0) cancel.check();
-        const double j = norm->Jaccard(uint32_t(rp[k] >> 32), uint32_t(rp[k]));
-        sim[k] = float(j);
-        keep[k] = j >= threshold;
-        if (((k - b) & 255) == 255) cancel.advance(256);
-      }
-      cancel.advance((e2 - b) & 255);
-    });
-  } else {
-    if (verify == Verify::Estimate)
-      for (size_t k = 0; k < rp.size(); ++k) keep[k] = double(sim[k]) >= threshold;
-  }
-  cancel.check();
+    cancel.advance((e2 - b) & 255);
+  });
+}
+
+GroupsResult KeptComponents(const Classes& c, const std::vector<uint64_t>& rp, const std::vector<float>& sim,
+                            const std::vector<uint8_t>& keep, const uint32_t* ids) {
   std::vector<uint64_t> edges;
   std::vector<float> edgeSim;
   for (size_t k = 0; k < rp.size(); ++k)
@@ -476,6 +505,73 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
       edgeSim.push_back(sim[k]);
     }
   return Components(c.rep, std::move(edges), std::move(edgeSim), ids);
+}
+
+}  // namespace
+
+GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Verify verify, double threshold,
+                    const CsrView* matrix, bool sets, const Bucketer& bucketer, const CancelToken& cancel,
+                    Timing* timing) {
+  const uint64_t n = sig.n;
+  cancel.begin(0, 0);
+  const SigRows rows{sig};
+  std::unique_ptr<RowBlocks> blocks;
+  std::unique_ptr<NormRows> norm;
+  Classes c;
+  if (verify == Verify::Exact) {
+    if (!matrix) ThrowInvalid("matrix is required for verify 'exact'", "TypeError");
+    for (uint64_t i = 0; i < n; ++i)
+      if (ids[i] >= matrix->rows)
+        ThrowInvalid("id " + std::to_string(ids[i]) +
+                     " has no row in matrix (matrix.rows = " + std::to_string(matrix->rows) + ")");
+    blocks = std::make_unique<RowBlocks>(*matrix);
+    norm = std::make_unique<NormRows>(*blocks, ids, n, sets);
+    c = ExactClasses(rows, *norm);
+  } else {
+    c = BuildClasses(rows, nullptr);
+  }
+  cancel.check();
+  std::vector<float> sim;
+  std::vector<uint64_t> rp = bucketer.RepPairs(sig, c.reps, p, verify == Verify::Exact ? nullptr : &sim, timing);
+  cancel.check();
+  std::vector<uint8_t> keep(rp.size(), 1);
+  if (verify == Verify::Exact) {
+    VerifyExact(rp, *norm, threshold, cancel, &sim, &keep);
+  } else if (verify == Verify::Estimate) {
+    for (size_t k = 0; k < rp.size(); ++k) keep[k] = double(sim[k]) >= threshold;
+  }
+  cancel.check();
+  return KeptComponents(c, rp, sim, keep, ids);
+}
+
+GroupsResult GroupsFromKeys(const KeyView& keys, const uint8_t* empty, double threshold, const RowBlocks& rows,
+                            bool sets, const Bucketer& bucketer, const CancelToken& cancel, Timing* timing) {
+  const uint64_t n = keys.n;
+  if (rows.rows() != n)
+    ThrowInvalid("the token sets hold " + std::to_string(rows.rows()) + " rows, the band keys " + std::to_string(n));
+  cancel.begin(0, 0);
+  NormRows norm(rows, nullptr, n, sets);
+  Classes c = ExactClasses(KeyRows{keys, empty}, norm);
+  cancel.check();
+  std::vector<uint64_t> rp = bucketer.RepPairsFromKeys(keys, c.reps, timing);
+  cancel.check();
+  std::vector<float> sim;
+  std::vector<uint8_t> keep;
+  VerifyExact(rp, norm, threshold, cancel, &sim, &keep);
+  cancel.check();
+  std::vector<uint32_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0u);
+  return KeptComponents(c, rp, sim, keep, ids.data());
+}
+
+void BandKeys(const SigView& sig, const Params& p, uint64_t* keys, uint8_t* empty) {
+  ParallelFor(sig.n, 2048, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      for (uint32_t band = 0; band < p.bands; ++band)
+        keys[i * p.bands + band] = BandKey(sig.row(i), band, p.rows, sig.width);
+      empty[i] = IsEmptyRow(sig.row(i), sig.samples, sig.width);
+    }
+  });
 }
 
 void Query(const SigView& stored, const uint32_t* ids, const SigView& queries, const Params& p,

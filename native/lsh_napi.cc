@@ -34,6 +34,18 @@ lsh::SigView SigArg(Inputs& in, const Napi::Value& v, uint32_t samples, uint32_t
   return s;
 }
 
+// Signatures of however many rows (a multiple of samples x width words).
+lsh::SigView SigRowsArg(Inputs& in, const Napi::Value& v, uint32_t samples, uint32_t width, bool bulk) {
+  auto a = in.Array<uint32_t>(v, "signatures", bulk);
+  const uint64_t per = uint64_t(samples) * width;
+  if (a.length % per != 0)
+    ThrowInvalid("signatures has length " + std::to_string(a.length) + ", not a multiple of samples * " +
+                 std::to_string(width) + " = " + std::to_string(per));
+  lsh::SigView s;
+  s.data = a.data, s.n = a.length / per, s.samples = samples, s.width = width;
+  return s;
+}
+
 uint32_t WidthProp(const Napi::Object& o) {
   const double w = NumPropOr(o, "width", 2);
   if (w != 1 && w != 2) ThrowInvalid("width must be 1 (classic signatures) or 2 (weighted)");
@@ -72,6 +84,14 @@ Napi::Object PairsResult(Napi::Env env, lsh::PairList&& p, bool withSim, const l
   if (withSim) r.Set("similarity", ToTyped(env, std::move(p.similarity)));
   r.Set("kernelMs", t.kernelMs);
   r.Set("transferMs", t.transferMs);
+  return r;
+}
+
+// Groups, their pairs and the device timings.
+Napi::Object GroupsValue(Napi::Env env, lsh::GroupsResult&& g, const lsh::Timing& t) {
+  auto r = PairsResult(env, std::move(g.pairs), true, t);
+  r.Set("group", ToTyped(env, std::move(g.group)));
+  r.Set("count", g.count);
   return r;
 }
 
@@ -122,13 +142,7 @@ Napi::Value Groups(const Napi::CallbackInfo& info) {
           *out = lsh::Groups(c.sig, c.ids, c.params, verify, threshold, hasMatrix ? &matrix : nullptr, c.sig.width == 1,
                              *c.bucketer, cancel, timing.get());
         },
-        [=](Napi::Env env) -> Napi::Value {
-          auto r = PairsResult(env, std::move(out->pairs), true, *timing);
-          r.Set("group", ToTyped(env, std::move(out->group)));
-          r.Set("count", out->count);
-          return r;
-        },
-        {}, in);
+        [=](Napi::Env env) -> Napi::Value { return GroupsValue(env, std::move(*out), *timing); }, {}, in);
   });
 }
 
@@ -143,13 +157,7 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     auto ids = in->Array<uint32_t>(info[1], "ids");
     lsh::SigView stored = SigArg(*in, info[0], samples, width, ids.length, "stored");
-    auto q = in->Array<uint32_t>(info[2], "signatures");
-    const uint64_t per = uint64_t(samples) * width;
-    if (q.length % per != 0)
-      ThrowInvalid("signatures has length " + std::to_string(q.length) + ", not a multiple of samples * " +
-                   std::to_string(width) + " = " + std::to_string(per));
-    lsh::SigView queries;
-    queries.data = q.data, queries.n = q.length / per, queries.samples = samples, queries.width = width;
+    lsh::SigView queries = SigRowsArg(*in, info[2], samples, width, false);
     const uint32_t* idp = ids.data;
     auto indptr = std::make_shared<std::vector<uint32_t>>();
     auto hits = std::make_shared<std::vector<uint32_t>>();
@@ -165,10 +173,90 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
   });
 }
 
+// lshBandKeys(signatures, { samples, bands, rows, width }) -> { keys: BigUint64Array, empty: Uint8Array }:
+// each row's band keys (row-major) and whether its signature is empty, what
+// lshGroupsFromKeys reads in place of the signatures.
+Napi::Value BandKeys(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    Napi::Object opts = args.Obj(1, "options");
+    const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
+    const uint32_t width = WidthProp(opts);
+    const lsh::Params p = ParamsArg(opts, samples);
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    const lsh::SigView sig = SigRowsArg(*in, info[0], samples, width, true);
+    if (sig.n * p.bands > MaxTypedLength())
+      ThrowInvalid("band keys of " + std::to_string(sig.n) + " rows exceed one typed array; pass fewer rows per call");
+    auto keys = std::make_shared<std::vector<uint64_t>>();
+    auto empty = std::make_shared<std::vector<uint8_t>>();
+    return RunAsync(
+        info.Env(),
+        [=] {
+          keys->resize(sig.n * p.bands);
+          empty->resize(sig.n);
+          lsh::BandKeys(sig, p, keys->data(), empty->data());
+        },
+        [=](Napi::Env env) -> Napi::Value {
+          auto r = Napi::Object::New(env);
+          r.Set("keys", ToTyped(env, std::move(*keys)));
+          r.Set("empty", ToTyped(env, std::move(*empty)));
+          return r;
+        },
+        {}, in);
+  });
+}
+
+// lshGroupsFromKeys(keys, empty, matrix: (CsrMatrix | Staged)[], { bands, threshold, sets, backend, devices,
+// cancel, progress }): lshGroups with verify 'exact' and ids 0..n-1, from band keys (lshBandKeys) and the
+// rows' vectors as consecutive row blocks.
+Napi::Value GroupsFromKeys(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Args args(info);
+    Napi::Object opts = args.Obj(3, "options");
+    const uint32_t bands = U32Prop(opts, "bands", 1, 1u << 20);
+    const double threshold = NumPropOr(opts, "threshold", 0.5);
+    if (!(threshold > 0 && threshold <= 1)) ThrowInvalid("threshold must be in (0, 1]");
+    const bool sets = opts.Get("sets").ToBoolean().Value();
+    Backend backend = BackendProp(opts);
+    std::shared_ptr<const lsh::Bucketer> bucketer =
+        backend == Backend::Cpu ? lsh::MakeCpuBucketer()
+                                : lsh::MakeCudaBucketer(ResolveDevices(DevicesProp(opts)).at(0));
+    if (!info[2].IsArray()) ThrowInvalid("matrix must be an array of CSR row blocks", "TypeError");
+    auto list = info[2].As<Napi::Array>();
+    std::vector<CsrSource> sources;
+    for (uint32_t i = 0; i < list.Length(); ++i) sources.push_back(ReadCsr(list.Get(i), "matrix", !sets));
+    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    CancelToken cancel = in->Cancel(opts);
+    in->ForGpu(backend == Backend::Cuda);
+    auto k = in->Array<uint64_t>(info[0], "keys", true);
+    auto e = in->Array<uint8_t>(info[1], "empty");
+    lsh::KeyView keys;
+    keys.data = k.data, keys.n = e.length, keys.bands = bands;
+    if (k.length != keys.n * bands)
+      ThrowInvalid("keys has length " + std::to_string(k.length) +
+                   " but empty.length * bands = " + std::to_string(keys.n * bands));
+    if (keys.n > 0xFFFFFFFFull) ThrowInvalid("more than 2^32 - 1 rows");
+    auto rows = std::make_shared<lsh::RowBlocks>();
+    for (const CsrSource& src : sources) rows->Add(in->Csr(src, 0, src.rows));
+    const uint8_t* emptyData = e.data;
+    auto out = std::make_shared<lsh::GroupsResult>();
+    auto timing = std::make_shared<lsh::Timing>();
+    return RunAsync(
+        info.Env(),
+        [=] {
+          for (uint64_t i = 0; i < rows->parts(); ++i) ValidateCsr(rows->part(i), "matrix");
+          *out = lsh::GroupsFromKeys(keys, emptyData, threshold, *rows, sets, *bucketer, cancel, timing.get());
+        },
+        [=](Napi::Env env) -> Napi::Value { return GroupsValue(env, std::move(*out), *timing); }, {}, in);
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("lshCandidatePairs", Napi::Function::New(env, CandidatePairs, "lshCandidatePairs"));
   exports.Set("lshGroups", Napi::Function::New(env, Groups, "lshGroups"));
   exports.Set("lshQuery", Napi::Function::New(env, Query, "lshQuery"));
+  exports.Set("lshBandKeys", Napi::Function::New(env, BandKeys, "lshBandKeys"));
+  exports.Set("lshGroupsFromKeys", Napi::Function::New(env, GroupsFromKeys, "lshGroupsFromKeys"));
 }
 
 }  // namespace

@@ -21,19 +21,21 @@ import { MinHashLSH } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
 import { CliError } from './errors.js';
-import { dedupMethod, defaultWeighting, signer } from './dedup-method.js';
-import type { DedupOptions } from './dedup.js';
+import { dedupMethod, defaultWeighting } from './dedup-method.js';
+import type { DedupCommandOptions } from './dedup-options.js';
 import type { SignatureKind } from '../lsh.js';
 import type { Io } from './options.js';
 import type { Readable } from 'node:stream';
-import { dedupParams, recallCurve, recallParams } from '../lsh.js';
+import { recallCurve, recallParams } from '../lsh.js';
+import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
+import { recordIndexer } from '../dedup/records.js';
 import { readRecords } from './records.js';
 import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Doc, Skip } from './sources.js';
 
-export type ShardOptions = Omit<DedupOptions, 'redis' | 'backend'> & {
+export type ShardOptions = Omit<DedupCommandOptions, 'redis' | 'backend'> & {
   redis: string;
   backend: 'cpu' | 'cuda';
   /** --redis-ca FILE: the PEM CA that signed a rediss:// server's certificate. */
@@ -220,14 +222,17 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
   for (const f of files) docs.push({ file: f });
   const featOptions: TextFeaturizerOptions = { mode, weighting, q: o.q, hashBits: job.hashBits, ...(o.native ? {} : { native: false }) };
   const feat = new TextFeaturizer(featOptions).freeze();
-  const hasher = signer(job.method, {
-    dim: 2 ** job.hashBits,
+  const lsh = lshFor(o, job);
+  const indexer = recordIndexer(lsh, {
+    method: job.method,
+    threshold: job.threshold,
+    recall: job.recall,
     samples: job.samples,
     seed: job.seed,
     backend: o.backend,
     devices: o.devices,
+    vectors: true,
   });
-  const lsh = lshFor(o, job);
   const shardName = `${shard}/${shards}`;
   try {
     await withRedis(o, async (s) => {
@@ -280,7 +285,6 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
         stats.rows = rowIds.length;
         const matrix = feat.build();
         if (rowIds.length) {
-          const sigs = await hasher.hash(matrix);
           // Names first: a row the report can see always has one.
           const byPart = new Map<number, string[]>();
           rowIds.forEach((id, x) => {
@@ -291,7 +295,8 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
           });
           await s.run((c) => Promise.all([...byPart].map(([p, a]) => c.hset(k.names(p), ...a))));
           crashAt(o, `batch:${b}`);
-          await lsh.insert(Uint32Array.from(rowIds), sigs, { vectors: matrix });
+          // The library's pipeline hashes the batch and inserts it, with its rows for the report's verification.
+          await indexer.add({ rows: matrix, indexIds: Uint32Array.from(rowIds) });
           crashAt(o, `insert:${b}`);
         }
         await s.run((c) => c.hset(k.progress(shardName), `batch:${b}`, JSON.stringify(stats)));
@@ -305,7 +310,7 @@ export async function shardCommand(paths: string[], o: ShardOptions, io: Io): Pr
       );
     });
   } finally {
-    hasher.dispose();
+    indexer.dispose();
     await lsh.close();
   }
   return 0;
@@ -413,7 +418,7 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
           paramsFor(job).bands,
           paramsFor(job).rows,
           job.threshold,
-          recallParams(job.threshold, 128, { recall: job.recall }).at,
+          recallParams(job.threshold, DEDUP_DEFAULTS.samples, { recall: job.recall }).at,
         ),
       },
       groups,

@@ -8,15 +8,18 @@ import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import { packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
-import type { Backend } from '../backend.js';
-import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
-import type { GroupsResult, LshParams, SignatureKind } from '../lsh.js';
-import { WeightedMinHash } from '../minhash.js';
-import { MinHash, tokenHashRows } from '../classic-minhash.js';
+import { recallCurve, recallParams } from '../lsh.js';
+import type { LshParams, SignatureKind } from '../lsh.js';
+import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
+import { idList, toIdList } from '../dedup/ids.js';
+import type { IdList } from '../dedup/ids.js';
+import type { DedupBlock } from '../dedup/options.js';
+import { dedupRecords } from '../dedup/records.js';
 import { TextFeaturizer } from '../text/index.js';
-import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
-import type { CsrMatrix } from '../validate.js';
+import type { TextFeaturizerOptions, TextMode } from '../text/index.js';
+import { BlockQueue } from './block-queue.js';
 import { dedupMethod, defaultWeighting } from './dedup-method.js';
+import type { DedupCommandOptions } from './dedup-options.js';
 import { escapeText } from './escape.js';
 import { DEFAULT_HASH_BITS, reportCommand, shardCommand } from './dedup-shard.js';
 import { CliError, fsError } from './errors.js';
@@ -35,60 +38,7 @@ import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Skip } from './sources.js';
 
-export interface DedupOptions {
-  threshold: number;
-  samples?: number;
-  recall: number;
-  seed: number;
-  mode?: TextMode;
-  /** Left out: the mode's default (defaultWeighting). */
-  weighting?: Weighting;
-  /** Weighted MinHash even for binary features. */
-  weighted?: boolean;
-  q: number;
-  backend: 'auto' | 'cpu' | 'cuda';
-  devices?: 'all' | number[];
-  json?: boolean;
-  csv?: boolean;
-  format: RecordFormat;
-  field: string;
-  idField: string;
-  header: boolean;
-  columns?: string[];
-  delimiter?: string;
-  ext?: string;
-  exclude: string[];
-  gitignore: boolean;
-  maxSize: number;
-  minTokens?: number;
-  limit: number;
-  threads: number;
-  native: boolean;
-  quiet?: boolean;
-  progress: boolean;
-  verbose?: boolean;
-  hashBits?: number;
-  showText?: number;
-  withinPackage?: boolean;
-  redis?: string;
-  shard?: string;
-  report?: boolean;
-  prefix: string;
-  batchDocs: number;
-}
-
-const DEFAULT_SAMPLES = 128;
-const DEFAULT_THRESHOLD = 0.9;
-const DEFAULT_RECALL = 0.95;
-
-/** What the stages of one run share. */
-interface Run {
-  o: DedupOptions;
-  method: SignatureKind;
-  backend: Backend;
-  bar: Progress;
-  signal: AbortSignal | undefined;
-}
+export type { DedupCommandOptions } from './dedup-options.js';
 
 interface RecordInput {
   /** As shown to the user. */
@@ -100,7 +50,7 @@ interface RecordInput {
 }
 
 /** Records inputs and document files named on the command line. */
-function planInputs(paths: string[], o: DedupOptions, io: Io): { records: RecordInput[]; docRoots: string[] } {
+function planInputs(paths: string[], o: DedupCommandOptions, io: Io): { records: RecordInput[]; docRoots: string[] } {
   const records: RecordInput[] = [];
   const docRoots: string[] = [];
   for (const p of paths) {
@@ -126,66 +76,11 @@ function planInputs(paths: string[], o: DedupOptions, io: Io): { records: Record
   return { records, docRoots };
 }
 
-/** The rows [b, e) of a CSR matrix: indptr rebased, indices and values as views. */
-function rowSlice(m: CsrMatrix, b: number, e: number): CsrMatrix {
-  const base = m.indptr[b];
-  const indptr = m.indptr.slice(b, e + 1);
-  for (let i = 0; i < indptr.length; i++) indptr[i] -= base;
-  const at = m.indptr[e];
-  return {
-    rows: e - b,
-    cols: m.cols,
-    indptr,
-    indices: m.indices.subarray(base, at),
-    ...(m.values ? { values: m.values.subarray(base, at) } : {}),
-  };
-}
-
-// Rows hashed per call: each block's signatures go into the index before the
-// next is hashed, so they are never held twice (at 10M documents and 108
-// samples they take 4.3 GB; a block, 0.45 GB).
-const HASH_BLOCK_ROWS = 1 << 20;
-
-/**
- * Signatures into `lsh` (row i has id i): classic MinHash over token-hash
- * sets, or weighted MinHash over the featurized rows, block by block.
- */
-async function insertSignatures(lsh: MinHashLSH, matrix: CsrMatrix, params: LshParams & { samples: number }, run: Run): Promise<void> {
-  const { o, backend, bar, signal, method } = run;
-  const mh =
-    method === 'classic'
-      ? new MinHash({ samples: params.samples, seed: o.seed, backend, devices: o.devices })
-      : new WeightedMinHash({ dim: matrix.cols, samples: params.samples, seed: o.seed, backend, devices: o.devices });
-  // Token hashes (32 bits) go in as they are; narrower hashed columns
-  // (--hash-bits) are mixed first, as --shard workers do.
-  const input = method === 'classic' && matrix.cols < 2 ** 32 ? tokenHashRows(matrix) : matrix;
-  const report = bar.listener({ hash: 'hashing' }, { hash: 'docs' });
-  // One output array for every block (the index copies each block's signatures).
-  const out = new Uint32Array(Math.min(input.rows, HASH_BLOCK_ROWS) * params.samples * (method === 'classic' ? 1 : 2));
-  try {
-    for (let b = 0; b < input.rows || b === 0; b += HASH_BLOCK_ROWS) {
-      const e = Math.min(input.rows, b + HASH_BLOCK_ROWS);
-      const block = b === 0 && e === input.rows ? input : rowSlice(input, b, e);
-      const sigs = await mh.hash(block, {
-        signal,
-        out,
-        onProgress: report && ((p) => report({ ...p, done: b + p.done, total: input.rows })),
-      });
-      const ids = new Uint32Array(e - b);
-      for (let i = 0; i < ids.length; i++) ids[i] = b + i;
-      lsh.insert(ids, sigs);
-      if (e === input.rows) break;
-    }
-  } finally {
-    mh.dispose();
-  }
-}
-
-function lshParamsFor(o: DedupOptions, say: (s: string) => void): LshParams & { samples: number } {
+function lshParamsFor(o: DedupCommandOptions, say: (s: string) => void): LshParams & { samples: number } {
   try {
     const p = dedupParams({ threshold: o.threshold, recall: o.recall, samples: o.samples });
-    if (o.samples === undefined && p.samples > DEFAULT_SAMPLES) {
-      say(`cusim: ${DEFAULT_SAMPLES} samples cannot reach --recall ${o.recall} at threshold ${o.threshold}; hashing ${p.samples}`);
+    if (o.samples === undefined && p.samples > DEDUP_DEFAULTS.samples) {
+      say(`cusim: ${DEDUP_DEFAULTS.samples} samples cannot reach --recall ${o.recall} at threshold ${o.threshold}; hashing ${p.samples}`);
     }
     return p;
   } catch (e) {
@@ -200,44 +95,63 @@ function lshParamsFor(o: DedupOptions, say: (s: string) => void): LshParams & { 
   }
 }
 
-interface Featurized {
-  /** Token-hash sets (classic: cols 2^32, no values) or weighted rows. */
-  matrix: CsrMatrix;
-  ids: string[];
+/** What reading produced besides the blocks of rows. */
+interface ReadStats {
   skipped: Skip[];
   documents: number;
   tooSmall: number;
+  /** Rows (documents with enough tokens), their nonzeros, and the columns of every block. */
+  rows: number;
+  nnz: number;
+  cols: number;
 }
 
 /**
- * Reads every input and featurizes it; the featurizer (and its buffers) is
- * dropped on return, leaving only the matrix and the row ids.
+ * Reads every input and featurizes it, handing rows to `push` as blocks in
+ * input order: as they are read where the features are hashed (classic), or
+ * as one block at the end over the finished vocabulary (weighted). The
+ * featurizer (and its buffers) is dropped on return.
  */
 async function featurize(
   records: RecordInput[],
   docFiles: string[],
   unreadable: string[],
-  o: DedupOptions,
+  o: DedupCommandOptions,
   io: Io,
   bar: Progress,
   mode: TextMode,
   minTokens: number,
   featOptions: TextFeaturizerOptions,
   method: SignatureKind,
-): Promise<Featurized> {
+  push: (b: DedupBlock) => void,
+  stop: AbortSignal,
+): Promise<ReadStats> {
   const feat = new TextFeaturizer(featOptions);
   // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
-  const hashed = method === 'classic' ? { bits: o.hashBits ?? 32, values: false } : undefined;
-  const skipped: Skip[] = unreadable.map((u) => ({
-    id: displayPath(u),
-    reason: 'unreadable' as const,
-    detail: 'cannot list the directory',
-  }));
+  const bits = o.hashBits ?? 32;
+  const stats: ReadStats = { skipped: [], documents: 0, tooSmall: 0, rows: 0, nnz: 0, cols: method === 'classic' ? 2 ** bits : 0 };
+  const send = (rows: DedupBlock['rows'], ids: IdList): void => {
+    stats.rows += rows.rows;
+    stats.nnz += rows.indices.length;
+    push({ rows, ids });
+  };
+  const hashed =
+    method === 'classic'
+      ? { bits, values: false, onRows: (rows: DedupBlock['rows'], ids: string[]) => send(rows, idList(ids)) }
+      : undefined;
+  const stopped = (): boolean => !!io.signal?.aborted || stop.aborted;
+  stats.skipped.push(
+    ...unreadable.map((u) => ({
+      id: displayPath(u),
+      reason: 'unreadable' as const,
+      detail: 'cannot list the directory',
+    })),
+  );
 
   // Records: streamed, featurized in batches as they arrive.
   const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, undefined, hashed);
   for (const input of records) {
-    if (io.signal?.aborted) break;
+    if (stopped()) break;
     bar.stage(`reading ${escapeText(input.name)}`, input.size, 'bytes');
     let bytes = 0;
     const recordOptions: RecordOptions = {
@@ -262,13 +176,18 @@ async function featurize(
           minTokens,
           bits: hashed.bits,
           threads: o.threads,
-          signal: io.signal,
-          onBlock: (r) => stream.addRows(r.rows, r.ids, r.documents, r.tooSmall),
+          signal: io.signal ? AbortSignal.any([io.signal, stop]) : stop,
+          onBlock: (r) => {
+            const ids = toIdList(r.ids, 'ids');
+            send({ rows: ids.length, cols: 2 ** hashed.bits, indptr: r.rows.indptr, indices: r.rows.indices }, ids);
+            stats.documents += r.documents;
+            stats.tooSmall += r.tooSmall;
+          },
         });
         continue;
       }
       for await (const d of readRecords(input.open(), recordOptions)) {
-        if (io.signal?.aborted) break;
+        if (stopped()) break;
         await stream.add(d);
       }
     } catch (e) {
@@ -279,8 +198,6 @@ async function featurize(
   await stream.finish();
   bar.stop();
   const ids = stream.ids;
-  let tooSmall = stream.tooSmall;
-  let documents = stream.documents;
 
   // Whole files as documents: worker threads where there are cores to spare.
   if (docFiles.length > 0) {
@@ -296,74 +213,44 @@ async function featurize(
         onFiles: (n) => bar.tick(n),
       });
       ids.push(...r.rows);
-      skipped.push(...r.skipped);
-      tooSmall += r.tooSmall;
-      documents += r.documents;
+      stats.skipped.push(...r.skipped);
+      stats.tooSmall += r.tooSmall;
+      stats.documents += r.documents;
     } else {
-      // Hashed rows go on after the records' (one matrix).
+      // Hashed rows go on after the records' (one stream).
       const files = hashed ? stream : new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, (n) => bar.tick(n));
       for (const f of docFiles) {
-        if (io.signal?.aborted) break;
+        if (stopped()) break;
         const d = readDoc(f, displayPath(f), o.maxSize);
         if ('text' in d) {
           await files.add(d);
           if (files === stream) bar.tick();
         } else {
-          skipped.push(d);
+          stats.skipped.push(d);
           bar.tick();
         }
       }
       await files.finish();
-      if (files === stream) {
-        // One stream: its ids, counts and rows already cover the files.
-        tooSmall = stream.tooSmall;
-        documents = stream.documents;
-      } else {
+      if (files !== stream) {
         ids.push(...files.ids);
-        tooSmall += files.tooSmall;
-        documents += files.documents;
+        stats.tooSmall += files.tooSmall;
+        stats.documents += files.documents;
       }
     }
     bar.stop();
   }
-  return { matrix: hashed ? stream.matrix() : feat.build(), ids, skipped, documents, tooSmall };
-}
-
-/** Signatures, then LSH candidates verified exactly; the signatures are dropped on return. */
-async function findGroups(
-  matrix: CsrMatrix,
-  params: LshParams & { samples: number },
-  run: Run,
-  endStage: (stage: string) => void,
-): Promise<GroupsResult> {
-  const { o, backend, bar, signal, method } = run;
-  const lsh = new MinHashLSH({
-    bands: params.bands,
-    rows: params.rows,
-    samples: params.samples,
-    threshold: o.threshold,
-    backend,
-    devices: o.devices,
-    kind: method,
-  });
-  try {
-    await insertSignatures(lsh, matrix, params, run);
-    bar.stop();
-    endStage('hash');
-    return await lsh.groups({
-      verify: 'exact',
-      threshold: o.threshold,
-      matrix,
-      signal,
-      onProgress: bar.listener({ candidates: 'finding candidate pairs', verify: 'verifying pairs' }, { verify: 'pairs' }),
-    });
-  } finally {
-    bar.stop();
-    lsh.dispose();
+  stats.documents += stream.documents;
+  stats.tooSmall += stream.tooSmall;
+  if (!hashed) {
+    // Weighted rows over the vocabulary, known only now: one block.
+    const matrix = feat.build();
+    stats.cols = matrix.cols;
+    if (matrix.rows > 0 && matrix.cols > 0) send(matrix, idList(ids));
   }
+  return stats;
 }
 
-async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<number> {
+async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Promise<number> {
   const t0 = performance.now();
   if (o.json && o.csv) throw new CliError('--json and --csv cannot be combined', 'pick one output format', 2);
   const say = (s: string): void => {
@@ -423,19 +310,58 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     ...(o.native ? {} : { native: false }),
   };
   const bar = progress(wantsProgress(o), io.stderr);
-  const { matrix, ids, skipped, documents, tooSmall } = await featurize(
-    records,
-    docFiles,
-    unreadable,
-    o,
-    io,
-    bar,
-    mode,
-    minTokens,
-    featOptions,
-    method,
+  // Reading feeds the library's pipeline, which hashes blocks as they come.
+  const queue = new BlockQueue<DedupBlock>();
+  let reading = true;
+  const tPipeline = performance.now();
+  const listen = bar.listener(
+    { hash: 'hashing', candidates: 'finding candidate pairs', verify: 'verifying pairs' },
+    { hash: 'docs', verify: 'pairs' },
   );
-  if (io.signal?.aborted) return 0;
+  const pending = dedupRecords(queue, {
+    method,
+    threshold: o.threshold,
+    recall: o.recall,
+    samples: params.samples,
+    seed: o.seed,
+    backend,
+    devices: o.devices,
+    signal: io.signal,
+    // While reading, the reading bar is the job's progress.
+    onProgress: listen && ((e) => !reading && listen(e)),
+  });
+  // Its failure surfaces below, once reading has stopped (queue.stopped tells the readers).
+  pending.catch(() => {});
+  let stats: ReadStats;
+  try {
+    stats = await featurize(
+      records,
+      docFiles,
+      unreadable,
+      o,
+      io,
+      bar,
+      mode,
+      minTokens,
+      featOptions,
+      method,
+      (b) => queue.push(b),
+      queue.stopped.signal,
+    );
+  } catch (e) {
+    queue.close();
+    await pending.catch(() => {});
+    throw e;
+  } finally {
+    reading = false;
+  }
+  queue.close();
+  if (queue.stopped.signal.aborted) await pending; // the pipeline failed: its error, not the reader's
+  if (io.signal?.aborted) {
+    await pending.catch(() => {});
+    return 0;
+  }
+  const { skipped, documents, tooSmall } = stats;
   endStage('read + featurize');
   let skipSummary = '';
   if (skipped.length) {
@@ -445,7 +371,8 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     say(`cusim: skipped ${skipped.length} file(s): ${skipSummary}${o.verbose ? '' : ' (--verbose lists them)'}`);
     if (o.verbose) for (const s of skipped) say(`  skipped (${s.reason}${s.detail ? `: ${s.detail}` : ''}): ${escapeText(s.id)}`);
   }
-  if (matrix.rows === 0 || matrix.cols === 0) {
+  if (stats.rows === 0 || stats.cols === 0) {
+    await pending.catch(() => {});
     const where =
       escapeText(source) + (extensions && docFiles.length === 0 && records.length === 0 ? ` with extensions ${extensions.join(',')}` : '');
     const why =
@@ -462,13 +389,32 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
           : 'check the path, --ext, --exclude or --format';
     throw new CliError(`no documents found in ${where}${why}`, fix, 1);
   }
-  const curve = recallCurve(params.bands, params.rows, o.threshold, recallParams(o.threshold, DEFAULT_SAMPLES, { recall: o.recall }).at);
+  const curve = recallCurve(
+    params.bands,
+    params.rows,
+    o.threshold,
+    recallParams(o.threshold, DEDUP_DEFAULTS.samples, { recall: o.recall }).at,
+  );
   say(
-    `cusim: ${featureLine(matrix, o.hashBits)}; ${method} MinHash, ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
+    `cusim: ${featureLine(stats, o.hashBits)}; ${method} MinHash, ${params.samples} samples, LSH ${params.bands} bands × ${params.rows} rows`,
   );
 
-  const result = await findGroups(matrix, params, { o, method, backend, bar, signal: io.signal }, endStage);
+  let result;
+  try {
+    result = await pending;
+  } catch (e) {
+    if (io.signal?.aborted) return 0;
+    throw e;
+  } finally {
+    bar.stop();
+  }
+  // Hashing ran alongside reading; what is left of it after reading, then banding and verification.
+  const hashEnd = tPipeline + result.ms.hash;
+  stages.push({ stage: 'hash', ms: Math.max(0, Math.round(hashEnd - tStage)) });
+  tStage = Math.max(tStage, hashEnd);
   endStage('lsh + verify');
+  // Names only for the rows a report shows (all of them for a package scan).
+  const ids = scan ? Array.from({ length: result.ids.length }, (_, i) => result.ids.get(i)) : namesOfGrouped(result.ids, result.group);
   let groups = buildGroups(ids, result);
   let withinPackageGroups: number | undefined;
   if (scan) ({ groups, within: withinPackageGroups } = acrossPackages(groups, !!o.withinPackage));
@@ -481,7 +427,7 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
     backend,
     gpus: backend === 'cuda' ? devices().gpus.map((g) => g.name) : [],
     options: { threshold: o.threshold, samples: params.samples, seed: o.seed, mode, weighting, method },
-    input: { source, documents, featurized: matrix.rows, tooSmall, skipped },
+    input: { source, documents, featurized: stats.rows, tooSmall, skipped },
     lsh: { bands: params.bands, rows: params.rows, samples: params.samples, recall: curve },
     groups,
     packages: scan ? buildPackagePairs(groups, ids, docRoots[docRoots.length - 1]) : [],
@@ -504,6 +450,13 @@ async function dedupCommand(paths: string[], o: DedupOptions, io: Io): Promise<n
   return 0;
 }
 
+/** Row names as buildGroups reads them: only rows in a group are looked up. */
+function namesOfGrouped(ids: IdList, group: Uint32Array): string[] {
+  const names: string[] = new Array<string>(ids.length);
+  for (let i = 0; i < group.length; i++) if (group[i] !== 0xffffffff) names[i] = ids.get(i);
+  return names;
+}
+
 const BATCH_CHARS = 4 << 20;
 // Record formats read line by line (csv and tsv records may span lines).
 const LINE_FORMATS: ReadonlySet<RecordFormat> = new Set(['auto', 'lines', 'jsonl']);
@@ -516,15 +469,15 @@ function defaultThreads(): number {
 }
 
 function recallHelp(): string {
-  const p = recallParams(DEFAULT_THRESHOLD, DEFAULT_SAMPLES, { recall: DEFAULT_RECALL });
-  const rows = recallCurve(p.bands, p.rows, DEFAULT_THRESHOLD, p.at)
+  const p = recallParams(DEDUP_DEFAULTS.threshold, DEDUP_DEFAULTS.samples, { recall: DEDUP_DEFAULTS.recall });
+  const rows = recallCurve(p.bands, p.rows, DEDUP_DEFAULTS.threshold, p.at)
     .map((c) => `  ${c.similarity.toFixed(3).padStart(10)}  ${c.probability.toFixed(3)}`)
     .join('\n');
   return (
     `\nLSH banding: (bands, rows) are chosen so a pair at similarity threshold + 0.05 becomes a candidate\n` +
-    `with probability at least --recall (default ${DEFAULT_RECALL}), with the fewest false candidates; pairs\n` +
-    `are then verified exactly. With --samples left out, ${DEFAULT_SAMPLES} samples bound the choice (more are\n` +
-    `hashed, and said so, where ${DEFAULT_SAMPLES} cannot reach the recall). At the defaults (threshold ${DEFAULT_THRESHOLD}):\n` +
+    `with probability at least --recall (default ${DEDUP_DEFAULTS.recall}), with the fewest false candidates; pairs\n` +
+    `are then verified exactly. With --samples left out, ${DEDUP_DEFAULTS.samples} samples bound the choice (more are\n` +
+    `hashed, and said so, where ${DEDUP_DEFAULTS.samples} cannot reach the recall). At the defaults (threshold ${DEDUP_DEFAULTS.threshold}):\n` +
     `${p.bands} bands × ${p.rows} rows, P(candidate) by similarity:\n  similarity  P(candidate)\n${rows}\n` +
     `--json reports the curve for the options given.\n` +
     `\nRecords: files named with .jsonl/.ndjson/.csv/.tsv (or any file with --format) are read as records,\n` +
@@ -544,20 +497,20 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
       '-t, --threshold <x>',
       'similarity threshold (set Jaccard for binary features, else weighted Jaccard)',
       between('threshold', 0, 1),
-      DEFAULT_THRESHOLD,
+      DEDUP_DEFAULTS.threshold,
     )
     .option(
       '-r, --recall <p>',
       'least probability of finding a pair at similarity threshold + 0.05',
       between('recall', 0, 1),
-      DEFAULT_RECALL,
+      DEDUP_DEFAULTS.recall,
     )
     .option(
       '-s, --samples <n>',
-      `MinHash samples per document (default: what --recall needs, at most ${DEFAULT_SAMPLES} where that suffices)`,
+      `MinHash samples per document (default: what --recall needs, at most ${DEDUP_DEFAULTS.samples} where that suffices)`,
       integer('samples', 1, 65536),
     )
-    .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), 1)
+    .option('--seed <n>', 'random seed (signatures are reproducible for a seed)', integer('seed', 0, 2 ** 32 - 1), DEDUP_DEFAULTS.seed)
     .addOption(
       new Option(
         '-m, --mode <mode>',
@@ -628,7 +581,7 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--quiet', 'print only the result')
     .option('-v, --verbose', 'list skipped files and stage times; print stack traces on errors')
     .addHelpText('after', recallHelp)
-    .action(async (paths: string[], opts: DedupOptions) => {
+    .action(async (paths: string[], opts: DedupCommandOptions) => {
       done(await dedupCommand(paths, opts, io));
     });
 }

@@ -8,7 +8,7 @@ import { CliError } from './errors.js';
 import type { Doc } from './records.js';
 
 export class StreamFeaturizer {
-  /** Ids of the rows added, in order. */
+  /** Ids of the rows added, in order (not with a hashed `onRows` sink: they go with the rows). */
   readonly ids: string[] = [];
   /** Documents seen, and those with fewer than minTokens tokens (no row). */
   documents = 0;
@@ -33,10 +33,11 @@ export class StreamFeaturizer {
     /**
      * Feature hashing instead of the featurizer's vocabulary: rows over
      * hashToken(token) & (2^bits - 1) (TextFeaturizer.hashedRows), kept
-     * here (values only when asked for) and returned by matrix(). The
+     * here (values only when asked for) and returned by matrix(), or with
+     * `onRows` handed over batch by batch (with their ids) and not kept. The
      * featurizer's state is not touched, and batches tokenize on all cores.
      */
-    private readonly hashed?: { bits: number; values: boolean },
+    private readonly hashed?: { bits: number; values: boolean; onRows?: (rows: CsrMatrix, ids: string[]) => void },
   ) {}
 
   /** Hashed mode: the rows added, as a CSR matrix of 2^bits columns. */
@@ -64,7 +65,18 @@ export class StreamFeaturizer {
     return this.#joined;
   }
 
-  #append(r: HashedRows): void {
+  #append(r: HashedRows, ids: string[]): void {
+    const sink = this.hashed?.onRows;
+    if (sink) {
+      const rows = r.indptr.length - 1;
+      sink(
+        { rows, cols: 2 ** this.hashed!.bits, indptr: r.indptr, indices: r.indices, ...(this.hashed!.values ? { values: r.values } : {}) },
+        ids,
+      );
+      this.#rows += rows;
+      return;
+    }
+    for (const id of ids) this.ids.push(id);
     const nnz = r.indices.length;
     if (this.#nnz + nnz > 0xffffffff) {
       throw new CliError(
@@ -86,8 +98,7 @@ export class StreamFeaturizer {
   addRows(rows: HashedRows, ids: readonly string[], documents: number, tooSmall: number): void {
     if (!this.hashed) throw new Error('addRows() is for hashed mode');
     if (this.#pending.length || this.#inFlight) throw new Error('addRows() after add(): call finish() first');
-    this.#append(rows);
-    for (const id of ids) this.ids.push(id);
+    this.#append(rows, Array.from(ids));
     this.documents += documents;
     this.tooSmall += tooSmall;
     this.onBatch?.(documents);
@@ -126,15 +137,18 @@ export class StreamFeaturizer {
     if (!f) return;
     this.#inFlight = undefined;
     const b = await f.batch;
-    if ('indices' in b) this.#append(b);
-    else this.feat.addTokenBatch(b);
-    f.docs.forEach((d, i) => {
-      if (b.tokens[i] < this.minTokens) this.tooSmall++;
-      else {
-        this.ids.push(d.id);
-        this.onRow?.(d);
-      }
-    });
+    const kept = f.docs.filter((_, i) => b.tokens[i] >= this.minTokens);
+    this.tooSmall += f.docs.length - kept.length;
+    if ('indices' in b)
+      this.#append(
+        b,
+        kept.map((d) => d.id),
+      );
+    else {
+      this.feat.addTokenBatch(b);
+      for (const d of kept) this.ids.push(d.id);
+    }
+    if (this.onRow) for (const d of kept) this.onRow(d);
     this.documents += f.docs.length;
     this.onBatch?.(f.docs.length);
   }

@@ -98,7 +98,7 @@ export function buildGroups(ids: readonly string[], r: DedupResultLike): ReportG
  * features; hashed columns (token hashes, --hash-bits) are a hash space, not
  * a count of anything.
  */
-export function featureLine(m: { rows: number; cols: number; indices: { length: number } }, hashBits: number | undefined): string {
+export function featureLine(m: { rows: number; cols: number; nnz: number }, hashBits: number | undefined): string {
   const n = (x: number): string => x.toLocaleString('en-US');
   const cols =
     m.cols === 2 ** 32
@@ -106,7 +106,7 @@ export function featureLine(m: { rows: number; cols: number; indices: { length: 
       : hashBits !== undefined
         ? `features hashed into 2^${hashBits} columns`
         : `a vocabulary of ${n(m.cols)} features`;
-  return `${n(m.rows)} documents, ${n(m.indices.length)} nonzeros (${cols})`;
+  return `${n(m.rows)} documents, ${n(m.nnz)} nonzeros (${cols})`;
 }
 
 /** "name@version" of the package holding each file (node_modules scans), read once per package. */

@@ -1,0 +1,374 @@
+// The dedup pipeline, owned by the library: blocks of featurized rows in
+// (from any reader: an array, a generator, a queue the CLI's readers fill),
+// each block hashed as it arrives by its method's signer, groups out. With
+// exact verification (the default) only what grouping reads is kept: band
+// keys and the rows' vectors (band-index.ts), never the signature matrix;
+// signatures are made 64K rows at a time into one reused buffer. dedup(),
+// `cusim dedup` and its --shard workers (indexRecords) all run through here.
+import { abortError, rangeError, typeError } from '../errors.js';
+import { MinHashLSH } from '../lsh.js';
+import { ProgressReporter } from '../progress.js';
+import { resolveDevices } from '../backend.js';
+import { checkInt, describe, isObject, toCsr, type CsrMatrix } from '../validate.js';
+import { BandIndex } from './band-index.js';
+import { IdListChain, toIdList, type IdList } from './ids.js';
+import { checkDedupOptions, type CheckedDedupOptions, type DedupBlock, type DedupOptions, type DedupResult } from './options.js';
+import { makeSigner, type Signer } from './signer.js';
+
+// Rows per hash call: the one signature buffer holds this many rows
+// (64K × 108 samples × 8 bytes = 57 MB weighted, half that classic).
+const HASH_ROWS = 1 << 16;
+
+export interface DedupRecordsOptions extends DedupOptions {
+  /** Rows the source will yield, when known: the total of the 'hash' progress events. */
+  totalRows?: number;
+}
+
+export interface DedupRecordsResult extends DedupResult {
+  /** Row i's name: the blocks' ids end to end (rows of a block without ids are named by their row number). */
+  ids: IdList;
+  /** Wall time (ms) from the call to the last signature, and of banding plus verification. */
+  ms: { hash: number; groups: number };
+}
+
+type Source<T> = AsyncIterable<T> | Iterable<T>;
+
+function iterate<T>(source: Source<T>, name: string): AsyncIterator<T> | Iterator<T> {
+  if (isObject(source) && Symbol.asyncIterator in source) return (source as AsyncIterable<T>)[Symbol.asyncIterator]();
+  if (isObject(source) && Symbol.iterator in source) return (source as Iterable<T>)[Symbol.iterator]();
+  throw typeError(`${name} must be an iterable or async iterable of blocks, got ${describe(source)}`);
+}
+
+// The source's next block, or an AbortError as soon as the signal fires (a
+// reader waiting on a pipe must not hold up cancellation).
+async function next<T>(it: AsyncIterator<T> | Iterator<T>, signal: AbortSignal | undefined): Promise<IteratorResult<T>> {
+  if (!signal) return it.next();
+  if (signal.aborted) throw abortError(signal.reason);
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abortError(signal.reason));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([it.next(), aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
+  }
+}
+
+function checkRows(rows: unknown, k: number, method: CheckedDedupOptions['method']): CsrMatrix {
+  return toCsr(rows, `blocks[${k}].rows`, { maxCols: method === 'classic' ? 2 ** 32 : 0xffffffff });
+}
+
+interface SliceSink<B> {
+  block?: (b: B, k: number, input: CsrMatrix, raw: CsrMatrix) => void;
+  slice: (signatures: Uint32Array, raw: CsrMatrix, start: number, end: number, b: B) => Promise<void> | void;
+}
+
+/**
+ * Hashes blocks one after another: the method's signer is made at the first
+ * block (weighted: dim = its columns), each block's rows are hashed in slices
+ * into one reused buffer and handed to `each.slice` (copy what is kept).
+ */
+class BlockSigner<B extends { rows: unknown }> {
+  #signer: Signer | undefined;
+  #cols = -1;
+  #out: Uint32Array | undefined;
+  #blocks = 0;
+  /** Rows hashed so far. */
+  rows = 0;
+
+  constructor(
+    private readonly o: CheckedDedupOptions,
+    private readonly reporter: ProgressReporter,
+    private readonly total: number | undefined,
+    private readonly each: SliceSink<B>,
+  ) {}
+
+  async add(b: B): Promise<void> {
+    const { o, reporter, total } = this;
+    const k = this.#blocks++;
+    if (!isObject(b)) throw typeError(`blocks[${k}] must be an object { rows, ids? }, got ${describe(b)}`);
+    const raw = checkRows(b.rows, k, o.method);
+    if (this.#cols < 0) {
+      this.#cols = raw.cols;
+      this.#signer = makeSigner(o.method, {
+        samples: o.params.samples,
+        seed: o.seed,
+        backend: o.backend,
+        devices: o.devices,
+        dim: raw.cols,
+      });
+      this.#out = new Uint32Array(HASH_ROWS * o.params.samples * this.#signer.width);
+    } else if (raw.cols !== this.#cols) {
+      throw rangeError(`blocks[${k}].rows.cols is ${raw.cols} but blocks[0].rows.cols is ${this.#cols}: every block has the same columns`);
+    }
+    const signer = this.#signer!;
+    const input = signer.input(raw);
+    this.each.block?.(b, k, input, raw);
+    for (let s = 0; s < input.rows; s += HASH_ROWS) {
+      const e = Math.min(input.rows, s + HASH_ROWS);
+      const base = this.rows;
+      const sigs = await signer.hash(input, {
+        rowStart: s,
+        rowEnd: e,
+        out: this.#out,
+        signal: o.signal,
+        onProgress: reporter.enabled ? (p) => reporter.update('hash', base + p.done, total) : undefined,
+      });
+      await this.each.slice(sigs, raw, s, e, b);
+      this.rows += e - s;
+      reporter.update('hash', this.rows, total);
+    }
+  }
+
+  dispose(): void {
+    this.#signer?.dispose();
+    this.#signer = undefined;
+  }
+}
+
+/** Feeds `source` to `signer` block by block (abortable while the source waits); the signer is disposed on return. */
+async function signAll<B>(
+  source: Source<B>,
+  signer: { add(b: B): Promise<void>; dispose(): void },
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const it = iterate(source, 'source');
+  let finished = false;
+  try {
+    for (;;) {
+      const r = await next(it, signal);
+      if (r.done) {
+        finished = true;
+        return;
+      }
+      await signer.add(r.value);
+    }
+  } finally {
+    signer.dispose();
+    // A source left early (an error, an abort) is told so, without waiting:
+    // one stuck in an await (a reader on a silent pipe) would never answer.
+    if (!finished) Promise.resolve(it.return?.()).catch(() => {});
+  }
+}
+
+/**
+ * Near-duplicate groups of a stream of featurized blocks: each block's rows
+ * are hashed as the block arrives (MinHash weighted or classic, `method`),
+ * banded as dedupParams chooses, and candidate pairs verified at the
+ * threshold, as dedup() over all the rows at once would give them (row i is
+ * the i-th row of the stream). With exact verification no signature matrix
+ * is held: only each row's band keys and its vector. A block's arrays must
+ * stay unchanged until the next block is asked for; they are copied (or
+ * hashed) by then. Progress: 'hash' (rows; total when `totalRows` is given),
+ * 'candidates', 'verify' (pairs). An abort stops the reading too.
+ */
+export async function dedupRecords(source: Source<DedupBlock>, options: DedupRecordsOptions = {}): Promise<DedupRecordsResult> {
+  const o = checkDedupOptions(options);
+  const total = options.totalRows === undefined ? undefined : checkInt(options.totalRows, 'totalRows', 0);
+  const t0 = performance.now();
+  const reporter = new ProgressReporter(o.onProgress);
+  const ids = new IdListChain();
+  let rowsSoFar = 0;
+  const nameBlock = (b: DedupBlock, k: number, rows: number): void => {
+    if (b.ids === undefined) {
+      const first = rowsSoFar;
+      ids.push({ length: rows, get: (i) => String(first + i) });
+    } else {
+      const list = toIdList(b.ids, `blocks[${k}].ids`);
+      if (list.length !== rows) throw rangeError(`blocks[${k}].ids has ${list.length} names for ${rows} rows`);
+      ids.push(list);
+    }
+    rowsSoFar += rows;
+  };
+  const params = o.params;
+  // Exact verification needs band keys and vectors only; 'estimate' and
+  // 'none' compare signatures, and returnSignatures returns them.
+  const compact = o.verify === 'exact' && !o.returnSignatures;
+  const devices = o.backend === 'cuda' ? resolveDevices(o.devices ?? 'all') : undefined;
+  const band = compact ? new BandIndex({ ...params, width: o.method === 'classic' ? 1 : 2, backend: o.backend, devices }) : undefined;
+  const lsh = compact
+    ? undefined
+    : new MinHashLSH({
+        bands: params.bands,
+        rows: params.rows,
+        samples: params.samples,
+        threshold: o.threshold,
+        backend: o.backend,
+        devices: o.devices,
+        kind: o.method,
+      });
+  const vectors: CsrMatrix[] = [];
+  const signatures: Uint32Array[] = [];
+  const signer = new BlockSigner<DedupBlock>(o, reporter, total, {
+    block: (b, k, input) => {
+      nameBlock(b, k, input.rows);
+      if (band) band.addVectors(input);
+      else if (o.verify === 'exact') vectors.push(copyCsr(input));
+    },
+    slice: async (sigs, _raw, s, e) => {
+      if (band) return band.addSignatures(sigs);
+      const first = lsh!.size;
+      const rowIds = new Uint32Array(e - s);
+      for (let i = 0; i < rowIds.length; i++) rowIds[i] = first + i;
+      lsh!.insert(rowIds, sigs);
+      if (o.returnSignatures) signatures.push(sigs.slice());
+    },
+  });
+  try {
+    await signAll(source, signer, o.signal);
+    reporter.finish('hash', signer.rows, total ?? signer.rows);
+    const signed = { rows: signer.rows };
+    const tHash = performance.now();
+    const result: DedupRecordsResult = {
+      group: new Uint32Array(signed.rows).fill(0xffffffff),
+      count: 0,
+      pairs: { left: new Uint32Array(0), right: new Uint32Array(0), similarity: new Float32Array(0) },
+      lsh: params,
+      ids,
+      ms: { hash: tHash - t0, groups: 0 },
+    };
+    if (signed.rows > 0) {
+      const g = band
+        ? await band.groups(o.threshold, reporter, o.signal)
+        : await lsh!.groups({
+            verify: o.verify,
+            threshold: o.threshold,
+            matrix: o.verify === 'exact' ? joinCsr(vectors) : undefined,
+            signal: o.signal,
+            onProgress: o.onProgress,
+          });
+      result.group = g.group;
+      result.count = g.count;
+      result.pairs = g.pairs;
+    }
+    if (o.returnSignatures) result.signatures = joinU32(signatures);
+    result.ms.groups = performance.now() - tHash;
+    return result;
+  } finally {
+    band?.dispose();
+    lsh?.dispose();
+  }
+}
+
+/** One block of an indexRecords() source: rows and the ids they get in the index. */
+export interface IndexBlock {
+  rows: CsrMatrix;
+  /** One unique uint32 per row. */
+  indexIds: Uint32Array;
+}
+
+/** Hashes blocks into an index of one's own, block by block (see indexRecords). */
+export interface RecordIndexer extends Disposable {
+  /** Hashes the block's rows and inserts them (awaited with Redis storage); resolves once they are in. */
+  add(block: IndexBlock): Promise<void>;
+  /** Rows inserted so far. */
+  readonly rows: number;
+  dispose(): void;
+}
+
+export type IndexRecordsOptions = Omit<DedupOptions, 'verify' | 'returnSignatures'> & {
+  /** Insert the rows too (Redis storage keeps them for groups({ verify: 'exact' })). */
+  vectors?: boolean;
+};
+
+/**
+ * The pipeline's hashing into an index of one's own (a MinHashLSH with Redis
+ * storage that --shard workers share), for a caller that records each block
+ * as done: each block's signatures go in with its indexIds, and with
+ * `vectors` its rows too. The index's banding must be dedupParams(options)'s
+ * and its kind the method. Dispose it to free the signer.
+ */
+export function recordIndexer(index: MinHashLSH, options: IndexRecordsOptions = {}): RecordIndexer {
+  const o = checkDedupOptions(options);
+  if (!(index instanceof MinHashLSH)) throw typeError(`index must be a MinHashLSH, got ${describe(index)}`);
+  const p = o.params;
+  if (index.bands !== p.bands || index.rows !== p.rows || index.samples !== p.samples || index.kind !== o.method)
+    throw rangeError(
+      `index has ${index.bands} bands × ${index.rows} rows of ${index.samples} ${index.kind} samples, ` +
+        `but these options give ${p.bands} × ${p.rows} of ${p.samples} ${o.method}`,
+    );
+  const signer = new BlockSigner<IndexBlock>(o, new ProgressReporter(o.onProgress), undefined, {
+    block: (b, k, input) => {
+      if (!(b.indexIds instanceof Uint32Array) || b.indexIds.length !== input.rows)
+        throw typeError(`blocks[${k}].indexIds must be a Uint32Array of ${input.rows} ids`);
+    },
+    slice: async (sigs, raw, s, e, b) => {
+      await index.insert(b.indexIds.subarray(s, e), sigs, options.vectors ? { vectors: rowSlice(raw, s, e) } : undefined);
+    },
+  });
+  return {
+    add: (block) => signer.add(block),
+    get rows() {
+      return signer.rows;
+    },
+    dispose: () => signer.dispose(),
+    [Symbol.dispose]: () => signer.dispose(),
+  };
+}
+
+/** recordIndexer() over a whole source: every block inserted in order; returns the rows inserted. */
+export async function indexRecords(source: Source<IndexBlock>, index: MinHashLSH, options: IndexRecordsOptions = {}): Promise<number> {
+  const ix = recordIndexer(index, options);
+  await signAll(source, ix, options.signal);
+  return ix.rows;
+}
+
+/** The rows [b, e) of a CSR matrix: indptr rebased, indices and values as views. */
+function rowSlice(m: CsrMatrix, b: number, e: number): CsrMatrix {
+  if (b === 0 && e === m.rows) return m;
+  const base = m.indptr[b];
+  const indptr = new Uint32Array(e - b + 1);
+  for (let i = 0; i < indptr.length; i++) indptr[i] = m.indptr[b + i] - base;
+  const at = m.indptr[e];
+  return {
+    rows: e - b,
+    cols: m.cols,
+    indptr,
+    indices: m.indices.subarray(base, at),
+    ...(m.values ? { values: m.values.subarray(base, at) } : {}),
+  };
+}
+
+/** A copy of m that the caller's later writes cannot reach. */
+export function copyCsr(m: CsrMatrix): CsrMatrix {
+  return {
+    rows: m.rows,
+    cols: m.cols,
+    indptr: m.indptr.slice(),
+    indices: m.indices.slice(),
+    ...(m.values ? { values: m.values.slice() } : {}),
+  };
+}
+
+function joinCsr(parts: CsrMatrix[]): CsrMatrix {
+  if (parts.length === 1) return parts[0];
+  const rows = parts.reduce((a, p) => a + p.rows, 0);
+  const nnz = parts.reduce((a, p) => a + p.indices.length, 0);
+  const withValues = parts.some((p) => p.values);
+  const indptr = new Uint32Array(rows + 1);
+  const indices = new Uint32Array(nnz);
+  const values = withValues ? new Float32Array(nnz).fill(1) : undefined;
+  let row = 0;
+  let nz = 0;
+  for (const p of parts) {
+    for (let i = 1; i <= p.rows; i++) indptr[row + i] = nz + p.indptr[i] - p.indptr[0];
+    indices.set(p.indices.subarray(p.indptr[0], p.indptr[p.rows]), nz);
+    if (values && p.values) values.set(p.values.subarray(p.indptr[0], p.indptr[p.rows]), nz);
+    row += p.rows;
+    nz += p.indptr[p.rows] - p.indptr[0];
+  }
+  return { rows, cols: parts[0]?.cols ?? 0, indptr, indices, ...(values ? { values } : {}) };
+}
+
+function joinU32(parts: Uint32Array[]): Uint32Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint32Array(parts.reduce((a, p) => a + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}

@@ -1,0 +1,343 @@
+// The one dedup pipeline (lib/dedup/): dedup(), dedupRecords() over blocks
+// and `cusim dedup` give the same groups on the same records, checked against
+// brute-force set Jaccard; classic MinHash reads the token hashes one rule
+// decides (classicTokens), checked against MinHash itself; the compact path
+// (band keys, no signatures kept) equals MinHashLSH over whole signatures;
+// progress and abort; dedup() owns its input.
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  DEDUP_DEFAULTS,
+  MinHash,
+  MinHashLSH,
+  TextFeaturizer,
+  WeightedMinHash,
+  dedup,
+  dedupParams,
+  dedupRecords,
+  tokenHashRows,
+  type CsrMatrix,
+  type DedupBlock,
+  type ProgressEvent,
+} from '../lib/index.js';
+import { cusim, ensureDist } from './cli-helpers.js';
+import { backends, randInt, randomCsr, rng } from './helpers.js';
+
+beforeAll(() => ensureDist());
+
+const NONE = 0xffffffff;
+
+// Base documents of random lowercase words, near copies (one or two words
+// replaced: set Jaccard about 0.9 to 0.96) and unrelated documents.
+function corpus(seed: number, bases: number): { id: string; text: string }[] {
+  const r = rng(seed);
+  const word = () => Array.from({ length: 3 + randInt(r, 6) }, () => String.fromCharCode(97 + randInt(r, 26))).join('');
+  const docs: { id: string; text: string }[] = [];
+  for (let b = 0; b < bases; b++) {
+    const base = Array.from({ length: 40 }, word);
+    docs.push({ id: `b${b}`, text: base.join(' ') });
+    for (let c = 0; c < randInt(r, 3); c++) {
+      const w = base.slice();
+      for (let e = 0; e <= randInt(r, 2); e++) w[randInt(r, w.length)] = word();
+      docs.push({ id: `b${b}c${c}`, text: w.join(' ') });
+    }
+  }
+  return docs;
+}
+
+/** The oracle: set Jaccard of the documents' word sets, formed here. */
+function wordJaccard(a: string, b: string): number {
+  const x = new Set(a.split(' '));
+  const y = new Set(b.split(' '));
+  let both = 0;
+  for (const w of x) if (y.has(w)) both++;
+  return both / (x.size + y.size - both);
+}
+
+/** Groups as sorted lists of ids, and pairs as 'left|right' -> similarity. */
+function shape(ids: (i: number) => string, group: Uint32Array, pairs: { left: Uint32Array; right: Uint32Array; similarity: Float32Array }) {
+  const by = new Map<number, string[]>();
+  group.forEach((g, i) => {
+    if (g === NONE) return;
+    if (!by.has(g)) by.set(g, []);
+    by.get(g)!.push(ids(i));
+  });
+  const groups = [...by.values()].map((g) => g.sort()).sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  const edges = new Map<string, number>();
+  for (let k = 0; k < pairs.left.length; k++) {
+    const [l, r] = [ids(pairs.left[k]), ids(pairs.right[k])].sort();
+    edges.set(`${l}|${r}`, Math.round(pairs.similarity[k] * 1e6) / 1e6);
+  }
+  return { groups, edges };
+}
+
+async function hashedMatrix(texts: string[], bits: number): Promise<CsrMatrix> {
+  const rows = await new TextFeaturizer({ mode: 'words', weighting: 'binary' }).hashedRows(texts, { minTokens: 1, bits });
+  return { rows: texts.length, cols: 2 ** bits, indptr: rows.indptr, indices: rows.indices };
+}
+
+function fromRows(rows: [number[], number[]][], cols: number): CsrMatrix {
+  const indptr = new Uint32Array(rows.length + 1);
+  rows.forEach(([c], i) => (indptr[i + 1] = indptr[i] + c.length));
+  return {
+    rows: rows.length,
+    cols,
+    indptr,
+    indices: Uint32Array.from(rows.flatMap(([c]) => c)),
+    values: Float32Array.from(rows.flatMap(([, v]) => v)),
+  };
+}
+
+function blocksOf(m: CsrMatrix, ids: string[], size: number): DedupBlock[] {
+  const out: DedupBlock[] = [];
+  for (let b = 0; b < m.rows; b += size) {
+    const e = Math.min(m.rows, b + size);
+    const base = m.indptr[b];
+    out.push({
+      rows: {
+        rows: e - b,
+        cols: m.cols,
+        indptr: Uint32Array.from(m.indptr.subarray(b, e + 1), (x) => x - base),
+        indices: m.indices.slice(base, m.indptr[e]),
+        ...(m.values ? { values: m.values.slice(base, m.indptr[e]) } : {}),
+      },
+      ids: ids.slice(b, e),
+    });
+  }
+  return out;
+}
+
+describe('one pipeline: dedup(), dedupRecords() and cusim dedup agree', () => {
+  it.each([32, 20])('classic over %i-bit token hashes: same groups and pairs, every pair at its brute-force Jaccard', async (bits) => {
+    const docs = corpus(11, 120);
+    const texts = docs.map((d) => d.text);
+    const ids = docs.map((d) => d.id);
+    const t = 0.85;
+    const m = await hashedMatrix(texts, bits);
+    const lib = await dedup(m, { method: 'classic', threshold: t, backend: 'cpu' });
+    const streamed = await dedupRecords(blocksOf(m, ids, 37), { method: 'classic', threshold: t, backend: 'cpu' });
+    // --hash-bits takes 1..31; 32 bits (whole token hashes) is the default.
+    const run = cusim(
+      [
+        'dedup',
+        '-',
+        '--format',
+        'jsonl',
+        '--backend',
+        'cpu',
+        '--json',
+        '--quiet',
+        '--threshold',
+        String(t),
+        ...(bits === 32 ? [] : ['--hash-bits', String(bits)]),
+      ],
+      { input: docs.map((d) => JSON.stringify(d)).join('\n') },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout) as {
+      options: { method: string };
+      groups: { members: { id: string }[]; pairs: { left: string; right: string; similarity: number }[] }[];
+    };
+    expect(report.options.method).toBe('classic');
+
+    const a = shape((i) => ids[i], lib.group, lib.pairs);
+    const b = shape((i) => streamed.ids.get(i), streamed.group, streamed.pairs);
+    const cliGroups = report.groups.map((g) => g.members.map((x) => x.id).sort()).sort((x, y) => (x[0] < y[0] ? -1 : 1));
+    const cliEdges = new Map(report.groups.flatMap((g) => g.pairs.map((p) => [[p.left, p.right].sort().join('|'), p.similarity] as const)));
+    expect(a.groups.length).toBeGreaterThan(20);
+    expect(b).toEqual(a);
+    expect(cliGroups).toEqual(a.groups);
+    expect(cliEdges).toEqual(a.edges);
+    expect(streamed.group).toEqual(lib.group);
+    expect(streamed.pairs).toEqual(lib.pairs);
+    // Every edge is a pair at or above the threshold by the oracle (hash
+    // collisions of distinct words aside, which 32 and 20 bits make rare here).
+    const text = new Map(docs.map((d) => [d.id, d.text]));
+    for (const [key, s] of a.edges) {
+      const [l, r] = key.split('|');
+      expect(s).toBeGreaterThanOrEqual(t);
+      expect(Math.abs(s - wordJaccard(text.get(l)!, text.get(r)!))).toBeLessThan(0.03);
+    }
+  });
+
+  it('weighted rows in blocks equal one matrix, on every backend', async () => {
+    const r = rng(5);
+    const base = randomCsr(r, 300, 2000, () => 25);
+    // Near copies: each row again with a few weights nudged.
+    const rows: [number[], number[]][] = [];
+    for (let i = 0; i < base.rows; i++) {
+      const cols = Array.from(base.indices.subarray(base.indptr[i], base.indptr[i + 1]));
+      const vals = Array.from(base.values!.subarray(base.indptr[i], base.indptr[i + 1]));
+      rows.push([cols, vals]);
+      if (r() < 0.5) rows.push([cols, vals.map((v) => v * (r() < 0.1 ? 1.3 : 1))]);
+    }
+    const m = fromRows(rows, base.cols);
+    const ids = Array.from({ length: m.rows }, (_, i) => `r${i}`);
+    for (const backend of backends) {
+      const whole = await dedup(m, { threshold: 0.8, backend });
+      const streamed = await dedupRecords(blocksOf(m, ids, 50), { threshold: 0.8, backend });
+      expect(whole.count).toBeGreaterThan(50);
+      expect(streamed.group).toEqual(whole.group);
+      expect(streamed.pairs).toEqual(whole.pairs);
+      expect(streamed.ids.get(77)).toBe('r77');
+    }
+  });
+});
+
+describe('the compact path (band keys and vectors) equals MinHashLSH over whole signatures', () => {
+  it.each(['weighted', 'classic'] as const)('%s: same groups, pairs and similarities', async (method) => {
+    const r = rng(17);
+    const base = randomCsr(r, 400, 3000, () => 20);
+    // Exact copies (classes of identical rows), near copies, and empty rows.
+    const rows: [number[], number[]][] = [];
+    for (let i = 0; i < base.rows; i++) {
+      const cols = Array.from(base.indices.subarray(base.indptr[i], base.indptr[i + 1]));
+      const vals = Array.from(base.values!.subarray(base.indptr[i], base.indptr[i + 1]));
+      rows.push([cols, vals]);
+      if (r() < 0.3) rows.push([cols, vals]);
+      if (r() < 0.3) rows.push([cols.slice(1), vals.slice(1)]);
+      if (r() < 0.05) rows.push([[], []]);
+    }
+    const m = fromRows(rows, base.cols);
+    const perBackend: { group: Uint32Array; pairs: unknown }[] = [];
+    for (const backend of backends) {
+      const compact = await dedup(m, { method, threshold: 0.85, backend });
+      perBackend.push({ group: compact.group, pairs: compact.pairs });
+      // returnSignatures keeps the signatures, so it runs MinHashLSH.groups over them.
+      const full = await dedup(m, { method, threshold: 0.85, backend, returnSignatures: true });
+      expect(compact.count).toBeGreaterThan(100);
+      expect(compact.group).toEqual(full.group);
+      expect(compact.pairs).toEqual(full.pairs);
+      // And that is MinHashLSH itself over the same signatures.
+      const p = dedupParams({ threshold: 0.85 });
+      const lsh = new MinHashLSH({ ...p, threshold: 0.85, backend, kind: method });
+      lsh.insert(
+        Uint32Array.from({ length: m.rows }, (_, i) => i),
+        full.signatures!,
+      );
+      const g = await lsh.groups({ verify: 'exact', matrix: m });
+      lsh.dispose();
+      expect(compact.group).toEqual(g.group);
+      expect(compact.pairs).toEqual(g.pairs);
+      for (let i = 0; i < m.rows; i++) if (m.indptr[i] === m.indptr[i + 1]) expect(compact.group[i]).toBe(NONE);
+    }
+    // The GPU buckets the same keys (where there is one): the same groups as the CPU.
+    for (const r of perBackend.slice(1)) expect(r).toEqual(perBackend[0]);
+  });
+});
+
+describe('classic MinHash reads token hashes by one rule (classicTokens)', () => {
+  it('2^32 columns are token hashes as given; narrower columns are mixed by fmix32 first', async () => {
+    const sets = randomCsr(rng(23), 200, 5000, () => 15, { weights: false });
+    const params = dedupParams({ threshold: 0.8 });
+    const mh = new MinHash({ samples: params.samples, seed: DEDUP_DEFAULTS.seed, backend: 'cpu' });
+    // The oracle: MinHash over the columns as the rule says.
+    const asIds = await dedup(sets, { method: 'classic', threshold: 0.8, backend: 'cpu', returnSignatures: true });
+    expect(asIds.signatures).toEqual(await mh.hash(tokenHashRows(sets)));
+    const wide = { ...sets, cols: 2 ** 32 };
+    const asHashes = await dedup(wide, { method: 'classic', threshold: 0.8, backend: 'cpu', returnSignatures: true });
+    expect(asHashes.signatures).toEqual(await mh.hash(wide));
+    mh.dispose();
+  });
+});
+
+describe('dedupRecords: progress, abort, bad blocks', () => {
+  it('reports hash (rows, to the total), then candidates and verify (pairs, to the total)', async () => {
+    const m = randomCsr(rng(31), 3000, 800, () => 20);
+    const events: ProgressEvent[] = [];
+    const blocks = blocksOf(m, Array.from({ length: m.rows }, String), 700);
+    const r = await dedupRecords(blocks, { threshold: 0.5, backend: 'cpu', totalRows: m.rows, onProgress: (e) => events.push({ ...e }) });
+    const stages = [...new Set(events.map((e) => e.stage))];
+    expect(stages).toEqual(['hash', 'candidates', 'verify']);
+    const hash = events.filter((e) => e.stage === 'hash');
+    for (let k = 1; k < hash.length; k++) expect(hash[k].done).toBeGreaterThanOrEqual(hash[k - 1].done);
+    expect(hash[hash.length - 1]).toEqual({ stage: 'hash', done: m.rows, total: m.rows });
+    const last = events[events.length - 1];
+    expect(last.stage).toBe('verify');
+    expect(last.done).toBe(last.total);
+    expect(r.group.length).toBe(m.rows);
+  });
+
+  it('an abort while the source waits rejects with ABORT_ERR at once', async () => {
+    const m = randomCsr(rng(37), 100, 500, () => 10);
+    const ac = new AbortController();
+    let waiting!: () => void;
+    const reached = new Promise<void>((resolve) => (waiting = resolve));
+    async function* source(): AsyncGenerator<DedupBlock> {
+      yield { rows: m };
+      waiting();
+      // A reader waiting on a pipe that never delivers.
+      await new Promise(() => {});
+    }
+    const p = dedupRecords(source(), { backend: 'cpu', signal: ac.signal });
+    await reached;
+    ac.abort();
+    await expect(p).rejects.toMatchObject({ code: 'ABORT_ERR' });
+    const pre = new AbortController();
+    pre.abort();
+    await expect(dedupRecords([{ rows: m }], { backend: 'cpu', signal: pre.signal })).rejects.toMatchObject({ code: 'ABORT_ERR' });
+  });
+
+  it('an abort between blocks stops reading: the source is asked no further and is closed', async () => {
+    const m = randomCsr(rng(41), 100, 500, () => 10);
+    const ac = new AbortController();
+    let asked = 0;
+    let closed = false;
+    const source: Iterable<DedupBlock> = {
+      [Symbol.iterator]: () => ({
+        next: () => {
+          asked++;
+          if (asked === 2) ac.abort();
+          return { done: false, value: { rows: m } };
+        },
+        return: () => {
+          closed = true;
+          return { done: true, value: undefined };
+        },
+      }),
+    };
+    await expect(dedupRecords(source, { backend: 'cpu', signal: ac.signal })).rejects.toMatchObject({ code: 'ABORT_ERR' });
+    expect(asked).toBe(2);
+    expect(closed).toBe(true);
+  });
+
+  it('blocks of different columns, ids of the wrong length and non-blocks are coded errors', async () => {
+    const a = randomCsr(rng(43), 10, 50, () => 5);
+    const b = { ...randomCsr(rng(44), 10, 60, () => 5) };
+    await expect(dedupRecords([{ rows: a }, { rows: b }], { backend: 'cpu' })).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+      message: expect.stringMatching(/blocks\[1\]\.rows\.cols/),
+    });
+    await expect(dedupRecords([{ rows: a, ids: ['x'] }], { backend: 'cpu' })).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    await expect(dedupRecords([42 as never], { backend: 'cpu' })).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    await expect(dedupRecords(7 as never)).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    const empty = await dedupRecords([], { backend: 'cpu' });
+    expect(empty.group.length).toBe(0);
+    expect(empty.ids.length).toBe(0);
+  });
+});
+
+describe('dedup() owns its input', () => {
+  it('rewriting the matrix after the call returns changes nothing', async () => {
+    const m: CsrMatrix = {
+      rows: 2,
+      cols: 3,
+      indptr: Uint32Array.from([0, 3, 6]),
+      indices: Uint32Array.from([0, 1, 2, 0, 1, 2]),
+      values: Float32Array.from([1, 1, 1, 1, 1, 1]),
+    };
+    const p = dedup(m, { threshold: 0.9, backend: 'cpu' });
+    m.values!.set([100, 1, 1, 1, 1, 100]);
+    const r = await p;
+    expect(Array.from(r.pairs.similarity)).toEqual([1]);
+    expect(r.group[0]).toBe(r.group[1]);
+  });
+});
+
+// Keeps the import list honest for the weighted signer (dim = the blocks' columns).
+it('the weighted signer hashes with dim = the blocks’ columns', async () => {
+  const m = randomCsr(rng(47), 50, 300, () => 8);
+  const r = await dedup(m, { threshold: 0.5, backend: 'cpu', returnSignatures: true });
+  const w = new WeightedMinHash({ dim: m.cols, samples: r.lsh.samples, seed: DEDUP_DEFAULTS.seed, backend: 'cpu' });
+  expect(r.signatures).toEqual(await w.hash(m));
+  w.dispose();
+});
