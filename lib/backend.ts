@@ -48,13 +48,23 @@ export interface DeviceInfo {
   driverVersion?: string;
   /** The NVIDIA driver's own version ('580.159.04'), where the host reports it. */
   driverRelease?: string;
+  /**
+   * The parser of the native JSONL/line record reader compiled in
+   * ('simdjson 3.0.1'); absent where the addon was built without simdjson,
+   * and the CLI reads records in JavaScript.
+   */
+  recordReader?: string;
 }
 
 let cachedDevices: DeviceInfo | undefined;
 
 /** What this host offers. Probed once per process. */
 export function devices(): DeviceInfo {
-  cachedDevices ??= native().devices();
+  if (!cachedDevices) {
+    const n = native();
+    cachedDevices = n.devices();
+    if (n.recordReader) cachedDevices.recordReader = n.recordReader;
+  }
   return cachedDevices;
 }
 

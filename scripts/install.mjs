@@ -41,6 +41,14 @@ try {
   console.error('cusim: cannot build from source: cmake-js is not installed (npm install cmake-js)');
   process.exit(1);
 }
+// simdjson for the native JSONL reader, from Debian's source package; never
+// fatal: without it the addon builds with the JavaScript reader only.
+try {
+  const { fetchSimdjson } = await import('./simdjson-source.mjs');
+  fetchSimdjson();
+} catch (e) {
+  console.error(`cusim: simdjson not available (${e.message}); building without the native JSONL reader`);
+}
 console.error("cusim: building the native addon from source (cmake-js; CUDA kernels where nvcc and cuRAND's headers are found)");
 const build = spawnSync(process.execPath, [cmakeJs, 'compile'], { cwd: root, stdio: 'inherit' });
 if (build.status !== 0) {
@@ -54,7 +62,8 @@ const addon = path.join(root, 'build', 'Release', 'cusim.node');
 try {
   const d = require(addon).devices();
   console.error(
-    `cusim: built ${path.relative(root, addon)}: ${d.compiledWithCuda ? 'CUDA kernels and the CPU backend' : `CPU backend only (${d.reason})`}`,
+    `cusim: built ${path.relative(root, addon)}: ${d.compiledWithCuda ? 'CUDA kernels and the CPU backend' : `CPU backend only (${d.reason})`}; ` +
+      `record reader ${require(addon).recordReader ?? 'JavaScript (no simdjson)'}`,
   );
 } catch (e) {
   console.error(`cusim: built ${addon}, but it does not load: ${e.message}`);

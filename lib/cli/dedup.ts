@@ -231,6 +231,7 @@ async function featurize(
 
   // Records: streamed, featurized in batches as they arrive.
   const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, undefined, hashed);
+  let toldReader = false;
   for (const input of records) {
     if (io.signal?.aborted) break;
     bar.stage(`reading ${escapeText(input.name)}`, input.size, 'bytes');
@@ -256,6 +257,10 @@ async function featurize(
           bits: hashed.bits,
           threads: o.threads,
           signal: io.signal,
+          onReader: (d) => {
+            if (o.verbose && !o.quiet && !toldReader) io.stderr.write(`cusim: records read by the ${d} reader\n`);
+            toldReader = true;
+          },
           onBlock: (r) => stream.addRows(r.rows, r.ids, r.documents, r.tooSmall),
         });
         continue;

@@ -5,6 +5,7 @@
 import type { HashedRows, TextFeaturizer, TokenBatch } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
 import { CliError } from './errors.js';
+import type { BlockIds } from './block-ids.js';
 import type { Doc } from './records.js';
 
 export class StreamFeaturizer {
@@ -83,11 +84,11 @@ export class StreamFeaturizer {
    * the documents that became rows and the counts of all documents read.
    * Everything queued before must have been added (finish()).
    */
-  addRows(rows: HashedRows, ids: readonly string[], documents: number, tooSmall: number): void {
+  addRows(rows: HashedRows, ids: BlockIds, documents: number, tooSmall: number): void {
     if (!this.hashed) throw new Error('addRows() is for hashed mode');
     if (this.#pending.length || this.#inFlight) throw new Error('addRows() after add(): call finish() first');
     this.#append(rows);
-    for (const id of ids) this.ids.push(id);
+    for (let i = 0; i < ids.length; i++) this.ids.push(ids.get(i));
     this.documents += documents;
     this.tooSmall += tooSmall;
     this.onBatch?.(documents);

@@ -6,6 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
+import type { BlockIds } from './block-ids.js';
 import { CliError } from './errors.js';
 import { blockRecords } from './records.js';
 import type { RecordOptions } from './records.js';
@@ -30,9 +31,14 @@ export interface BlockResult {
   /** Rows of the block's documents with at least minTokens tokens. */
   rows: HashedRows;
   /** Their ids, in order. */
-  ids: string[];
+  ids: BlockIds;
   documents: number;
   tooSmall: number;
+}
+
+/** A block's result as a worker posts it: ids as strings (functions do not cross threads). */
+export interface BlockMessage extends Omit<BlockResult, 'ids'> {
+  ids: string[];
 }
 
 export interface BlockFailure {
@@ -40,7 +46,7 @@ export interface BlockFailure {
   error: { message: string; fix?: string; exitCode?: number; cli: boolean };
 }
 
-export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockResult> {
+export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockMessage> {
   const docs = blockRecords(t.block, t.firstLine, t.format, t.records);
   const rows = await feat.hashedRows(
     docs.map((d) => d.text),
