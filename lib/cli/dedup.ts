@@ -29,6 +29,7 @@ import type { Progress } from './progress.js';
 import { formatOfFile, readRecords } from './records.js';
 import type { RecordFormat, RecordOptions } from './records.js';
 import { readRecordBlocks } from './record-blocks.js';
+import type { RecordReader } from './record-native.js';
 import { buildGroups, buildPackagePairs, renderCsv, renderJson, renderTable } from './report.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
@@ -61,6 +62,8 @@ export interface DedupOptions {
   limit: number;
   threads: number;
   native: boolean;
+  /** Reader of JSONL and line records (record-blocks.ts); 'native' falls back to 'js' where not compiled in. */
+  reader?: RecordReader;
   quiet?: boolean;
   progress: boolean;
   verbose?: boolean;
@@ -257,6 +260,7 @@ async function featurize(
           bits: hashed.bits,
           threads: o.threads,
           signal: io.signal,
+          reader: o.reader,
           onReader: (d) => {
             if (o.verbose && !o.quiet && !toldReader) io.stderr.write(`cusim: records read by the ${d} reader\n`);
             toldReader = true;
@@ -582,6 +586,11 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
       defaultThreads(),
     )
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
+    .addOption(
+      new Option('--reader <r>', 'JSONL and line records: native (simdjson, where compiled in) or js (JSON.parse; same output)')
+        .choices(['native', 'js'])
+        .default('native'),
+    )
     .option(
       '--hash-bits <n>',
       `hash features into 2^n columns instead of a vocabulary (default with --redis: ${DEFAULT_HASH_BITS})`,

@@ -8,7 +8,7 @@
 // does; both are spliced in at their place, so the rows, ids and first error
 // are those of the JavaScript reader.
 import { native } from '../addon.js';
-import type { NativeRecordBlock, TextTokenizerNative } from '../native-types.js';
+import type { TextTokenizerNative } from '../native-types.js';
 import type { HashedRows, TextFeaturizer } from '../text/index.js';
 import type { BlockIds } from './block-ids.js';
 import { blockLine, lineId } from './records.js';
@@ -62,7 +62,9 @@ class NativeIds implements BlockIds {
     private readonly kind: Uint8Array,
     private readonly a: Uint32Array,
     private readonly b: Uint32Array,
-    private readonly r: NativeRecordBlock,
+    // Only the id arrays: the block's rows are not kept alive by its ids.
+    private readonly idBytes: Uint8Array,
+    private readonly nums: Float64Array,
     private readonly strings: readonly string[],
     private readonly firstLine: number,
     private readonly records: RecordOptions,
@@ -74,9 +76,9 @@ class NativeIds implements BlockIds {
       case ID_LINE:
         return lineId(this.records, this.firstLine + a + 1);
       case ID_STRING:
-        return this.decoder.decode(this.r.idBytes.subarray(a, this.b[i]));
+        return this.decoder.decode(this.idBytes.subarray(a, this.b[i]));
       case ID_NUMBER:
-        return String(this.r.nums[a]);
+        return String(this.nums[a]);
       case ID_TRUE:
         return 'true';
       case ID_FALSE:
@@ -159,7 +161,17 @@ export async function featurizeNativeBlock(t: BlockTask, reader: TextTokenizerNa
     idB[kept] = r.idB[e];
     kept++;
   }
-  const ids = new NativeIds(kept, idKind, idA, idB, r, strings, t.firstLine, records);
+  const ids = new NativeIds(
+    kept,
+    idKind.slice(0, kept),
+    idA.slice(0, kept),
+    idB.slice(0, kept),
+    r.idBytes,
+    r.nums,
+    strings,
+    t.firstLine,
+    records,
+  );
   const result = { task: t.task, ids, documents: docs, tooSmall: docs - kept };
   if (pure) return { ...result, rows: { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values } };
 
