@@ -9,13 +9,13 @@
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
-import type { TextFeaturizerOptions } from '../text/index.js';
+import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import { CliError } from './errors.js';
 import { arrayIds } from './block-ids.js';
 import { featurizeNativeBlock, nativeRecordReader } from './record-native.js';
-import type { RecordReader } from './record-native.js';
+import type { HashTexts, RecordReader } from './record-native.js';
 import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
-import type { BlockFailure, BlockMessage, BlockResult, BlockTask } from './record-worker.js';
+import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
 import { lineFormat, tooLongError } from './records.js';
 import type { RecordOptions } from './records.js';
 
@@ -71,6 +71,60 @@ function rethrow(f: BlockFailure): never {
 
 const fromMessage = (r: BlockMessage): BlockResult => ({ ...r, ids: arrayIds(r.ids) });
 
+const workerUrl = (): URL => new URL('./record-worker.js', import.meta.url);
+
+/**
+ * Worker threads that featurize the texts the native reader leaves to
+ * JavaScript (non-ASCII words or q-grams), started on first use, so that
+ * this thread is not what bounds a corpus with many such documents.
+ */
+function textWorkers(threads: number, features: TextFeaturizerOptions): { hash: HashTexts; close: () => Promise<void> } {
+  const slots: { w: Worker; pending: number }[] = [];
+  const waiting = new Map<number, { resolve: (r: HashedRows) => void; reject: (e: unknown) => void }>();
+  let next = 0;
+  let closing = false;
+  const fail = (e: unknown): void => {
+    for (const p of waiting.values()) p.reject(e);
+    waiting.clear();
+  };
+  const start = (): void => {
+    for (let i = 0; i < threads; i++) {
+      const slot = { w: new Worker(workerUrl(), { workerData: RECORD_WORKER }), pending: 0 };
+      slot.w.on('message', (r: TextsResult | BlockFailure) => {
+        slot.pending--;
+        const p = waiting.get(r.task);
+        waiting.delete(r.task);
+        if ('error' in r) p?.reject(new Error(`a record worker failed: ${r.error.message}`));
+        else p?.resolve(r.rows);
+      });
+      slot.w.on('error', fail);
+      slot.w.on('exit', (code) => {
+        if (!closing) fail(new Error(`a record worker stopped (exit code ${code})`));
+      });
+      slots.push(slot);
+    }
+  };
+  return {
+    hash: (texts, minTokens, bits) => {
+      if (slots.length === 0) start();
+      const slot = slots.reduce((a, b) => (b.pending < a.pending ? b : a));
+      slot.pending++;
+      const task: TextsTask = { task: next++, texts, features, minTokens, bits };
+      return new Promise<HashedRows>((resolve, reject) => {
+        waiting.set(task.task, { resolve, reject });
+        slot.w.postMessage(task);
+      });
+    },
+    close: async () => {
+      closing = true;
+      await Promise.all(slots.map((s) => s.w.terminate()));
+    },
+  };
+}
+
+/** Fewer texts than this are featurized on this thread (posting them would cost more). */
+const WORKER_TEXTS = 64;
+
 /** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
 export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): Promise<void> {
   const blockBytes = o.blockBytes ?? 8 << 20;
@@ -81,6 +135,9 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   // Native blocks in flight: each runs on every core, so a few keep the pool
   // busy while the next block is read.
   const inFlight: Promise<BlockResult>[] = [];
+  const textPool = reader && o.threads > 1 ? textWorkers(o.threads, o.features) : undefined;
+  const hashTexts: HashTexts = (texts, minTokens, bits) =>
+    textPool && texts.length >= WORKER_TEXTS ? textPool.hash(texts, minTokens, bits) : feat.hashedRows(texts, { minTokens, bits });
   const nativeDrain = async (limit: number): Promise<void> => {
     while (inFlight.length > limit) o.onBlock(await inFlight.shift()!);
   };
@@ -118,7 +175,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   };
   const startWorkers = (): void => {
     for (let i = 0; i < o.threads; i++) {
-      const w = new Worker(new URL('./record-worker.js', import.meta.url), { workerData: RECORD_WORKER });
+      const w = new Worker(workerUrl(), { workerData: RECORD_WORKER });
       w.on('message', (r: BlockMessage | BlockFailure) => {
         done.set(r.task, r);
         idle.push(w);
@@ -164,7 +221,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     lines += countLines(block);
     // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.
     if (reader && block.length < 2 ** 32) {
-      const p = featurizeNativeBlock(t, reader, feat);
+      const p = featurizeNativeBlock(t, reader, feat, hashTexts);
       // Settled in order by nativeDrain; a later block failing first must not go unhandled.
       p.catch(() => {});
       inFlight.push(p);
@@ -228,6 +285,6 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     await drain(0);
   } finally {
     closing = true;
-    await Promise.all(workers.map((w) => w.terminate()));
+    await Promise.all([...workers.map((w) => w.terminate()), textPool?.close()]);
   }
 }

@@ -91,8 +91,20 @@ class NativeIds implements BlockIds {
   }
 }
 
-/** One block read natively; the same result as featurizeBlock(t, feat) gives. */
-export async function featurizeNativeBlock(t: BlockTask, reader: TextTokenizerNative, feat: TextFeaturizer): Promise<BlockResult> {
+/** Featurizes texts as TextFeaturizer.hashedRows() does (on this thread, or on a worker). */
+export type HashTexts = (texts: string[], minTokens: number, bits: number) => Promise<HashedRows>;
+
+/**
+ * One block read natively; the same result as featurizeBlock(t, feat) gives.
+ * `hashTexts` (default: feat.hashedRows on this thread) featurizes the
+ * documents left to JavaScript.
+ */
+export async function featurizeNativeBlock(
+  t: BlockTask,
+  reader: TextTokenizerNative,
+  feat: TextFeaturizer,
+  hashTexts: HashTexts = (texts, minTokens, bits) => feat.hashedRows(texts, { minTokens, bits }),
+): Promise<BlockResult> {
   const r = await reader.recordsAsync!(t.block, {
     jsonl: t.format === 'jsonl',
     field: t.records.field,
@@ -123,7 +135,7 @@ export async function featurizeNativeBlock(t: BlockTask, reader: TextTokenizerNa
       texts.push(text);
     }
   }
-  const js: HashedRows | undefined = texts.length ? await feat.hashedRows(texts, { minTokens: t.minTokens, bits: t.bits }) : undefined;
+  const js: HashedRows | undefined = texts.length ? await hashTexts(texts, t.minTokens, t.bits) : undefined;
 
   // No entry left to JavaScript: the native arrays are the block's.
   const pure = r.jsTextEnds.length + r.jsLineStart.length === 0;

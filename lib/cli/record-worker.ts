@@ -69,11 +69,25 @@ export function failure(task: number, e: unknown): BlockFailure {
   };
 }
 
+/** Texts to featurize as hashedRows() does (the native reader's documents left to JavaScript). */
+export interface TextsTask {
+  task: number;
+  texts: string[];
+  features: TextFeaturizerOptions;
+  minTokens: number;
+  bits: number;
+}
+
+export interface TextsResult {
+  task: number;
+  rows: HashedRows;
+}
+
 if (parentPort && workerData === RECORD_WORKER) {
   const port = parentPort;
   let feat: TextFeaturizer | undefined;
   let key = '';
-  port.on('message', (t: BlockTask) => {
+  port.on('message', (t: BlockTask | TextsTask) => {
     const k = JSON.stringify(t.features);
     if (!feat || k !== key) {
       feat = new TextFeaturizer(t.features);
@@ -81,7 +95,11 @@ if (parentPort && workerData === RECORD_WORKER) {
     }
     // The rows are copied, not transferred: the addon's result arrays are
     // external memory that this thread's collector frees.
-    featurizeBlock(t, feat).then(
+    const work: Promise<BlockMessage | TextsResult> =
+      'texts' in t
+        ? feat.hashedRows(t.texts, { minTokens: t.minTokens, bits: t.bits }).then((rows) => ({ task: t.task, rows }))
+        : featurizeBlock(t, feat);
+    work.then(
       (r) => port.postMessage(r),
       (e: unknown) => port.postMessage(failure(t.task, e)),
     );
