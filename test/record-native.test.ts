@@ -2,10 +2,12 @@
 // against the JavaScript reader, its definition (JSON.parse, String(id), the
 // JavaScript featurizer): the same rows, ids, counts and first error on
 // random and hostile JSONL and plain lines, in one block and in many.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ensureDist, root } from './cli-helpers.js';
+import { cusim, ensureDist, root } from './cli-helpers.js';
 import { rng, randInt } from './helpers.js';
 
 type Dist = {
@@ -295,6 +297,41 @@ describe('the native record reader', () => {
         expect((e as Error).message).toMatch(new RegExp(`^in\\.jsonl line ${at + 1} `));
       }
     }
+  });
+
+  it('cusim dedup --verbose names the reader, and --reader js gives the same report', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'cusim-reader-'));
+    const file = path.join(dir, 'docs.jsonl');
+    const r = rng(12);
+    const lines: string[] = [];
+    let prev = '';
+    for (let i = 0; i < 3000; i++) {
+      // Random documents (some with non-ASCII words), every 50th a copy of the one before with one word changed.
+      const text =
+        i % 50 === 49
+          ? prev.replace(/^\S+/, 'changed')
+          : Array.from({ length: 30 }, () => (randInt(r, 10) ? `w${randInt(r, 5000)}` : pick(r, WIDE))).join(' ');
+      lines.push(JSON.stringify({ id: i % 3 ? i : `d${i}`, text }));
+      prev = text;
+    }
+    writeFileSync(file, lines.join('\n') + '\n');
+    const run = (reader: string) => {
+      const out = cusim(
+        ['dedup', file, '--field', 'text', '--json', '--backend', 'cpu', '--threads', '2', '-t', '0.8', '--verbose', '--reader', reader],
+        {
+          maxBuffer: 1 << 26,
+        },
+      );
+      expect(out.status, out.stderr).toBe(0);
+      const j = JSON.parse(out.stdout) as { groups: unknown[]; input: unknown };
+      return { groups: j.groups, input: j.input, stderr: out.stderr };
+    };
+    const nat = run('native');
+    expect(nat.stderr).toMatch(/records read by the native \(simdjson \S+\) reader/);
+    expect(nat.groups.length).toBeGreaterThan(10);
+    const js = run('js');
+    expect(js.stderr).toMatch(/records read by the JavaScript \(reader: js\) reader/);
+    expect({ groups: nat.groups, input: nat.input }).toEqual({ groups: js.groups, input: js.input });
   });
 
   it('reads invalid UTF-8 inside a JSONL string as JavaScript does (U+FFFD)', async () => {
