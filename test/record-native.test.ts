@@ -247,9 +247,14 @@ describe('the native record reader', () => {
   });
 
   it('equals it in every tokenizer mode, with hashed bits below 32 and prefixed line ids', async () => {
-    const s = Buffer.from(jsonlCorpus(9, 1500));
+    // With very long lines: one of 600 kB among short ones, in a block of its own and inside one.
+    const r = rng(10);
+    const long = JSON.stringify({ id: 'long', text: Array.from({ length: 60_000 }, () => pick(r, WORDS)).join(' ') });
+    const s = Buffer.from(jsonlCorpus(9, 1500) + long + '\n' + jsonlCorpus(10, 200));
     for (const mode of ['words', 'qgrams', 'code'] as const) {
-      await same(s, { mode, bits: 18, idPrefix: 'f.jsonl', blockBytes: 1 << 13 });
+      const got = (await same(s, { mode, bits: 18, idPrefix: 'f.jsonl', blockBytes: 1 << 13 })) as Read;
+      expect(got.ids).toContain('long');
+      expect(got.ids).toContain('f.jsonl:1');
     }
     // Field names: an escaped key, a missing id field, a key JavaScript finds on Object.prototype.
     await same(s, { idField: 'nope' });
