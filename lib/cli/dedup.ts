@@ -6,7 +6,7 @@ import { Command, Option } from 'commander';
 import { createReadStream, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
-import { packageRoot } from '../addon.js';
+import { native, packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
 import type { Backend } from '../backend.js';
 import { MinHashLSH, dedupParams, recallCurve, recallParams } from '../lsh.js';
@@ -250,8 +250,10 @@ async function featurize(
       onBytes: (n) => bar.update((bytes += n)),
     };
     try {
-      if (hashed && o.threads > 1 && LINE_FORMATS.has(input.format)) {
-        // Line-based records: parsed and featurized on worker threads, block by block.
+      // The native reader runs on the thread pool, so it is worth blocks even with --threads 1.
+      const nativeReader = o.reader !== 'js' && o.native && native().recordReader !== undefined;
+      if (hashed && (o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) {
+        // Line-based records: parsed and featurized block by block (natively, or on worker threads).
         await stream.finish();
         await readRecordBlocks(input.open(), {
           records: recordOptions,
