@@ -4,12 +4,15 @@
       "target_name": "cusim",
       "sources": [
         "<!@(node -e \"process.stdout.write(require('fs').readdirSync('native').filter(f=>f.endsWith('.cc')).map(f=>'native/'+f).join(' '))\")",
-        "native/cpu_only/no_cuda.cc"
+        "native/cpu_only/no_cuda.cc",
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('build-simdjson/simdjson.cpp')\")"
       ],
       "include_dirs": [
-        "<!(node -p \"require('node-addon-api').include_dir\")"
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('build-simdjson')\")"
       ],
       "defines": [
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('CUSIM_WITH_SIMDJSON=1')\")",
         "NAPI_VERSION=8",
         "NODE_ADDON_API_DISABLE_DEPRECATED",
         "NAPI_CPP_EXCEPTIONS",

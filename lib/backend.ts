@@ -10,7 +10,11 @@ let cachedDevices: DeviceInfo | undefined;
 
 /** What this host offers. Probed once per process. */
 export function devices(): DeviceInfo {
-  cachedDevices ??= native().devices();
+  if (!cachedDevices) {
+    const n = native();
+    cachedDevices = n.devices();
+    if (n.recordReader) cachedDevices.recordReader = n.recordReader;
+  }
   return cachedDevices;
 }
 

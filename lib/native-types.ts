@@ -339,7 +339,44 @@ export interface TextTokenizerNative {
   tokenize(bytes: Uint8Array, offsets: Uint32Array, minTokens: number): NativeTokenBatch;
   tokenizeAsync(bytes: Uint8Array, offsets: Uint32Array, minTokens: number): Promise<NativeTokenBatch>;
   hashedRowsAsync(bytes: Uint8Array, offsets: Uint32Array, minTokens: number, bits: number): Promise<TextRows & { tokens: Uint32Array }>;
+  /** Present where the addon was built with simdjson (native/records.h). */
+  recordsAsync?(block: Uint8Array, options: NativeRecordOptions): Promise<NativeRecordBlock>;
   dispose(): void;
+}
+
+export interface NativeRecordOptions {
+  jsonl: boolean;
+  field: string;
+  idField: string;
+  maxRecordBytes: number;
+  minTokens: number;
+  bits: number;
+}
+
+/**
+ * A block of lines read natively (native/records.h Block): per entry (a line
+ * that is not blank) its 0-based line, kind (0 native, 1 text tokenized in
+ * JavaScript, 2 line read in JavaScript), token count and compact id; rows
+ * of the kept native entries.
+ */
+export interface NativeRecordBlock {
+  lines: number;
+  line: Uint32Array;
+  kind: Uint8Array;
+  tokens: Uint32Array;
+  /** 0 line number, 1 idBytes[idA, idB), 2 nums[idA], 3 true, 4 false, 5 an object. */
+  idKind: Uint8Array;
+  idA: Uint32Array;
+  idB: Uint32Array;
+  nums: Float64Array;
+  idBytes: Uint8Array;
+  rowPtr: Uint32Array;
+  cols: Uint32Array;
+  values: Float32Array;
+  jsText: Uint8Array;
+  jsTextEnds: Uint32Array;
+  jsLineStart: Uint32Array;
+  jsLineEnd: Uint32Array;
 }
 
 // ---- persistence (persist_napi.cc) --------------------------------------------------------
@@ -407,6 +444,8 @@ export interface Addon extends LshFunctions {
 
   // text_napi.cc: TextTokenizer is absent from builds older than the native tokenizer.
   TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;
+  /** The native record reader's parser ('simdjson 3.0.1'); absent from builds without it. */
+  recordReader?: string;
   /** remap[id]: the column of batch-local term id (-1: dropped by a frozen vocabulary). */
   assembleTextRows(
     indptr: Uint32Array,

@@ -87,6 +87,12 @@ export interface DeviceInfo {
   driverVersion?: string;
   /** The NVIDIA driver's own version ('580.159.04'), where the host reports it. */
   driverRelease?: string;
+  /**
+   * The parser of the native JSONL/line record reader compiled in
+   * ('simdjson 3.0.1'); absent where the addon was built without simdjson,
+   * and the CLI reads records in JavaScript.
+   */
+  recordReader?: string;
 }
 
 // ---- MinHash ----------------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include "napi_util.h"
 #include "owned.h"
+#include "records.h"
 #include "text.h"
 
 namespace cusim {
@@ -110,6 +111,9 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
                        {InstanceMethod("tokenize", &TextTokenizerWrap::Tokenize),
                         InstanceMethod("tokenizeAsync", &TextTokenizerWrap::TokenizeAsync),
                         InstanceMethod("hashedRowsAsync", &TextTokenizerWrap::HashedRowsAsync),
+#ifdef CUSIM_WITH_SIMDJSON
+                        InstanceMethod("recordsAsync", &TextTokenizerWrap::RecordsAsync),
+#endif
                         InstanceMethod("dispose", &TextTokenizerWrap::DisposeMethod)});
   }
 
@@ -201,6 +205,60 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
           {}, owned);
     });
   }
+
+#ifdef CUSIM_WITH_SIMDJSON
+  // recordsAsync(block, { jsonl, field, idField, maxRecordBytes, minTokens, bits }) -> Promise<records.h Block>:
+  // a block of whole lines read, tokenized and hashed natively (records.h).
+  Napi::Value RecordsAsync(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("TextTokenizer");
+      Args args(info);
+      Napi::Object o = args.Obj(1, "options");
+      records::Options opt;
+      opt.jsonl = BoolPropOr(o, "jsonl", true);
+      opt.field = StrPropOr(o, "field", "text");
+      opt.idField = StrPropOr(o, "idField", "id");
+      const double max = NumPropOr(o, "maxRecordBytes", 0);
+      if (!(max >= 0 && max <= 9007199254740991.0))
+        ThrowInvalid("options.maxRecordBytes must be a non-negative integer");
+      opt.maxRecordBytes = uint64_t(max);
+      opt.minTokens = UintProp(o, "minTokens", 0, 0, 4294967294.0);
+      const uint32_t bits = UintProp(o, "bits", 32, 1, 32);
+      opt.mask = bits == 32 ? 0xffffffffu : (1u << bits) - 1;
+      // A padded copy: simdjson reads up to Padding() bytes past a line.
+      Inputs in(Inputs::Use::Sync);
+      auto block = in.Array<uint8_t>(info[0], "block");
+      auto bytes = std::make_shared<std::vector<uint8_t>>(block.length + records::Padding(), 0);
+      if (block.length) std::memcpy(bytes->data(), block.data, block.length);
+      const size_t n = block.length;
+      auto out = std::make_shared<records::Block>();
+      return RunAsync(
+          info.Env(), [=] { records::ReadBlock(*impl, bytes->data(), n, opt, out.get()); },
+          [=](Napi::Env env) -> Napi::Value {
+            records::Block& b = *out;
+            auto r = Napi::Object::New(env);
+            r.Set("lines", double(b.lines));
+            r.Set("line", Typed(env, std::move(b.line)));
+            r.Set("kind", Typed(env, std::move(b.kind)));
+            r.Set("tokens", Typed(env, std::move(b.tokens)));
+            r.Set("idKind", Typed(env, std::move(b.idKind)));
+            r.Set("idA", Typed(env, std::move(b.idA)));
+            r.Set("idB", Typed(env, std::move(b.idB)));
+            r.Set("nums", Typed(env, std::move(b.nums)));
+            r.Set("idBytes", Typed(env, std::move(b.idBytes)));
+            r.Set("rowPtr", Typed(env, std::move(b.rowPtr)));
+            r.Set("cols", Typed(env, std::move(b.cols)));
+            r.Set("values", Typed(env, std::move(b.values)));
+            r.Set("jsText", Typed(env, std::move(b.jsText)));
+            r.Set("jsTextEnds", Typed(env, std::move(b.jsTextEnds)));
+            r.Set("jsLineStart", Typed(env, std::move(b.jsLineStart)));
+            r.Set("jsLineEnd", Typed(env, std::move(b.jsLineEnd)));
+            return r;
+          },
+          {});
+    });
+  }
+#endif
 };
 
 // assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
@@ -232,6 +290,10 @@ Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
 
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("TextTokenizer", TextTokenizerWrap::Define(env));
+#ifdef CUSIM_WITH_SIMDJSON
+  // The native record reader's parser, for messages saying which reader runs.
+  exports.Set("recordReader", Napi::String::New(env, std::string("simdjson ") + records::SimdjsonVersion()));
+#endif
   exports.Set("assembleTextRows", Napi::Function::New(env, AssembleRows, "assembleTextRows"));
 }
 

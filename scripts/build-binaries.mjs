@@ -16,6 +16,9 @@
 // Usage: node scripts/build-binaries.mjs [--cpu-only] [--arch x64|arm64]
 //   --cpu-only  the x64 binary without CUDA (CI: no toolkit)
 //   --arch      build one platform package only
+//
+// simdjson (the native JSONL reader) is compiled in from Debian's source
+// package, fetched once into build-simdjson/ (scripts/simdjson-source.mjs).
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -23,6 +26,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { floorViolations, neededLibraries } from './elf-symbols.mjs';
 import { glibcStubs, TARGETS } from './glibc-stubs.mjs';
+import { fetchSimdjson } from './simdjson-source.mjs';
 import { PACKAGES_DIR as OUT_DIR, packMain, PLATFORMS, root, writePlatformPackage } from './packages.mjs';
 
 const require = createRequire(import.meta.url);
@@ -94,18 +98,32 @@ function build(arch) {
   if (problems.length) fail(`${arch}: ${stripped} breaks the binary rules:\n  ${problems.join('\n  ')}`);
   if (arch === 'x64') {
     // It must load here and report CUDA compiled in or not, as built (a GPU is optional).
-    const check = spawnSync(process.execPath, ['-e', `console.log(JSON.stringify(require(${JSON.stringify(stripped)}).devices()))`], {
-      encoding: 'utf8',
-    });
+    const check = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `const a = require(${JSON.stringify(stripped)}); console.log(JSON.stringify({ ...a.devices(), recordReader: a.recordReader }))`,
+      ],
+      {
+        encoding: 'utf8',
+      },
+    );
     if (check.status !== 0) fail(`${stripped} does not load: ${(check.stderr || '').trim()}`);
     const d = JSON.parse(check.stdout);
     if (d.compiledWithCuda !== cuda) fail(`${stripped}: compiledWithCuda is ${d.compiledWithCuda}, expected ${cuda}`);
+    if (!d.recordReader) fail(`${stripped}: no native record reader (simdjson) compiled in`);
     say(`${arch}: devices() ${check.stdout.trim()}`);
   }
   say(`${arch}: needs ${neededLibraries(stripped).join(', ')}; ${(statSync(stripped).size / 2 ** 20).toFixed(1)} MiB`);
   return stripped;
 }
 
+// The native JSONL reader: simdjson compiled in from Debian's source package (a shipped binary needs no libsimdjson).
+try {
+  say(`simdjson in ${path.relative(root, fetchSimdjson())}/`);
+} catch (e) {
+  fail(`simdjson, which the binaries compile in, is not available: ${e.message}`);
+}
 mkdirSync(OUT_DIR, { recursive: true });
 for (const arch of arches) {
   const binary = build(arch);

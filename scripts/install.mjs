@@ -94,6 +94,14 @@ if (missing.length > 0) {
 }
 
 say(`building from source, about 2 minutes; CUDA: ${cudaPlan()}`);
+// simdjson for the native JSONL reader, from Debian's source package; never
+// fatal: without it the addon builds with the JavaScript reader only.
+try {
+  const { fetchSimdjson } = await import('./simdjson-source.mjs');
+  fetchSimdjson();
+} catch (e) {
+  say(`simdjson not available (${e.message}); building without the native JSONL reader`);
+}
 const cmakeJs = path.join(path.dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
 const build = spawnSync(process.execPath, [cmakeJs, 'compile'], { cwd: root, stdio: 'inherit' });
 if (build.status !== 0) {
@@ -107,7 +115,10 @@ const addon = path.join(root, 'build', 'Release', 'cusim.node');
 try {
   // A local build, made just now: loaded as it is (it has no recorded checksum).
   const d = require(addon).devices();
-  say(`built ${path.relative(root, addon)}: ${d.compiledWithCuda ? 'CUDA kernels and the CPU backend' : `CPU backend only (${d.reason})`}`);
+  say(
+    `built ${path.relative(root, addon)}: ${d.compiledWithCuda ? 'CUDA kernels and the CPU backend' : `CPU backend only (${d.reason})`}; ` +
+      `record reader ${require(addon).recordReader ?? 'JavaScript (no simdjson)'}`,
+  );
 } catch (e) {
   say(`built ${addon}, but it does not load: ${e.message}`);
   process.exit(1);

@@ -6,6 +6,7 @@
 import type { DedupOptions } from '../dedup/options.js';
 import type { TextMode, Weighting } from '../text/index.js';
 import type { RecordFormat } from './records.js';
+import type { RecordReader } from './record-native.js';
 
 export interface DedupCommandOptions
   extends Required<Pick<DedupOptions, 'threshold' | 'recall' | 'seed'>>, Pick<DedupOptions, 'samples' | 'devices'> {
@@ -34,6 +35,8 @@ export interface DedupCommandOptions
   limit: number;
   threads: number;
   native: boolean;
+  /** Reader of JSONL and line records (record-blocks.ts); 'native' falls back to 'js' where not compiled in. */
+  reader?: RecordReader;
   quiet?: boolean;
   progress: boolean;
   verbose?: boolean;

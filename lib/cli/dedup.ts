@@ -6,7 +6,7 @@ import { Command, Option } from 'commander';
 import { createReadStream, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
-import { packageRoot } from '../addon.js';
+import { native, packageRoot } from '../addon.js';
 import { devices, resolveBackend } from '../backend.js';
 import { recallCurve, recallParams } from '../lsh.js';
 import type { LshParams, SignatureKind } from '../lsh.js';
@@ -34,6 +34,7 @@ import type { RecordFormat, RecordOptions } from './records.js';
 import { readRecordBlocks } from './record-blocks.js';
 import { acrossPackages, buildGroups, buildPackagePairs, featureLine, renderCsv, renderJson, renderTable } from './report.js';
 import { attachTexts, fileIds, recordOptionsOf, refuseStdin } from './member-text.js';
+import type { RecordReader } from './record-native.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Skip } from './sources.js';
@@ -150,6 +151,7 @@ async function featurize(
 
   // Records: streamed, featurized in batches as they arrive.
   const stream = new StreamFeaturizer(feat, minTokens, BATCH_CHARS, undefined, undefined, hashed);
+  let toldReader = false;
   for (const input of records) {
     if (stopped()) break;
     bar.stage(`reading ${escapeText(input.name)}`, input.size, 'bytes');
@@ -167,8 +169,10 @@ async function featurize(
       onBytes: (n) => bar.update((bytes += n)),
     };
     try {
-      if (hashed && o.threads > 1 && LINE_FORMATS.has(input.format)) {
-        // Line-based records: parsed and featurized on worker threads, block by block.
+      // The native reader runs on the thread pool, so it is worth blocks even with --threads 1.
+      const nativeReader = o.reader !== 'js' && o.native && native().recordReader !== undefined;
+      if (hashed && (o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) {
+        // Line-based records: parsed and featurized block by block (natively, or on worker threads).
         await stream.finish();
         await readRecordBlocks(input.open(), {
           records: recordOptions,
@@ -177,6 +181,11 @@ async function featurize(
           bits: hashed.bits,
           threads: o.threads,
           signal: io.signal ? AbortSignal.any([io.signal, stop]) : stop,
+          reader: o.reader,
+          onReader: (d) => {
+            if (o.verbose && !o.quiet && !toldReader) io.stderr.write(`cusim: records read by the ${d} reader\n`);
+            toldReader = true;
+          },
           onBlock: (r) => {
             const ids = toIdList(r.ids, 'ids');
             send({ rows: ids.length, cols: 2 ** hashed.bits, indptr: r.rows.indptr, indices: r.rows.indices }, ids);
@@ -550,6 +559,11 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
       defaultThreads(),
     )
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
+    .addOption(
+      new Option('--reader <r>', 'JSONL and line records: native (simdjson, where compiled in) or js (JSON.parse; same output)')
+        .choices(['native', 'js'])
+        .default('native'),
+    )
     .option(
       '--hash-bits <n>',
       `hash features into 2^n columns instead of a vocabulary (default with --redis: ${DEFAULT_HASH_BITS})`,

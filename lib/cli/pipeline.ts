@@ -90,20 +90,6 @@ export class StreamFeaturizer {
     this.#nnz += nnz;
   }
 
-  /**
-   * Hashed mode: rows featurized elsewhere (record-blocks.ts), with the ids of
-   * the documents that became rows and the counts of all documents read.
-   * Everything queued before must have been added (finish()).
-   */
-  addRows(rows: HashedRows, ids: readonly string[], documents: number, tooSmall: number): void {
-    if (!this.hashed) throw new Error('addRows() is for hashed mode');
-    if (this.#pending.length || this.#inFlight) throw new Error('addRows() after add(): call finish() first');
-    this.#append(rows, Array.from(ids));
-    this.documents += documents;
-    this.tooSmall += tooSmall;
-    this.onBatch?.(documents);
-  }
-
   /** Queues a document; resolves at once unless a batch had to be handed over. */
   async add(d: Doc): Promise<void> {
     this.#pending.push(d);

@@ -1,16 +1,21 @@
-// Line-based records (JSONL, lines) read in blocks of whole lines, each block
-// parsed and featurized to hashed rows on a worker thread (record-worker.ts).
-// Blocks are merged strictly in order, so rows, ids and the first error
-// reported are those of a sequential pass; memory holds at most two blocks
-// per worker. Input that fits in one block is done on this thread, with no
-// workers started.
+// Line-based records (JSONL, lines) read in blocks of whole lines. Where the
+// addon has the native record reader (record-native.ts), each block is
+// parsed, tokenized and hashed in C++ on the thread pool, a few blocks in
+// flight; otherwise each block is parsed and featurized to hashed rows on a
+// worker thread (record-worker.ts). Blocks are merged strictly in order, so
+// rows, ids and the first error reported are those of a sequential pass;
+// memory holds at most two blocks per worker. Input that fits in one block
+// is done on this thread, with no workers started.
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
-import type { TextFeaturizerOptions } from '../text/index.js';
+import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import { CliError } from './errors.js';
+import { idList } from '../dedup/ids.js';
+import { featurizeNativeBlock, nativeRecordReader } from './record-native.js';
+import type { HashTexts, RecordReader } from './record-native.js';
 import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
-import type { BlockFailure, BlockResult, BlockTask } from './record-worker.js';
+import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
 import { lineFormat, tooLongError } from './records.js';
 import type { RecordOptions } from './records.js';
 
@@ -22,6 +27,14 @@ export interface RecordBlockOptions {
   threads: number;
   /** Bytes per block (default 8 MiB). */
   blockBytes?: number;
+  /**
+   * 'native' (default): the native record reader where the addon has it,
+   * else the JavaScript one; 'js': always the JavaScript reader (the
+   * definition, which tests compare against).
+   */
+  reader?: RecordReader;
+  /** Told which reader runs: 'native (simdjson 3.0.1)' or 'JavaScript (why)'. */
+  onReader?: (description: string) => void;
   signal?: AbortSignal;
   /** Each block's rows, in input order. */
   onBlock: (r: BlockResult) => void;
@@ -56,14 +69,82 @@ function rethrow(f: BlockFailure): never {
   throw new Error(`a record worker failed: ${e.message}`);
 }
 
+const fromMessage = (r: BlockMessage): BlockResult => ({ ...r, ids: idList(r.ids) });
+
+const workerUrl = (): URL => new URL('./record-worker.js', import.meta.url);
+
+/**
+ * Worker threads that featurize the texts the native reader leaves to
+ * JavaScript (non-ASCII words or q-grams), started on first use, so that
+ * this thread is not what bounds a corpus with many such documents.
+ */
+function textWorkers(threads: number, features: TextFeaturizerOptions): { hash: HashTexts; close: () => Promise<void> } {
+  const slots: { w: Worker; pending: number }[] = [];
+  const waiting = new Map<number, { resolve: (r: HashedRows) => void; reject: (e: unknown) => void }>();
+  let next = 0;
+  let closing = false;
+  const fail = (e: unknown): void => {
+    for (const p of waiting.values()) p.reject(e);
+    waiting.clear();
+  };
+  const start = (): void => {
+    for (let i = 0; i < threads; i++) {
+      const slot = { w: new Worker(workerUrl(), { workerData: RECORD_WORKER }), pending: 0 };
+      slot.w.on('message', (r: TextsResult | BlockFailure) => {
+        slot.pending--;
+        const p = waiting.get(r.task);
+        waiting.delete(r.task);
+        if ('error' in r) p?.reject(new Error(`a record worker failed: ${r.error.message}`));
+        else p?.resolve(r.rows);
+      });
+      slot.w.on('error', fail);
+      slot.w.on('exit', (code) => {
+        if (!closing) fail(new Error(`a record worker stopped (exit code ${code})`));
+      });
+      slots.push(slot);
+    }
+  };
+  return {
+    hash: (texts, minTokens, bits) => {
+      if (slots.length === 0) start();
+      const slot = slots.reduce((a, b) => (b.pending < a.pending ? b : a));
+      slot.pending++;
+      const task: TextsTask = { task: next++, texts, features, minTokens, bits };
+      return new Promise<HashedRows>((resolve, reject) => {
+        waiting.set(task.task, { resolve, reject });
+        slot.w.postMessage(task);
+      });
+    },
+    close: async () => {
+      closing = true;
+      await Promise.all(slots.map((s) => s.w.terminate()));
+    },
+  };
+}
+
+/** Fewer texts than this are featurized on this thread (posting them would cost more). */
+const WORKER_TEXTS = 64;
+
 /** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
 export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): Promise<void> {
   const blockBytes = o.blockBytes ?? 8 << 20;
   const { onBytes, ...records } = o.records;
+  const feat = new TextFeaturizer(o.features);
+  const { reader, why } = o.reader === 'js' ? { reader: undefined, why: 'reader: js' } : nativeRecordReader(feat, records);
+  o.onReader?.(reader ? `native (${why})` : `JavaScript (${why})`);
+  // Native blocks in flight: each runs on every core, so a few keep the pool
+  // busy while the next block is read.
+  const inFlight: Promise<BlockResult>[] = [];
+  const textPool = reader && o.threads > 1 ? textWorkers(o.threads, o.features) : undefined;
+  const hashTexts: HashTexts = (texts, minTokens, bits) =>
+    textPool && texts.length >= WORKER_TEXTS ? textPool.hash(texts, minTokens, bits) : feat.hashedRows(texts, { minTokens, bits });
+  const nativeDrain = async (limit: number): Promise<void> => {
+    while (inFlight.length > limit) o.onBlock(await inFlight.shift()!);
+  };
   let format: 'lines' | 'jsonl' | undefined;
   let lines = 0;
   const tasks: BlockTask[] = [];
-  const done = new Map<number, BlockResult | BlockFailure>();
+  const done = new Map<number, BlockMessage | BlockFailure>();
   let merged = 0;
   const workers: Worker[] = [];
   const idle: Worker[] = [];
@@ -83,7 +164,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       tasks[merged] = undefined as unknown as BlockTask;
       merged++;
       if ('error' in r) rethrow(r);
-      o.onBlock(r);
+      o.onBlock(fromMessage(r));
     }
   };
   const dispatch = (): void => {
@@ -94,8 +175,8 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   };
   const startWorkers = (): void => {
     for (let i = 0; i < o.threads; i++) {
-      const w = new Worker(new URL('./record-worker.js', import.meta.url), { workerData: RECORD_WORKER });
-      w.on('message', (r: BlockResult | BlockFailure) => {
+      const w = new Worker(workerUrl(), { workerData: RECORD_WORKER });
+      w.on('message', (r: BlockMessage | BlockFailure) => {
         done.set(r.task, r);
         idle.push(w);
         dispatch();
@@ -138,6 +219,20 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       bits: o.bits,
     };
     lines += countLines(block);
+    // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.
+    if (reader && block.length < 2 ** 32) {
+      const p = featurizeNativeBlock(t, reader, feat, hashTexts);
+      // Settled in order by nativeDrain; a later block failing first must not go unhandled.
+      p.catch(() => {});
+      inFlight.push(p);
+      return;
+    }
+    if (reader) {
+      const p = featurizeBlock(t, feat).then(fromMessage);
+      p.catch(() => {});
+      inFlight.push(p);
+      return;
+    }
     tasks.push(t);
     // The first block waits: if it is the only one, no worker is started.
     if (t.task === 0) return;
@@ -177,17 +272,19 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       if (pendingBytes >= blockBytes) {
         cut(false);
         if (workers.length) await drain(2 * o.threads);
+        await nativeDrain(2);
       }
     }
     cut(true);
     if (o.signal?.aborted) return;
+    await nativeDrain(0);
     if (workers.length === 0) {
-      if (tasks.length === 1) o.onBlock(await featurizeBlock(tasks[0], new TextFeaturizer(o.features)));
+      if (tasks.length === 1) o.onBlock(fromMessage(await featurizeBlock(tasks[0], feat)));
       return;
     }
     await drain(0);
   } finally {
     closing = true;
-    await Promise.all(workers.map((w) => w.terminate()));
+    await Promise.all([...workers.map((w) => w.terminate()), textPool?.close()]);
   }
 }

@@ -6,6 +6,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
+import type { IdList } from '../dedup/ids.js';
 import { CliError } from './errors.js';
 import { blockRecords } from './records.js';
 import type { RecordOptions } from './records.js';
@@ -30,9 +31,14 @@ export interface BlockResult {
   /** Rows of the block's documents with at least minTokens tokens. */
   rows: HashedRows;
   /** Their ids, in order. */
-  ids: string[];
+  ids: IdList;
   documents: number;
   tooSmall: number;
+}
+
+/** A block's result as a worker posts it: ids as strings (functions do not cross threads). */
+export interface BlockMessage extends Omit<BlockResult, 'ids'> {
+  ids: string[];
 }
 
 export interface BlockFailure {
@@ -40,7 +46,7 @@ export interface BlockFailure {
   error: { message: string; fix?: string; exitCode?: number; cli: boolean };
 }
 
-export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockResult> {
+export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockMessage> {
   const docs = blockRecords(t.block, t.firstLine, t.format, t.records);
   const rows = await feat.hashedRows(
     docs.map((d) => d.text),
@@ -63,11 +69,25 @@ export function failure(task: number, e: unknown): BlockFailure {
   };
 }
 
+/** Texts to featurize as hashedRows() does (the native reader's documents left to JavaScript). */
+export interface TextsTask {
+  task: number;
+  texts: string[];
+  features: TextFeaturizerOptions;
+  minTokens: number;
+  bits: number;
+}
+
+export interface TextsResult {
+  task: number;
+  rows: HashedRows;
+}
+
 if (parentPort && workerData === RECORD_WORKER) {
   const port = parentPort;
   let feat: TextFeaturizer | undefined;
   let key = '';
-  port.on('message', (t: BlockTask) => {
+  port.on('message', (t: BlockTask | TextsTask) => {
     const k = JSON.stringify(t.features);
     if (!feat || k !== key) {
       feat = new TextFeaturizer(t.features);
@@ -75,7 +95,11 @@ if (parentPort && workerData === RECORD_WORKER) {
     }
     // The rows are copied, not transferred: the addon's result arrays are
     // external memory that this thread's collector frees.
-    featurizeBlock(t, feat).then(
+    const work: Promise<BlockMessage | TextsResult> =
+      'texts' in t
+        ? feat.hashedRows(t.texts, { minTokens: t.minTokens, bits: t.bits }).then((rows) => ({ task: t.task, rows }))
+        : featurizeBlock(t, feat);
+    work.then(
       (r) => port.postMessage(r),
       (e: unknown) => port.postMessage(failure(t.task, e)),
     );

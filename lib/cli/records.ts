@@ -98,7 +98,7 @@ async function* lines(input: Readable, o: RecordOptions): AsyncGenerator<[string
   }
 }
 
-function lineId(o: RecordOptions, line: number): string {
+export function lineId(o: RecordOptions, line: number): string {
   return o.idPrefix === undefined ? String(line) : `${o.idPrefix}:${line}`;
 }
 
@@ -155,14 +155,26 @@ export function blockRecords(block: Uint8Array, firstLine: number, format: 'line
   for (let start = 0; start < block.length;) {
     let nl = block.indexOf(NEWLINE, start);
     if (nl < 0) nl = block.length;
-    line++;
-    if (nl - start > o.maxRecordBytes) throw tooLongError(o, line);
-    const end = nl > start && block[nl - 1] === 0x0d ? nl - 1 : nl;
-    const d = lineRecord(decoder.decode(block.subarray(start, end)), line, format, o);
+    const d = blockLine(block, start, nl, ++line, format, o, decoder);
     if (d) docs.push(d);
     start = nl + 1;
   }
   return docs;
+}
+
+/** The record of block[start, nl), line number `line` (1-based), or undefined for a blank line. */
+export function blockLine(
+  block: Uint8Array,
+  start: number,
+  nl: number,
+  line: number,
+  format: 'lines' | 'jsonl',
+  o: RecordOptions,
+  decoder: { decode(bytes: Uint8Array): string },
+): Doc | undefined {
+  if (nl - start > o.maxRecordBytes) throw tooLongError(o, line);
+  const end = nl > start && block[nl - 1] === 0x0d ? nl - 1 : nl;
+  return lineRecord(decoder.decode(block.subarray(start, end)), line, format, o);
 }
 
 const HEADERLESS_FIX =

@@ -114,7 +114,8 @@ export function assembleRows(b: TokenBatch, remap: Int32Array): TextRows {
 
 /** The native tokenizer for one set of featurizer settings. */
 export class NativeTokenizer {
-  private readonly handle: TextTokenizerNative;
+  /** The addon's tokenizer object (the native record reader runs on it). */
+  readonly handle: TextTokenizerNative;
 
   constructor(options: TextTokenizerOptions) {
     const Tokenizer = native().TextTokenizer;

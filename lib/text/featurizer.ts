@@ -8,6 +8,7 @@ import { checkEnum, checkInt, describe, isObject } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
 import { NativeTokenizer, assembleRows, countTokenLists, hashedRows } from './batch.js';
 import type { HashedRows, TokenBatch } from './batch.js';
+import type { TextTokenizerNative } from '../native-types.js';
 import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
 import { BaseVocabulary, HashedVocabulary, MAX_HASH_BITS, Vocabulary } from './vocabulary.js';
 
@@ -201,6 +202,11 @@ export class TextFeaturizer {
   /** Whether documents are tokenized natively (see options.native). */
   get native(): boolean {
     return this.nativeTokenizer !== undefined;
+  }
+
+  /** @internal The addon's tokenizer object, where documents are tokenized natively (the CLI's native record reader). */
+  get nativeHandle(): TextTokenizerNative | undefined {
+    return this.nativeTokenizer?.handle;
   }
 
   /** The tokens of one document, before mapping to columns. */

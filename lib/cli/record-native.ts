@@ -1,0 +1,206 @@
+// The native record reader (native/records.h): a block of JSONL or plain
+// lines parsed with simdjson, tokenized and hashed in C++ on the thread pool,
+// with no JavaScript object or string per document. The JavaScript reader
+// (record-worker.ts) stays the definition: lines the native reader leaves to
+// it (invalid JSON, missing fields, odd ids, Unicode whitespace, over-long
+// lines) are read here with the same code, errors included, and documents
+// the native tokenizer leaves to JavaScript are featurized as hashedRows()
+// does; both are spliced in at their place, so the rows, ids and first error
+// are those of the JavaScript reader.
+import { native } from '../addon.js';
+import type { TextTokenizerNative } from '../native-types.js';
+import type { HashedRows, TextFeaturizer } from '../text/index.js';
+import type { IdList } from '../dedup/ids.js';
+import { blockLine, lineId } from './records.js';
+import type { Doc, RecordOptions } from './records.js';
+import type { BlockResult, BlockTask } from './record-worker.js';
+
+/** Which reader parses line records: the native one where it loads, or the JavaScript one. */
+export type RecordReader = 'native' | 'js';
+
+const NATIVE = 0;
+const JS_LINE = 2;
+const ID_LINE = 0;
+const ID_STRING = 1;
+const ID_NUMBER = 2;
+const ID_TRUE = 3;
+const ID_FALSE = 4;
+const ID_OBJECT = 5;
+/** An id read in JavaScript (a JS line's): strings[a]. */
+const ID_JS = 6;
+
+/**
+ * The parser of the native record reader ('simdjson 3.0.1'), or why it is
+ * not used: an addon built without simdjson, or a field name that the
+ * native reader would look up differently from JavaScript.
+ */
+export function nativeRecordReader(
+  feat: TextFeaturizer,
+  records: Pick<RecordOptions, 'field' | 'idField'>,
+): { reader?: TextTokenizerNative; why: string } {
+  let version: string | undefined;
+  try {
+    version = native().recordReader;
+  } catch {
+    return { why: 'the addon does not load' };
+  }
+  const handle = feat.nativeHandle;
+  if (!version || (handle && typeof handle.recordsAsync !== 'function')) return { why: 'the addon was built without simdjson' };
+  if (!handle) return { why: 'native tokenizer off' };
+  // record[name] also finds Object.prototype's members ('toString',
+  // '__proto__'), and a lone surrogate has no UTF-8: JavaScript's to read.
+  for (const name of [records.field, records.idField]) {
+    if (name in Object.prototype || Buffer.from(name).toString() !== name) return { why: `the field name '${name}' is read in JavaScript` };
+  }
+  return { reader: handle, why: version };
+}
+
+class NativeIds implements IdList {
+  private readonly decoder = new TextDecoder('utf-8');
+  constructor(
+    readonly length: number,
+    private readonly kind: Uint8Array,
+    private readonly a: Uint32Array,
+    private readonly b: Uint32Array,
+    // Only the id arrays: the block's rows are not kept alive by its ids.
+    private readonly idBytes: Uint8Array,
+    private readonly nums: Float64Array,
+    private readonly strings: readonly string[],
+    private readonly firstLine: number,
+    private readonly records: RecordOptions,
+  ) {}
+
+  get(i: number): string {
+    const a = this.a[i];
+    switch (this.kind[i]) {
+      case ID_LINE:
+        return lineId(this.records, this.firstLine + a + 1);
+      case ID_STRING:
+        return this.decoder.decode(this.idBytes.subarray(a, this.b[i]));
+      case ID_NUMBER:
+        return String(this.nums[a]);
+      case ID_TRUE:
+        return 'true';
+      case ID_FALSE:
+        return 'false';
+      case ID_OBJECT:
+        return '[object Object]';
+      default:
+        return this.strings[a];
+    }
+  }
+}
+
+/** Featurizes texts as TextFeaturizer.hashedRows() does (on this thread, or on a worker). */
+export type HashTexts = (texts: string[], minTokens: number, bits: number) => Promise<HashedRows>;
+
+/**
+ * One block read natively; the same result as featurizeBlock(t, feat) gives.
+ * `hashTexts` (default: feat.hashedRows on this thread) featurizes the
+ * documents left to JavaScript.
+ */
+export async function featurizeNativeBlock(
+  t: BlockTask,
+  reader: TextTokenizerNative,
+  feat: TextFeaturizer,
+  hashTexts: HashTexts = (texts, minTokens, bits) => feat.hashedRows(texts, { minTokens, bits }),
+): Promise<BlockResult> {
+  const r = await reader.recordsAsync!(t.block, {
+    jsonl: t.format === 'jsonl',
+    field: t.records.field,
+    idField: t.records.idField,
+    maxRecordBytes: t.records.maxRecordBytes,
+    minTokens: t.minTokens,
+    bits: t.bits,
+  });
+  const records = t.records as RecordOptions;
+  const entries = r.kind.length;
+  const decoder = new TextDecoder('utf-8');
+  // Entries left to JavaScript, in order: a JS line's record (undefined:
+  // blank) or a text; the first failing line throws here, as it would there.
+  const jsDocs: (Doc | undefined)[] = [];
+  const texts: string[] = [];
+  for (let e = 0, tx = 0, ln = 0; e < entries; e++) {
+    const k = r.kind[e];
+    if (k === NATIVE) continue;
+    if (k === JS_LINE) {
+      const d = blockLine(t.block, r.jsLineStart[ln], r.jsLineEnd[ln], t.firstLine + r.line[e] + 1, t.format, records, decoder);
+      ln++;
+      jsDocs.push(d);
+      if (d) texts.push(d.text);
+    } else {
+      const text = decoder.decode(r.jsText.subarray(tx ? r.jsTextEnds[tx - 1] : 0, r.jsTextEnds[tx]));
+      tx++;
+      jsDocs.push(undefined);
+      texts.push(text);
+    }
+  }
+  const js: HashedRows | undefined = texts.length ? await hashTexts(texts, t.minTokens, t.bits) : undefined;
+
+  // No entry left to JavaScript: the native arrays are the block's.
+  const pure = r.jsTextEnds.length + r.jsLineStart.length === 0;
+  let docs = 0;
+  let kept = 0;
+  const tokens = pure ? r.tokens : new Uint32Array(entries);
+  const idKind = new Uint8Array(entries);
+  const idA = new Uint32Array(entries);
+  const idB = new Uint32Array(entries);
+  const strings: string[] = [];
+  // Row sources of the kept documents, in order: >= 0 native row, < 0 -(JS row + 1).
+  const rowOf = pure ? undefined : new Int32Array(entries);
+  for (let e = 0, j = 0, jd = 0, nr = 0, jr = 0; e < entries; e++) {
+    let n: number;
+    let id = r.idKind[e];
+    let a = id === ID_LINE ? r.line[e] : r.idA[e];
+    if (r.kind[e] === NATIVE) {
+      n = r.tokens[e];
+      if (rowOf && n >= t.minTokens) rowOf[kept] = nr++;
+    } else {
+      const d = jsDocs[j++];
+      if (r.kind[e] === JS_LINE) {
+        if (!d) continue;
+        id = ID_JS;
+        a = strings.length;
+        strings.push(d.id);
+      }
+      n = js!.tokens[jd++];
+      if (n >= t.minTokens) rowOf![kept] = -(jr++ + 1);
+    }
+    tokens[docs++] = n;
+    if (n < t.minTokens) continue;
+    idKind[kept] = id;
+    idA[kept] = a;
+    idB[kept] = r.idB[e];
+    kept++;
+  }
+  const ids = new NativeIds(
+    kept,
+    idKind.slice(0, kept),
+    idA.slice(0, kept),
+    idB.slice(0, kept),
+    r.idBytes,
+    r.nums,
+    strings,
+    t.firstLine,
+    records,
+  );
+  const result = { task: t.task, ids, documents: docs, tooSmall: docs - kept };
+  if (pure) return { ...result, rows: { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values } };
+
+  const nnz = r.cols.length + (js?.indices.length ?? 0);
+  const indptr = new Uint32Array(kept + 1);
+  const indices = new Uint32Array(nnz);
+  const values = new Float32Array(nnz);
+  let at = 0;
+  for (let row = 0; row < kept; row++) {
+    const src = rowOf![row];
+    const [ptr, cols, vals, s] = src >= 0 ? [r.rowPtr, r.cols, r.values, src] : [js!.indptr, js!.indices, js!.values, -src - 1];
+    const lo = ptr[s];
+    const hi = ptr[s + 1];
+    indices.set(cols.subarray(lo, hi), at);
+    values.set(vals.subarray(lo, hi), at);
+    at += hi - lo;
+    indptr[row + 1] = at;
+  }
+  return { ...result, rows: { tokens: tokens.subarray(0, docs), indptr, indices, values } };
+}

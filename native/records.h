@@ -1,0 +1,83 @@
+// The native record reader: a block of whole lines (JSONL or plain lines)
+// parsed with simdjson and tokenized + hashed in the same pass, on every core,
+// to the rows lib/cli/record-worker.ts builds with JSON.parse and the
+// featurizer. JavaScript stays the definition: every line this reader cannot
+// settle exactly (invalid JSON or UTF-8 as simdjson sees it, a value
+// JSON.parse and String() would treat in a way not reproduced here, a missing
+// or non-string field, a line over the size limit, Unicode-only whitespace)
+// comes back as a JS line, which the caller reads with the JavaScript code,
+// errors included; documents the tokenizer leaves to JavaScript (text.h
+// kFallback) come back with their text. Built only with simdjson
+// (CUSIM_WITH_SIMDJSON, see scripts/simdjson-source.mjs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "text.h"
+
+namespace cusim {
+namespace records {
+
+struct Options {
+  bool jsonl = true;
+  std::string field;    // UTF-8
+  std::string idField;  // UTF-8
+  uint64_t maxRecordBytes = 0;
+  uint32_t minTokens = 0;
+  uint32_t mask = 0xffffffffu;
+};
+
+// How an entry (a line that is not blank) is finished.
+enum Kind : uint8_t {
+  kNative = 0,    // tokens and, when kept, a row here
+  kJsTokens = 1,  // parsed here; its text (jsText) is tokenized in JavaScript
+  kJsLine = 2,    // read wholly in JavaScript (jsLineStart/End: the line, CR included)
+};
+
+// What String(record[idField]) gives, kept compact until it is asked for.
+enum IdKind : uint8_t {
+  kIdLine = 0,    // absent or null: the line number
+  kIdString = 1,  // idBytes[idA, idB)
+  kIdNumber = 2,  // String(nums[idA])
+  kIdTrue = 3,
+  kIdFalse = 4,
+  kIdObject = 5,  // "[object Object]"
+};
+
+struct Block {
+  uint64_t lines = 0;
+  // Per entry, in line order.
+  std::vector<uint32_t> line;  // 0-based line within the block
+  std::vector<uint8_t> kind;
+  std::vector<uint32_t> tokens;  // kNative: token count
+  std::vector<uint8_t> idKind;
+  std::vector<uint32_t> idA, idB;
+  std::vector<double> nums;
+  std::vector<uint8_t> idBytes;
+  // Rows of the kNative entries with at least minTokens tokens, in order
+  // (text.h AssembleHashedRows).
+  std::vector<uint32_t> rowPtr;
+  std::vector<uint32_t> cols;
+  std::vector<float> values;
+  // kJsTokens entries' texts (UTF-8), in order: [jsTextEnds[i-1], jsTextEnds[i]).
+  std::vector<uint8_t> jsText;
+  std::vector<uint32_t> jsTextEnds;
+  // kJsLine entries' lines: [jsLineStart[i], jsLineEnd[i]) of the block.
+  std::vector<uint32_t> jsLineStart, jsLineEnd;
+};
+
+// `bytes` holds n bytes of whole lines followed by at least Padding() readable
+// bytes. Multi-threaded (ParallelFor) over chunks of lines.
+void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const Options& o, Block* out);
+
+// Bytes ReadBlock may read past the end of the block.
+size_t Padding();
+
+// The simdjson version compiled in.
+const char* SimdjsonVersion();
+
+}  // namespace records
+}  // namespace cusim

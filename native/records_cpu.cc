@@ -1,0 +1,268 @@
+// The native record reader (records.h). A block is cut into chunks of whole
+// lines; each chunk is parsed (simdjson's DOM parser, which validates the
+// whole line, UTF-8 included, as JSON.parse does), its texts tokenized and
+// hashed (text.h: the same Run + AssembleHashedRows that hashedRows() uses),
+// all on the thread pool; the chunks are then joined in line order.
+#include "records.h"
+
+#ifdef CUSIM_WITH_SIMDJSON
+
+#include <algorithm>
+#include <cstring>
+
+#include "common.h"
+#include "parallel.h"
+#include "simdjson.h"
+
+namespace cusim {
+namespace records {
+namespace {
+
+// String.prototype.trim()'s ASCII whitespace (a line holds no '\n').
+inline bool AsciiSpace(uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// 0: only ASCII whitespace (blank); 1: some ASCII non-whitespace byte;
+// 2: no ASCII non-whitespace byte but some byte >= 0x80 (blank or not as
+// Unicode whitespace decides: left to JavaScript).
+inline int Content(const uint8_t* p, size_t n) {
+  bool high = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] >= 0x80)
+      high = true;
+    else if (!AsciiSpace(p[i]))
+      return 1;
+  }
+  return high ? 2 : 0;
+}
+
+inline bool HasHigh(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] >= 0x80) return true;
+  return false;
+}
+
+struct Part {
+  uint64_t lines = 0;
+  Block b;
+};
+
+void Append(std::vector<uint8_t>& v, const void* p, size_t n) {
+  const auto* c = static_cast<const uint8_t*>(p);
+  v.insert(v.end(), c, c + n);
+}
+
+// Lines [begin, end) of the block (begin at a line start, end at one or at n).
+void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, size_t end, const Options& o,
+               Part* part) {
+  Block& b = part->b;
+  simdjson::dom::parser parser;
+  std::vector<uint8_t> texts;
+  std::vector<uint32_t> offsets{0};
+  std::vector<uint32_t> docEntry;  // entry of each document given to the tokenizer
+  uint32_t line = 0;
+  auto entry = [&](uint8_t kind) {
+    b.line.push_back(line);
+    b.kind.push_back(kind);
+    b.tokens.push_back(0);
+    b.idKind.push_back(kIdLine);
+    b.idA.push_back(0);
+    b.idB.push_back(0);
+  };
+  auto jsLine = [&](size_t start, size_t nl) {
+    entry(kJsLine);
+    b.jsLineStart.push_back(uint32_t(start));
+    b.jsLineEnd.push_back(uint32_t(nl));
+  };
+  auto doc = [&](const void* p, size_t n) {
+    entry(kNative);
+    docEntry.push_back(uint32_t(b.line.size() - 1));
+    Append(texts, p, n);
+    if (texts.size() >= (uint64_t(1) << 32)) ThrowInvalid("a block's texts exceed 4 GiB");
+    offsets.push_back(uint32_t(texts.size()));
+  };
+  for (size_t start = begin; start < end; ++line) {
+    const void* hit = std::memchr(bytes + start, '\n', end - start);
+    const size_t nl = hit ? size_t(static_cast<const uint8_t*>(hit) - bytes) : end;
+    const size_t next = nl + 1;
+    size_t stop = nl;
+    if (stop > start && bytes[stop - 1] == '\r') --stop;
+    const uint8_t* p = bytes + start;
+    const size_t len = stop - start;
+    // TextDecoder drops a leading BOM, which the bytes here would keep.
+    const bool bom = len >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf;
+    const int content = Content(p, len);
+    if (nl - start > o.maxRecordBytes || bom || content == 2) {
+      jsLine(start, nl);
+    } else if (content == 0) {
+      // blank: no record
+    } else if (!o.jsonl) {
+      // Invalid UTF-8 decodes to U+FFFD in JavaScript, which these bytes are not.
+      if (HasHigh(p, len) && !simdjson::validate_utf8(reinterpret_cast<const char*>(p), len))
+        jsLine(start, nl);
+      else
+        doc(p, len);
+    } else {
+      simdjson::dom::element root;
+      simdjson::dom::object obj;
+      if (parser.parse(p, len, false).get(root) || root.get_object().get(obj)) {
+        jsLine(start, nl);
+        start = next;
+        continue;
+      }
+      // JSON.parse keeps the last of repeated keys.
+      simdjson::dom::element text, id;
+      bool hasText = false, hasId = false;
+      for (auto kv : obj) {
+        if (kv.key == o.field) {
+          text = kv.value;
+          hasText = true;
+        }
+        if (kv.key == o.idField) {
+          id = kv.value;
+          hasId = true;
+        }
+      }
+      std::string_view s;
+      // A missing or non-string field is an error, which JavaScript words.
+      if (!hasText || text.get_string().get(s)) {
+        jsLine(start, nl);
+        start = next;
+        continue;
+      }
+      uint8_t idKind = kIdLine;
+      uint32_t a = 0, z = 0;
+      if (hasId) {
+        std::string_view ids;
+        switch (id.type()) {
+          case simdjson::dom::element_type::NULL_VALUE: break;
+          case simdjson::dom::element_type::STRING:
+            if (id.get_string().get(ids)) ThrowInvalid("simdjson: a string element did not read as one");
+            idKind = kIdString;
+            a = uint32_t(b.idBytes.size());
+            Append(b.idBytes, ids.data(), ids.size());
+            z = uint32_t(b.idBytes.size());
+            break;
+          case simdjson::dom::element_type::INT64:
+            idKind = kIdNumber;
+            a = uint32_t(b.nums.size());
+            b.nums.push_back(double(int64_t(id)));
+            break;
+          case simdjson::dom::element_type::UINT64:
+            idKind = kIdNumber;
+            a = uint32_t(b.nums.size());
+            b.nums.push_back(double(uint64_t(id)));
+            break;
+          case simdjson::dom::element_type::DOUBLE:
+            idKind = kIdNumber;
+            a = uint32_t(b.nums.size());
+            b.nums.push_back(double(id));
+            break;
+          case simdjson::dom::element_type::BOOL: idKind = bool(id) ? kIdTrue : kIdFalse; break;
+          case simdjson::dom::element_type::OBJECT: idKind = kIdObject; break;
+          default:
+            // An array's String() joins its elements: JavaScript's to write.
+            idKind = 0xff;
+        }
+      }
+      if (idKind == 0xff) {
+        jsLine(start, nl);
+      } else {
+        doc(s.data(), s.size());
+        b.idKind.back() = idKind;
+        b.idA.back() = a;
+        b.idB.back() = z;
+      }
+    }
+    start = next;
+  }
+  part->lines = line;
+
+  // Tokenized and hashed as hashedRows() does (nested ParallelFor runs inline).
+  const size_t docs = docEntry.size();
+  text::Batch batch;
+  tok.Run(texts.data(), offsets.data(), docs, o.minTokens, &batch);
+  text::Rows rows;
+  text::AssembleHashedRows(batch, o.minTokens, o.mask, &rows);
+  for (size_t d = 0; d < docs; ++d) {
+    const uint32_t e = docEntry[d];
+    b.tokens[e] = batch.tokens[d];
+    if (batch.tokens[d] == text::kFallback) {
+      b.kind[e] = kJsTokens;
+      b.tokens[e] = 0;
+      Append(b.jsText, texts.data() + offsets[d], offsets[d + 1] - offsets[d]);
+      b.jsTextEnds.push_back(uint32_t(b.jsText.size()));
+    }
+  }
+  b.rowPtr = std::move(rows.rowPtr);
+  b.cols = std::move(rows.cols);
+  b.values = std::move(rows.values);
+}
+
+template <typename T>
+void Concat(std::vector<T>& dst, const std::vector<T>& src, T add = T()) {
+  const size_t at = dst.size();
+  dst.insert(dst.end(), src.begin(), src.end());
+  if (add != T())
+    for (size_t i = at; i < dst.size(); ++i) dst[i] += add;
+}
+
+}  // namespace
+
+size_t Padding() { return simdjson::SIMDJSON_PADDING; }
+
+#define CUSIM_STR_(a) #a
+#define CUSIM_STR(a) CUSIM_STR_(a)
+const char* SimdjsonVersion() { return CUSIM_STR(SIMDJSON_VERSION); }
+
+void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const Options& o, Block* out) {
+  if (n >= (uint64_t(1) << 32)) ThrowInvalid("a record block must be under 4 GiB");
+  // Chunks of whole lines: several per thread so uneven lines balance, none
+  // so small that the per-chunk cost shows.
+  const size_t want = std::max<size_t>(1, std::min<size_t>(NumThreads() * 4, n / (64 << 10)));
+  std::vector<size_t> cut{0};
+  for (size_t k = 1; k < want; ++k) {
+    size_t at = std::max(cut.back(), n * k / want);
+    const void* hit = at < n ? std::memchr(bytes + at, '\n', n - at) : nullptr;
+    at = hit ? size_t(static_cast<const uint8_t*>(hit) - bytes) + 1 : n;
+    if (at > cut.back() && at < n) cut.push_back(at);
+  }
+  cut.push_back(n);
+  std::vector<Part> parts(cut.size() - 1);
+  ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
+    for (size_t c = lo; c < hi; ++c) ReadChunk(tok, bytes, cut[c], cut[c + 1], o, &parts[c]);
+  });
+
+  Block& b = *out;
+  b = Block();
+  b.rowPtr.push_back(0);
+  for (const Part& part : parts) {
+    const Block& p = part.b;
+    Concat(b.line, p.line, uint32_t(b.lines));
+    Concat(b.kind, p.kind);
+    Concat(b.tokens, p.tokens);
+    Concat(b.idKind, p.idKind);
+    const uint32_t idBase = uint32_t(b.idBytes.size()), numBase = uint32_t(b.nums.size());
+    for (size_t i = 0; i < p.idKind.size(); ++i) {
+      const uint8_t k = p.idKind[i];
+      const uint32_t base = k == kIdString ? idBase : k == kIdNumber ? numBase : 0;
+      b.idA.push_back(p.idA[i] + base);
+      b.idB.push_back(p.idB[i] + (k == kIdString ? idBase : 0));
+    }
+    Concat(b.nums, p.nums);
+    Concat(b.idBytes, p.idBytes);
+    const uint32_t nnz = b.rowPtr.back();
+    for (size_t r = 1; r < p.rowPtr.size(); ++r) b.rowPtr.push_back(p.rowPtr[r] + nnz);
+    Concat(b.cols, p.cols);
+    Concat(b.values, p.values);
+    Concat(b.jsTextEnds, p.jsTextEnds, uint32_t(b.jsText.size()));
+    Concat(b.jsText, p.jsText);
+    Concat(b.jsLineStart, p.jsLineStart);
+    Concat(b.jsLineEnd, p.jsLineEnd);
+    b.lines += part.lines;
+  }
+}
+
+}  // namespace records
+}  // namespace cusim
+
+#endif  // CUSIM_WITH_SIMDJSON
