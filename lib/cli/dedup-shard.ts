@@ -22,6 +22,8 @@ import type { Readable } from 'node:stream';
 import { dedupParams, recallCurve, recallParams } from '../lsh.js';
 import { readRecords } from './records.js';
 import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
+import { jobMemory } from '../queue/keys.js';
+import { checkRangeTotals, finishedJob, workerStages } from '../queue/totals.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Doc, Skip } from './sources.js';
@@ -29,7 +31,7 @@ import type { Doc, Skip } from './sources.js';
 export type ShardOptions = Omit<DedupOptions, 'redis' | 'backend'> & { redis: string; backend: 'cpu' | 'cuda' };
 
 /** What every worker of one job must agree on (stored once, checked by each). */
-interface Job {
+export interface Job {
   threshold: number;
   samples: number;
   recall: number;
@@ -92,7 +94,7 @@ function lshFor(o: ShardOptions, job: Job): MinHashLSH {
   });
 }
 
-async function withRedis<T>(url: string, fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
+export async function withRedis<T>(url: string, fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
   const c = await connectRedis(url);
   try {
     return await fn(c);
@@ -263,8 +265,10 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
   return withRedis(o.redis, async (c) => {
     const k = keys(o.prefix);
     const job = await readJob(c, o.prefix);
-    const shards = Number(await c.hget(k.shards, 'count'));
-    const stats: BatchStats[] = [];
+    // A job over files (--queue, or --shard with files) keeps totals per range (lib/queue).
+    const ranged = await finishedJob(c, o.prefix);
+    const shards = ranged ? 0 : Number(await c.hget(k.shards, 'count'));
+    const stats: BatchStats[] = ranged ? ranged.done : [];
     for (let i = 0; i < shards; i++) {
       const finished = await c.hget(k.shards, `${i}/${shards}`);
       if (finished === null)
@@ -278,6 +282,7 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
     } finally {
       await lsh.close();
     }
+    if (ranged) checkRangeTotals(ranged, g.ids);
     // Rows are the live ids ascending, the single-process row order.
     const names: string[] = new Array(g.ids.length).fill('');
     const want = new Map<number, number[]>();
@@ -348,8 +353,25 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       groups,
       packages: [],
       stages: [],
-      elapsedMs: Math.round(performance.now() - t0),
+      elapsedMs: 0,
     };
+    if (ranged) {
+      const w = workerStages(ranged);
+      const held = await jobMemory(c, o.prefix);
+      report.stages = [...w.stages, { stage: 'report', ms: Math.round(performance.now() - t0) }];
+      report.workers = { count: w.workers, documents: w.documents, docsPerSecond: w.docsPerSecond };
+      report.redis = { keys: held.keys, bytes: held.bytes, measured: 'MEMORY USAGE per key, default sampling' };
+      if (o.verbose && !o.quiet) {
+        io.stderr.write(
+          `cusim: ${w.workers} worker(s), ${w.docsPerSecond} docs/s per worker; stages ${report.stages.map((s) => `${s.stage} ${(s.ms / 1000).toFixed(2)} s`).join(', ')}\n`,
+        );
+      }
+      if (!o.quiet)
+        io.stderr.write(
+          `cusim: job '${o.prefix}' holds ${held.bytes} bytes in ${held.keys} Redis keys (cusim dedup --drop deletes them)\n`,
+        );
+    }
+    report.elapsedMs = Math.round(performance.now() - t0);
     const chunks = o.json ? renderJson(report) : o.csv ? renderCsv(report) : renderTable(report, o.limit === 0 ? Infinity : o.limit);
     for (const c of chunks) {
       if (io.stdoutClosed?.()) break;

@@ -49,9 +49,13 @@ export interface DedupReport {
   lsh: { bands: number; rows: number; samples: number; recall: { similarity: number; probability: number }[] };
   groups: ReportGroup[];
   packages: ReportPackagePair[];
-  /** Wall time per stage, in order. */
+  /** Wall time per stage, in order (scale-out jobs: the workers' times summed over ranges, then the report's). */
   stages: { stage: string; ms: number }[];
   elapsedMs: number;
+  /** Scale-out jobs over ranges: the workers that did them and their rate (documents per second of worker time). */
+  workers?: { count: number; documents: number; docsPerSecond: number };
+  /** Scale-out jobs over ranges: what the job holds in Redis. */
+  redis?: { keys: number; bytes: number; measured: string };
 }
 
 const round = (x: number): number => Math.round(x * 1e6) / 1e6;
