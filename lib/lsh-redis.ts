@@ -46,6 +46,48 @@ end
 for i = 4, #ARGV, 2 do redis.call('HSETNX', h, ARGV[i], ARGV[i + 1]) end
 return redis.call('HGETALL', h)`;
 
+// APPENDs of one insert batch in one call: KEYS[k] gets ARGV[k].
+const APPEND_BATCH = `
+for k = 1, #KEYS do redis.call('APPEND', KEYS[k], ARGV[k]) end
+return 0`;
+// Keys per script call: bounds each command's size.
+const SCRIPT_KEYS = 2048;
+
+/**
+ * Sends a batch's writes in order on one connection: runs of APPENDs as
+ * APPEND_BATCH calls (each APPEND alone would cost a command; a batch has one
+ * per (band, partition) key), HSETs as they are (one per partition, already large).
+ */
+class ScriptBatch {
+  #keys: string[] = [];
+  #data: Buffer[] = [];
+  #sent: Promise<unknown>[] = [];
+  constructor(private readonly c: Redis) {}
+
+  append(key: string, data: Buffer): void {
+    this.#keys.push(key);
+    this.#data.push(data);
+    if (this.#keys.length >= SCRIPT_KEYS) this.#send();
+  }
+
+  hset(key: string, pairs: Buffer[]): void {
+    this.#send();
+    this.#sent.push(this.c.hset(key, ...pairs));
+  }
+
+  #send(): void {
+    if (this.#keys.length === 0) return;
+    this.#sent.push(this.c.eval(APPEND_BATCH, this.#keys.length, ...this.#keys, ...this.#data));
+    this.#keys = [];
+    this.#data = [];
+  }
+
+  async flush(): Promise<void> {
+    this.#send();
+    await Promise.all(this.#sent);
+  }
+}
+
 /** Records `fields` in the hash `key` where absent and returns what the hash then holds. */
 export async function claimHash(
   c: Redis | Cluster,
@@ -286,7 +328,11 @@ export class RedisLsh {
   }
 
   // One batch: band entries, then signatures and vectors, then the records,
-  // so a row with a record has everything else.
+  // so a row with a record has everything else. A single server takes the
+  // whole batch as a few scripts (WRITE_BATCH) on one connection, in that
+  // order: a few round trips and commands instead of one command per
+  // (band, partition) key. A cluster's keys live in many slots, which no
+  // script may span, so there each key gets its command (pipelined per node).
   async #write(
     c: Redis | Cluster,
     ids: Uint32Array,
@@ -298,11 +344,14 @@ export class RedisLsh {
   ): Promise<void> {
     const P = this.#o.partitions;
     const view = (a: Uint8Array, lo: number, hi: number) => Buffer.from(a.buffer, a.byteOffset + lo, hi - lo);
+    const script = (c as Cluster).isCluster ? undefined : new ScriptBatch(c as Redis);
     const writes: Promise<unknown>[] = [];
     for (let k = 0; k < this.#p.bands * P; k++) {
       const lo = entries.bandOffsets[k];
       const hi = entries.bandOffsets[k + 1];
-      if (hi > lo) writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
+      if (hi <= lo) continue;
+      if (script) script.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi));
+      else writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
     }
     if (this.#o.signatures || m) {
       const per = this.#per;
@@ -322,17 +371,26 @@ export class RedisLsh {
           a.push(f, encodeRow(m, i));
         }
       }
-      for (const [p, a] of sigArgs) writes.push(c.hset(this.#sigKey(p), ...a));
-      for (const [p, a] of vecArgs) writes.push(c.hset(this.#vecKey(p), ...a));
+      for (const [p, a] of sigArgs) {
+        if (script) script.hset(this.#sigKey(p), a);
+        else writes.push(c.hset(this.#sigKey(p), ...a));
+      }
+      for (const [p, a] of vecArgs) {
+        if (script) script.hset(this.#vecKey(p), a);
+        else writes.push(c.hset(this.#vecKey(p), ...a));
+      }
     }
-    await Promise.all(writes);
+    if (!script) await Promise.all(writes);
     const recs: Promise<unknown>[] = [];
     for (let p = 0; p < P; p++) {
       const lo = entries.recOffsets[p];
       const hi = entries.recOffsets[p + 1];
-      if (hi > lo) recs.push(c.append(this.#recKey(p), view(entries.rec, lo, hi)));
+      if (hi <= lo) continue;
+      if (script) script.append(this.#recKey(p), view(entries.rec, lo, hi));
+      else recs.push(c.append(this.#recKey(p), view(entries.rec, lo, hi)));
     }
-    await Promise.all(recs);
+    if (script) await script.flush();
+    else await Promise.all(recs);
   }
 
   /** Candidate ids per query (sharing a band bucket), deduplicated and ascending; removed ids never appear. */
