@@ -9,7 +9,6 @@ import { Command, Option } from 'commander';
 import type { Cluster, Redis } from 'ioredis';
 import { resolveBackend } from '../backend.js';
 import type { Backend } from '../backend.js';
-import { connectRedis } from '../lsh-redis.js';
 import { dedupParams } from '../lsh.js';
 import { claimJob, finishedRanges, jobKeys, planHash, readRange, readSettings } from '../queue/job.js';
 import type { RangeSettings, RangeStats } from '../queue/job.js';
