@@ -16,7 +16,7 @@ import { dropJob } from '../queue/keys.js';
 import { jobIndex, makeSigner, processRange } from '../queue/process.js';
 import type { RangeContext } from '../queue/process.js';
 import { enqueue, failedRanges, openQueue, queueConnection, startWorker } from '../queue/queue.js';
-import { planRanges } from '../queue/ranges.js';
+import { checkSplittable, planRanges } from '../queue/ranges.js';
 import type { Range } from '../queue/ranges.js';
 import { dedupMethod, defaultWeighting } from './dedup-method.js';
 import { DEFAULT_HASH_BITS, withRedis } from './dedup-shard.js';
@@ -34,12 +34,7 @@ export type RangeOptions = DedupOptions & { redis: string; backend: Backend };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Plans the ranges of `paths` and records (or checks) the job. */
-async function planJob(
-  c: Redis | Cluster,
-  paths: string[],
-  o: RangeOptions,
-): Promise<{ settings: RangeSettings; ranges: Range[]; unreadable: string[] }> {
+function checkWeighting(o: RangeOptions): Exclude<RangeOptions['weighting'], 'tfidf' | undefined> {
   const weighting = o.weighting ?? defaultWeighting(o.weighted);
   if (weighting === 'tfidf') {
     throw new CliError(
@@ -48,6 +43,16 @@ async function planJob(
       2,
     );
   }
+  return weighting;
+}
+
+/** Plans the ranges of `paths` and records (or checks) the job. */
+async function planJob(
+  c: Redis | Cluster,
+  paths: string[],
+  o: RangeOptions,
+): Promise<{ settings: RangeSettings; ranges: Range[]; unreadable: string[] }> {
+  const weighting = checkWeighting(o);
   const plan = await planRanges(paths, {
     format: o.format,
     ext: o.ext,
@@ -136,6 +141,7 @@ export async function rangeShardCommand(paths: string[], o: RangeOptions, io: Io
     if (!o.quiet) io.stderr.write(s + '\n');
   };
   const { i, n } = parseShard(o.shard!, process.env);
+  checkWeighting(o);
   return withRedis(o.redis, async (c) => {
     const { settings } = await planJob(c, paths, o);
     const done = await finishedRanges(c, o.prefix);
@@ -185,6 +191,8 @@ export async function queueCommand(paths: string[], o: RangeOptions, io: Io): Pr
   const say = (s: string): void => {
     if (!o.quiet) io.stderr.write(s + '\n');
   };
+  checkWeighting(o);
+  checkSplittable(paths);
   await withRedis(o.redis, async (c) => {
     const { settings } = await planJob(c, paths, o);
     const done = await finishedRanges(c, o.prefix);

@@ -152,8 +152,8 @@ function concrete(format: RecordFormat, file: string): 'lines' | 'jsonl' | 'csv'
   return lineFormat('auto', head.split('\n').find((l) => l.trim() !== '') ?? '');
 }
 
-/** The ranges of `paths`, planned as `cusim dedup` plans its inputs. */
-export async function planRanges(paths: string[], o: PlanOptions): Promise<Plan> {
+/** Refuses inputs that cannot be cut into ranges (stdin). */
+export function checkSplittable(paths: string[]): void {
   if (paths.length === 0 || paths.includes('-')) {
     throw new CliError(
       '--queue splits files into ranges; stdin cannot be split',
@@ -161,6 +161,11 @@ export async function planRanges(paths: string[], o: PlanOptions): Promise<Plan>
       2,
     );
   }
+}
+
+/** The ranges of `paths`, planned as `cusim dedup` plans its inputs. */
+export async function planRanges(paths: string[], o: PlanOptions): Promise<Plan> {
+  checkSplittable(paths);
   const records: { file: string; name: string; format: RecordFormat; size: number }[] = [];
   const docRoots: string[] = [];
   for (const p of paths) {
