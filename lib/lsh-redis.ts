@@ -195,6 +195,30 @@ function encodeRow(m: CsrMatrix, r: number): Buffer {
   return out;
 }
 
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
+/** Rows [b, e) encoded as encodeRow does, as views of one allocation (a batch's vectors are written at once). */
+function encodeRows(m: CsrMatrix, b: number, e: number): Buffer[] {
+  if (!LITTLE_ENDIAN) return Array.from({ length: e - b }, (_, i) => encodeRow(m, b + i));
+  const words = 2 * (m.indptr[e] - m.indptr[b]) + (e - b);
+  const slab = new ArrayBuffer(words * 4);
+  const u = new Uint32Array(slab);
+  const f = new Float32Array(slab);
+  const out: Buffer[] = new Array(e - b);
+  let at = 0;
+  for (let r = b; r < e; r++) {
+    const lo = m.indptr[r];
+    const n = m.indptr[r + 1] - lo;
+    u[at] = n;
+    u.set(m.indices.subarray(lo, lo + n), at + 1);
+    if (m.values) f.set(m.values.subarray(lo, lo + n), at + 1 + n);
+    else f.fill(1, at + 1 + n, at + 1 + 2 * n);
+    out[r - b] = Buffer.from(slab, at * 4, (1 + 2 * n) * 4);
+    at += 1 + 2 * n;
+  }
+  return out;
+}
+
 export class RedisLsh {
   readonly #p: LshShape;
   readonly #o: Required<Omit<RedisStorageOptions, 'type'>>;
@@ -357,6 +381,7 @@ export class RedisLsh {
       const per = this.#per;
       const sigArgs = new Map<number, Buffer[]>();
       const vecArgs = new Map<number, Buffer[]>();
+      const rows = m && encodeRows(m, b, e);
       for (let i = b; i < e; i++) {
         const p = this.#part(ids[i]);
         const f = idField(ids[i]);
@@ -368,7 +393,7 @@ export class RedisLsh {
         if (m) {
           let a = vecArgs.get(p);
           if (!a) vecArgs.set(p, (a = []));
-          a.push(f, encodeRow(m, i));
+          a.push(f, rows![i - b]);
         }
       }
       for (const [p, a] of sigArgs) {
