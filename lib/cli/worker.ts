@@ -140,7 +140,7 @@ export async function rangeShardCommand(paths: string[], o: RangeOptions, io: Io
   const say = (s: string): void => {
     if (!o.quiet) io.stderr.write(s + '\n');
   };
-  const { i, n } = parseShard(o.shard!, process.env);
+  const { i, n } = parseShard(o.shard!, process.env.JOB_COMPLETION_INDEX);
   checkWeighting(o);
   return withRedis(o.redis, async (c) => {
     const { settings } = await planJob(c, paths, o);
@@ -166,11 +166,11 @@ export async function rangeShardCommand(paths: string[], o: RangeOptions, io: Io
 }
 
 /** `--shard i/N`; `--shard JOB_COMPLETION_INDEX/N` takes i from that variable (set by Kubernetes Indexed Jobs). */
-export function parseShard(s: string, env: NodeJS.ProcessEnv): { i: number; n: number } {
+export function parseShard(s: string, completionIndex: string | undefined): { i: number; n: number } {
   const m = /^(\d+|JOB_COMPLETION_INDEX)\/(\d+)$/.exec(s.trim());
   let i = m ? Number(m[1]) : NaN;
   if (m && m[1] === 'JOB_COMPLETION_INDEX') {
-    const v = env.JOB_COMPLETION_INDEX;
+    const v = completionIndex;
     if (v === undefined || !/^\d+$/.test(v)) {
       throw new CliError(
         `--shard ${s}: JOB_COMPLETION_INDEX is ${v === undefined ? 'not set' : `'${v}', not an index`}`,
