@@ -88,6 +88,48 @@ if #add > 0 then
 end
 return #add`;
 
+// APPENDs of one insert batch in one call: KEYS[k] gets ARGV[k].
+const APPEND_BATCH = `
+for k = 1, #KEYS do redis.call('APPEND', KEYS[k], ARGV[k]) end
+return 0`;
+// Keys per script call: bounds each command's size.
+const SCRIPT_KEYS = 2048;
+
+/**
+ * Sends a batch's writes in order on one connection: runs of APPENDs as
+ * APPEND_BATCH calls (each APPEND alone would cost a command; a batch has one
+ * per (band, partition) key), HSETs as they are (one per partition, already large).
+ */
+class ScriptBatch {
+  #keys: string[] = [];
+  #data: Buffer[] = [];
+  #sent: Promise<unknown>[] = [];
+  constructor(private readonly c: Redis) {}
+
+  append(key: string, data: Buffer): void {
+    this.#keys.push(key);
+    this.#data.push(data);
+    if (this.#keys.length >= SCRIPT_KEYS) this.#send();
+  }
+
+  hset(key: string, pairs: Buffer[]): void {
+    this.#send();
+    this.#sent.push(this.c.hset(key, ...pairs));
+  }
+
+  #send(): void {
+    if (this.#keys.length === 0) return;
+    this.#sent.push(this.c.eval(APPEND_BATCH, this.#keys.length, ...this.#keys, ...this.#data));
+    this.#keys = [];
+    this.#data = [];
+  }
+
+  async flush(): Promise<void> {
+    this.#send();
+    await Promise.all(this.#sent);
+  }
+}
+
 /** Records `fields` in the hash `key` where absent and returns what the hash then holds. */
 export async function claimHash(
   c: Redis | Cluster,
@@ -160,6 +202,30 @@ function encodeRow(m: CsrMatrix, r: number): Buffer {
   for (let i = b; i < e; i++) {
     out.writeUInt32LE(m.indices[i], 4 + 4 * (i - b));
     out.writeFloatLE(m.values ? m.values[i] : 1, 4 + 4 * (e - b) + 4 * (i - b));
+  }
+  return out;
+}
+
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1;
+
+/** Rows [b, e) encoded as encodeRow does, as views of one allocation (a batch's vectors are written at once). */
+function encodeRows(m: CsrMatrix, b: number, e: number): Buffer[] {
+  if (!LITTLE_ENDIAN) return Array.from({ length: e - b }, (_, i) => encodeRow(m, b + i));
+  const words = 2 * (m.indptr[e] - m.indptr[b]) + (e - b);
+  const slab = new ArrayBuffer(words * 4);
+  const u = new Uint32Array(slab);
+  const f = new Float32Array(slab);
+  const out: Buffer[] = new Array(e - b);
+  let at = 0;
+  for (let r = b; r < e; r++) {
+    const lo = m.indptr[r];
+    const n = m.indptr[r + 1] - lo;
+    u[at] = n;
+    u.set(m.indices.subarray(lo, lo + n), at + 1);
+    if (m.values) f.set(m.values.subarray(lo, lo + n), at + 1 + n);
+    else f.fill(1, at + 1 + n, at + 1 + 2 * n);
+    out[r - b] = Buffer.from(slab, at * 4, (1 + 2 * n) * 4);
+    at += 1 + 2 * n;
   }
   return out;
 }
@@ -360,7 +426,11 @@ export class RedisLsh {
   }
 
   // One batch: band entries, then signatures and vectors, then the records,
-  // so a row with a record has everything else.
+  // so a row with a record has everything else. A single server takes the
+  // whole batch as a few scripts (WRITE_BATCH) on one connection, in that
+  // order: a few round trips and commands instead of one command per
+  // (band, partition) key. A cluster's keys live in many slots, which no
+  // script may span, so there each key gets its command (pipelined per node).
   async #write(
     c: Redis | Cluster,
     ids: Uint32Array,
@@ -372,16 +442,20 @@ export class RedisLsh {
   ): Promise<void> {
     const P = this.#o.partitions;
     const view = (a: Uint8Array, lo: number, hi: number) => Buffer.from(a.buffer, a.byteOffset + lo, hi - lo);
+    const script = (c as Cluster).isCluster ? undefined : new ScriptBatch(c as Redis);
     const writes: Promise<unknown>[] = [];
     for (let k = 0; k < this.#p.bands * P; k++) {
       const lo = entries.bandOffsets[k];
       const hi = entries.bandOffsets[k + 1];
-      if (hi > lo) writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
+      if (hi <= lo) continue;
+      if (script) script.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi));
+      else writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
     }
     if (this.#o.signatures || m) {
       const per = this.#per;
       const sigArgs = new Map<number, Buffer[]>();
       const vecArgs = new Map<number, Buffer[]>();
+      const rows = m && encodeRows(m, b, e);
       for (let i = b; i < e; i++) {
         const p = this.#part(ids[i]);
         const f = idField(ids[i]);
@@ -393,13 +467,22 @@ export class RedisLsh {
         if (m) {
           let a = vecArgs.get(p);
           if (!a) vecArgs.set(p, (a = []));
-          a.push(f, encodeRow(m, i));
+          a.push(f, rows![i - b]);
         }
       }
-      for (const [p, a] of sigArgs) writes.push(c.hset(this.#sigKey(p), ...a));
-      for (const [p, a] of vecArgs) writes.push(c.hset(this.#vecKey(p), ...a));
+      for (const [p, a] of sigArgs) {
+        if (script) script.hset(this.#sigKey(p), a);
+        else writes.push(c.hset(this.#sigKey(p), ...a));
+      }
+      for (const [p, a] of vecArgs) {
+        if (script) script.hset(this.#vecKey(p), a);
+        else writes.push(c.hset(this.#vecKey(p), ...a));
+      }
     }
-    await Promise.all(writes);
+    // Everything else is stored before a record names the row.
+    if (script) await script.flush();
+    else await Promise.all(writes);
+    // Records go through ADD_RECORDS (a batch sent again is recorded once, and counted in the totals).
     const recs: Promise<unknown>[] = [];
     for (let p = 0; p < P; p++) {
       const lo = entries.recOffsets[p];

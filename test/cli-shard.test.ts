@@ -125,7 +125,7 @@ describeRedis('cusim dedup --redis on one Redis server', () => {
     const tfidf = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--weighting', 'tfidf', '--quiet']);
     expect(tfidf.status).toBe(2);
     expect(tfidf.stderr).toMatch(/tfidf needs document frequencies over the whole corpus/);
-    expect(cusim(['dedup', fixture, '--shard', '0/2', '--quiet']).stderr).toMatch(/--shard and --report need --redis URL/);
+    expect(cusim(['dedup', fixture, '--shard', '0/2', '--quiet']).stderr).toMatch(/--shard, --queue, --report and --drop need --redis URL/);
     expect(cusim(['dedup', fixture, '--redis', 'redis://x', '--shard', '4/4', '--quiet']).stderr).toMatch(/--shard must be i\/N/);
     const down = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--quiet', '--redis-retry', '0']);
     expect(down.status).toBe(1);

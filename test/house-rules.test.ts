@@ -165,7 +165,8 @@ describe('house rules', () => {
   });
 
   it('kernel choices come from shapes and tuning: the only environment variables are CUSIM_BACKEND, CUSIM_THREADS and CUSIM_PROFILE', () => {
-    const allowed = new Set(['CUSIM_BACKEND', 'CUSIM_THREADS', 'CUSIM_PROFILE']);
+    // JOB_COMPLETION_INDEX is read only where the user names it (`cusim dedup --shard JOB_COMPLETION_INDEX/N`, Kubernetes Indexed Jobs).
+    const allowed = new Set(['CUSIM_BACKEND', 'CUSIM_THREADS', 'CUSIM_PROFILE', 'JOB_COMPLETION_INDEX']);
     const names = [
       ...hits([...nativeSources, ...cudaSources], /getenv\s*\(/).map((h) => /getenv\s*\(\s*"([^"]*)"/.exec(h)?.[1] ?? h),
       ...hits(libSources, /process\.env\b/).map(

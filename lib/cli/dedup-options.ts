@@ -50,4 +50,10 @@ export interface DedupCommandOptions
   report?: boolean;
   prefix: string;
   batchDocs: number;
+  /** With --redis: enqueue the input's ranges for `cusim worker`s, wait, print the report. */
+  queue?: boolean;
+  /** With --redis: delete the job's keys. */
+  drop?: boolean;
+  /** With --queue or --shard over files: the size of one range. */
+  rangeBytes?: number;
 }

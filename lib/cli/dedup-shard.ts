@@ -31,6 +31,8 @@ import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
 import { recordIndexer } from '../dedup/records.js';
 import { readRecords } from './records.js';
 import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
+import { jobMemory } from '../queue/keys.js';
+import { checkRangeTotals, finishedJob, workerStages } from '../queue/totals.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Doc, Skip } from './sources.js';
@@ -49,7 +51,7 @@ export type ShardOptions = Omit<DedupCommandOptions, 'redis' | 'backend'> & {
 };
 
 /** What every worker of one job must agree on (stored once, checked by each). */
-interface Job {
+export interface Job {
   threshold: number;
   samples: number;
   recall: number;
@@ -98,8 +100,15 @@ function paramsFor(job: Job): { bands: number; rows: number; samples: number } {
   return dedupParams({ threshold: job.threshold, recall: job.recall, samples: job.samples });
 }
 
+/** The options that say how to reach Redis. */
+export interface RedisCliOptions {
+  redis: string;
+  redisCa?: string;
+  redisRetry?: number;
+}
+
 /** How to reach Redis: --redis URL, --redis-ca, --redis-retry. */
-function connection(o: ShardOptions): RedisConnectOptions {
+function connection(o: RedisCliOptions): RedisConnectOptions {
   let ca: Buffer | undefined;
   if (o.redisCa !== undefined) {
     try {
@@ -134,13 +143,18 @@ function lshFor(o: ShardOptions, job: Job): MinHashLSH {
   });
 }
 
-async function withRedis<T>(o: ShardOptions, fn: (s: RedisSession) => Promise<T>): Promise<T> {
+export async function withRedis<T>(o: RedisCliOptions, fn: (s: RedisSession) => Promise<T>): Promise<T> {
   const s = new RedisSession(connection(o));
   try {
     return await fn(s);
   } finally {
     await s.close();
   }
+}
+
+/** withRedis with the client itself, for calls that make their own retries (the queue's workers). */
+export async function withRedisClient<T>(o: RedisCliOptions, fn: (c: Redis | Cluster) => Promise<T>): Promise<T> {
+  return withRedis(o, async (s) => fn(await s.client()));
 }
 
 // Records the job's settings and shard count, or checks them against those already recorded (each claim one script).
@@ -323,9 +337,11 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
   return withRedis(o, async (s) => {
     const k = keys(o.prefix);
     const job = await s.run((c) => readJob(c, o.prefix));
-    const shardHash = await s.run((c) => c.hgetall(k.shards));
-    const shards = Number(shardHash.count);
-    const stats: BatchStats[] = [];
+    // A job over files (--queue, or --shard with files) keeps totals per range (lib/queue).
+    const ranged = await s.run((c) => finishedJob(c, o.prefix));
+    const shardHash: Record<string, string> = ranged ? {} : await s.run((c) => c.hgetall(k.shards));
+    const shards = ranged ? 0 : Number(shardHash.count);
+    const stats: BatchStats[] = ranged ? ranged.done : [];
     for (let i = 0; i < shards; i++) {
       const finished = shardHash[`${i}/${shards}`];
       if (finished === undefined)
@@ -345,6 +361,7 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
     } finally {
       await lsh.close();
     }
+    if (ranged) checkRangeTotals(ranged, g.ids);
     // The workers' totals against the index: rows lost from Redis must not pass as fewer duplicates.
     const inserted = stats.reduce((a, x) => a + x.rows, 0);
     if (inserted !== g.ids.length) {
@@ -424,8 +441,25 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       groups,
       packages: [],
       stages: [],
-      elapsedMs: Math.round(performance.now() - t0),
+      elapsedMs: 0,
     };
+    if (ranged) {
+      const w = workerStages(ranged);
+      const held = await s.run((c) => jobMemory(c, o.prefix));
+      report.stages = [...w.stages, { stage: 'report', ms: Math.round(performance.now() - t0) }];
+      report.workers = { count: w.workers, documents: w.documents, docsPerSecond: w.docsPerSecond };
+      report.redis = { keys: held.keys, bytes: held.bytes, measured: 'MEMORY USAGE per key, default sampling' };
+      if (o.verbose && !o.quiet) {
+        io.stderr.write(
+          `cusim: ${w.workers} worker(s), ${w.docsPerSecond} docs/s per worker; stages ${report.stages.map((s) => `${s.stage} ${(s.ms / 1000).toFixed(2)} s`).join(', ')}\n`,
+        );
+      }
+      if (!o.quiet)
+        io.stderr.write(
+          `cusim: job '${o.prefix}' holds ${held.bytes} bytes in ${held.keys} Redis keys (cusim dedup --drop deletes them)\n`,
+        );
+    }
+    report.elapsedMs = Math.round(performance.now() - t0);
     const chunks = o.json ? renderJson(report) : o.csv ? renderCsv(report) : renderTable(report, o.limit === 0 ? Infinity : o.limit);
     for (const c of chunks) {
       if (io.stdoutClosed?.()) break;

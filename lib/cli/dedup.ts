@@ -23,6 +23,7 @@ import type { DedupCommandOptions } from './dedup-options.js';
 import { escapeText } from './escape.js';
 import { DEFAULT_HASH_BITS, reportCommand, shardCommand } from './dedup-shard.js';
 import { CliError, fsError } from './errors.js';
+import { DEFAULT_RANGE_BYTES, dropCommand, queueCommand, rangeShardCommand } from './worker.js';
 import { backendLine, between, deviceList, integer, recordOptions, wantsProgress } from './options.js';
 import type { Io } from './options.js';
 import { featurizeFilesParallel } from './parallel.js';
@@ -275,11 +276,19 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
   const backend = resolveBackend(o.backend, '--backend');
   const params = lshParamsFor(o, say);
   say(backendLine(backend));
-  if (o.redis !== undefined || o.shard !== undefined || o.report) {
-    if (o.redis === undefined) throw new CliError('--shard and --report need --redis URL', 'e.g. --redis redis://127.0.0.1:6379', 2);
-    if (!!o.shard === !!o.report)
-      throw new CliError('--redis needs either --shard i/N (a worker) or --report', 'see "Scaling out" in the README', 2);
+  if (o.redis !== undefined || o.shard !== undefined || o.report || o.queue || o.drop) {
+    if (o.redis === undefined)
+      throw new CliError('--shard, --queue, --report and --drop need --redis URL', 'e.g. --redis redis://127.0.0.1:6379', 2);
+    if ([o.shard, o.report, o.queue, o.drop].filter(Boolean).length !== 1)
+      throw new CliError('--redis needs one of --queue, --shard i/N (a worker), --report or --drop', 'see "Scaling out" in the README', 2);
     const so = { ...o, redis: o.redis, backend };
+    if (o.drop) return dropCommand(so, io);
+    if (o.queue) {
+      await queueCommand(paths, so, io);
+      return reportCommand(so, io);
+    }
+    // Files are split into ranges; stdin, which cannot be, is dealt round-robin.
+    if (o.shard && !paths.includes('-')) return rangeShardCommand(paths, so, io);
     return o.report ? reportCommand(so, io) : shardCommand(paths, so, io);
   }
 
@@ -570,8 +579,19 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
       integer('hash-bits', 1, 31),
     )
     .option('--redis <url>', 'scale out: share one index in Redis (redis://host:port; any node of a cluster)')
-    .option('--shard <i/N>', 'with --redis: featurize, hash and insert documents j with j mod N = i of the input')
+    .option('--queue', 'with --redis: split the files into ranges for `cusim worker`s, wait for them, print the report')
+    .option(
+      '--shard <i/N>',
+      'with --redis: do ranges i, i+N, … of the files (stdin: records j with j mod N = i); ' +
+        'JOB_COMPLETION_INDEX/N takes i from that variable (Kubernetes Indexed Jobs)',
+    )
     .option('--report', 'with --redis: compute and print the groups of every shard')
+    .option('--drop', "with --redis: delete every key of the job's --prefix")
+    .option(
+      '--range-bytes <n>',
+      `with --queue or --shard over files: bytes per range (default ${DEFAULT_RANGE_BYTES})`,
+      integer('range-bytes', 1, 2 ** 40),
+    )
     .option('--prefix <name>', "with --redis: the job's key prefix (one per corpus and settings)", 'cusim-dedup')
     .option('--redis-ca <file>', 'with --redis rediss://: the PEM certificate of the CA that signed the server')
     .option(

@@ -11,6 +11,7 @@ import { CliError } from './errors.js';
 import { escapeText } from './escape.js';
 import { registerJoin } from './join.js';
 import { registerKnn } from './knn.js';
+import { registerWorker } from './worker.js';
 import { defaultIo } from './options.js';
 import type { Io } from './options.js';
 
@@ -98,6 +99,7 @@ async function run(
   registerJoin(program, io, done);
   registerKnn(program, io, done);
   registerCluster(program, io, done);
+  registerWorker(program, io, done);
 
   try {
     await program.parseAsync(argv);

@@ -12,6 +12,8 @@ export interface Doc {
   /** File path (relative to the working directory when inside it) or record id. */
   id: string;
   text: string;
+  /** Records: the line number the id is numbered by (with RecordOptions.lineOffset added). */
+  line?: number;
 }
 
 export type RecordFormat = 'auto' | 'lines' | 'jsonl' | 'csv' | 'tsv';
@@ -46,6 +48,8 @@ export interface RecordOptions {
   maxRecordBytes: number;
   /** Called with the bytes of each chunk read (progress). */
   onBytes?: (n: number) => void;
+  /** Added to every line number: the lines before this part of a file (a scale-out range, lib/queue/ranges.ts). */
+  lineOffset?: number;
 }
 
 const NEWLINE = 0x0a;
@@ -66,7 +70,7 @@ async function* lines(input: Readable, o: RecordOptions): AsyncGenerator<[string
   const decoder = new TextDecoder('utf-8');
   let carry: Buffer[] = [];
   let carryBytes = 0;
-  let lineNo = 0;
+  let lineNo = o.lineOffset ?? 0;
   const tooLong = (): CliError => tooLongError(o, lineNo + 1);
   for await (const chunk of input as AsyncIterable<Buffer | string>) {
     const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
@@ -139,7 +143,9 @@ async function* lineRecords(input: Readable, o: RecordOptions): AsyncGenerator<D
   for await (const [l, n] of lines(input, o)) {
     if (l.trim() === '') continue;
     format ??= lineFormat(o.format, l);
-    yield lineRecord(l, n, format, o)!;
+    const d = lineRecord(l, n, format, o)!;
+    d.line = n;
+    yield d;
   }
 }
 
@@ -270,8 +276,8 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
         }
         continue;
       }
-      const line = row.info.lines;
-      yield { id: id >= 0 && rec[id] !== undefined ? rec[id] : lineId(o, line), text: rec[text] ?? '' };
+      const line = row.info.lines + (o.lineOffset ?? 0);
+      yield { id: id >= 0 && rec[id] !== undefined ? rec[id] : lineId(o, line), text: rec[text] ?? '', line };
     }
   } catch (e) {
     failure = e;

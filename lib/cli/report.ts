@@ -55,9 +55,13 @@ export interface DedupReport {
   packages: ReportPackagePair[];
   /** node_modules scans: groups left out because all their members lie in one package (--within-package keeps them). */
   withinPackageGroups?: number;
-  /** Wall time per stage, in order. */
+  /** Wall time per stage, in order (scale-out jobs: the workers' times summed over ranges, then the report's). */
   stages: { stage: string; ms: number }[];
   elapsedMs: number;
+  /** Scale-out jobs over ranges: the workers that did them and their rate (documents per second of worker time). */
+  workers?: { count: number; documents: number; docsPerSecond: number };
+  /** Scale-out jobs over ranges: what the job holds in Redis. */
+  redis?: { keys: number; bytes: number; measured: string };
 }
 
 const round = (x: number): number => Math.round(x * 1e6) / 1e6;

@@ -1,0 +1,219 @@
+// One range of a job, end to end: read only its bytes (or its files), check
+// them against the job's fingerprint before parsing, parse with the record
+// readers `cusim dedup` uses (line numbers continuing from the range's first
+// line, so ids and names are the single process's), featurize, hash and
+// insert into the shared index. Re-running a range (a retry after a crash)
+// writes the same entries again, which the index counts once.
+import type { Cluster, Redis } from 'ioredis';
+import { hostname } from 'node:os';
+import { Readable } from 'node:stream';
+import type { Backend } from '../backend.js';
+import { MinHash, tokenHashRows } from '../classic-minhash.js';
+import { MinHashLSH } from '../lsh.js';
+import { dedupParams } from '../dedup/defaults.js';
+import { WeightedMinHash } from '../minhash.js';
+import { TextFeaturizer } from '../text/index.js';
+import type { CsrMatrix } from '../validate.js';
+import { readRecords } from '../cli/records.js';
+import { MAX_DOC_BYTES, readDoc } from '../cli/sources.js';
+import { readChecked } from './fingerprint.js';
+import { jobKeys, NAME_PARTS } from './job.js';
+import type { RangeSettings, RangeStats } from './job.js';
+import type { Range } from './ranges.js';
+
+export interface RangeContext {
+  c: Redis | Cluster;
+  prefix: string;
+  settings: RangeSettings;
+  lsh: MinHashLSH;
+  batchDocs: number;
+  /** Called after each inserted batch but the range's last: records of the range done so far. */
+  onBatch?: (records: number) => void;
+  signer: Signer;
+}
+
+export interface Signer {
+  featurize(texts: string[]): Promise<{ tokens: Uint32Array; matrix: CsrMatrix }>;
+  hash(m: CsrMatrix): Promise<Uint32Array>;
+  dispose(): void;
+}
+
+/**
+ * Features and signatures as the single process computes them: classic
+ * MinHash over hashed token columns (2^32 unless --hash-bits; narrower
+ * columns are mixed by tokenHashRows first), weighted MinHash over hashed
+ * counts (--hash-bits, 18 by default with --redis).
+ */
+export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | number[] | undefined, native: boolean): Signer {
+  const feat = new TextFeaturizer({
+    mode: s.mode,
+    weighting: s.weighting,
+    q: s.q,
+    hashBits: s.method === 'classic' ? undefined : s.hashBits,
+    ...(native ? {} : { native: false }),
+  });
+  if (s.method === 'classic') {
+    const mh = new MinHash({ samples: s.samples, seed: s.seed, backend, devices });
+    return {
+      async featurize(texts) {
+        const r = await feat.hashedRows(texts, { minTokens: s.minTokens, bits: s.hashBits });
+        return { tokens: r.tokens, matrix: { rows: r.indptr.length - 1, cols: 2 ** s.hashBits, indptr: r.indptr, indices: r.indices } };
+      },
+      hash: (m) => mh.hash(m.cols < 2 ** 32 ? tokenHashRows(m) : m),
+      dispose: () => mh.dispose(),
+    };
+  }
+  feat.freeze();
+  const wmh = new WeightedMinHash({ dim: 2 ** s.hashBits, samples: s.samples, seed: s.seed, backend, devices });
+  return {
+    async featurize(texts) {
+      const tokens = feat.addBatch(texts, s.minTokens);
+      return { tokens, matrix: feat.build() };
+    },
+    hash: (m) => wmh.hash(m),
+    dispose: () => wmh.dispose(),
+  };
+}
+
+/** The shared index of a job, with the job's banding. */
+export function jobIndex(
+  url: string,
+  prefix: string,
+  s: RangeSettings,
+  backend: Backend,
+  devices: 'all' | number[] | undefined,
+): MinHashLSH {
+  const p = dedupParams({ threshold: s.threshold, recall: s.recall, samples: s.samples });
+  return new MinHashLSH({
+    bands: p.bands,
+    rows: p.rows,
+    threshold: s.threshold,
+    samples: p.samples,
+    backend,
+    devices,
+    kind: s.method,
+    storage: { type: 'redis', url, prefix: jobKeys(prefix).lsh },
+  });
+}
+
+interface Pending {
+  ids: number[];
+  names: string[];
+  texts: string[];
+}
+
+async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Promise<void> {
+  const t0 = performance.now();
+  const { tokens, matrix } = await ctx.signer.featurize(b.texts);
+  const keep: number[] = [];
+  tokens.forEach((n, x) => {
+    if (n >= ctx.settings.minTokens) keep.push(x);
+  });
+  stats.documents += b.ids.length;
+  stats.tooSmall += b.ids.length - keep.length;
+  stats.rows += keep.length;
+  const t1 = performance.now();
+  stats.ms.featurize += t1 - t0;
+  if (keep.length === 0) return;
+  const sigs = await ctx.signer.hash(matrix);
+  const t2 = performance.now();
+  stats.ms.hash += t2 - t1;
+  const k = jobKeys(ctx.prefix);
+  const byPart = new Map<number, string[]>();
+  for (const x of keep) {
+    const p = b.ids[x] % NAME_PARTS;
+    let a = byPart.get(p);
+    if (!a) byPart.set(p, (a = []));
+    a.push(String(b.ids[x]), b.names[x]);
+  }
+  // Names and index entries go together: the range counts as done only once all of them are written.
+  await Promise.all([
+    ...[...byPart].map(([p, a]) => ctx.c.hset(k.names(p), ...a)),
+    ctx.lsh.insert(
+      Uint32Array.from(keep, (x) => b.ids[x]),
+      sigs,
+      { vectors: matrix },
+    ),
+  ]);
+  stats.ms.insert += performance.now() - t2;
+}
+
+/** Processes range `r`; returns its totals (not yet recorded as done). */
+export async function processRange(ctx: RangeContext, r: number, range: Range): Promise<RangeStats> {
+  const s = ctx.settings;
+  const stats: RangeStats = {
+    documents: 0,
+    tooSmall: 0,
+    rows: 0,
+    idLo: 0,
+    idHi: 0,
+    skipped: [],
+    ms: { read: 0, featurize: 0, hash: 0, insert: 0 },
+    worker: `${hostname()}:${process.pid}`,
+  };
+  let b: Pending = { ids: [], names: [], texts: [] };
+  let records = 0;
+  const flush = async (last: boolean): Promise<void> => {
+    if (b.ids.length) await insertBatch(ctx, b, stats);
+    records += b.ids.length;
+    b = { ids: [], names: [], texts: [] };
+    if (!last) ctx.onBatch?.(records);
+  };
+  let t = performance.now();
+  if (range.kind === 'records') {
+    // Fingerprints first: nothing is parsed from input that differs from the job's.
+    const header = range.header && readChecked(range.file, range.fileSize, 0, range.header.end, range.header.fp, range.name);
+    const buf = readChecked(range.file, range.fileSize, range.start, range.end, range.fp, range.name);
+    let newlines = 0;
+    for (let i = buf.indexOf(0x0a); i >= 0; i = buf.indexOf(0x0a, i + 1)) newlines++;
+    stats.idLo = range.idBase + range.linesBefore + 1;
+    stats.idHi = range.idBase + range.linesBefore + newlines + 2;
+    stats.ms.read += performance.now() - t;
+    const input = Readable.from(header ? [header, buf] : [buf], { objectMode: false });
+    const read = readRecords(input, {
+      format: range.format,
+      field: s.field,
+      idField: s.idField,
+      delimiter: s.delimiter ?? undefined,
+      source: range.name,
+      idPrefix: range.idPrefix,
+      maxRecordBytes: Math.min(s.maxSize, MAX_DOC_BYTES),
+      lineOffset: range.linesBefore - (range.header?.lines ?? 0),
+    });
+    t = performance.now();
+    for await (const d of read) {
+      b.ids.push(range.idBase + d.line!);
+      b.names.push(d.id);
+      b.texts.push(d.text);
+      if (b.ids.length >= ctx.batchDocs) {
+        stats.ms.read += performance.now() - t;
+        await flush(false);
+        t = performance.now();
+      }
+    }
+    stats.ms.read += performance.now() - t;
+  } else {
+    stats.idLo = range.idBase;
+    stats.idHi = range.idBase + range.files.length;
+    for (const f of range.files) if (f.fp.sha256) readChecked(f.file, f.fp.size, 0, f.fp.size, f.fp, f.name);
+    stats.ms.read += performance.now() - t;
+    for (let i = 0; i < range.files.length; i++) {
+      const f = range.files[i];
+      const id = range.idBase + i;
+      t = performance.now();
+      const d = readDoc(f.file, f.name, s.maxSize);
+      stats.ms.read += performance.now() - t;
+      if (!('text' in d)) {
+        stats.skipped.push({ ...d, at: id });
+        continue;
+      }
+      b.ids.push(id);
+      b.names.push(d.id);
+      b.texts.push(d.text);
+      if (b.ids.length >= ctx.batchDocs) await flush(false);
+    }
+  }
+  await flush(true);
+  for (const m of Object.keys(stats.ms) as (keyof RangeStats['ms'])[]) stats.ms[m] = Math.round(stats.ms[m]);
+  return stats;
+}
