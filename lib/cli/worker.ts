@@ -60,6 +60,7 @@ async function planJob(
     gitignore: o.gitignore,
     maxSize: o.maxSize,
     rangeBytes: o.rangeBytes ?? DEFAULT_RANGE_BYTES,
+    headerRow: o.header !== false && !o.columns,
   });
   const method = dedupMethod(weighting, o.weighted);
   const settings: RangeSettings = {
@@ -78,6 +79,8 @@ async function planJob(
     field: o.field,
     idField: o.idField,
     delimiter: o.delimiter ?? null,
+    header: o.header !== false && !o.columns,
+    columns: o.columns ?? null,
     maxSize: o.maxSize,
     ranges: plan.ranges.length,
     plan: planHash(plan.ranges),

@@ -20,6 +20,10 @@ export interface RangeSettings extends Job {
   field: string;
   idField: string;
   delimiter: string | null;
+  /** CSV/TSV: false when the files have no header row (--no-header or --columns). */
+  header: boolean;
+  /** CSV/TSV: the column names given with --columns, or null. */
+  columns: string[] | null;
   maxSize: number;
   /** Ranges planned. */
   ranges: number;

@@ -175,6 +175,9 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
       field: s.field,
       idField: s.idField,
       delimiter: s.delimiter ?? undefined,
+      // Jobs recorded before header rows were optional had them.
+      header: s.header ?? true,
+      columns: s.columns ?? undefined,
       source: range.name,
       idPrefix: range.idPrefix,
       maxRecordBytes: Math.min(s.maxSize, MAX_DOC_BYTES),

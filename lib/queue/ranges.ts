@@ -55,6 +55,8 @@ export interface PlanOptions {
   maxSize: number;
   /** Bytes per range (records) or per list of files. */
   rangeBytes: number;
+  /** CSV/TSV files start with a header row (false with --no-header or --columns). */
+  headerRow: boolean;
 }
 
 export interface Plan {
@@ -74,6 +76,7 @@ export async function splitRecordFile(
   file: string,
   format: 'lines' | 'jsonl' | 'csv' | 'tsv',
   rangeBytes: number,
+  headerRow = true,
 ): Promise<{
   cuts: { start: number; end: number; linesBefore: number; fp: Fingerprint }[];
   lines: number;
@@ -81,7 +84,8 @@ export async function splitRecordFile(
   headerLines?: number;
 }> {
   const csv = format === 'csv';
-  const table = csv || format === 'tsv';
+  // Only a header row is prepended to the ranges after the first.
+  const table = (csv || format === 'tsv') && headerRow;
   const cuts: { start: number; end: number; linesBefore: number; fp: Fingerprint }[] = [];
   let hash = newHash();
   let rangeStart = 0;
@@ -190,7 +194,7 @@ export async function planRanges(paths: string[], o: PlanOptions): Promise<Plan>
   let base = 0;
   for (const r of records) {
     const format = concrete(r.format, r.file);
-    const split = await splitRecordFile(r.file, format, o.rangeBytes);
+    const split = await splitRecordFile(r.file, format, o.rangeBytes, o.headerRow);
     const header =
       split.headerEnd !== undefined && split.cuts.length > 1
         ? { end: split.headerEnd, lines: split.headerLines!, fp: fingerprintOf(readBytes(r.file, 0, split.headerEnd)) }
