@@ -16,6 +16,7 @@ import {
   checkNumber,
   checkOpenFraction,
   checkOptions,
+  copyCsr,
   describe,
   isObject,
   toCsr,
@@ -355,6 +356,15 @@ const WIDTH: Record<SignatureKind, 1 | 2> = { weighted: 2, classic: 1 };
  * copies back (its output for a bucket of m rows is m(m-1)/2 pairs by
  * definition). Distinct rows sharing one band still emit all their pairs.
  */
+// MinHashLSH's groups on a staged matrix, for dedup() (set in the class's static block).
+let groupsOfStaged: (
+  lsh: MinHashLSH,
+  verify: Verify,
+  threshold: number,
+  matrix: Staged | undefined,
+  options: GroupsOptions,
+) => Promise<GroupsResult>;
+
 export class MinHashLSH implements Disposable {
   readonly bands: number;
   readonly rows: number;
@@ -556,7 +566,8 @@ export class MinHashLSH implements Disposable {
     if (options.matrix !== undefined)
       matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
     if (this.#redis) {
-      const r = await this.#redis.groups(verify, threshold, matrix);
+      // A copy: Redis storage reads the matrix after its first round trip.
+      const r = await this.#redis.groups(verify, threshold, matrix && copyCsr(matrix));
       return { ...r, kernelMs: 0, transferMs: 0 };
     }
     if (verify === 'exact') {
@@ -566,6 +577,15 @@ export class MinHashLSH implements Disposable {
         if (ids[i] >= matrix.rows) throw rangeError(`id ${ids[i]} (row ${i}) has no row in matrix (matrix.rows = ${matrix.rows})`);
       }
     }
+    return this.#groups(verify, threshold, matrix, options);
+  }
+
+  static {
+    groupsOfStaged = (lsh, verify, threshold, matrix, options) => lsh.#groups(verify, threshold, matrix, options);
+  }
+
+  // The native groups call; `matrix` (read before this returns) is the caller's or staged.
+  #groups(verify: Verify, threshold: number, matrix: CsrMatrix | Staged | undefined, options: GroupsOptions): Promise<GroupsResult> {
     const { ids, sigs } = this.#state();
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
@@ -855,6 +875,9 @@ export async function dedup(matrix: CsrMatrix, options: DedupOptions = {}): Prom
   const onProgress = checkOnProgress(options.onProgress);
   const { backend, devices } = options;
   const seed = options.seed ?? 1;
+  // Exact verification reads the matrix after hashing (an await), when the
+  // caller may already reuse its arrays: it reads a copy made now.
+  const staged = verify === 'exact' ? native().stageCsr(m) : undefined;
   const wmh =
     method === 'classic'
       ? new MinHash({ samples: params.samples, seed, backend, devices })
@@ -866,12 +889,13 @@ export async function dedup(matrix: CsrMatrix, options: DedupOptions = {}): Prom
     const ids = new Uint32Array(m.rows);
     for (let i = 0; i < ids.length; i++) ids[i] = i;
     lsh.insert(ids, signatures);
-    const g = await lsh.groups({ verify, threshold, matrix: m, signal: options.signal, onProgress });
+    const g = await groupsOfStaged(lsh, verify, checkFraction(threshold, 'threshold'), staged, { signal: options.signal, onProgress });
     const out: DedupResult = { group: g.group, count: g.count, pairs: g.pairs, lsh: params };
     if (options.returnSignatures) out.signatures = signatures;
     return out;
   } finally {
     lsh?.dispose();
     wmh.dispose();
+    staged?.dispose();
   }
 }

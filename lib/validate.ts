@@ -211,6 +211,13 @@ export function toCsr(
   return out;
 }
 
+/** A copy of m's arrays, for a pipeline stage that reads them after an await. */
+export function copyCsr(m: CsrMatrix): CsrMatrix {
+  const out: CsrMatrix = { rows: m.rows, cols: m.cols, indptr: m.indptr.slice(), indices: m.indices.slice() };
+  if (m.values) out.values = m.values.slice();
+  return out;
+}
+
 /**
  * The O(nnz) column-range check, for consumers that never reach the native
  * layer (which checks it there). Same message as the native check.
