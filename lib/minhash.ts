@@ -6,8 +6,8 @@
 // the CPU's on at least 99.99% of entries (what the tests hold).
 //
 // Semantics worth knowing:
-// - weights <= 0 and NaN are skipped (they carry no mass); `values` absent
-//   means every stored entry weighs 1;
+// - weights <= 0 are skipped (they carry no mass), non-finite ones (NaN,
+//   ±Infinity) refused; `values` absent means every stored entry weighs 1;
 // - a row with no positive weight gets the sentinel (0xFFFFFFFF, 0xFFFFFFFF)
 //   in every sample, and estimates 0 against anything.
 import { MAX_TYPED_LENGTH, native } from './addon.js';
@@ -17,7 +17,18 @@ import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkBool, checkEnum, checkInt, checkOptions, checkTuningKeys, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
+import {
+  checkBool,
+  checkEnum,
+  checkInt,
+  checkOptions,
+  checkTuningKeys,
+  checkWeights,
+  isObject,
+  describe,
+  toCsr,
+  type CsrMatrix,
+} from './validate.js';
 
 export interface WeightedMinHashOptions {
   dim: number;
@@ -234,7 +245,8 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
   }
 
   protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
-    const m = toCsr(matrix, 'matrix');
+    // Weights are checked over the rows a call hashes (callHash).
+    const m = toCsr(matrix, 'matrix', { weights: 'unchecked' });
     if (m.cols !== this.dim) throw rangeError(`matrix.cols is ${m.cols} but this WeightedMinHash was built for dim=${this.dim}`);
     return { m, wordsPerRow: this.samples * 2 };
   }
@@ -315,6 +327,7 @@ function callHash(
   const signal = (options as HashOptions).signal;
   const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
   const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
+  checkWeights(m, 'matrix', rowStart, rowEnd);
   const need = (rowEnd - rowStart) * wordsPerRow;
   if (options.out !== undefined) {
     if (!(options.out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(options.out)}`);

@@ -176,13 +176,19 @@ function toF32(v: unknown, name: string): Float32Array {
 
 /**
  * Validates and normalizes a CSR matrix. `values: 'ignore'` drops weights
- * (set inputs); `'optional'` keeps them when present. `maxCols` is 2^32 - 1
- * unless a consumer takes any uint32 as a column (token hashes: 2^32).
+ * (set inputs); `'optional'` keeps them when present, checked finite (see
+ * checkWeights) unless `weights: 'unchecked'` (a consumer that reads only
+ * some rows checks those itself). `maxCols` is 2^32 - 1 unless a consumer
+ * takes any uint32 as a column (token hashes: 2^32).
  */
 export function toCsr(
   m: unknown,
   name: string,
-  { values = 'optional', maxCols = 0xffffffff }: { values?: 'optional' | 'ignore'; maxCols?: number } = {},
+  {
+    values = 'optional',
+    maxCols = 0xffffffff,
+    weights = 'check',
+  }: { values?: 'optional' | 'ignore'; maxCols?: number; weights?: 'check' | 'unchecked' } = {},
 ): CsrMatrix {
   if (!isObject(m)) throw typeError(`${name} must be a CsrMatrix { rows, cols, indptr, indices, values? }, got ${describe(m)}`);
   const rows = checkInt(m.rows, `${name}.rows`, 0, 0xfffffffe);
@@ -207,8 +213,32 @@ export function toCsr(
     const vals = toF32(m.values, `${name}.values`);
     if (vals.length < end) throw rangeError(`${name}.values has length ${vals.length} but indptr[${rows}]=${end}`);
     out.values = vals;
+    if (weights === 'check') checkWeights(out, name, 0, rows, m.values as ArrayLike<number>);
   }
   return out;
+}
+
+/**
+ * Weights of rows [rowStart, rowEnd) are finite: a coded RangeError naming
+ * the first that is not (NaN, ±Infinity, or a number that overflowed float32
+ * on the way in, shown as given in `given`) and its row. One pass.
+ */
+export function checkWeights(m: CsrMatrix, name: string, rowStart = 0, rowEnd = m.rows, given: ArrayLike<number> = m.values!): void {
+  const v = m.values;
+  if (!v || rowEnd <= rowStart) return;
+  const end = m.indptr[rowEnd];
+  for (let p = m.indptr[rowStart]; p < end; p++) {
+    if (v[p] - v[p] !== 0) {
+      let lo = rowStart;
+      let hi = rowEnd - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >>> 1;
+        if (m.indptr[mid] <= p) lo = mid;
+        else hi = mid - 1;
+      }
+      throw rangeError(`${name}.values[${p}]=${given[p]} in row ${lo}: weights must be finite`);
+    }
+  }
 }
 
 /** A copy of m's arrays, for a pipeline stage that reads them after an await. */
