@@ -28,6 +28,8 @@ import {
   describe,
   toCsr,
   type CsrMatrix,
+  checkTyped,
+  asTyped,
 } from './validate.js';
 
 export interface WeightedMinHashOptions {
@@ -220,7 +222,7 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
     const n = (columns?.length ?? dim) * samples;
     for (const k of ['rs', 'lnCs', 'betas'] as const) {
       const a = p[k];
-      if (!(a instanceof Float32Array)) throw typeError(`${k} must be a Float32Array, got ${describe(a)}`);
+      checkTyped(a, Float32Array, k);
       if (a.length !== n) throw rangeError(`${k} has length ${a.length} but samples * ${columns ? 'columns.length' : 'dim'} = ${n}`);
     }
     // Non-finite entries (or r <= 0, which divides by zero) give every row
@@ -275,11 +277,12 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
 
 /** Column ids < dim as a Uint32Array; `distinct` rejects repeats. */
 function checkColumnList(v: unknown, name: string, dim: number, distinct: boolean): Uint32Array {
-  if (!(v instanceof Uint32Array) && !Array.isArray(v))
-    throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
-  const out = v instanceof Uint32Array ? v : new Uint32Array(v.length);
-  for (let i = 0; i < v.length; i++) {
-    const c = v[i] as number;
+  const u32 = asTyped(v, Uint32Array, name);
+  if (!u32 && !Array.isArray(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
+  const src = (u32 ?? v) as ArrayLike<number>;
+  const out = u32 ?? new Uint32Array(src.length);
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i];
     if (!Number.isInteger(c) || c < 0 || c >= dim) throw rangeError(`${name}[${i}]=${c} is out of range for dim=${dim}`);
     out[i] = c;
   }
@@ -329,11 +332,9 @@ function callHash(
   const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
   checkWeights(m, 'matrix', rowStart, rowEnd);
   const need = (rowEnd - rowStart) * wordsPerRow;
-  if (options.out !== undefined) {
-    if (!(options.out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(options.out)}`);
-    if (options.out.length < need) throw rangeError(`out has length ${options.out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
-  }
-  const out = options.out ?? largeOutput(need, 'signatures');
+  const given = options.out === undefined ? undefined : checkTyped(options.out, Uint32Array, 'out');
+  if (given && given.length < need) throw rangeError(`out has length ${given.length} but rows ${rowStart}..${rowEnd} need ${need}`);
+  const out = given ?? largeOutput(need, 'signatures');
   // Without `out` the native call allocates and returns the signatures.
   type Raw = { signatures: Uint32Array } & HashTiming;
   const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
@@ -404,16 +405,16 @@ export function* rowChunks(matrix: CsrMatrix, rows: number): Generator<CsrMatrix
   }
 }
 
-function checkSignature(v: unknown, name: string): Uint32Array {
-  if (!(v instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(v)}`);
+function checkSignature(given: unknown, name: string): Uint32Array {
+  const v = checkTyped(given, Uint32Array, name);
   if (v.length === 0 || v.length % 2 !== 0) throw rangeError(`${name} must hold samples × 2 entries, got length ${v.length}`);
   return v;
 }
 
 /** Fraction of samples where both k* and t* agree; 0 if either row is empty (sentinel). */
 export function estimateJaccard(sigA: Uint32Array, sigB: Uint32Array): number {
-  checkSignature(sigA, 'sigA');
-  checkSignature(sigB, 'sigB');
+  sigA = checkSignature(sigA, 'sigA');
+  sigB = checkSignature(sigB, 'sigB');
   if (sigA.length !== sigB.length) throw rangeError(`sigA has length ${sigA.length} but sigB has ${sigB.length}`);
   if (sigA[0] === EMPTY_ROW_SENTINEL || sigB[0] === EMPTY_ROW_SENTINEL) return 0;
   let same = 0;
@@ -423,13 +424,13 @@ export function estimateJaccard(sigA: Uint32Array, sigB: Uint32Array): number {
 
 /** estimateJaccard for many (left[i], right[i]) row pairs of one signature matrix; native, multi-threaded. */
 export function estimateJaccardPairs(signatures: Uint32Array, samples: number, left: Uint32Array, right: Uint32Array): Float32Array {
-  if (!(signatures instanceof Uint32Array)) throw typeError(`signatures must be a Uint32Array, got ${describe(signatures)}`);
+  signatures = checkTyped(signatures, Uint32Array, 'signatures');
   checkSamples(samples);
   if (signatures.length % (samples * 2) !== 0) {
     throw rangeError(`signatures.length ${signatures.length} is not a multiple of samples * 2 = ${samples * 2}`);
   }
-  if (!(left instanceof Uint32Array)) throw typeError(`left must be a Uint32Array, got ${describe(left)}`);
-  if (!(right instanceof Uint32Array)) throw typeError(`right must be a Uint32Array, got ${describe(right)}`);
+  left = checkTyped(left, Uint32Array, 'left');
+  right = checkTyped(right, Uint32Array, 'right');
   if (left.length !== right.length) throw rangeError(`left has length ${left.length} but right has ${right.length}`);
   const rows = signatures.length / (samples * 2);
   for (const [arr, name] of [
