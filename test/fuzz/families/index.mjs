@@ -13,9 +13,10 @@ import * as ops from './ops.mjs';
 import * as nativeCalls from './native.mjs';
 import * as persist from './persist.mjs';
 import * as canary from './canary.mjs';
+import * as hostile from './hostile.mjs';
 import { Gen } from '../gen.mjs';
 
-export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist];
+export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist, hostile];
 
 /** Every generator of the selected families, with cumulative weights. */
 export function generatorsOf(names) {
