@@ -110,13 +110,16 @@ const STAGED = {
       m,
       call: async (x) => {
         const it = ctx.lib.similarityJoinStream(x, { threshold: 0.3, backend: ctx.backend, tuning: { maxChunkPairs: 1 } });
+        // The stream's first promise: its arrays are read before it returns.
         const first = it.next();
         const left = [];
         const right = [];
-        for (let c = await first; !c.done; c = await it.next()) (left.push(...c.value.left), right.push(...c.value.right));
+        for (let c = await first; !c.done; c = await it.next()) {
+          left.push(...c.value.left);
+          right.push(...c.value.right);
+        }
         return { left, right };
       },
-      // The stream's promise is its first chunk.
     };
   },
   'StreamClusterer.add': (ctx, g) => {
