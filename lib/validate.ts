@@ -150,6 +150,23 @@ const lengthOf = intrinsic('length');
 const offsetOf = intrinsic('byteOffset');
 const bufferOf = intrinsic('buffer');
 
+// What the library reads of a typed array besides its elements: an instance
+// with any of these as own properties is re-viewed (cheaply) like a subclass's.
+const SHADOWED = [
+  'length',
+  'buffer',
+  'byteOffset',
+  'byteLength',
+  'slice',
+  'subarray',
+  'set',
+  'fill',
+  'sort',
+  'reverse',
+  'indexOf',
+  'every',
+];
+
 type TypedCtor =
   | Uint8ArrayConstructor
   | Uint8ClampedArrayConstructor
@@ -176,8 +193,8 @@ export function typedKind(v: unknown): string | undefined {
  */
 export function asTyped<C extends TypedCtor>(v: unknown, ctor: C, name: string): InstanceType<C> | undefined {
   if (typedKind(v) !== ctor.name) return undefined;
-  if (Object.getPrototypeOf(v) === ctor.prototype && Reflect.ownKeys(v as object).every((k) => typeof k === 'string' && /^\d+$/.test(k)))
-    return v as InstanceType<C>;
+  // O(1): listing own keys would list every index.
+  if (Object.getPrototypeOf(v) === ctor.prototype && !SHADOWED.some((k) => Object.hasOwn(v as object, k))) return v as InstanceType<C>;
   try {
     return new ctor(bufferOf.call(v) as ArrayBuffer, offsetOf.call(v) as number, lengthOf.call(v) as number) as InstanceType<C>;
   } catch {
@@ -188,7 +205,7 @@ export function asTyped<C extends TypedCtor>(v: unknown, ctor: C, name: string):
 /** v as asTyped gives it, or a coded TypeError naming `name`. */
 export function checkTyped<C extends TypedCtor>(v: unknown, ctor: C, name: string): InstanceType<C> {
   const t = asTyped(v, ctor, name);
-  if (!t) throw typeError(`${name} must be a ${ctor.name}, got ${describe(v)}`);
+  if (!t) throw typeError(`${name} must be ${ctor.name.startsWith('Int') ? 'an' : 'a'} ${ctor.name}, got ${describe(v)}`);
   return t;
 }
 
