@@ -4,10 +4,19 @@
 // weights wherever weights are read (a coded RangeError); and arrays
 // rewritten once a multi-stage call has returned its promise (dedup, groups,
 // the join's streamed form, StreamClusterer.add: the result of the data as
-// passed). Worker termination per engine and CLI signals are covered by
-// test/workers.test.ts and test/cli-signals.test.ts: each needs a process
-// or a worker of its own, too slow for this harness's batches.
+// passed); a worker ended (terminate() or process.exit()) while an engine's
+// call is in flight, after which this process must live on. CLI signals need
+// a process per case and stay in test/cli-signals.test.ts; the teardown of an
+// addon loaded by workers only, in test/workers.test.ts (here the harness's
+// own process holds the addon).
+import { Worker } from 'node:worker_threads';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import path from 'node:path';
 import { copyCsr, diff, randomCsr } from '../gen.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const dist = pathToFileURL(path.join(here, '..', '..', '..', 'dist', 'index.js')).href;
+const ENGINES = ['minhash', 'join', 'joinStream', 'dedup', 'hamming', 'cluster', 'flyhash', 'popcount', 'text'];
 
 export const name = 'hostile';
 
@@ -136,6 +145,35 @@ const STAGED = {
 };
 
 export const generators = [
+  {
+    entry: 'worker ended mid-call',
+    weight: 1,
+    make(g, ctx) {
+      const call = g.pick(ENGINES);
+      const exit = g.bool(0.5);
+      const rounds = g.int(3);
+      return {
+        entry: `${this.entry}: ${call}`,
+        kind: 'valid',
+        what: `${call}, ${exit ? 'process.exit()' : 'terminate()'} after ${rounds} more calls`,
+        run: async () => {
+          const w = new Worker(path.join(here, '..', 'terminate-worker.mjs'), { workerData: { dist, call, backend: ctx.backend } });
+          const exited = new Promise((resolve) => w.once('exit', resolve));
+          let seen = 0;
+          await new Promise((resolve, reject) => {
+            w.on('message', () => ++seen > rounds && resolve());
+            w.once('error', reject);
+            w.once('exit', (code) => reject(new Error(`worker exited (${code}) before its call was in flight`)));
+          });
+          if (exit) w.postMessage('exit');
+          else await w.terminate();
+          await exited;
+          return true;
+        },
+        check: (r) => (r === true ? null : 'no result'),
+      };
+    },
+  },
   {
     entry: 'Proxy receivers',
     weight: 3,
