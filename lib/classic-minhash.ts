@@ -25,7 +25,7 @@ import { resolveBackend, resolveDevices, type BackendOption } from './backend.js
 import { rangeError, typeError } from './errors.js';
 import { checkMinHashTuning, checkSamples, MinHashBase, type MinHashTuning } from './minhash.js';
 import type { MinHashNative } from './native-types.js';
-import { checkInt, describe, isObject, toCsr, type CsrMatrix } from './validate.js';
+import { checkInt, describe, isObject, toCsr, type CsrMatrix, checkTyped, asTyped } from './validate.js';
 import type { MinHashPermutations } from './types.js';
 export type { MinHashPermutations } from './types.js';
 
@@ -47,11 +47,13 @@ export interface MinHashOptions {
 
 function toU64(v: unknown, name: string, min: bigint): BigUint64Array {
   let out: BigUint64Array;
-  if (v instanceof BigUint64Array) out = v;
-  else if (Array.isArray(v) || v instanceof BigInt64Array) {
-    out = new BigUint64Array(v.length);
-    for (let i = 0; i < v.length; i++) {
-      const x = v[i] as unknown;
+  const u64 = asTyped(v, BigUint64Array, name);
+  const src = u64 ? undefined : Array.isArray(v) ? (v as unknown[]) : asTyped(v, BigInt64Array, name);
+  if (u64) out = u64;
+  else if (src) {
+    out = new BigUint64Array(src.length);
+    for (let i = 0; i < src.length; i++) {
+      const x = src[i] as unknown;
       if (typeof x !== 'bigint' && !(typeof x === 'number' && Number.isSafeInteger(x))) {
         throw typeError(`${name}[${i}] must be a bigint (or a safe integer), got ${describe(x)}`);
       }
@@ -144,18 +146,19 @@ export function tokenHashRows(matrix: CsrMatrix): CsrMatrix {
 
 /** datasketch's default token hash (sha1_hash32): the first 4 bytes of SHA-1, little-endian. Strings are UTF-8. */
 export function sha1Hash32(token: string | Uint8Array): number {
-  if (typeof token !== 'string' && !(token instanceof Uint8Array))
-    throw typeError(`token must be a string or a Uint8Array, got ${describe(token)}`);
-  return createHash('sha1').update(token).digest().readUInt32LE(0);
+  const bytes = typeof token === 'string' ? token : asTyped(token, Uint8Array, 'token');
+  if (bytes === undefined) throw typeError(`token must be a string or a Uint8Array, got ${describe(token)}`);
+  return createHash('sha1').update(bytes).digest().readUInt32LE(0);
 }
 
 /** Fraction of equal samples of two classic signatures; 0 if either row is empty (every sample 2^32 - 1). */
 export function estimateSetJaccard(sigA: Uint32Array, sigB: Uint32Array): number {
+  sigA = checkTyped(sigA, Uint32Array, 'sigA');
+  sigB = checkTyped(sigB, Uint32Array, 'sigB');
   for (const [v, name] of [
     [sigA, 'sigA'],
     [sigB, 'sigB'],
   ] as const) {
-    if (!(v instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(v)}`);
     if (v.length === 0) throw rangeError(`${name} must hold at least one sample`);
   }
   if (sigA.length !== sigB.length) throw rangeError(`sigA has length ${sigA.length} but sigB has ${sigB.length}`);

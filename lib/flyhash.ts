@@ -47,6 +47,8 @@ import {
   describe,
   type DenseMatrix,
   type Tuning,
+  checkTyped,
+  asTyped,
 } from './validate.js';
 import type { FlyHashTuning } from './types.js';
 export type { FlyHashTuning } from './types.js';
@@ -181,18 +183,16 @@ export class FlyHash extends NativeResource<FlyHashNative> {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
     const output = options.output === undefined ? 'bits' : checkEnum(options.output, 'output', ['bits', 'indices'] as const);
     let x: DenseMatrix | { data: Uint8Array; rows: number; cols: number };
-    const raw = isObject(X) ? X.data : undefined;
-    if ((raw instanceof Uint8Array || raw instanceof Uint8ClampedArray) && this.normalize === 'none') {
+    const given = isObject(X) ? X.data : undefined;
+    const raw = asTyped(given, Uint8Array, 'X.data') ?? asTyped(given, Uint8ClampedArray, 'X.data');
+    if (raw && this.normalize === 'none') {
       // Bytes go to the addon in place (a Uint8ClampedArray as a view of its buffer).
       const rows = checkInt((X as ByteMatrix).rows, 'X.rows');
       const cols = checkInt((X as ByteMatrix).cols, 'X.cols');
       if (raw.length !== rows * cols) throw rangeError(`X.data has length ${raw.length} but rows * cols = ${rows * cols}`);
       x = { data: new Uint8Array(raw.buffer, raw.byteOffset, raw.length), rows, cols };
     } else {
-      x = toDense(
-        raw instanceof Uint8Array || raw instanceof Uint8ClampedArray ? { ...(X as ByteMatrix), data: Float32Array.from(raw) } : X,
-        'X',
-      );
+      x = toDense(raw ? { ...(X as ByteMatrix), data: Float32Array.from(raw) } : X, 'X');
     }
     if (x.cols !== this.inputDim) throw rangeError(`X.cols is ${x.cols} but this FlyHash was built for inputDim ${this.inputDim}`);
     if (this.normalize === 'mean100') x = mean100(x as DenseMatrix);
@@ -225,8 +225,8 @@ export class FlyHash extends NativeResource<FlyHashNative> {
    * format follows from the length; pass it when both lengths coincide.
    */
   similarity(a: Uint32Array, b: Uint32Array, format?: 'bits' | 'indices'): { overlap: number; hamming: number; jaccard: number } {
-    if (!(a instanceof Uint32Array)) throw typeError(`a must be a Uint32Array, got ${describe(a)}`);
-    if (!(b instanceof Uint32Array)) throw typeError(`b must be a Uint32Array, got ${describe(b)}`);
+    a = checkTyped(a, Uint32Array, 'a');
+    b = checkTyped(b, Uint32Array, 'b');
     if (a.length !== b.length) throw rangeError(`a has length ${a.length} but b has length ${b.length}`);
     let overlap = 0;
     let ones = 0;

@@ -8,7 +8,7 @@ import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress 
 import { rangeError, typeError } from './errors.js';
 import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, toU32, type BitWords, type Tuning } from './validate.js';
+import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, toU32, type BitWords, type Tuning, asTyped } from './validate.js';
 
 export type HammingMethod = 'exact' | 'ewh';
 export type ExactKernel = 'auto' | 'popc' | 'mma2';
@@ -71,13 +71,15 @@ const MAX_SCORE = 8191;
 
 /** Codes as a packed typed array (rows inferred) or { data, rows, bits }. */
 function toCodes(v: unknown, name: string, bits: number): BitWords {
-  if (v instanceof Uint32Array || v instanceof Uint8Array) {
-    const unit = v instanceof Uint32Array ? bits / 32 : bits / 8;
-    if (v.length % unit !== 0) {
-      const what = v instanceof Uint32Array ? 'words' : 'bytes';
-      throw rangeError(`${name} has ${v.length} ${what}, not a multiple of one ${bits}-bit code (${unit} ${what})`);
+  const words = asTyped(v, Uint32Array, name);
+  const packed = words ?? asTyped(v, Uint8Array, name);
+  if (packed) {
+    const unit = words ? bits / 32 : bits / 8;
+    if (packed.length % unit !== 0) {
+      const what = words ? 'words' : 'bytes';
+      throw rangeError(`${name} has ${packed.length} ${what}, not a multiple of one ${bits}-bit code (${unit} ${what})`);
     }
-    return toBits({ data: v, rows: v.length / unit, bits }, name, { bits });
+    return toBits({ data: packed, rows: packed.length / unit, bits }, name, { bits });
   }
   if (isObject(v) && 'data' in v) return toBits(v, name, { bits });
   throw typeError(`${name} must be a packed Uint32Array or Uint8Array of ${bits}-bit codes, got ${describe(v)}`);

@@ -15,11 +15,14 @@ import {
   checkNumber,
   checkOpenFraction,
   checkOptions,
+  copyCsr,
   describe,
   isObject,
   toCsr,
   toU32,
   type CsrMatrix,
+  checkTyped,
+  asTyped,
 } from './validate.js';
 import type { CallControl, LshCallOptions, Staged } from './native-types.js';
 
@@ -450,8 +453,8 @@ export class MinHashLSH implements Disposable {
     if (this.#disposed) throw disposedError('MinHashLSH');
   }
 
-  #sigs(signatures: unknown, rows: number | undefined, name: string, kind: SignatureKind = this.#kind ?? 'weighted'): Uint32Array {
-    if (!(signatures instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(signatures)}`);
+  #sigs(given: unknown, rows: number | undefined, name: string, kind: SignatureKind = this.#kind ?? 'weighted'): Uint32Array {
+    const signatures = checkTyped(given, Uint32Array, name);
     const width = WIDTH[kind];
     const per = this.samples * width;
     if (rows === undefined ? signatures.length % per !== 0 : signatures.length !== rows * per) {
@@ -472,11 +475,11 @@ export class MinHashLSH implements Disposable {
    */
   insert(ids: Uint32Array | readonly number[], signatures: Uint32Array, options?: { vectors?: CsrMatrix }): void | Promise<void> {
     this.#check();
-    if (!(ids instanceof Uint32Array) && !Array.isArray(ids))
-      throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
-    const n = ids.length;
-    const kind =
-      this.#kind ?? (n > 0 && signatures instanceof Uint32Array && signatures.length === n * this.samples ? 'classic' : 'weighted');
+    const idU32 = asTyped(ids, Uint32Array, 'ids');
+    if (!idU32 && !Array.isArray(ids)) throw typeError(`ids must be a Uint32Array or an array of integers, got ${describe(ids)}`);
+    const n = idU32 ? idU32.length : ids.length;
+    const sigU32 = asTyped(signatures, Uint32Array, 'signatures');
+    const kind = this.#kind ?? (n > 0 && sigU32 && sigU32.length === n * this.samples ? 'classic' : 'weighted');
     const sig = this.#sigs(signatures, n, 'signatures', kind);
     if (options !== undefined && !isObject(options as unknown)) throw typeError(`options must be an object, got ${describe(options)}`);
     if (this.#redis) {
@@ -486,7 +489,7 @@ export class MinHashLSH implements Disposable {
       return this.#redis.insert(idArr, sig, options?.vectors);
     }
     if (options?.vectors !== undefined) throw typeError('vectors are stored only with Redis storage; in memory pass groups({ matrix })');
-    const idCopy = ids instanceof Uint32Array ? ids.slice() : toU32(ids, 'ids');
+    const idCopy = idU32 ? idU32.slice() : toU32(ids, 'ids');
     if (n === 0) return;
     this.#sortedIds = mergeUnique(this.#sortedIds, idCopy);
     this.#kind = kind;
@@ -560,7 +563,8 @@ export class MinHashLSH implements Disposable {
     if (options.matrix !== undefined)
       matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
     if (this.#redis) {
-      const r = await this.#redis.groups(verify, threshold, matrix);
+      // A copy: Redis storage reads the matrix after its first round trip.
+      const r = await this.#redis.groups(verify, threshold, matrix && copyCsr(matrix));
       return { ...r, kernelMs: 0, transferMs: 0 };
     }
     if (verify === 'exact') {
@@ -570,6 +574,11 @@ export class MinHashLSH implements Disposable {
         if (ids[i] >= matrix.rows) throw rangeError(`id ${ids[i]} (row ${i}) has no row in matrix (matrix.rows = ${matrix.rows})`);
       }
     }
+    return this.#groups(verify, threshold, matrix, options);
+  }
+
+  // The native groups call; `matrix` (read before this returns) is the caller's or staged.
+  #groups(verify: Verify, threshold: number, matrix: CsrMatrix | Staged | undefined, options: GroupsOptions): Promise<GroupsResult> {
     const { ids, sigs } = this.#state();
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
@@ -742,7 +751,7 @@ function mergeUnique(sorted: Uint32Array<ArrayBufferLike>, ids: Uint32Array<Arra
 
 /** True when every word of signature row `i` is the empty-row sentinel (0xFFFFFFFF). */
 export function isEmptySignature(signatures: Uint32Array, samples: number, i: number, kind: SignatureKind = 'weighted'): boolean {
-  if (!(signatures instanceof Uint32Array)) throw typeError(`signatures must be a Uint32Array, got ${describe(signatures)}`);
+  signatures = checkTyped(signatures, Uint32Array, 'signatures');
   checkInt(samples, 'samples', 1, MAX_LSH_SAMPLES);
   const per = WIDTH[checkEnum(kind, 'kind', ['weighted', 'classic'] as const)] * samples;
   const rows = Math.floor(signatures.length / per);
@@ -759,7 +768,7 @@ export function isEmptySignature(signatures: Uint32Array, samples: number, i: nu
  * group (0xFFFFFFFF) and groups of one are left out.
  */
 export function groupMembers(group: Uint32Array): Uint32Array[] {
-  if (!(group instanceof Uint32Array)) throw typeError(`group must be a Uint32Array, got ${describe(group)}`);
+  group = checkTyped(group, Uint32Array, 'group');
   const NONE = 0xffffffff;
   const count = new Map<number, number>();
   for (const g of group) if (g !== NONE) count.set(g, (count.get(g) ?? 0) + 1);

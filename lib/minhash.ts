@@ -6,8 +6,8 @@
 // the CPU's on at least 99.99% of entries (what the tests hold).
 //
 // Semantics worth knowing:
-// - weights <= 0 and NaN are skipped (they carry no mass); `values` absent
-//   means every stored entry weighs 1;
+// - weights <= 0 are skipped (they carry no mass), non-finite ones (NaN,
+//   ±Infinity) refused; `values` absent means every stored entry weighs 1;
 // - a row with no positive weight gets the sentinel (0xFFFFFFFF, 0xFFFFFFFF)
 //   in every sample, and estimates 0 against anything.
 import { MAX_TYPED_LENGTH, native } from './addon.js';
@@ -17,7 +17,20 @@ import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
-import { checkBool, checkEnum, checkInt, checkOptions, checkTuningKeys, isObject, describe, toCsr, type CsrMatrix } from './validate.js';
+import {
+  checkBool,
+  checkEnum,
+  checkInt,
+  checkOptions,
+  checkTuningKeys,
+  checkWeights,
+  isObject,
+  describe,
+  toCsr,
+  type CsrMatrix,
+  checkTyped,
+  asTyped,
+} from './validate.js';
 import type { MinHashTuning, MinHashParameters } from './types.js';
 export type { MinHashTuning, MinHashParameters } from './types.js';
 
@@ -177,7 +190,7 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
     const n = (columns?.length ?? dim) * samples;
     for (const k of ['rs', 'lnCs', 'betas'] as const) {
       const a = p[k];
-      if (!(a instanceof Float32Array)) throw typeError(`${k} must be a Float32Array, got ${describe(a)}`);
+      checkTyped(a, Float32Array, k);
       if (a.length !== n) throw rangeError(`${k} has length ${a.length} but samples * ${columns ? 'columns.length' : 'dim'} = ${n}`);
     }
     // Non-finite entries (or r <= 0, which divides by zero) give every row
@@ -202,7 +215,8 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
   }
 
   protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
-    const m = toCsr(matrix, 'matrix');
+    // Weights are checked over the rows a call hashes (callHash).
+    const m = toCsr(matrix, 'matrix', { weights: 'unchecked' });
     if (m.cols !== this.dim) throw rangeError(`matrix.cols is ${m.cols} but this WeightedMinHash was built for dim=${this.dim}`);
     return { m, wordsPerRow: this.samples * 2 };
   }
@@ -231,11 +245,12 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
 
 /** Column ids < dim as a Uint32Array; `distinct` rejects repeats. */
 function checkColumnList(v: unknown, name: string, dim: number, distinct: boolean): Uint32Array {
-  if (!(v instanceof Uint32Array) && !Array.isArray(v))
-    throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
-  const out = v instanceof Uint32Array ? v : new Uint32Array(v.length);
-  for (let i = 0; i < v.length; i++) {
-    const c = v[i] as number;
+  const u32 = asTyped(v, Uint32Array, name);
+  if (!u32 && !Array.isArray(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
+  const src = (u32 ?? v) as ArrayLike<number>;
+  const out = u32 ?? new Uint32Array(src.length);
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i];
     if (!Number.isInteger(c) || c < 0 || c >= dim) throw rangeError(`${name}[${i}]=${c} is out of range for dim=${dim}`);
     out[i] = c;
   }
@@ -283,12 +298,11 @@ function callHash(
   const signal = (options as HashOptions).signal;
   const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
   const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
+  checkWeights(m, 'matrix', rowStart, rowEnd);
   const need = (rowEnd - rowStart) * wordsPerRow;
-  if (options.out !== undefined) {
-    if (!(options.out instanceof Uint32Array)) throw typeError(`out must be a Uint32Array, got ${describe(options.out)}`);
-    if (options.out.length < need) throw rangeError(`out has length ${options.out.length} but rows ${rowStart}..${rowEnd} need ${need}`);
-  }
-  const out = options.out ?? largeOutput(need, 'signatures');
+  const given = options.out === undefined ? undefined : checkTyped(options.out, Uint32Array, 'out');
+  if (given && given.length < need) throw rangeError(`out has length ${given.length} but rows ${rowStart}..${rowEnd} need ${need}`);
+  const out = given ?? largeOutput(need, 'signatures');
   // Without `out` the native call allocates and returns the signatures.
   type Raw = { signatures: Uint32Array } & HashTiming;
   const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
@@ -359,16 +373,16 @@ export function* rowChunks(matrix: CsrMatrix, rows: number): Generator<CsrMatrix
   }
 }
 
-function checkSignature(v: unknown, name: string): Uint32Array {
-  if (!(v instanceof Uint32Array)) throw typeError(`${name} must be a Uint32Array, got ${describe(v)}`);
+function checkSignature(given: unknown, name: string): Uint32Array {
+  const v = checkTyped(given, Uint32Array, name);
   if (v.length === 0 || v.length % 2 !== 0) throw rangeError(`${name} must hold samples × 2 entries, got length ${v.length}`);
   return v;
 }
 
 /** Fraction of samples where both k* and t* agree; 0 if either row is empty (sentinel). */
 export function estimateJaccard(sigA: Uint32Array, sigB: Uint32Array): number {
-  checkSignature(sigA, 'sigA');
-  checkSignature(sigB, 'sigB');
+  sigA = checkSignature(sigA, 'sigA');
+  sigB = checkSignature(sigB, 'sigB');
   if (sigA.length !== sigB.length) throw rangeError(`sigA has length ${sigA.length} but sigB has ${sigB.length}`);
   if (sigA[0] === EMPTY_ROW_SENTINEL || sigB[0] === EMPTY_ROW_SENTINEL) return 0;
   let same = 0;
@@ -378,13 +392,13 @@ export function estimateJaccard(sigA: Uint32Array, sigB: Uint32Array): number {
 
 /** estimateJaccard for many (left[i], right[i]) row pairs of one signature matrix; native, multi-threaded. */
 export function estimateJaccardPairs(signatures: Uint32Array, samples: number, left: Uint32Array, right: Uint32Array): Float32Array {
-  if (!(signatures instanceof Uint32Array)) throw typeError(`signatures must be a Uint32Array, got ${describe(signatures)}`);
+  signatures = checkTyped(signatures, Uint32Array, 'signatures');
   checkSamples(samples);
   if (signatures.length % (samples * 2) !== 0) {
     throw rangeError(`signatures.length ${signatures.length} is not a multiple of samples * 2 = ${samples * 2}`);
   }
-  if (!(left instanceof Uint32Array)) throw typeError(`left must be a Uint32Array, got ${describe(left)}`);
-  if (!(right instanceof Uint32Array)) throw typeError(`right must be a Uint32Array, got ${describe(right)}`);
+  left = checkTyped(left, Uint32Array, 'left');
+  right = checkTyped(right, Uint32Array, 'right');
   if (left.length !== right.length) throw rangeError(`left has length ${left.length} but right has ${right.length}`);
   const rows = signatures.length / (samples * 2);
   for (const [arr, name] of [

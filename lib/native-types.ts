@@ -272,7 +272,7 @@ export interface LshFunctions {
   lshGroups(
     signatures: Uint32Array | Staged,
     ids: Uint32Array,
-    options: LshCallOptions & { verify: 'none' | 'estimate' | 'exact'; threshold: number; matrix?: CsrMatrix },
+    options: LshCallOptions & { verify: 'none' | 'estimate' | 'exact'; threshold: number; matrix?: CsrMatrix | Staged },
   ): Promise<LshGroupsNativeResult>;
   lshQuery(
     stored: Uint32Array | Staged,

@@ -102,26 +102,105 @@ export function checkBool(v: unknown, name: string): boolean {
   return v;
 }
 
+// ---- typed arrays as their internal slots say --------------------------------
+// A typed array argument is recognized by ArrayBuffer.isView and read through
+// the intrinsic %TypedArray%.prototype getters, never through the object's own
+// properties: a Proxy around a typed array is not one (isView is false, and
+// the getters would throw an untyped TypeError on it), and a subclass
+// instance whose `length` or `buffer` getters lie is read as what it is.
+const TYPED_PROTO = Object.getPrototypeOf(Uint8Array.prototype) as object;
+const intrinsic = (key: PropertyKey): ((this: unknown) => unknown) =>
+  Object.getOwnPropertyDescriptor(TYPED_PROTO, key)!.get! as (this: unknown) => unknown;
+const tagOf = intrinsic(Symbol.toStringTag);
+const lengthOf = intrinsic('length');
+const offsetOf = intrinsic('byteOffset');
+const bufferOf = intrinsic('buffer');
+
+// What the library reads of a typed array besides its elements: an instance
+// with any of these as own properties is re-viewed (cheaply) like a subclass's.
+const SHADOWED = [
+  'length',
+  'buffer',
+  'byteOffset',
+  'byteLength',
+  'slice',
+  'subarray',
+  'set',
+  'fill',
+  'sort',
+  'reverse',
+  'indexOf',
+  'every',
+];
+
+type TypedCtor =
+  | Uint8ArrayConstructor
+  | Uint8ClampedArrayConstructor
+  | Int8ArrayConstructor
+  | Uint16ArrayConstructor
+  | Int16ArrayConstructor
+  | Uint32ArrayConstructor
+  | Int32ArrayConstructor
+  | Float32ArrayConstructor
+  | Float64ArrayConstructor
+  | BigUint64ArrayConstructor
+  | BigInt64ArrayConstructor;
+
+/** The element type of a genuine typed array ('Uint32Array', ...), from its internal slots; undefined for anything else. */
+export function typedKind(v: unknown): string | undefined {
+  return ArrayBuffer.isView(v) ? (tagOf.call(v) as string | undefined) : undefined;
+}
+
+/**
+ * v as a plain `ctor` array over the same memory when it is a genuine typed
+ * array of that type (a subclass instance, or one with own properties, gets
+ * a fresh plain view), else undefined. A detached subclass instance is a
+ * coded TypeError naming `name`.
+ */
+export function asTyped<C extends TypedCtor>(v: unknown, ctor: C, name: string): InstanceType<C> | undefined {
+  if (typedKind(v) !== ctor.name) return undefined;
+  // O(1): listing own keys would list every index.
+  if (Object.getPrototypeOf(v) === ctor.prototype && !SHADOWED.some((k) => Object.hasOwn(v as object, k))) return v as InstanceType<C>;
+  try {
+    return new ctor(bufferOf.call(v) as ArrayBuffer, offsetOf.call(v) as number, lengthOf.call(v) as number) as InstanceType<C>;
+  } catch {
+    throw typeError(`${name}'s buffer is detached`);
+  }
+}
+
+/** v as asTyped gives it, or a coded TypeError naming `name`. */
+export function checkTyped<C extends TypedCtor>(v: unknown, ctor: C, name: string): InstanceType<C> {
+  const t = asTyped(v, ctor, name);
+  if (!t) throw typeError(`${name} must be ${ctor.name.startsWith('Int') ? 'an' : 'a'} ${ctor.name}, got ${describe(v)}`);
+  return t;
+}
+
 export function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return `an array of length ${v.length}`;
-  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  if (ArrayBuffer.isView(v)) return `a ${typedKind(v) ?? 'DataView'}`;
   if (typeof v === 'string') return `'${v.length > 40 ? v.slice(0, 40) + '…' : v}'`;
   return typeof v === 'object' ? 'an object' : String(v);
 }
 
-function isArrayLikeNumbers(v: unknown): v is NumericArray {
-  return Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView));
+// A number array, or any genuine typed array as a plain view (see asTyped).
+function arrayLikeNumbers(v: unknown, name: string): NumericArray | undefined {
+  if (Array.isArray(v)) return v as NumericArray;
+  const kind = typedKind(v);
+  if (kind === undefined || kind.startsWith('Big')) return undefined;
+  return asTyped(v, globalThis[kind as 'Uint8Array'], name);
 }
 
 // Converts number arrays and other typed arrays, checking that each element
 // fits the target type. Typed arrays of the right type pass through uncopied.
 export function toU32(v: unknown, name: string): Uint32Array {
-  if (v instanceof Uint32Array) return v;
-  if (!isArrayLikeNumbers(v)) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
-  const out = new Uint32Array(v.length);
-  for (let i = 0; i < v.length; i++) {
-    const x = v[i];
+  const same = asTyped(v, Uint32Array, name);
+  if (same) return same;
+  const a = arrayLikeNumbers(v, name);
+  if (!a) throw typeError(`${name} must be a Uint32Array or an array of integers, got ${describe(v)}`);
+  const out = new Uint32Array(a.length);
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
     if (!Number.isInteger(x) || x < 0 || x > 0xffffffff) throw rangeError(`${name}[${i}]=${x} is not a uint32`);
     out[i] = x;
   }
@@ -129,11 +208,13 @@ export function toU32(v: unknown, name: string): Uint32Array {
 }
 
 function toF32(v: unknown, name: string): Float32Array {
-  if (v instanceof Float32Array) return v;
-  if (!isArrayLikeNumbers(v)) throw typeError(`${name} must be a Float32Array or an array of numbers, got ${describe(v)}`);
-  const out = new Float32Array(v.length);
-  for (let i = 0; i < v.length; i++) {
-    const x = v[i];
+  const same = asTyped(v, Float32Array, name);
+  if (same) return same;
+  const a = arrayLikeNumbers(v, name);
+  if (!a) throw typeError(`${name} must be a Float32Array or an array of numbers, got ${describe(v)}`);
+  const out = new Float32Array(a.length);
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
     if (typeof x !== 'number') throw typeError(`${name}[${i}] must be a number`);
     out[i] = x;
   }
@@ -142,18 +223,24 @@ function toF32(v: unknown, name: string): Float32Array {
 
 /**
  * Validates and normalizes a CSR matrix. `values: 'ignore'` drops weights
- * (set inputs); `'optional'` keeps them when present. `maxCols` is 2^32 - 1
- * unless a consumer takes any uint32 as a column (token hashes: 2^32).
+ * (set inputs); `'optional'` keeps them when present, checked finite (see
+ * checkWeights) unless `weights: 'unchecked'` (a consumer that reads only
+ * some rows checks those itself). `maxCols` is 2^32 - 1 unless a consumer
+ * takes any uint32 as a column (token hashes: 2^32).
  */
 export function toCsr(
   m: unknown,
   name: string,
-  { values = 'optional', maxCols = 0xffffffff }: { values?: 'optional' | 'ignore'; maxCols?: number } = {},
+  {
+    values = 'optional',
+    maxCols = 0xffffffff,
+    weights = 'check',
+  }: { values?: 'optional' | 'ignore'; maxCols?: number; weights?: 'check' | 'unchecked' } = {},
 ): CsrMatrix {
   if (!isObject(m)) throw typeError(`${name} must be a CsrMatrix { rows, cols, indptr, indices, values? }, got ${describe(m)}`);
   const rows = checkInt(m.rows, `${name}.rows`, 0, 0xfffffffe);
   const cols = checkInt(m.cols, `${name}.cols`, 0, maxCols);
-  const indptr = m.indptr instanceof Int32Array || m.indptr instanceof Uint32Array ? m.indptr : toU32(m.indptr, `${name}.indptr`);
+  const indptr = asTyped(m.indptr, Int32Array, `${name}.indptr`) ?? toU32(m.indptr, `${name}.indptr`);
   const indices = toU32(m.indices, `${name}.indices`);
   if (indptr.length !== rows + 1) {
     throw rangeError(`${name}.indptr has length ${indptr.length} but rows + 1 = ${rows + 1}`);
@@ -173,7 +260,38 @@ export function toCsr(
     const vals = toF32(m.values, `${name}.values`);
     if (vals.length < end) throw rangeError(`${name}.values has length ${vals.length} but indptr[${rows}]=${end}`);
     out.values = vals;
+    if (weights === 'check') checkWeights(out, name, 0, rows, m.values as ArrayLike<number>);
   }
+  return out;
+}
+
+/**
+ * Weights of rows [rowStart, rowEnd) are finite: a coded RangeError naming
+ * the first that is not (NaN, ±Infinity, or a number that overflowed float32
+ * on the way in, shown as given in `given`) and its row. One pass.
+ */
+export function checkWeights(m: CsrMatrix, name: string, rowStart = 0, rowEnd = m.rows, given: ArrayLike<number> = m.values!): void {
+  const v = m.values;
+  if (!v || rowEnd <= rowStart) return;
+  const end = m.indptr[rowEnd];
+  for (let p = m.indptr[rowStart]; p < end; p++) {
+    if (v[p] - v[p] !== 0) {
+      let lo = rowStart;
+      let hi = rowEnd - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >>> 1;
+        if (m.indptr[mid] <= p) lo = mid;
+        else hi = mid - 1;
+      }
+      throw rangeError(`${name}.values[${p}]=${given[p]} in row ${lo}: weights must be finite`);
+    }
+  }
+}
+
+/** A copy of m's arrays, for a pipeline stage that reads them after an await. */
+export function copyCsr(m: CsrMatrix): CsrMatrix {
+  const out: CsrMatrix = { rows: m.rows, cols: m.cols, indptr: m.indptr.slice(), indices: m.indices.slice() };
+  if (m.values) out.values = m.values.slice();
   return out;
 }
 
@@ -211,10 +329,11 @@ export function toBits(m: unknown, name: string, { bits }: { bits?: number } = {
   if (bits !== undefined && b !== bits) throw rangeError(`${name}.bits is ${b} but this index holds ${bits}-bit codes`);
   const words = (rows * b) / 32;
   let data: Uint32Array;
-  if (m.data instanceof Uint32Array) {
-    data = m.data;
-  } else if (m.data instanceof Uint8Array) {
-    const u8 = m.data;
+  const u32 = asTyped(m.data, Uint32Array, `${name}.data`);
+  const u8 = u32 ? undefined : asTyped(m.data, Uint8Array, `${name}.data`);
+  if (u32) {
+    data = u32;
+  } else if (u8) {
     if (u8.length !== words * 4) {
       throw rangeError(`${name}.data has ${u8.length} bytes but rows * bits / 8 = ${words * 4}`);
     }

@@ -2,6 +2,7 @@
 #include "napi_util.h"
 
 static Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  cusim::EnvStarted(env);
   for (auto& [name, fn] : cusim::Registry()) fn(env, exports);
   return exports;
 }

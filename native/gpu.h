@@ -75,5 +75,9 @@ void HostPinnedFree(void* p) noexcept;
 void ReleaseInBackground(std::function<void()> release) noexcept;
 // Returns at once on the releasing thread itself.
 void WaitForReleases();
+// Runs every queued release, then ends the releasing thread (the next
+// ReleaseInBackground starts another): called when the last environment
+// using the addon ends, before Node unloads it (EnvEnded, napi_util.h).
+void StopReleases();
 
 }  // namespace cusim

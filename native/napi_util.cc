@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "parallel.h"
@@ -19,6 +20,27 @@ std::vector<std::pair<const char*, InitFn>>& Registry() {
 }
 
 Registrar::Registrar(const char* name, InitFn fn) { Registry().emplace_back(name, fn); }
+
+namespace {
+std::mutex gEnvMutex;
+uint64_t gEnvs = 0;  // environments whose EnvData is alive
+
+void EnvEnded(Napi::Env, EnvData* d) {
+  delete d;
+  std::lock_guard<std::mutex> lock(gEnvMutex);
+  if (--gEnvs == 0) StopReleases();
+}
+}  // namespace
+
+void EnvStarted(Napi::Env env) {
+  {
+    std::lock_guard<std::mutex> lock(gEnvMutex);
+    ++gEnvs;
+  }
+  env.SetInstanceData<EnvData, EnvEnded>(new EnvData);
+}
+
+EnvData* GetEnvData(Napi::Env env) { return env.GetInstanceData<EnvData>(); }
 
 Napi::Error MakeJsError(Napi::Env env, const std::string& code, const std::string& msg, const std::string& kind) {
   Napi::Error err = kind == "TypeError"    ? Napi::Error(env, Napi::TypeError::New(env, msg).Value())

@@ -25,6 +25,21 @@ struct Registrar {
 std::vector<std::pair<const char*, InitFn>>& Registry();
 #define CUSIM_REGISTER(name, fn) static ::cusim::Registrar cusim_registrar_##name(#name, fn)
 
+// ---- environments -------------------------------------------------------------
+// Per-environment state, the environment's napi instance data (each worker
+// loads the addon anew), made by the module's Init through EnvStarted. Its
+// finalizer is the environment's last, after every object's and call's
+// (Node finalizes the instance data after the objects made since): when that
+// environment was the last one using the addon, Node unloads the addon next,
+// so a thread still running the addon's code (the background releases of
+// gpu.h) is ended there, or the process would crash (a worker that loaded the
+// addon, with the main thread never having done so, terminated or exiting).
+struct EnvData {
+  Napi::FunctionReference stagedCtor;  // owned.cc's Staged class
+};
+void EnvStarted(Napi::Env env);
+EnvData* GetEnvData(Napi::Env env);
+
 // ---- errors -----------------------------------------------------------------
 Napi::Error MakeJsError(Napi::Env env, const Error& e);
 Napi::Error MakeJsError(Napi::Env env, const std::string& code, const std::string& msg,

@@ -342,14 +342,10 @@ std::shared_ptr<const StagedData> StagedOf(const Napi::Value& v) {
 }
 
 // One constructor per environment (each worker loads the addon anew).
-struct StagedCtor {
-  Napi::FunctionReference ctor;
-};
-
 Napi::Value NewStaged(Napi::Env env, std::shared_ptr<const StagedData> d) {
-  auto* c = env.GetInstanceData<StagedCtor>();
-  if (!c) throw Error(kInternal, "the Staged class is not registered in this environment");
-  return c->ctor.New({Napi::External<std::shared_ptr<const StagedData>>::New(env, &d)});
+  auto* c = GetEnvData(env);
+  if (!c || c->stagedCtor.IsEmpty()) throw Error(kInternal, "the Staged class is not registered in this environment");
+  return c->stagedCtor.New({Napi::External<std::shared_ptr<const StagedData>>::New(env, &d)});
 }
 
 // stageCsr(matrix, wantValues = true) -> Staged
@@ -451,9 +447,7 @@ void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("stageSelect", Napi::Function::New(env, StageSelect, "stageSelect"));
   exports.Set("CancelFlag", CancelFlag::Define(env));
   exports.Set("ProgressCounter", ProgressCounter::Define(env));
-  auto staged = StagedWrap::Define(env);
-  auto* c = new StagedCtor{Napi::Persistent(staged)};
-  env.SetInstanceData<StagedCtor>(c);
+  GetEnvData(env)->stagedCtor = Napi::Persistent(StagedWrap::Define(env));
   exports.Set("stageCsr", Napi::Function::New(env, StageCsr, "stageCsr"));
   exports.Set("stageArray", Napi::Function::New(env, StageArray, "stageArray"));
 }

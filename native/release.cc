@@ -14,6 +14,10 @@ namespace {
 // destroyed: at process exit, static destruction must neither free GPU
 // memory after the CUDA runtime has gone nor destroy the mutex under a
 // thread still waiting on it. Whatever is queued then is left to the OS.
+// The thread runs the addon's code, so it must not outlive the addon: Node
+// unloads the addon when the last environment using it ends (a worker that
+// loaded it, with the main thread never having done so), and Stop() ends the
+// thread there (see EnvEnded, napi_util.h).
 class Releaser {
  public:
   bool Push(std::function<void()>& f) {
@@ -40,12 +44,29 @@ class Releaser {
     std::unique_lock<std::mutex> lock(m_);
     done_.wait(lock, [&] { return pending_ == 0; });
   }
+  // Runs what is queued (and whatever those releases queue), then joins the
+  // thread; the next Push starts a new one. Only the releases themselves can
+  // push meanwhile (no environment is left to), and they find the thread
+  // still joinable, so nothing queued is stranded.
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!thread_.joinable() || std::this_thread::get_id() == id_) return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = false;
+    id_ = std::thread::id();
+  }
 
  private:
   void Loop() {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
-      cv_.wait(lock, [&] { return !queue_.empty(); });
+      cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
+      if (queue_.empty()) return;  // stopping, and nothing left
       {
         std::function<void()> f = std::move(queue_.front());
         queue_.pop_front();
@@ -64,6 +85,7 @@ class Releaser {
   std::condition_variable cv_, done_;
   std::deque<std::function<void()>> queue_;
   size_t pending_ = 0;
+  bool stop_ = false;
   std::thread thread_;
   std::thread::id id_;
 };
@@ -84,5 +106,7 @@ void ReleaseInBackground(std::function<void()> release) noexcept {
 }
 
 void WaitForReleases() { TheReleaser().Wait(); }
+
+void StopReleases() { TheReleaser().Stop(); }
 
 }  // namespace cusim

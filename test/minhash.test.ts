@@ -243,18 +243,16 @@ describe('WeightedMinHash: semantics (CPU against a float32 oracle)', () => {
     }
   });
 
-  it('skips NaN, negative and zero weights; a row of only those is the sentinel', async () => {
+  it('skips negative and zero weights; a row of only those is the sentinel', async () => {
     const dim = 40;
     const dirty = csr(dim, [
       [
         [1, 0.5],
-        [3, NaN],
         [5, -2],
         [8, 0],
         [9, 3],
       ],
       [
-        [2, NaN],
         [4, -1],
         [6, 0],
       ],
@@ -492,34 +490,45 @@ describe('WeightedMinHash: bad input', () => {
     await expectCoded(() => estimateJaccard(new Uint32Array(4), new Uint32Array(6)), RangeError, /sigA has length 4 but sigB has 6/);
   });
 
-  it('rejects +Infinity weights naming the entry; -Infinity stays a skipped weight', async () => {
+  it('rejects non-finite weights naming the entry and its row, in the rows hashed only', async () => {
     for (const backend of backends) {
       using wmh = new WeightedMinHash({ dim: 10, samples: 4, backend });
       await expectCoded(
-        wmh.hash(
-          csr(10, [
-            [[1, 1]],
-            [
-              [2, 1],
-              [3, Infinity],
-            ],
-          ]),
-        ),
+        () =>
+          wmh.hash(
+            csr(10, [
+              [[1, 1]],
+              [
+                [2, 1],
+                [3, Infinity],
+              ],
+            ]),
+          ),
         RangeError,
-        /matrix\.values\[2\]=Infinity: weights must be finite/,
+        /matrix\.values\[2\]=Infinity in row 1: weights must be finite/,
       );
       // Outside [rowStart, rowEnd) the entry is never read, so it does not count.
       expect(await wmh.hash(csr(10, [[[1, 1]], [[3, Infinity]]]), { rowEnd: 1 })).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
-      expect(
-        await wmh.hash(
-          csr(10, [
-            [
-              [1, 1],
-              [3, -Infinity],
-            ],
-          ]),
-        ),
-      ).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
+      for (const w of [-Infinity, NaN]) {
+        await expectCoded(
+          () =>
+            wmh.hash(
+              csr(10, [
+                [[1, 1]],
+                [[2, 1]],
+                [
+                  [3, 1],
+                  [4, w],
+                ],
+              ]),
+            ),
+          RangeError,
+          new RegExp(`matrix\\.values\\[3\\]=${w} in row 2: weights must be finite`),
+        );
+      }
+      // A Float64Array weight beyond float32 overflows to Infinity on the way in: refused too.
+      const big = { ...csr(10, [[[1, 1]], [[2, 1]]]), values: Float64Array.of(1, 1e39) as unknown as Float32Array };
+      await expectCoded(() => wmh.hash(big), RangeError, /matrix\.values\[1\]=Infinity in row 1: weights must be finite/);
     }
   });
 
@@ -977,7 +986,7 @@ describeGpu('WeightedMinHash (CUDA)', () => {
   it('prune kernel = segment kernel bit for bit on extreme weights and extreme injected tables', async () => {
     // Weights at the ends of float range (ln w from -103 to +88), w = 1 (ln w = 0) and skipped ones;
     // rows of 1..3000 nonzeros so survivor rounds, chunk ends and split rows all occur.
-    const weights = [1e-45, 1e-38, 0.9999999, 1, 1.0000001, 7, 3.4e38, NaN, -1, 0];
+    const weights = [1e-45, 1e-38, 0.9999999, 1, 1.0000001, 7, 3.4e38, -1, 0];
     const r = rng(77);
     const dim = 997;
     const rows: Array<Array<[number, number]>> = [];

@@ -13,6 +13,7 @@ import {
   StreamClusterer,
   TextFeaturizer,
   WeightedMinHash,
+  dedup,
   pinnedArray,
   popcountRows,
   similarityJoin,
@@ -303,6 +304,65 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
     for await (const s of wmh.hashStream(reuse())) got.push(s);
     expect(got).toEqual(want);
   });
+});
+
+// Calls of several stages (hash, then band, then verify) read their inputs
+// only at the call: what the caller writes into its arrays once the call has
+// returned its promise never reaches a later stage.
+describe('dedup owns its matrix across its stages', () => {
+  for (const backend of backends) {
+    it(`arrays rewritten after the call: the identical rows it was given are still paired at similarity 1 (${backend})`, async () => {
+      const m = {
+        rows: 2,
+        cols: 3,
+        indptr: new Uint32Array([0, 3, 6]),
+        indices: new Uint32Array([0, 1, 2, 0, 1, 2]),
+        values: new Float32Array([1, 1, 1, 1, 1, 1]),
+      };
+      const p = dedup(m, { threshold: 0.9, backend });
+      m.values.set([100, 1, 1, 1, 1, 100]);
+      const r = await p;
+      expect(Array.from(r.group)).toEqual([0, 0]);
+      expect({ left: Array.from(r.pairs.left), right: Array.from(r.pairs.right), similarity: Array.from(r.pairs.similarity) }).toEqual({
+        left: [0],
+        right: [1],
+        similarity: [1],
+      });
+    });
+
+    it(`indices and values rewritten after the call: the groups of the matrix as given (${backend})`, async () => {
+      const R = rng(33);
+      const base = randomCsr(R, 300, 400, (i) => 5 + (i % 20));
+      // Rows 2k and 2k+1 identical: 150 pairs at exact similarity 1.
+      const indptr = new Uint32Array(base.rows + 1);
+      const idx: number[] = [];
+      const val: number[] = [];
+      for (let i = 0; i < base.rows; i++) {
+        const src = i - (i % 2);
+        for (let p = base.indptr[src]; p < base.indptr[src + 1]; p++) {
+          idx.push(base.indices[p]);
+          val.push(base.values![p]);
+        }
+        indptr[i + 1] = idx.length;
+      }
+      const m = { rows: base.rows, cols: base.cols, indptr, indices: Uint32Array.from(idx), values: Float32Array.from(val) };
+      const want = await dedup(
+        { ...m, indptr: m.indptr.slice(), indices: m.indices.slice(), values: m.values.slice() },
+        { threshold: 0.9, backend },
+      );
+      const p = dedup(m, { threshold: 0.9, backend });
+      m.indices.reverse();
+      m.values.fill(1e-3);
+      m.values.fill(50, 0, 40);
+      const r = await p;
+      expect(r.count).toBe(want.count);
+      expect(r.group).toEqual(want.group);
+      expect(r.pairs).toEqual(want.pairs);
+      for (let k = 0; k < r.pairs.left.length; k++)
+        expect(r.pairs.right[k] - r.pairs.left[k] === 1 && r.pairs.left[k] % 2 === 0).toBe(true);
+      expect(Array.from(r.pairs.similarity).every((x) => x === 1)).toBe(true);
+    });
+  }
 });
 
 describe('StreamClusterer.add is all or nothing', () => {

@@ -4,11 +4,13 @@
 // instance of 'Napi::Error'", SIGABRT). Each engine's call runs in a real
 // worker_threads Worker, terminated at several points of the call.
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import { WeightedMinHash } from '../lib/index.js';
 import { backends, randomCsr, rng } from './helpers.js';
+import { bruteJoin } from './fuzz/families/join.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const script = path.join(here, 'fixtures', 'native-call-worker.mjs');
@@ -50,3 +52,36 @@ for (const backend of backends) {
     });
   });
 }
+
+// The addon loaded by workers only: Node unloads it when the last of them
+// ends, and a native thread left running its code (the join's background
+// releases) crashed the process with SIGSEGV. The fixture runs in its own
+// process, so that this file's own use of the addon keeps nothing loaded.
+describe('workers ending during joins, the addon loaded by workers only', () => {
+  it('the process lives on, and its own join afterwards equals brute force', () => {
+    const fixture = path.join(here, 'fixtures', 'join-terminate.mjs');
+    const r = spawnSync(process.execPath, [fixture, dist, '4'], { encoding: 'utf8', maxBuffer: 1 << 26 });
+    expect({
+      status: r.status,
+      signal: r.signal,
+      stderr: r.stderr
+        .split('\n')
+        .filter((l) => !/^round \d+ done$/.test(l))
+        .join('\n')
+        .trim(),
+    }).toEqual({
+      status: 0,
+      signal: null,
+      stderr: '',
+    });
+    const out = JSON.parse(r.stdout) as {
+      matrix: { rows: number; cols: number; indptr: number[]; indices: number[] };
+      left: number[];
+      right: number[];
+    };
+    const m = { ...out.matrix, indptr: Uint32Array.from(out.matrix.indptr), indices: Uint32Array.from(out.matrix.indices) };
+    const want = bruteJoin(m, undefined, 'jaccard', 0.3) as { left: number[]; right: number[] };
+    expect(want.left.length).toBeGreaterThan(0);
+    expect({ left: out.left, right: out.right }).toEqual(want);
+  });
+});

@@ -35,7 +35,6 @@ import type { RecordFormat, RecordOptions } from './records.js';
 import { readRecordBlocks } from './record-blocks.js';
 import { acrossPackages, buildGroups, buildPackagePairs, featureLine, renderCsv, renderJson, renderTable } from './report.js';
 import { attachTexts, fileIds, recordOptionsOf, refuseStdin } from './member-text.js';
-import type { RecordReader } from './record-native.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, SOURCE_EXTENSIONS, defaultScanRoot, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Skip } from './sources.js';

@@ -27,26 +27,44 @@ function version(): string {
 export async function main(argv: string[], baseIo: Io = defaultIo): Promise<number> {
   const verbose = argv.includes('--verbose');
   let exitCode = 0;
-  // One signal ends a command early: Ctrl-C (exit 130), or stdout closed by
-  // its reader (`| head`: nothing more can be shown, so exit 0 quietly).
+  // One signal ends a command early: SIGINT (Ctrl-C, exit 130) or SIGTERM
+  // (exit 143), or stdout closed by its reader (`| head`: nothing more can be
+  // shown, so exit 0 quietly). On a signal the command stops reading (stdin
+  // is destroyed, so a pipe left open cannot hold it), writes what it has
+  // already assigned and ends; a second signal ends the process at once.
   const ac = new AbortController();
   const state = { ac, closed: false };
   guardStdout(baseIo.stdout, baseIo.stderr);
   current = state;
-  const onInt = (): void => ac.abort();
-  process.once('SIGINT', onInt);
+  let signalled: number | undefined;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    const code = sig === 'SIGTERM' ? 143 : 130;
+    if (signalled !== undefined) process.exit(code);
+    signalled = code;
+    ac.abort();
+    (baseIo.stdin as { destroy?: () => void }).destroy?.();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   const io: Io = { ...baseIo, signal: ac.signal, stdoutClosed: () => state.closed };
   try {
-    return await run(
+    const code = await run(
       argv,
       io,
       verbose,
       (c) => (exitCode = c),
       () => exitCode,
       () => state.closed,
+      () => signalled,
     );
+    if (signalled !== undefined && !state.closed) {
+      if (code !== signalled) baseIo.stderr.write('cusim: interrupted\n');
+      return signalled;
+    }
+    return code;
   } finally {
-    process.off('SIGINT', onInt);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }
 
@@ -78,6 +96,7 @@ async function run(
   setExit: (code: number) => void,
   exitCode: () => number,
   stdoutClosed: () => boolean,
+  signalled: () => number | undefined,
 ): Promise<number> {
   // Errors point to the help of the subcommand that was run, where there is one.
   const help = (): string => {
@@ -106,6 +125,12 @@ async function run(
     return stdoutClosed() ? 0 : exitCode();
   } catch (e) {
     if (stdoutClosed()) return 0;
+    // Whatever a signal cut short (a read of a destroyed stdin, an aborted call).
+    const sig = signalled();
+    if (sig !== undefined) {
+      io.stderr.write('cusim: interrupted\n');
+      return sig;
+    }
     if (e instanceof CommanderError) {
       // Help and version exit 0; parse errors were already printed as one line.
       return e.exitCode === 0 ? 0 : 2;

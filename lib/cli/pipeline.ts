@@ -2,6 +2,7 @@
 // few MB of text, each batch is tokenized on the thread pool while the next
 // one is read, and batches are added in order. Memory holds two batches of
 // text, whatever the input's size.
+import type { IdList } from '../dedup/ids.js';
 import type { HashedRows, TextFeaturizer, TokenBatch } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
 import { CliError } from './errors.js';
@@ -88,6 +89,23 @@ export class StreamFeaturizer {
     this.#parts.push({ indptr: r.indptr, indices: r.indices, ...(this.hashed?.values ? { values: r.values } : {}) });
     this.#rows += r.indptr.length - 1;
     this.#nnz += nnz;
+  }
+
+  /**
+   * Hashed mode: rows featurized elsewhere (record-blocks.ts), with the ids of
+   * the documents that became rows and the counts of all documents read.
+   * Everything queued before must have been added (finish()).
+   */
+  addRows(rows: HashedRows, ids: IdList, documents: number, tooSmall: number): void {
+    if (!this.hashed) throw new Error('addRows() is for hashed mode');
+    if (this.#pending.length || this.#inFlight) throw new Error('addRows() after add(): call finish() first');
+    this.#append(
+      rows,
+      Array.from({ length: ids.length }, (_, i) => ids.get(i)),
+    );
+    this.documents += documents;
+    this.tooSmall += tooSmall;
+    this.onBatch?.(documents);
   }
 
   /** Queues a document; resolves at once unless a batch had to be handed over. */

@@ -4,7 +4,7 @@
 // vocabulary and document frequencies keep growing across them.
 import { MAX_TYPED_LENGTH } from '../addon.js';
 import { rangeError, typeError } from '../errors.js';
-import { checkEnum, checkInt, describe, isObject } from '../validate.js';
+import { checkEnum, checkInt, describe, isObject, checkTyped } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
 import { NativeTokenizer, assembleRows, countTokenLists, hashedRows } from './batch.js';
 import type { HashedRows, TokenBatch } from './batch.js';
@@ -379,9 +379,9 @@ export class TextFeaturizer {
    * columns (-1: unknown to a frozen vocabulary). Gives the same row as add().
    */
   addRemapped(localCols: Uint32Array, counts: Uint32Array, remap: Int32Array): number {
-    if (!(localCols instanceof Uint32Array)) throw typeError(`localCols must be a Uint32Array, got ${describe(localCols)}`);
-    if (!(counts instanceof Uint32Array)) throw typeError(`counts must be a Uint32Array, got ${describe(counts)}`);
-    if (!(remap instanceof Int32Array)) throw typeError(`remap must be an Int32Array, got ${describe(remap)}`);
+    localCols = checkTyped(localCols, Uint32Array, 'localCols');
+    counts = checkTyped(counts, Uint32Array, 'counts');
+    remap = checkTyped(remap, Int32Array, 'remap');
     if (counts.length !== localCols.length) {
       throw rangeError(`counts has length ${counts.length} but localCols has ${localCols.length}`);
     }

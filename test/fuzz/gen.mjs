@@ -89,12 +89,12 @@ export class Gen {
   badNumberOrValue() {
     return this.bool(0.7) ? this.badNumber() : this.badValue();
   }
-  /** Float32 values including the awkward ones. */
+  /** Finite float32 values including the awkward ones (non-finite weights are refused: the hostile family). */
   weight() {
     const u = this.r();
     if (u < 0.03) return 0;
     if (u < 0.05) return -this.r();
-    if (u < 0.06) return NaN;
+    if (u < 0.06) return 1e-45;
     if (u < 0.07) return 1e-30;
     if (u < 0.08) return 3e38;
     return 0.01 + this.r() * 5;
