@@ -19,11 +19,10 @@ import { claimHash, storageError } from '../lsh-redis.js';
 import { checkEviction, CONNECT_DEFAULTS, RedisSession, type RedisConnectOptions } from '../redis-connect.js';
 import { MinHashLSH } from '../lsh.js';
 import { TextFeaturizer } from '../text/index.js';
-import type { TextFeaturizerOptions, TextMode, Weighting } from '../text/index.js';
+import type { TextFeaturizerOptions, TextMode } from '../text/index.js';
 import { CliError } from './errors.js';
 import { dedupMethod, defaultWeighting } from './dedup-method.js';
 import type { DedupCommandOptions } from './dedup-options.js';
-import type { SignatureKind } from '../lsh.js';
 import type { Io } from './options.js';
 import type { Readable } from 'node:stream';
 import { recallCurve, recallParams } from '../lsh.js';
@@ -33,6 +32,7 @@ import { readRecords } from './records.js';
 import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
 import { jobMemory } from '../queue/keys.js';
 import { checkRangeTotals, finishedJob, workerStages } from '../queue/totals.js';
+import type { Job } from '../queue/job.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Doc, Skip } from './sources.js';
@@ -50,21 +50,7 @@ export type ShardOptions = Omit<DedupCommandOptions, 'redis' | 'backend'> & {
   crashAt?: string;
 };
 
-/** What every worker of one job must agree on (stored once, checked by each). */
-export interface Job {
-  threshold: number;
-  samples: number;
-  recall: number;
-  seed: number;
-  mode: TextMode;
-  weighting: Weighting;
-  /** The signature family (and the Redis index's signature width). */
-  method: SignatureKind;
-  q: number;
-  hashBits: number;
-  minTokens: number;
-  source: string;
-}
+export type { Job } from '../queue/job.js';
 
 interface BatchStats {
   documents: number;

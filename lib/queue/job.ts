@@ -12,10 +12,27 @@ import { createHash } from 'node:crypto';
 import { claimHash } from '../lsh-redis.js';
 import { CliError } from '../cli/errors.js';
 import type { Skip } from '../cli/sources.js';
-import type { Job } from '../cli/dedup-shard.js';
+import type { TextMode, Weighting } from '../text/index.js';
+import type { SignatureKind } from '../lsh.js';
 import type { Range } from './ranges.js';
 
 /** The settings of a --shard job (dedup-shard.ts), and those a job over ranges adds. */
+/** What every worker of one job must agree on (stored once, checked by each). */
+export interface Job {
+  threshold: number;
+  samples: number;
+  recall: number;
+  seed: number;
+  mode: TextMode;
+  weighting: Weighting;
+  /** The signature family (and the Redis index's signature width). */
+  method: SignatureKind;
+  q: number;
+  hashBits: number;
+  minTokens: number;
+  source: string;
+}
+
 export interface RangeSettings extends Job {
   field: string;
   idField: string;
