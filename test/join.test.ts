@@ -461,7 +461,8 @@ describeGpu('similarityJoin', () => {
         }
       }
     }
-  });
+    // ~100 s on a 32-core GPU host while the other test files run beside it.
+  }, 300_000);
 
   it('cuda equals brute force on the 2,000-summary 2-gram set (sizes not multiples of any block)', async () => {
     const t2 = qgramRows(summaries, 2);
