@@ -1,5 +1,6 @@
 // Real Redis servers for tests: Debian's redis-server on free loopback ports,
 // one server or a 3-node cluster, stopped (and their files removed) after.
+import { serverArgs } from './fuzz/redis-server.mjs';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -79,20 +80,7 @@ export async function startRedis({ cluster = false, args: extra = [] }: { cluste
   try {
     for (let i = 0; i < (cluster ? 3 : 1); i++) {
       const port = await freePort();
-      const args = [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-        '--protected-mode',
-        'no',
-      ];
+      const args = serverArgs(port, dir);
       args.push(...extra);
       if (cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000');
       const p = spawn(redisServer!, args, { stdio: 'ignore' });
