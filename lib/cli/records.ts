@@ -255,6 +255,11 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
   });
   let failure: unknown;
   input.on('error', (e) => parser.destroy(e));
+  // An input destroyed without an error (stdin on SIGINT/SIGTERM) never ends the
+  // pipe: end the parser, or the loop below waits forever and Node exits 13.
+  input.on('close', () => {
+    if (!input.readableEnded) parser.end();
+  });
   if (o.onBytes) input.on('data', (c: Buffer) => o.onBytes!(c.length));
   input.pipe(parser);
   let text = ti;

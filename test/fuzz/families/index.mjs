@@ -15,9 +15,10 @@ import * as persist from './persist.mjs';
 import * as redis from './redis.mjs';
 import * as canary from './canary.mjs';
 import * as hostile from './hostile.mjs';
+import * as signals from './signals.mjs';
 import { Gen } from '../gen.mjs';
 
-export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist, redis, hostile];
+export const families = [minhash, flyhash, join, hamming, cluster, lsh, text, ops, nativeCalls, persist, redis, hostile, signals];
 
 /** Every generator of the selected families, with cumulative weights. */
 export function generatorsOf(names) {
