@@ -50,7 +50,20 @@ describe('fuzz harness', () => {
     expect(s.totals.cases).toBe(3000);
     expect(s.failures.map((f) => `case ${f.id} ${f.status} ${f.entry}: ${f.detail}`)).toEqual([]);
     // Every family was exercised.
-    for (const family of ['minhash', 'flyhash', 'join', 'hamming', 'cluster', 'lsh', 'text', 'ops', 'native', 'redis', 'hostile', 'signals'])
+    for (const family of [
+      'minhash',
+      'flyhash',
+      'join',
+      'hamming',
+      'cluster',
+      'lsh',
+      'text',
+      'ops',
+      'native',
+      'redis',
+      'hostile',
+      'signals',
+    ])
       expect(
         Object.keys(s.byEntry).some((k) => k.startsWith(`${family}:`)),
         family,
