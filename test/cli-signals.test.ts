@@ -4,11 +4,11 @@
 // stdin pipe stayed open. Each run signals only once the command has shown it
 // is running (its first output), and asserts no timing beyond "it exited".
 import { beforeAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { bin, ensureDist } from './cli-helpers.js';
+import { ensureDist } from './cli-helpers.js';
+import { interrupt as interruptCli } from './fuzz/families/signals.mjs';
 import { randomBits, rng } from './helpers.js';
 
 beforeAll(() => ensureDist());
@@ -20,33 +20,10 @@ interface Ended {
   stderr: string;
 }
 
-// Runs `cusim args` with `input` written to a stdin pipe that is never closed;
-// sends `sig` once `ready(stdout, stderr)` holds.
-function interrupt(args: string[], input: string, sig: NodeJS.Signals, ready: (out: string, err: string) => boolean): Promise<Ended> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let sent = false;
-    const check = (): void => {
-      if (!sent && ready(stdout, stderr)) {
-        sent = true;
-        child.kill(sig);
-      }
-    };
-    child.stdout.on('data', (d) => ((stdout += d), check()));
-    child.stderr.on('data', (d) => ((stderr += d), check()));
-    child.stdin.on('error', () => {});
-    child.stdin.write(input);
-    // Never ended: without the signal the command would wait for more input.
-    const guard = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`no exit 90 s after the command started: ${stderr}`))), 90_000);
-    child.on('exit', (code, signal) => {
-      clearTimeout(guard);
-      child.stdin.destroy();
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-}
+// The fuzz harness's signals family runs the same helper; here a command still
+// running 90 s after it started fails the test.
+const interrupt = (args: string[], input: string, sig: NodeJS.Signals, ready: (out: string, err: string) => boolean): Promise<Ended> =>
+  interruptCli(args, input, sig, ready, 90_000) as Promise<Ended>;
 
 const docs = Array.from({ length: 400 }, (_, i) => `document ${i} on topic ${i % 9} with words w${i % 13} w${i % 17}`).join('\n') + '\n';
 const banner = (_: string, err: string): boolean => err.includes('cusim: backend');

@@ -27,9 +27,14 @@ function records(g, format, n) {
   return lines.join('\n') + '\n';
 }
 
-/** { code, signal, stdout } once the command, signalled with `sig` when ready, exits. */
-function interrupt(args, input, sig, ready) {
-  return new Promise((resolve) => {
+/**
+ * Runs `cusim args` with `input` written to a stdin pipe that is never closed,
+ * sends `sig` once `ready(stdout, stderr)` holds, and resolves with
+ * { code, signal, stdout, stderr, sent } when the command exits. With
+ * `guardMs`, a command still running then is killed and the promise rejects.
+ */
+export function interrupt(args, input, sig, ready, guardMs) {
+  return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [bin, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
@@ -45,7 +50,15 @@ function interrupt(args, input, sig, ready) {
     child.stdin.on('error', () => {});
     child.stdin.write(input);
     // The pipe is never ended: only the signal can end the command.
+    const guard =
+      guardMs === undefined
+        ? undefined
+        : setTimeout(
+            () => (child.kill('SIGKILL'), reject(new Error(`no exit ${guardMs} ms after the command started: ${stderr}`))),
+            guardMs,
+          );
     child.on('exit', (code, signal) => {
+      clearTimeout(guard);
       child.stdin.destroy();
       resolve({ code, signal, stdout, stderr, sent });
     });
