@@ -345,6 +345,12 @@ export class RedisSession {
     if (!p) return;
     try {
       const c = await p;
+      // A client that is not connected would queue QUIT until the server
+      // came back, holding the process for the whole command timeout.
+      if (status(c) !== 'ready') {
+        c.disconnect();
+        return;
+      }
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([c.quit(), new Promise((r) => (timer = setTimeout(r, this.#o.commandTimeout)))]);
       clearTimeout(timer);
