@@ -295,12 +295,20 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     UploadQueries(qb, queries, q0, nb, d.wp, device, stream);
     t[1].record(stream);
     sampleBound(qb, nb);
+    gpu::Event stage[2];  // sample | scan | sort, for the split of kernelMs
+    stage[0].record(stream);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(candCnt.data(), 0, uint64_t(nb) * 4, stream));
     LaunchTile(tile, d, n, 1, 1, qb, nb, CollectBound{bound.data(), candCnt.data(), cand.data()}, stream);
+    stage[1].record(stream);
     SortCandidatesKernel<<<nb, kThreads, 0, stream>>>(candCnt.data(), cand.data(), n, k, ix.bits, outIds.data(),
                                                       outDist.data());
     CUSIM_LAUNCH_CHECK();
     FinishBatch(t, ids, dist, q0, nb, k, outIds.data(), outDist.data(), candCnt.data(), counts.data(), stream, timing);
+    if (timing) {
+      timing->exactSampleMs += gpu::ElapsedMs(t[1], stage[0]);
+      timing->exactScanMs += gpu::ElapsedMs(stage[0], stage[1]);
+      timing->exactSortMs += gpu::ElapsedMs(stage[1], t[2]);
+    }
     // Queries whose bounded set overflowed (heavy ties, skewed data) go through the histogram passes.
     redo.clear();
     for (uint32_t i = 0; i < nb; ++i)
@@ -326,7 +334,12 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     CUSIM_CUDA_CHECK(
         cudaMemcpyAsync(subDist.data(), outDist.data(), uint64_t(ns) * k * 2, cudaMemcpyDeviceToHost, stream));
     stream.sync();
-    if (timing) timing->kernelMs += gpu::ElapsedMs(r0, r1);
+    if (timing) {
+      const float ms = gpu::ElapsedMs(r0, r1);
+      timing->kernelMs += ms;
+      timing->exactRedoMs += ms;
+      timing->exactRedoQueries += ns;
+    }
     for (uint32_t i = 0; i < ns; ++i) {
       std::copy(subIds.begin() + uint64_t(i) * k, subIds.begin() + uint64_t(i + 1) * k, ids + (q0 + redo[i]) * k);
       std::copy(subDist.begin() + uint64_t(i) * k, subDist.begin() + uint64_t(i + 1) * k, dist + (q0 + redo[i]) * k);
