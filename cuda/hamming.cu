@@ -138,8 +138,8 @@ void LaunchMma2(const DeviceIndex& d, uint64_t nrows, uint32_t lev, uint32_t sst
   const uint64_t want = (uint64_t(gpu::MultiprocessorCount(d.device)) * 8 + qblocks - 1) / qblocks;
   const unsigned splits =
       unsigned(std::max<uint64_t>(1, std::min<uint64_t>({want, (nrows + kM2Rows - 1) / kM2Rows, 65535})));
-  MmaTile2<KS><<<dim3(qblocks, splits), kM2Warps * 32, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, lev, sstep,
-                                                                    qb.codes.data(), qb.pops.data(), nb, epi);
+  MmaTile2<KS><<<dim3(qblocks, splits), kM2Warps * 32, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, lev,
+                                                                    sstep, qb.codes.data(), qb.pops.data(), nb, epi);
 }
 
 // Tile row i reads index row SampleRow(i, lev, sstep): lev = sstep = 1 scans the index itself.

@@ -111,8 +111,8 @@ __device__ __forceinline__ void LoadA(uint32_t (&a)[2][4], const uint32_t* __res
 template <int KS, class Epi>
 __global__ void __launch_bounds__(kM2Warps * 32, 2)
     MmaTile2(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ pops, uint32_t wp, uint64_t nrows,
-             uint32_t lev, uint32_t sstep, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops, uint32_t nq,
-             Epi epi) {
+             uint32_t lev, uint32_t sstep, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops,
+             uint32_t nq, Epi epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   // Query slot s in 0..3 is query qw + g + 8s: fragment s >> 1, accumulator half s & 1.
