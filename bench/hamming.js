@@ -63,6 +63,20 @@ function recallAt(got, gotK, truth, truthK, nq, k) {
   return hit / (nq * k);
 }
 
+/**
+ * The CUDA exact search's kernel time by stage, of the last repeat: sample bound / full scan
+ * (every distance, pairs within the bound kept) / sort of the kept pairs / histogram passes of
+ * the queries whose kept set overflowed, and how many did.
+ */
+const EXACT_SPLIT_NOTE =
+  'exact split ms: kernel time of the last repeat by stage: sample bound / full scan (every distance, pairs within the bound kept) / sort of the kept pairs / histogram passes for queries whose kept set passed 4096; then how many queries those were';
+
+function exactSplit(r) {
+  if (!r || !(r.exactScanMs > 0)) return undefined;
+  const f = (x) => x.toFixed(2);
+  return `${f(r.exactSampleMs)} / ${f(r.exactScanMs)} / ${f(r.exactSortMs)} / ${f(r.exactRedoMs)}; ${r.exactRedoQueries} redone`;
+}
+
 /** One byte per bit (0/1), the layout usearch's JavaScript binding takes for b1. */
 function unpack(words, rows, bits) {
   const out = new Int8Array(rows * bits);
@@ -174,6 +188,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
             'recall@10': recallAt(last.ids, k, truth, k, Math.min(q, truthQ), k),
             'scored/query': opts.method === 'ewh' ? last.scored / q : undefined,
             'shortlist/query': opts.method === 'ewh' ? last.shortlisted / q : undefined,
+            'exact split ms': exactSplit(last),
           });
         } finally {
           ix.dispose();
@@ -280,6 +295,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
     notes.push(
       'recall@10 is against the exact scan; CPU rows use a prefix of the queries; q/s (kernel) counts CUDA-event time of the kernels only',
     );
+    notes.push(EXACT_SPLIT_NOTE);
     notes.push(
       'peer (bench/peers/hamming_cupy.py): codes and queries resident on the GPU, CUDA events around the distance kernel and torch.topk of every query block; its "wall ms" has no host transfers, ours does',
     );
@@ -299,6 +315,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         'recall@10',
         'scored/query',
         'shortlist/query',
+        'exact split ms',
       ],
       rows,
       notes,
@@ -375,6 +392,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
               'recall@10': recallAt(last.ids, k, truth, k, Math.min(q, truthQ), 10),
               'scored/query': label === 'ewh' ? last.scored / q : undefined,
               'shortlist/query': label === 'ewh' ? last.shortlisted / q : undefined,
+              'exact split ms': exactSplit(last),
             });
             if (!existing) ix.dispose();
             if (q === nq) outs.set(label, last);
@@ -420,6 +438,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
     }
     notes.push('paper (K20m): build 0.7 s, retrieval 0.8 s per query; targets: build <= 10 ms, exact >= 1.2e5 q/s at 4M x 512');
     notes.push('recall@10 of the top-50 against the exact scan; ewh build = count (atomics) + CUB exclusive scan + scatter');
+    notes.push(EXACT_SPLIT_NOTE);
     notes.push(
       'peer (bench/peers/hamming_cupy.py): CuPy XOR + popcount into an int16 distance block, torch.topk; data resident on the GPU, CUDA events, no host transfers',
     );
@@ -438,6 +457,7 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         'recall@10',
         'scored/query',
         'shortlist/query',
+        'exact split ms',
       ],
       rows,
       notes,

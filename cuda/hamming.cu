@@ -130,34 +130,35 @@ void FinishBatch(gpu::Event (&t)[4], uint32_t* ids, uint16_t* dist, uint64_t q0,
 enum class Tile { Popc, Mma2 };
 
 template <int KS, class Epi>
-void LaunchMma2(const DeviceIndex& d, uint64_t nrows, uint64_t stride, const QueryBatch& qb, uint32_t nb, Epi epi,
-                cudaStream_t stream) {
+void LaunchMma2(const DeviceIndex& d, uint64_t nrows, uint32_t lev, uint32_t sstep, const QueryBatch& qb, uint32_t nb,
+                Epi epi, cudaStream_t stream) {
   const uint32_t qblocks = (nb + kM2Queries - 1) / kM2Queries;
   // ~8 CTAs per SM (2 resident x 4 waves) whatever the batch; CTAs of one row split
   // launch together, so their shared rows come from L2 and HBM is read ~once per batch.
   const uint64_t want = (uint64_t(gpu::MultiprocessorCount(d.device)) * 8 + qblocks - 1) / qblocks;
   const unsigned splits =
       unsigned(std::max<uint64_t>(1, std::min<uint64_t>({want, (nrows + kM2Rows - 1) / kM2Rows, 65535})));
-  MmaTile2<KS><<<dim3(qblocks, splits), kM2Warps * 32, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, stride,
-                                                                    qb.codes.data(), qb.pops.data(), nb, epi);
+  MmaTile2<KS><<<dim3(qblocks, splits), kM2Warps * 32, 0, stream>>>(d.codes.data(), d.pops.data(), d.wp, nrows, lev,
+                                                                    sstep, qb.codes.data(), qb.pops.data(), nb, epi);
 }
 
+// Tile row i reads index row SampleRow(i, lev, sstep): lev = sstep = 1 scans the index itself.
 template <class Epi>
-void LaunchTile(Tile tile, const DeviceIndex& d, uint64_t nrows, uint64_t stride, const QueryBatch& qb, uint32_t nb,
-                Epi epi, cudaStream_t stream) {
+void LaunchTile(Tile tile, const DeviceIndex& d, uint64_t nrows, uint32_t lev, uint32_t sstep, const QueryBatch& qb,
+                uint32_t nb, Epi epi, cudaStream_t stream) {
   if (nrows == 0) return;
   const unsigned rowBlocks = unsigned(std::min<uint64_t>((nrows + 255) / 256, 65535));
   if (tile == Tile::Mma2) {
     // Query fragments stay in registers for 256- and 512-bit codes (the benchmarked sizes).
     if (d.wp == 8)
-      LaunchMma2<1>(d, nrows, stride, qb, nb, epi, stream);
+      LaunchMma2<1>(d, nrows, lev, sstep, qb, nb, epi, stream);
     else if (d.wp == 16)
-      LaunchMma2<2>(d, nrows, stride, qb, nb, epi, stream);
+      LaunchMma2<2>(d, nrows, lev, sstep, qb, nb, epi, stream);
     else
-      LaunchMma2<0>(d, nrows, stride, qb, nb, epi, stream);
+      LaunchMma2<0>(d, nrows, lev, sstep, qb, nb, epi, stream);
   } else {
     dim3 grid((nb + 15) / 16, rowBlocks);
-    PopcTile<16><<<grid, kThreads, 0, stream>>>(d.codes.data(), d.wp, nrows, stride, qb.codes.data(), nb, epi);
+    PopcTile<16><<<grid, kThreads, 0, stream>>>(d.codes.data(), d.wp, nrows, lev, sstep, qb.codes.data(), nb, epi);
   }
   CUSIM_LAUNCH_CHECK();
 }
@@ -195,7 +196,7 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
   // Sized so that about 512 rows per query fall within the bound: they fit the
   // fast path's buffer, and the sample costs ~k/512 of a full pass.
   const uint64_t sample = std::min<uint64_t>(n, std::max<uint64_t>({8192, 64ull * k, (uint64_t(k) * n + 511) / 512}));
-  const uint64_t stride = n / sample;
+  const uint32_t stride = uint32_t(n / sample);  // n < 2^32: ids are 32-bit
   const uint64_t perQuery = uint64_t(bins) * 4 + uint64_t(k) * 8 + kTieCap * 4 + uint64_t(d.wp) * 16 + 48 +
                             uint64_t(k) * 6 + uint64_t(kCandCap) * 8;
   const uint32_t batch = BatchSize(queries.rows, perQuery, device, 1u << 16);
@@ -246,18 +247,18 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
     for (size_t i = 0; i < levels.size(); ++i) {
       if (i == 0)
-        LaunchTile(tile, d, sample / levels[i], stride * levels[i], b, nb, HistAll{hist.data(), bins}, stream);
+        LaunchTile(tile, d, sample / levels[i], uint32_t(levels[i]), stride, b, nb, HistAll{hist.data(), bins}, stream);
       else
-        LaunchTile(tile, d, sample / levels[i], stride * levels[i], b, nb, HistBound{hist.data(), bins, bound.data()},
-                   stream);
+        LaunchTile(tile, d, sample / levels[i], uint32_t(levels[i]), stride, b, nb,
+                   HistBound{hist.data(), bins, bound.data()}, stream);
       ThresholdKernel<<<(nb + 255) / 256, 256, 0, stream>>>(hist.data(), bins, nb, kk, bound.data(), nullptr);
       CUSIM_LAUNCH_CHECK();
       CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
     }
     if (levels.empty())
-      LaunchTile(tile, d, sample, stride, b, nb, HistAll{hist.data(), bins}, stream);
+      LaunchTile(tile, d, sample, 1, stride, b, nb, HistAll{hist.data(), bins}, stream);
     else
-      LaunchTile(tile, d, sample, stride, b, nb, HistBound{hist.data(), bins, bound.data()}, stream);
+      LaunchTile(tile, d, sample, 1, stride, b, nb, HistBound{hist.data(), bins, bound.data()}, stream);
     ThresholdKernel<<<(nb + 255) / 256, 256, 0, stream>>>(hist.data(), bins, nb, kk, bound.data(), nullptr);
     CUSIM_LAUNCH_CHECK();
   };
@@ -272,12 +273,12 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     ties.reserve(uint64_t(batch) * kTieCap, "hamming ties");
     sampleBound(b, nb);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(hist.data(), 0, uint64_t(nb) * bins * 4, stream));
-    LaunchTile(tile, d, n, 1, b, nb, HistBound{hist.data(), bins, bound.data()}, stream);
+    LaunchTile(tile, d, n, 1, 1, b, nb, HistBound{hist.data(), bins, bound.data()}, stream);
     ThresholdKernel<<<(nb + 255) / 256, 256, 0, stream>>>(hist.data(), bins, nb, kk, thr.data(), below.data());
     CUSIM_LAUNCH_CHECK();
     CUSIM_CUDA_CHECK(cudaMemsetAsync(lessCnt.data(), 0, uint64_t(nb) * 4, stream));
     CUSIM_CUDA_CHECK(cudaMemsetAsync(tieCnt.data(), 0, uint64_t(nb) * 4, stream));
-    LaunchTile(tile, d, n, 1, b, nb, Collect{thr.data(), lessCnt.data(), less.data(), k, tieCnt.data(), ties.data()},
+    LaunchTile(tile, d, n, 1, 1, b, nb, Collect{thr.data(), lessCnt.data(), less.data(), k, tieCnt.data(), ties.data()},
                stream);
     FinalizeKernel<<<nb, kThreads, finalShared, stream>>>(d.codes.data(), d.wp, n, b.codes.data(), thr.data(),
                                                           lessCnt.data(), less.data(), tieCnt.data(), ties.data(), k,
@@ -294,12 +295,20 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     UploadQueries(qb, queries, q0, nb, d.wp, device, stream);
     t[1].record(stream);
     sampleBound(qb, nb);
+    gpu::Event stage[2];  // sample | scan | sort, for the split of kernelMs
+    stage[0].record(stream);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(candCnt.data(), 0, uint64_t(nb) * 4, stream));
-    LaunchTile(tile, d, n, 1, qb, nb, CollectBound{bound.data(), candCnt.data(), cand.data()}, stream);
+    LaunchTile(tile, d, n, 1, 1, qb, nb, CollectBound{bound.data(), candCnt.data(), cand.data()}, stream);
+    stage[1].record(stream);
     SortCandidatesKernel<<<nb, kThreads, 0, stream>>>(candCnt.data(), cand.data(), n, k, ix.bits, outIds.data(),
                                                       outDist.data());
     CUSIM_LAUNCH_CHECK();
     FinishBatch(t, ids, dist, q0, nb, k, outIds.data(), outDist.data(), candCnt.data(), counts.data(), stream, timing);
+    if (timing) {
+      timing->exactSampleMs += gpu::ElapsedMs(t[1], stage[0]);
+      timing->exactScanMs += gpu::ElapsedMs(stage[0], stage[1]);
+      timing->exactSortMs += gpu::ElapsedMs(stage[1], t[2]);
+    }
     // Queries whose bounded set overflowed (heavy ties, skewed data) go through the histogram passes.
     redo.clear();
     for (uint32_t i = 0; i < nb; ++i)
@@ -325,7 +334,12 @@ void SearchExactCuda(HostIndex& ix, const BitsView& queries, uint32_t k, ExactKe
     CUSIM_CUDA_CHECK(
         cudaMemcpyAsync(subDist.data(), outDist.data(), uint64_t(ns) * k * 2, cudaMemcpyDeviceToHost, stream));
     stream.sync();
-    if (timing) timing->kernelMs += gpu::ElapsedMs(r0, r1);
+    if (timing) {
+      const float ms = gpu::ElapsedMs(r0, r1);
+      timing->kernelMs += ms;
+      timing->exactRedoMs += ms;
+      timing->exactRedoQueries += ns;
+    }
     for (uint32_t i = 0; i < ns; ++i) {
       std::copy(subIds.begin() + uint64_t(i) * k, subIds.begin() + uint64_t(i + 1) * k, ids + (q0 + redo[i]) * k);
       std::copy(subDist.begin() + uint64_t(i) * k, subDist.begin() + uint64_t(i + 1) * k, dist + (q0 + redo[i]) * k);

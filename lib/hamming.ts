@@ -62,6 +62,17 @@ export interface HammingSearchResult {
   scored: number;
   /** EWH: ids re-ranked by exact distance, summed over the queries. */
   shortlisted: number;
+  /**
+   * Exact search on CUDA, the stages of `kernelMs` (device time; 0 elsewhere): bounding the
+   * k-th distance on a sample, the full scan (every distance; the pairs within the bound kept),
+   * sorting the kept pairs into the top k, and the histogram passes for queries whose kept set
+   * overflowed (`exactRedoQueries` of them).
+   */
+  exactSampleMs: number;
+  exactScanMs: number;
+  exactSortMs: number;
+  exactRedoMs: number;
+  exactRedoQueries: number;
 }
 
 export const MISSING_ID = 0xffffffff;

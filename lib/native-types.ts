@@ -195,6 +195,11 @@ export interface HammingSearchNativeResult extends GpuTiming {
   buildMs: number;
   scored: number;
   shortlisted: number;
+  exactSampleMs: number;
+  exactScanMs: number;
+  exactSortMs: number;
+  exactRedoMs: number;
+  exactRedoQueries: number;
 }
 
 export interface HammingIndexNative {

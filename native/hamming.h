@@ -30,6 +30,11 @@ struct Timing {
   double buildMs = 0;        // EWH bucket build (device time on CUDA)
   uint64_t scored = 0;       // EWH: ids with a nonzero score, summed over queries
   uint64_t shortlisted = 0;  // EWH: ids re-ranked by exact distance, summed over queries
+  // CUDA exact scan, the stages inside kernelMs (device time): sample bound, full scan
+  // (every distance, pairs within the bound kept), sort of the kept pairs, and the
+  // histogram passes of the queries whose kept set overflowed (redoQueries of them).
+  double exactSampleMs = 0, exactScanMs = 0, exactSortMs = 0, exactRedoMs = 0;
+  uint64_t exactRedoQueries = 0;
 };
 
 struct EwhParams {

@@ -263,6 +263,11 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             r.Set("buildMs", timing->buildMs);
             r.Set("scored", double(timing->scored));
             r.Set("shortlisted", double(timing->shortlisted));
+            r.Set("exactSampleMs", timing->exactSampleMs);
+            r.Set("exactScanMs", timing->exactScanMs);
+            r.Set("exactSortMs", timing->exactSortMs);
+            r.Set("exactRedoMs", timing->exactRedoMs);
+            r.Set("exactRedoQueries", double(timing->exactRedoQueries));
             return r;
           },
           {Value()}, in);

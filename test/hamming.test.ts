@@ -526,3 +526,106 @@ describeGpu('HammingIndex', () => {
     }
   });
 });
+
+/** Rows are copies of centre r % m (periodic, as the bench lays clusters out) with 0..maxFlips bits flipped. */
+function periodicClusters(r: () => number, n: number, bits: number, m: number, maxFlips: number) {
+  const w = bits / 32;
+  const centres = randomBits(r, m, bits);
+  const db = new Uint32Array(n * w);
+  for (let i = 0; i < n; i++) {
+    db.set(centres.subarray((i % m) * w, (i % m) * w + w), i * w);
+    for (let f = randInt(r, maxFlips + 1); f > 0; f--) {
+      const b = randInt(r, bits);
+      db[i * w + (b >>> 5)] ^= 1 << (b & 31);
+    }
+  }
+  return { db, centres };
+}
+
+describeGpu('HammingIndex exact: clustered codes and massive ties', () => {
+  // n > 8192 with k < 512 makes the search bound the k-th distance on a strided, hashed sample
+  // (and its levels) before the full scan; n <= 1024 lets k reach n.
+  type Case = { name: string; bits: number; db: Uint32Array; qs: Uint32Array; ks: number[] };
+  const cases = (): Case[] => {
+    const r = rng(2029);
+    const out: Case[] = [];
+    for (const bits of [256, 512]) {
+      const w = bits / 32;
+      const n = 100_003;
+      const one = randomBits(r, 1, bits);
+      const same = new Uint32Array(n * w);
+      for (let i = 0; i < n; i++) same.set(one, i * w);
+      const other = randomBits(r, 2, bits);
+      other.set(one, 0); // query 0 equals every code, query 1 is far from all
+      out.push({ name: `${bits} bits, all ${n} codes identical`, bits, db: same, qs: other, ks: [1, 50, 1024] });
+
+      // Two clusters of exact copies, interleaved: A (800 rows: 3, 10, .., 5596; smaller than k = 1024)
+      // and B (every other row), so each distance ties with hundreds to ~1e5 rows.
+      const ab = randomBits(r, 2, bits);
+      const two = new Uint32Array(n * w);
+      for (let i = 0; i < n; i++) two.set(i % 7 === 3 && i < 5600 ? ab.subarray(0, w) : ab.subarray(w, 2 * w), i * w);
+      const q2 = new Uint32Array(3 * w);
+      q2.set(ab.subarray(0, w), 0);
+      q2.set(ab.subarray(w, 2 * w), w);
+      q2.set(ab.subarray(0, w), 2 * w);
+      q2[2 * w] ^= 0x11; // two bits from A
+      out.push({ name: `${bits} bits, two interleaved clusters of exact copies`, bits, db: two, qs: q2, ks: [1, 50, 1024] });
+
+      // The bench's layout: 1009 periodic clusters with 0..16 flipped bits, queries near centres.
+      const { db, centres } = periodicClusters(r, n, bits, 1009, 16);
+      const qs = new Uint32Array(8 * w);
+      for (let q = 0; q < 8; q++) {
+        qs.set(centres.subarray(((q * 131) % 1009) * w, ((q * 131) % 1009) * w + w), q * w);
+        for (let f = 0; f < 8; f++) {
+          const b = randInt(r, bits);
+          qs[q * w + (b >>> 5)] ^= 1 << (b & 31);
+        }
+      }
+      out.push({ name: `${bits} bits, periodic clusters`, bits, db, qs, ks: [1, 50, 1024] });
+
+      // k = n: a small index, two clusters of copies.
+      const small = 1000;
+      const s = new Uint32Array(small * w);
+      for (let i = 0; i < small; i++) s.set(ab.subarray(i % 3 === 0 ? 0 : w, i % 3 === 0 ? w : 2 * w), i * w);
+      out.push({ name: `${bits} bits, ${small} codes, k = n`, bits, db: s, qs: q2, ks: [1, small, 1024] });
+    }
+    return out;
+  };
+
+  let memo: { c: Case; want: ReturnType<typeof oracle>; k: number }[] | undefined;
+  /** Each case with its brute-force answer at the largest k (smaller k are its prefixes). */
+  const solved = () =>
+    (memo ??= cases().map((c) => {
+      const k = Math.max(...c.ks);
+      return { c, k, want: oracle(c.db, c.db.length / (c.bits / 32), c.qs, c.qs.length / (c.bits / 32), c.bits, k) };
+    }));
+  /** The first k of each query's K results (k <= K). */
+  const prefix = <T extends Uint32Array | Uint16Array>(all: T, nq: number, K: number, k: number): T => {
+    const out = all.slice(0, nq * k) as T;
+    for (let q = 0; q < nq; q++) for (let i = 0; i < k; i++) out[q * k + i] = all[q * K + i];
+    return out;
+  };
+
+  for (const exactKernel of ['popc', 'mma2'] as const) {
+    it(`exact '${exactKernel}' equals the CPU backend and brute force, ties in id order`, async () => {
+      for (const { c, want, k: K } of solved()) {
+        const nq = c.qs.length / (c.bits / 32);
+        using cpu = new HammingIndex({ bits: c.bits, backend: 'cpu' });
+        using gpu = new HammingIndex({ bits: c.bits, backend: 'cuda' });
+        cpu.add(c.db);
+        gpu.add(c.db);
+        for (const k of c.ks) {
+          const label = `${c.name}, k = ${k}`;
+          const ids = prefix(want.ids, nq, K, k);
+          const dist = prefix(want.dist, nq, K, k);
+          const a = await cpu.search(c.qs, { k });
+          const b = await gpu.search(c.qs, { k, exactKernel });
+          expect(a.ids, `cpu ${label}`).toEqual(ids);
+          expect(a.distances, `cpu ${label}`).toEqual(dist);
+          expect(b.ids, `gpu ${label}`).toEqual(ids);
+          expect(b.distances, `gpu ${label}`).toEqual(dist);
+        }
+      }
+    });
+  }
+});

@@ -10,12 +10,27 @@ namespace hamming {
 namespace {
 
 // ---- distance tiles -----------------------------------------------------------
-// Both tile kernels call epi(query, row, distance, epi.Param(query)) for every pair; `stride`
-// (in rows) lets the sample pass read every stride-th row.
+// Both tile kernels call epi(query, row, distance, epi.Param(query)) for every pair. A sample
+// pass reads tile row i from SampleRow(i, lev, sstep): sample index j = i * lev, one row drawn
+// from each block of sstep rows. The draw inside a block is a hash of j rather than its first
+// row: a fixed stride aliases with periodic data (rows r of cluster r % m) and can miss a
+// query's whole neighbourhood, which then floods the collect pass (clustered codes: ~1.5e5
+// rows within the bound instead of ~500). Levels take every lev-th sample index of the same
+// map, so each level's rows stay a subset of the next one's.
+
+__device__ __forceinline__ uint64_t SampleRow(uint64_t i, uint32_t lev, uint32_t sstep) {
+  const uint64_t j = i * lev;
+  if (sstep <= 1) return j;
+  uint32_t h = uint32_t(j) * 0x9E3779B1u;  // rows < 2^32 (ids are 32-bit)
+  h ^= h >> 15;
+  h *= 0x85EBCA77u;
+  h ^= h >> 13;
+  return j * sstep + __umulhi(h, sstep);  // in [j * sstep, (j + 1) * sstep)
+}
 
 template <int QT, class Epi>
 __global__ void __launch_bounds__(kThreads)
-    PopcTile(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t nrows, uint64_t stride,
+    PopcTile(const uint32_t* __restrict__ codes, uint32_t wp, uint64_t nrows, uint32_t lev, uint32_t sstep,
              const uint32_t* __restrict__ queries, uint32_t nq, Epi epi) {
   __shared__ uint32_t sdb[32 * (kThreads + 1)];  // [word][row], padded against bank conflicts
   __shared__ uint32_t sq[QT * 32];
@@ -31,7 +46,7 @@ __global__ void __launch_bounds__(kThreads)
       for (uint32_t i = threadIdx.x; i < kThreads * wc; i += kThreads) {
         const uint32_t rr = i / wc, ww = i % wc;
         const uint64_t row = r0 + rr;
-        sdb[ww * (kThreads + 1) + rr] = row < nrows ? codes[row * stride * wp + c0 + ww] : 0u;
+        sdb[ww * (kThreads + 1) + rr] = row < nrows ? codes[SampleRow(row, lev, sstep) * wp + c0 + ww] : 0u;
       }
       for (uint32_t i = threadIdx.x; i < QT * wc; i += kThreads) {
         const uint32_t qq = i / wc, ww = i % wc;
@@ -96,8 +111,8 @@ __device__ __forceinline__ void LoadA(uint32_t (&a)[2][4], const uint32_t* __res
 template <int KS, class Epi>
 __global__ void __launch_bounds__(kM2Warps * 32, 2)
     MmaTile2(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ pops, uint32_t wp, uint64_t nrows,
-             uint64_t stride, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops, uint32_t nq,
-             Epi epi) {
+             uint32_t lev, uint32_t sstep, const uint32_t* __restrict__ queries, const uint32_t* __restrict__ qpops,
+             uint32_t nq, Epi epi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   // Query slot s in 0..3 is query qw + g + 8s: fragment s >> 1, accumulator half s & 1.
@@ -133,7 +148,7 @@ __global__ void __launch_bounds__(kM2Warps * 32, 2)
     for (int t = 0; t < kM2Tiles; ++t) {
       const uint64_t row = r0 + t * 8 + g;
       rowok[t] = row < nrows;
-      rowp[t] = codes + (rowok[t] ? row : 0) * stride * wp + 2 * c;
+      rowp[t] = codes + (rowok[t] ? SampleRow(row, lev, sstep) : 0) * wp + 2 * c;
     }
     const uint32_t ksteps = KS > 0 ? uint32_t(KS) : wp / 8;
 #pragma unroll
@@ -160,7 +175,7 @@ __global__ void __launch_bounds__(kM2Warps * 32, 2)
     // best[s]: max over this lane's 2 * kM2Tiles rows of 2 * and - pop(row); rows past the end
     // get a -pop far below any threshold.
     int32_t best[4] = {INT_MIN, INT_MIN, INT_MIN, INT_MIN};
-    if (stride == 1 && r0 + kM2Rows <= nrows) {
+    if (lev == 1 && sstep <= 1 && r0 + kM2Rows <= nrows) {
       // Full step of the collect pass: rows 2c, 2c + 1 of each n8 tile are one aligned 8-byte load.
       const uint2* pp = reinterpret_cast<const uint2*>(pops + r0 + 2 * c);
 #pragma unroll
@@ -177,7 +192,7 @@ __global__ void __launch_bounds__(kM2Warps * 32, 2)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const uint64_t row = r0 + t * 8 + 2 * c + j;
-          const int32_t npp = row < nrows ? -int32_t(__ldg(pops + row * stride)) : -(1 << 30);
+          const int32_t npp = row < nrows ? -int32_t(__ldg(pops + SampleRow(row, lev, sstep))) : -(1 << 30);
 #pragma unroll
           for (int s = 0; s < 4; ++s) best[s] = max(best[s], 2 * acc[s >> 1][t][(s & 1) * 2 + j] + npp);
         }
@@ -193,7 +208,7 @@ __global__ void __launch_bounds__(kM2Warps * 32, 2)
           for (int j = 0; j < 2; ++j) {
             const uint64_t row = r0 + t * 8 + 2 * c + j;
             if (row < nrows) {
-              const int32_t v = 2 * acc[s >> 1][t][(s & 1) * 2 + j] - int32_t(__ldg(pops + row * stride));
+              const int32_t v = 2 * acc[s >> 1][t][(s & 1) * 2 + j] - int32_t(__ldg(pops + SampleRow(row, lev, sstep)));
               if (v >= thr[s]) epi(q, row, uint32_t(int32_t(qpop[s]) - v), par);
             }
           }
