@@ -643,7 +643,8 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
     if (use_ == Use::Handed) {
       // Arrays lib/ did not transfer (pinnedArray memory) may still be detached
       // by the caller: hold their blocks for the call.
-      for (const ArrayRef* a : {&ix, &va})
+      const ArrayRef* arrays[] = {&ix, &va};
+      for (const ArrayRef* a : arrays)
         if (a->data && a->bytes())
           if (auto lent = FindLent(a->data, a->bytes())) held_.push_back(std::move(lent));
     }
