@@ -119,6 +119,16 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     sections.push(
       await scalingSection({ WeightedMinHash, pinnedArray: cusim.pinnedArray, work, dim, samples, devices, time, log, quick, ceiling }),
     );
+    const n = devices.gpus.length;
+    sections.push(
+      await transferSection(
+        (label) => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: label === 'cuda ×1' ? [0] : 'all' }),
+        n > 1 ? ['cuda ×1', `cuda ×${n}`] : ['cuda ×1'],
+        work,
+        quick ? 2 : 3,
+        samples,
+      ),
+    );
   }
   if (process.env.CUSIM_BENCH_MINHASH_ONLY === 'scaling') return { sections };
 
@@ -332,6 +342,13 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     if (!hasCuda) {
       // No GPU here: still exercise the streaming path on the CPU, small.
       sections.push(await streamSection(wmh, headRows(work, Math.min(2000, work.rows)), 4, samples, 'cpu', undefined));
+      const small = headRows(work, Math.min(2000, work.rows));
+      const part = {
+        ...small,
+        indices: small.indices.subarray(0, small.indptr[small.rows]),
+        values: small.values.subarray(0, small.indptr[small.rows]),
+      };
+      sections.push(await transferSection(() => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cpu' }), ['cpu'], part, 3, samples));
     }
     wmh.dispose();
   }
@@ -413,6 +430,51 @@ async function scalingSection({ WeightedMinHash, pinnedArray, work, dim, samples
       'wall = Node, call to resolved Promise, every transfer included; stream = hashStream over the 1M-row chunk repeated 9.6 times',
       "stream GB/s moved = (indices + values in, signatures out) / stream wall; copy ceiling = the peer's both-ways rate for as many GPUs from the same kind of host memory (the stream's outputs are pageable either way)",
       'targets (issue 29): call and stream ≥ 1.8× one GPU on 2 GPUs, ≥ 3.4× on 4, or ≥ 85% of the copy ceiling',
+    ],
+  };
+}
+
+/**
+ * hashStream over `chunks` fresh copies of `work` with transfer: true (no
+ * staging copy) against the same number of chunks copied at each call, on
+ * each engine `make(label)` returns. Copies are made before the clock starts.
+ */
+async function transferSection(make, labels, work, chunks, samples) {
+  const copy = () => ({ ...work, indptr: work.indptr.slice(), indices: work.indices.slice(), values: work.values.slice() });
+  const wall = async (wmh, source, options) => {
+    const t0 = performance.now();
+    let n = 0;
+    for await (const sig of wmh.hashStream(source, options)) n += sig.length / (samples * 2);
+    if (n !== chunks * work.rows) throw new Error(`stream returned ${n} rows, expected ${chunks * work.rows}`);
+    return (performance.now() - t0) / 1e3;
+  };
+  const rows = [];
+  for (const label of labels) {
+    const wmh = make(label);
+    await wmh.hash(headRows(work, 1));
+    const copied = await wall(
+      wmh,
+      Array.from({ length: chunks }, () => work),
+    );
+    const fresh = Array.from({ length: chunks }, copy);
+    const handed = await wall(wmh, fresh, { transfer: true });
+    if (fresh.some((m) => m.indices.byteLength !== 0)) throw new Error('transfer: true left a chunk attached');
+    wmh.dispose();
+    rows.push({
+      engine: label,
+      chunks,
+      rows: chunks * work.rows,
+      'copied at each call, wall s': fmt(copied),
+      'transfer: true, wall s': fmt(handed),
+      'copied ÷ transfer': fmt(copied / handed),
+    });
+  }
+  return {
+    title: `hashStream, ${chunks} chunks of ${work.rows} pageable rows: staging copy vs transfer: true`,
+    columns: Object.keys(rows[0]),
+    rows,
+    notes: [
+      "copied = the default: each call copies its chunk (into page-locked staging on CUDA) before its Promise returns; transfer: true = each chunk's buffers are detached and read in place (on CUDA the engine stages batches into its own pinned slots, overlapped with the kernels)",
     ],
   };
 }
