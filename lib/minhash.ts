@@ -342,25 +342,29 @@ function callHash(
  * and SharedArrayBuffer memory, which stays as it is.
  */
 function handOver(m: CsrMatrix): CsrMatrix {
-  const moving = new Set<ArrayBuffer>();
-  for (const a of [m.indptr, m.indices, m.values]) {
-    if (a && a.buffer instanceof ArrayBuffer && !isPinned(a)) moving.add(a.buffer);
-  }
-  const from = [...moving];
+  type View = Uint32Array | Int32Array | Float32Array;
+  // Offsets and lengths read now: a detached view reads 0 for both.
+  const views = [m.indptr, m.indices, m.values].map((a) => a && { a, offset: a.byteOffset, length: a.length });
+  const from = [...new Set(views.flatMap((v) => (v && v.a.buffer instanceof ArrayBuffer && !isPinned(v.a) ? [v.a.buffer] : [])))];
   let to: ArrayBuffer[];
   try {
     to = structuredClone(from, { transfer: from });
   } catch (e) {
     throw typeError(`matrix's buffers could not be transferred (already detached?): ${(e as Error).message}`);
   }
-  const moved = new Map(from.map((b, i) => [b, to[i]]));
-  const move = <T extends Uint32Array | Int32Array | Float32Array>(a: T): T => {
-    const b = moved.get(a.buffer as ArrayBuffer);
-    if (!b) return a;
-    const C = a.constructor as new (buffer: ArrayBuffer, byteOffset: number, length: number) => T;
-    return new C(b, a.byteOffset, a.length);
+  const moved = new Map<ArrayBufferLike, ArrayBuffer>(from.map((b, i) => [b, to[i]]));
+  const move = <T extends View>(v: { a: T; offset: number; length: number }): T => {
+    const b = moved.get(v.a.buffer);
+    if (!b) return v.a;
+    const C = v.a.constructor as new (buffer: ArrayBuffer, byteOffset: number, length: number) => T;
+    return new C(b, v.offset, v.length);
   };
-  return { rows: m.rows, cols: m.cols, indptr: move(m.indptr), indices: move(m.indices), values: m.values && move(m.values) };
+  const [indptr, indices, values] = views as [
+    { a: Uint32Array | Int32Array; offset: number; length: number },
+    { a: Uint32Array; offset: number; length: number },
+    { a: Float32Array; offset: number; length: number } | undefined,
+  ];
+  return { rows: m.rows, cols: m.cols, indptr: move(indptr), indices: move(indices), values: values && move(values) };
 }
 
 /**

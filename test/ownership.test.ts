@@ -314,7 +314,7 @@ for (const backend of backends) {
   describe(`hash and hashStream with transfer: true (${backend})`, () => {
     const R = rng(29);
     const chunks = [0, 1, 2, 3].map(() => randomCsr(R, 600, 800, (i) => 1 + (i % 35)));
-    using wmh = new WeightedMinHash({ dim: 800, samples: 32, seed: 9, backend });
+    const wmh = new WeightedMinHash({ dim: 800, samples: 32, seed: 9, backend });
 
     it("detaches the caller's buffers and returns the signatures of the matrix as given", async () => {
       const want = await wmh.hash(chunks[0]);
