@@ -451,7 +451,7 @@ async function transferSection(make, labels, work, chunks, samples) {
   const rows = [];
   for (const label of labels) {
     const wmh = make(label);
-    await wmh.hash(headRows(work, 1));
+    await wmh.hash(work); // every column's tables made, so neither stream pays for them
     const copied = await wall(
       wmh,
       Array.from({ length: chunks }, () => work),
