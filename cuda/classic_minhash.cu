@@ -115,7 +115,7 @@ void RunClassicBatch(ClassicDevice& dev, Slot& sl, const BatchJob& job, uint32_t
   CUSIM_LAUNCH_CHECK();
   sl.e2.record(st);
   QueueDownload(sl, job);
-  sl.stream.sync();
+  WaitBatch(sl);
   timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
   timing->transferMs += gpu::ElapsedMs(sl.e0, sl.e1) + gpu::ElapsedMs(sl.e2, sl.e3);
   timing->waitMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();

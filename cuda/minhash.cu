@@ -624,7 +624,7 @@ void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool in
       }
       sl.e2.record(st);
       QueueDownload(sl, job);
-      sl.stream.sync();
+      WaitBatch(sl);
     }
     timing->kernelMs += gpu::ElapsedMs(sl.e1, sl.e2);
     timing->transferMs += (attempt == 0 ? gpu::ElapsedMs(sl.e0, sl.e1) : 0.0) + gpu::ElapsedMs(sl.e2, sl.e3);

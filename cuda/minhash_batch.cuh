@@ -35,7 +35,11 @@ struct Seg {
 // Engines use what they need (dSlot and dScratch are the weighted engine's).
 struct Slot {
   gpu::Stream stream;
-  gpu::Event e0, e1, e2, e3;
+  gpu::Event e0, e1, e2;
+  // Recorded last on the stream (QueueDownload): feeding threads wait on it
+  // asleep (blocking), so 3 threads per GPU do not spin on the cores that
+  // stage and copy out the other batches.
+  gpu::Event e3{true, true};
   gpu::PinnedBuffer<uint32_t> hIdx, hSplit, hOut;
   gpu::PinnedBuffer<float> hVal;
   gpu::PinnedBuffer<Seg> hSeg;
@@ -100,6 +104,8 @@ struct BatchJob {
 void StageBatch(Slot& sl, const BatchJob& job, Timing* timing);
 // Queues the output and flag downloads (after the engine's kernels), records e3.
 void QueueDownload(Slot& sl, const BatchJob& job);
+// Waits, asleep, until the batch queued on the slot's stream (through e3) is done.
+inline void WaitBatch(Slot& sl) { sl.e3.sync(); }
 // After the stream is synced: copies the output out of staging (unless direct).
 void CopyOut(Slot& sl, const BatchJob& job, Timing* timing);
 

@@ -17,6 +17,7 @@ import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
 import { rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
+import { isPinned } from './pinned.js';
 import {
   checkBool,
   checkEnum,
@@ -67,6 +68,17 @@ export interface HashOptions {
   out?: Uint32Array;
   /** Rows hashed so far: `{ stage: 'hash', done, total }` (see ProgressEvent). */
   onProgress?: OnProgress;
+  /**
+   * Hands the matrix's buffers over to the call instead of copying them: the
+   * ArrayBuffers under `indptr`, `indices` and `values` are detached (as by
+   * structuredClone's transfer) just before the native call starts, whether
+   * it then succeeds or not, and the call reads them in place. Every array
+   * viewing those buffers (rowChunks views share one) becomes empty. For
+   * callers that make a fresh matrix per call; pinnedArray and
+   * SharedArrayBuffer memory is left attached (the first is read in place
+   * anyway, the second is copied).
+   */
+  transfer?: boolean;
 }
 
 /** What the GPU spent on the last hash() call (0 on CPU). */
@@ -133,19 +145,23 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
    * the previous one is awaited, so its staging and copies overlap the
    * previous chunk's kernels. Each call copies its chunk before the source is
    * asked for the next, so a source may refill one buffer for every chunk.
+   * With `transfer: true` each chunk's buffers are handed over instead
+   * (HashOptions.transfer): no copy, for sources that make fresh arrays per
+   * chunk (not rowChunks, whose chunks share one buffer).
    */
   hashStream(
     source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
-    options: { signal?: AbortSignal; onProgress?: OnProgress; totalRows?: number } = {},
+    options: { signal?: AbortSignal; onProgress?: OnProgress; totalRows?: number; transfer?: boolean } = {},
   ): AsyncGenerator<Uint32Array> {
     checkOptions(options);
     checkSignal(options.signal);
+    const transfer = checkBool(options.transfer ?? false, 'transfer');
     // Rows of the chunks yielded so far, out of totalRows when the caller knows it.
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     const total = options.totalRows === undefined ? undefined : checkInt(options.totalRows, 'totalRows', 0);
     const hash = async (m: CsrMatrix) => {
       const { m: checked, wordsPerRow } = this.prepare(m);
-      const sig = await this.hash(checked, { signal: options.signal });
+      const sig = await this.hash(checked, { signal: options.signal, transfer });
       return { sig, rows: sig.length / wordsPerRow };
     };
     return streamHashes(source, hash, reporter, total);
@@ -303,18 +319,52 @@ function callHash(
   const given = options.out === undefined ? undefined : checkTyped(options.out, Uint32Array, 'out');
   if (given && given.length < need) throw rangeError(`out has length ${given.length} but rows ${rowStart}..${rowEnd} need ${need}`);
   const out = given ?? largeOutput(need, 'signatures');
-  // Without `out` the native call allocates and returns the signatures.
-  type Raw = { signatures: Uint32Array } & HashTiming;
+  const handed = checkBool(options.transfer ?? false, 'transfer');
   const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
+  // Without `out` the native call allocates and returns the signatures. The
+  // buffers go (handOver) only when the native call is made, synchronously,
+  // so a call refused first (an aborted signal) leaves them attached.
+  type Raw = { signatures: Uint32Array } & HashTiming;
   const call = withCancel(signal, (cancel) =>
     withNativeProgress(
       reporter,
       ['hash'],
-      (progress) => h.hash(m, { rowStart, rowEnd, cancel, out, progress }) as Promise<Raw>,
+      (progress) => h.hash(handed ? handOver(m) : m, { rowStart, rowEnd, cancel, out, progress, handed }) as Promise<Raw>,
       rowEnd - rowStart,
     ),
   );
   return out === undefined ? call : call.then((r) => ({ ...r, signatures: out.subarray(0, need) }));
+}
+
+/**
+ * `m` over buffers of its own: the ArrayBuffers under its arrays are
+ * transferred (the caller's are detached, no bytes copied), except pinnedArray
+ * and SharedArrayBuffer memory, which stays as it is.
+ */
+function handOver(m: CsrMatrix): CsrMatrix {
+  type View = Uint32Array | Int32Array | Float32Array;
+  // Offsets and lengths read now: a detached view reads 0 for both.
+  const views = [m.indptr, m.indices, m.values].map((a) => a && { a, offset: a.byteOffset, length: a.length });
+  const from = [...new Set(views.flatMap((v) => (v && v.a.buffer instanceof ArrayBuffer && !isPinned(v.a) ? [v.a.buffer] : [])))];
+  let to: ArrayBuffer[];
+  try {
+    to = structuredClone(from, { transfer: from });
+  } catch (e) {
+    throw typeError(`matrix's buffers could not be transferred (already detached?): ${(e as Error).message}`);
+  }
+  const moved = new Map<ArrayBufferLike, ArrayBuffer>(from.map((b, i) => [b, to[i]]));
+  const move = <T extends View>(v: { a: T; offset: number; length: number }): T => {
+    const b = moved.get(v.a.buffer);
+    if (!b) return v.a;
+    const C = v.a.constructor as new (buffer: ArrayBuffer, byteOffset: number, length: number) => T;
+    return new C(b, v.offset, v.length);
+  };
+  const [indptr, indices, values] = views as [
+    { a: Uint32Array | Int32Array; offset: number; length: number },
+    { a: Uint32Array; offset: number; length: number },
+    { a: Float32Array; offset: number; length: number } | undefined,
+  ];
+  return { rows: m.rows, cols: m.cols, indptr: move(indptr), indices: move(indices), values: values && move(values) };
 }
 
 /**

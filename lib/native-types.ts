@@ -74,6 +74,8 @@ export interface MinHashHashOptions extends CallControl {
   rowEnd: number;
   /** Written when the call ends; the result's signatures are then undefined. */
   out?: Uint32Array;
+  /** The matrix's buffers were transferred to the call (HashOptions.transfer): read in place, not copied. */
+  handed?: boolean;
 }
 
 export interface MinHashHashResult extends GpuTiming {

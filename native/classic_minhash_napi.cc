@@ -72,7 +72,7 @@ class ClassicWrap : public ResourceWrap<ClassicWrap, ClassicEngine> {
       HashCall call = ParseHashCall(info, e->samples, false, e->backend == Backend::Cuda, [](const CsrSource& src) {
         if (src.cols > (uint64_t(1) << 32)) ThrowInvalid("matrix.cols must be at most 2^32 (token hashes are 32-bit)");
       });
-      return RunHashCall(info.Env(), call, e->hasher, [] {}, info.This());
+      return RunHashCall(info.Env(), call, e->hasher, [] {}, info.This(), info[0]);
     });
   }
 

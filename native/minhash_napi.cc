@@ -148,7 +148,7 @@ class MinHashWrap : public ResourceWrap<MinHashWrap, Engine> {
                        " but this WeightedMinHash was built for dim=" + std::to_string(e->dim));
       });
       auto memory = memory_;
-      return RunHashCall(info.Env(), call, e->hasher, [memory, e] { Account(memory, *e); }, info.This());
+      return RunHashCall(info.Env(), call, e->hasher, [memory, e] { Account(memory, *e); }, info.This(), info[0]);
     });
   }
 

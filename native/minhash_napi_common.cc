@@ -59,7 +59,9 @@ HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, boo
     ThrowInvalid("rowStart/rowEnd must satisfy 0 <= rowStart <= rowEnd <= matrix.rows");
   const uint64_t rowStart = uint64_t(rs), rowEnd = uint64_t(re);
   const Napi::Value outArg = opts.Get("out");
-  c.in = std::make_shared<Inputs>(Inputs::Use::Async);
+  // options.handed: lib/ transferred the matrix's buffers ({ transfer: true }),
+  // so they are read in place; RunHashCall keeps the matrix alive.
+  c.in = std::make_shared<Inputs>(BoolPropOr(opts, "handed", false) ? Inputs::Use::Handed : Inputs::Use::Async);
   c.in->ForGpu(gpu);
   c.cancel = c.in->Cancel(opts);
   const auto t0 = std::chrono::steady_clock::now();
@@ -84,7 +86,7 @@ HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, boo
 }
 
 Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<minhash::Hasher> hasher,
-                        std::function<void()> done, Napi::Value self) {
+                        std::function<void()> done, Napi::Value self, Napi::Value matrix) {
   return RunAsync(
       env,
       [call, hasher] {
@@ -109,7 +111,7 @@ Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<min
         r.Set("host", host);
         return r;
       },
-      {self}, call.in);
+      {self, matrix}, call.in);
 }
 
 }  // namespace cusim

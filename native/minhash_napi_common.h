@@ -56,8 +56,10 @@ HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, boo
 
 // Runs the hasher over the call's rows off the event loop after allocating
 // the output, timing the whole native call; `done` runs on the JavaScript
-// thread before the result is built (memory accounting).
+// thread before the result is built (memory accounting). `self` and `matrix`
+// (the caller's matrix object, read in place when handed over) are kept alive
+// until the call ends.
 Napi::Value RunHashCall(Napi::Env env, const HashCall& call, std::shared_ptr<minhash::Hasher> hasher,
-                        std::function<void()> done, Napi::Value self);
+                        std::function<void()> done, Napi::Value self, Napi::Value matrix);
 
 }  // namespace cusim

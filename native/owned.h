@@ -9,7 +9,9 @@
 // only host copy). Inputs of synchronous calls are read in place, except
 // SharedArrayBuffer-backed ones, which other threads may rewrite at any time.
 //
-// The one zero-copy path is memory the caller handed over explicitly:
+// The zero-copy paths are memory the caller handed over explicitly:
+// buffers a MinHash call was given with { transfer: true } (lib/ detaches the
+// caller's ArrayBuffers, so only the call can reach them: Use::Handed), and
 // pinnedArray buffers on the CUDA backend. Those blocks are refcounted (the
 // ArrayBuffer's finalizer and each call using the block hold a reference), so
 // a pinned buffer transferred, detached or collected during a call is freed
@@ -81,6 +83,10 @@ class Inputs {
   enum class Use {
     Sync,   // read only during this native call: in place unless SharedArrayBuffer-backed
     Async,  // read after the call returns: always copied (pinnedArray memory aside, see Lend)
+    // Read after the call returns, in place: lib/ handed the arrays over (it
+    // transferred their buffers, so no JavaScript can write or detach them) and
+    // the call keeps them alive. SharedArrayBuffer-backed arrays are still copied.
+    Handed,
   };
   explicit Inputs(Use use) : use_(use) {}
   Inputs(const Inputs&) = delete;

@@ -572,12 +572,13 @@ const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool
     return src;
   }
   if (use_ == Use::Sync && !a.shared) return src;
-  if (gpu_ && bulk && !a.shared) {
+  if (((gpu_ && bulk) || use_ == Use::Handed) && !a.shared) {
     if (auto lent = FindLent(src, bytes)) {
       held_.push_back(std::move(lent));
       return src;
     }
   }
+  if (use_ == Use::Handed && !a.shared) return src;
   void* dst = Allocate(bytes, bulk);
   ParallelCopy(dst, src, bytes);
   return dst;
@@ -604,6 +605,7 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
                  " but rows + 1 = " + std::to_string(src.rows + 1));
   if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
   const uint64_t rows = rowEnd - rowStart;
+  // Handed arrays are read in place, except shared ones (ip.shared etc.).
   const bool copy = use_ == Use::Async || ip.shared || ix.shared || va.shared;
   const uint32_t* p = static_cast<const uint32_t*>(ip.data) + rowStart;
   if (copy) {
@@ -638,6 +640,14 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
   m.rows = rows;
   m.cols = src.cols;
   if (!copy) {
+    if (use_ == Use::Handed) {
+      // Arrays lib/ did not transfer (pinnedArray memory) may still be detached
+      // by the caller: hold their blocks for the call.
+      const ArrayRef* arrays[] = {&ix, &va};
+      for (const ArrayRef* a : arrays)
+        if (a->data && a->bytes())
+          if (auto lent = FindLent(a->data, a->bytes())) held_.push_back(std::move(lent));
+    }
     m.indptr = p;
     m.indices = static_cast<const uint32_t*>(ix.data);
     m.values = hasValues ? static_cast<const float*>(va.data) : nullptr;

@@ -306,6 +306,76 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
   });
 });
 
+// { transfer: true } hands a chunk's buffers to the call instead of copying
+// them: the caller's ArrayBuffers are detached at once, so nothing it does
+// afterwards can reach what the call reads. The oracle is the same call on an
+// untouched copy.
+for (const backend of backends) {
+  describe(`hash and hashStream with transfer: true (${backend})`, () => {
+    const R = rng(29);
+    const chunks = [0, 1, 2, 3].map(() => randomCsr(R, 600, 800, (i) => 1 + (i % 35)));
+    const wmh = new WeightedMinHash({ dim: 800, samples: 32, seed: 9, backend });
+
+    it("detaches the caller's buffers and returns the signatures of the matrix as given", async () => {
+      const want = await wmh.hash(chunks[0]);
+      const m = copyCsr(chunks[0]);
+      const p = wmh.hash(m, { transfer: true, rowStart: 0, rowEnd: 600 });
+      // Detached before the promise is returned: nothing left to rewrite.
+      expect([m.indptr.length, m.indices.length, m.values!.length]).toEqual([0, 0, 0]);
+      expect(await p).toEqual(want);
+    });
+
+    it('a row range of a handed-over matrix', async () => {
+      const want = await wmh.hash(chunks[1], { rowStart: 100, rowEnd: 450 });
+      expect(await wmh.hash(copyCsr(chunks[1]), { rowStart: 100, rowEnd: 450, transfer: true })).toEqual(want);
+    });
+
+    it('arrays sharing one buffer are moved together; SharedArrayBuffer values are copied, not moved', async () => {
+      const c = chunks[2];
+      const want = await wmh.hash(c);
+      // indptr and indices as views of one ArrayBuffer.
+      const nnz = c.indices.length;
+      const one = new ArrayBuffer((c.indptr.length + nnz) * 4);
+      const indptr = new Uint32Array(one, 0, c.indptr.length);
+      const indices = new Uint32Array(one, c.indptr.length * 4, nnz);
+      indptr.set(c.indptr);
+      indices.set(c.indices);
+      const values = new Float32Array(new SharedArrayBuffer(nnz * 4));
+      values.set(c.values!);
+      const p = wmh.hash({ rows: c.rows, cols: c.cols, indptr, indices, values }, { transfer: true });
+      expect(one.byteLength).toBe(0);
+      values.fill(0.5); // still attached: the call works on its copy
+      expect(await p).toEqual(want);
+    });
+
+    it("hashStream: a source making fresh arrays per chunk gets every chunk's signatures, each chunk detached", async () => {
+      const want = await Promise.all(chunks.map((c) => wmh.hash(c)));
+      const given: CsrMatrix[] = [];
+      function* fresh(): Generator<CsrMatrix> {
+        for (const c of chunks) {
+          const m = copyCsr(c);
+          given.push(m);
+          yield m;
+        }
+      }
+      const got: Uint32Array[] = [];
+      for await (const s of wmh.hashStream(fresh(), { transfer: true })) got.push(s);
+      expect(got).toEqual(want);
+      for (const m of given) expect(m.indices.byteLength).toBe(0);
+    });
+
+    it('a bad transfer option is a coded error that leaves the buffers attached', async () => {
+      const m = copyCsr(chunks[3]);
+      await expect(wmh.hash(m, { transfer: 'yes' as never })).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT', name: 'TypeError' });
+      expect(m.indices.length).toBe(chunks[3].indices.length);
+      const ac = new AbortController();
+      ac.abort();
+      await expect(wmh.hash(m, { transfer: true, signal: ac.signal })).rejects.toThrow();
+      expect(m.indices.length).toBe(chunks[3].indices.length);
+    });
+  });
+}
+
 // Calls of several stages (hash, then band, then verify) read their inputs
 // only at the call: what the caller writes into its arrays once the call has
 // returned its promise never reaches a later stage.

@@ -137,9 +137,14 @@ class Stream {
   cudaStream_t s_ = nullptr;
 };
 
+// A `blocking` event's sync() sleeps until the event completes instead of
+// spinning: with the default device scheduling (spin while a process has fewer
+// CUDA contexts than cores), every host thread waiting on a GPU holds a core,
+// and a pipeline feeding several GPUs from several threads each then leaves
+// too few cores for the host copies it waits on.
 class Event {
  public:
-  explicit Event(bool timing = true);
+  explicit Event(bool timing = true, bool blocking = false);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;

@@ -110,8 +110,9 @@ Stream::~Stream() {
 }
 void Stream::sync() const { CUSIM_CUDA_CHECK(cudaStreamSynchronize(s_)); }
 
-Event::Event(bool timing) {
-  CUSIM_CUDA_CHECK(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
+Event::Event(bool timing, bool blocking) {
+  const unsigned flags = (timing ? cudaEventDefault : cudaEventDisableTiming) | (blocking ? cudaEventBlockingSync : 0u);
+  CUSIM_CUDA_CHECK(cudaEventCreateWithFlags(&e_, flags));
 }
 Event::~Event() {
   if (e_) cudaEventDestroy(e_);
