@@ -143,7 +143,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
     const variants = [
       { knob: 'auto', data: '8-bit' },
       { knob: 'tile-large', data: '8-bit' },
-      { knob: 'legacy', maxR: 4, data: '8-bit' },
+      { knob: 'fused', maxR: 4, data: '8-bit' },
       { knob: 'auto', data: 'float' },
       { knob: 'tile-large', data: 'float' },
     ];

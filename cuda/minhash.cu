@@ -34,7 +34,7 @@
 #include "../native/minhash.h"
 #include "../native/parallel.h"
 #include "common/gpu.cuh"
-#include "minhash_batch.cuh"
+#include "common/minhash_batch.cuh"
 
 namespace cusim {
 namespace minhash {

@@ -83,7 +83,7 @@ export interface FlyHashOptions {
   tuning?: FlyHashTuning;
 }
 
-const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-large'] as const;
+const FLYHASH_KERNELS = ['auto', 'mma', 'fused', 'tile-large'] as const;
 
 function checkFlyHashTuning(v: unknown): FlyHashTuning & Required<Tuning> {
   const t = checkTuningKeys(v, 'tuning', [

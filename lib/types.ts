@@ -148,12 +148,12 @@ export interface MinHashPermutations {
 export interface FlyHashTuning extends Tuning {
   /**
    * The kernel family: 'auto' (default) picks from the shape and the GPU;
-   * 'mma' the tensor-core path where its tile fits; 'legacy' the CUDA-core
+   * 'mma' the tensor-core path where its tile fits; 'fused' the CUDA-core
    * fused / two-pass kernels; 'tile-large' the row-tile kernels (auto takes
    * them for large m). A family that does not apply to the shape falls back
    * to auto's other choices.
    */
-  kernel?: 'auto' | 'mma' | 'legacy' | 'tile-large';
+  kernel?: 'auto' | 'mma' | 'fused' | 'tile-large';
   /** Fused kernel: at most this many rows per block (default 4). */
   maxRowsPerBlock?: 1 | 2 | 4;
   /** Tensor-core path: only launch shapes that stage the projection in shared memory (true) or none (false); default picks. */

@@ -469,12 +469,12 @@ async function expectSame(opts: { d: number; m: number; s: number; k: number }, 
   }
 }
 
-describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () => {
+describeGpu('FlyHash CUDA fused-family kernels equal the CPU backend bit for bit', () => {
   // auto would send these float rows to the tensor-core path (tested below).
   let old: FlyHashTuning;
   beforeAll(() => {
     old = current;
-    current = { kernel: 'legacy' };
+    current = { kernel: 'fused' };
   });
   afterAll(() => {
     current = old;
@@ -522,7 +522,7 @@ describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () 
 describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () => {
   const variants = [
     { knob: 'tile-large', kernel: 'tile-large' },
-    { knob: 'legacy', kernel: 'fused' },
+    { knob: 'fused', kernel: 'fused' },
   ] as const;
   for (const v of variants) {
     it(`${v.knob}: random, ties, constant rows, k = 1, k = m, m not a multiple of 32, single row`, async () => {
@@ -537,7 +537,7 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
 
   it('the 1M x 128 configuration (m = 1280, s = 13, k = 32): legacy and forced tile-large equal the CPU', async () => {
     // 5000 rows = 157 tiles: at least one per multiprocessor on an H100 (132).
-    await withTuning({ kernel: 'legacy' }, () => expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'));
+    await withTuning({ kernel: 'fused' }, () => expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'));
     await withTuning({ kernel: 'tile-large' }, () =>
       expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'tile-large'),
     );
@@ -722,7 +722,7 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       const gpu = await fly.hash(U, { output, backend: 'cuda' });
       expect(gpu.kernel).toBe('mma-u8');
       expect(gpu.data).toEqual(cpu.data);
-      for (const knob of ['tile-large', 'legacy'] as const) {
+      for (const knob of ['tile-large', 'fused'] as const) {
         await withTuning({ kernel: knob }, async () => {
           using forcedFly = gpuFly({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
           const forced = await forcedFly.hash(U, { output, backend: 'cuda' });
@@ -748,7 +748,7 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       Y.data[Y.data.length - 1] = odd;
       expect(await kernelFor(Y)).not.toBe('mma-u8');
     }
-    await withTuning({ kernel: 'legacy' }, async () => {
+    await withTuning({ kernel: 'fused' }, async () => {
       expect(await kernelFor(X)).toBe('fused');
     });
   }, 120_000);

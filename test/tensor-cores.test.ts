@@ -48,7 +48,7 @@ describe('tuning option', () => {
     expectInvalid(
       () => new FlyHash({ ...fly, tuning: { kernel: 'fast' } as never }),
       TypeError,
-      /tuning\.kernel must be one of 'auto', 'mma', 'legacy', 'tile-large'/,
+      /tuning\.kernel must be one of 'auto', 'mma', 'fused', 'tile-large'/,
     );
     expectInvalid(
       () => new FlyHash({ ...fly, tuning: { maxRowsPerBlock: 3 } as never }),
