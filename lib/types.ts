@@ -166,6 +166,17 @@ export interface FlyHashTuning extends Tuning {
   forceFallback?: boolean;
 }
 
+// ---- Hamming ----------------------------------------------------------------
+
+/** The exact scan's kernel on CUDA: scalar popcount ('popc') or the register-tiled 1-bit tensor-core MMA ('mma2'). */
+export type ExactKernel = 'auto' | 'popc' | 'mma2';
+
+/** HammingIndex's `tuning`: GPU choices; every choice gives the same neighbours. */
+export interface HammingTuning extends Tuning {
+  /** The exact scan's kernel on CUDA ('auto': 'mma2' from 128 bits where tensor cores are allowed, else 'popc'). */
+  exactKernel?: ExactKernel;
+}
+
 // ---- StreamClusterer --------------------------------------------------------
 
 /** StreamClusterer's `tuning`: GPU choices; the clusters are the same under every setting. */
