@@ -103,11 +103,10 @@ export interface DeviceInfo {
  */
 export interface MinHashTuning {
   /**
-   * WeightedMinHash's hash kernel: 'prune' (what 'auto', the default, runs)
-   * or 'segment', the simpler kernel kept as prune's test oracle. MinHash
-   * (classic) has one kernel and takes no `kernel`.
+   * WeightedMinHash's hash kernel: 'prune', which 'auto' (the default) runs;
+   * the engine has no other. MinHash (classic) takes no `kernel`.
    */
-  kernel?: 'auto' | 'prune' | 'segment';
+  kernel?: 'auto' | 'prune';
   /**
    * false: one batch in flight per GPU, so each kernel has the GPU to itself
    * and `kernelMs` is the kernels' own time (slower overall). Default true:
