@@ -139,8 +139,8 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
   }
 
   // GPU variants: every kernel family on every paper shape (a forced tile
-  // variant that does not fit runs the legacy kernels; the kernel column says
-  // what ran), and the legacy fused kernel's rows per block. Bits and indices.
+  // variant that does not fit runs the fused family; the kernel column says
+  // what ran), and the fused kernel's rows per block. Bits and indices.
   const tuning = [];
   if (hasGpu && !quick) {
     // The float kernels on 8-bit data time the same gathers as on float data.
@@ -241,7 +241,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
       ...(tuning.length
         ? [
             {
-              title: 'GPU variants: kernel families and legacy rows per block',
+              title: 'GPU variants: kernel families and fused rows per block',
               columns: [
                 'shape',
                 'data',
@@ -255,8 +255,8 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
               ],
               rows: tuning,
               notes: [
-                'tuning.kernel forces a family (auto, mma, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
-                'tuning.maxRowsPerBlock caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
+                'tuning.kernel forces a family (auto, mma, tile-large, fused); a tile variant that does not fit in shared memory runs the fused family; auto takes mma-u8 for 8-bit data.',
+                'tuning.maxRowsPerBlock caps R of the fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
                 'docs/perf/flyhash.md explains the families.',
               ],
             },
