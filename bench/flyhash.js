@@ -51,14 +51,17 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
   const repeats = quick ? 2 : 5;
 
   async function measure(sh, X) {
-    const fly = new cusim.FlyHash({ inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 });
+    const shape = { inputDim: sh.d, hashLength: sh.m, connections: sh.s, winners: sh.k, seed: 1 };
+    // The backend is fixed at construction: one object per backend.
+    const fly = hasGpu ? new cusim.FlyHash({ ...shape, backend: 'cuda' }) : null;
+    const cpuFly = new cusim.FlyHash({ ...shape, backend: 'cpu' });
     const row = { shape: sh.name, data: sh.data, n: sh.n, d: sh.d, m: sh.m, s: sh.s, k: sh.k };
     try {
       if (hasGpu) {
         let kernel = '';
         const t = await time(
           async () => {
-            const r = await fly.hash(X, { backend: 'cuda' });
+            const r = await fly.hash(X);
             kernel = r.kernel;
             return { deviceMs: r.kernelMs };
           },
@@ -72,12 +75,13 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
       }
       const cpuRows = Math.max(1, Math.min(sh.n, Math.floor(CPU_WORK / (sh.m * sh.s))));
       const Xc = cpuRows === sh.n ? X : { data: X.data.subarray(0, cpuRows * sh.d), rows: cpuRows, cols: sh.d };
-      const tc = await time(() => fly.hash(Xc, { backend: 'cpu' }), { warmup: 0, repeats: quick ? 1 : 2 });
+      const tc = await time(() => cpuFly.hash(Xc), { warmup: 0, repeats: quick ? 1 : 2 });
       row['CPU rows timed'] = cpuRows;
       row['CPU vectors/s'] = cpuRows / (tc.wallMs.median / 1e3);
       if (hasGpu) row['GPU/CPU (wall)'] = row['GPU vectors/s (wall)'] / row['CPU vectors/s'];
     } finally {
-      fly.dispose();
+      fly?.dispose();
+      cpuFly.dispose();
     }
     return row;
   }
@@ -135,15 +139,15 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
   }
 
   // GPU variants: every kernel family on every paper shape (a forced tile
-  // variant that does not fit runs the legacy kernels; the kernel column says
-  // what ran), and the legacy fused kernel's rows per block. Bits and indices.
+  // variant that does not fit runs the fused family; the kernel column says
+  // what ran), and the fused kernel's rows per block. Bits and indices.
   const tuning = [];
   if (hasGpu && !quick) {
     // The float kernels on 8-bit data time the same gathers as on float data.
     const variants = [
       { knob: 'auto', data: '8-bit' },
       { knob: 'tile-large', data: '8-bit' },
-      { knob: 'legacy', maxR: 4, data: '8-bit' },
+      { knob: 'fused', maxR: 4, data: '8-bit' },
       { knob: 'auto', data: 'float' },
       { knob: 'tile-large', data: 'float' },
     ];
@@ -157,6 +161,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
           connections: sh.s,
           winners: sh.k,
           seed: 1,
+          backend: 'cuda',
           tuning: { kernel: v.knob, ...(v.maxR ? { maxRowsPerBlock: v.maxR } : {}) },
         });
         try {
@@ -166,7 +171,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
             let transfer = 0;
             const t = await time(
               async () => {
-                const r = await fly.hash(X, { backend: 'cuda', output });
+                const r = await fly.hash(X, { output });
                 kernel = r.kernel;
                 transfer = r.transferMs;
                 return { deviceMs: r.kernelMs };
@@ -236,7 +241,7 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
       ...(tuning.length
         ? [
             {
-              title: 'GPU variants: kernel families and legacy rows per block',
+              title: 'GPU variants: kernel families and fused rows per block',
               columns: [
                 'shape',
                 'data',
@@ -250,8 +255,8 @@ export async function run({ cusim, quick, backends, time, runPeer, peersDir, log
               ],
               rows: tuning,
               notes: [
-                'tuning.kernel forces a family (auto, mma, tile-large, legacy); a tile variant that does not fit in shared memory runs the legacy kernels; auto takes mma-u8 for 8-bit data.',
-                'tuning.maxRowsPerBlock caps R of the legacy fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
+                'tuning.kernel forces a family (auto, mma, tile-large, fused); a tile variant that does not fit in shared memory runs the fused family; auto takes mma-u8 for 8-bit data.',
+                'tuning.maxRowsPerBlock caps R of the fused kernel; shared memory may force a smaller R (FashionMNIST fits R <= 2).',
                 'docs/perf/flyhash.md explains the families.',
               ],
             },

@@ -195,8 +195,8 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
         }
       };
       if (hasCuda) {
-        await runOne('exact popc', 'cuda', {}, { exactKernel: 'popc' }, nq);
-        await runOne('exact mma2', 'cuda', {}, { exactKernel: 'mma2' }, nq);
+        await runOne('exact popc', 'cuda', { tuning: { exactKernel: 'popc' } }, {}, nq);
+        await runOne('exact mma2', 'cuda', { tuning: { exactKernel: 'mma2' } }, {}, nq);
         const a = outs.get('exact popc'),
           b = outs.get('exact mma2');
         const same = a && b && a.ids.every((v, i) => v === b.ids[i]) && a.distances.every((v, i) => v === b.distances[i]);
@@ -363,18 +363,21 @@ export async function run({ cusim, quick, backends, time, log, runPeer, peersDir
           const qv = qs.subarray(0, q * w);
           const entries = [['ewh', ewh, {}]];
           if (backend === 'cuda') {
-            entries.push(['exact popc', null, { exactKernel: 'popc' }], ['exact mma2', null, { exactKernel: 'mma2' }]);
+            entries.push(
+              ['exact popc', null, { tuning: { exactKernel: 'popc' } }],
+              ['exact mma2', null, { tuning: { exactKernel: 'mma2' } }],
+            );
           } else {
             entries.push(['exact', null, {}]);
           }
-          for (const [label, existing, sopts] of entries) {
-            const ix = existing ?? new HammingIndex({ bits, backend });
+          for (const [label, existing, ixOpts] of entries) {
+            const ix = existing ?? new HammingIndex({ bits, backend, ...ixOpts });
             if (!existing) ix.add(db);
             let last;
             const rep = q > 1000 && label === 'ewh' ? 1 : repeats;
             const t = await time(
               async () => {
-                last = await ix.search(qv, { k, ...sopts });
+                last = await ix.search(qv, { k });
                 return backend === 'cuda' ? { deviceMs: last.kernelMs } : undefined;
               },
               { warmup: rep === 1 ? 0 : 1, repeats: rep },

@@ -14,7 +14,7 @@
 
 #include "../native/classic_minhash.h"
 #include "common/gpu.cuh"
-#include "minhash_batch.cuh"
+#include "common/minhash_batch.cuh"
 
 namespace cusim {
 namespace minhash {

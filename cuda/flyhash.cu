@@ -8,9 +8,9 @@
 //    lists the bracketed keys in device memory; a warp per row then selects
 //    exactly among the listed keys. Rows whose bracket misses are flagged
 //    and redone exactly by FallbackKernel.
-//  - legacy fused path, and
-//  - legacy two-pass path, for wide inputs or few rows.
-// Legacy fused path: a block takes R rows, keeps them in shared
+//  - fused path, and
+//  - two-pass path (fused family), for wide inputs or few rows.
+// Fused path: a block takes R rows, keeps them in shared
 // memory (interleaved so one vector load fetches all R values of an input),
 // computes the R*m activations into shared memory as order-preserving keys,
 // selects the exact k-th largest by a 4-pass radix select (8 bits a pass,
@@ -23,8 +23,10 @@
 // The tensor-core family (int8 MMA on byte-valued rows, or on rows quantized
 // to bytes) is described in flyhash/mma.cuh and flyhash/mma_float.cuh.
 //
-// Layout: each family's kernels are in cuda/flyhash/ (common, legacy, tile,
-// fallback, mma, mma_float; plan picks the family and sizes its launch), all
+// Layout: cuda/flyhash/ is a star. common.cuh holds what several families
+// share (keys, block and warp selection, the exact activation); each family
+// header (fused, tile, fallback, mma, mma_float) includes only common.cuh;
+// plan.cuh includes the families, picks one and sizes its launch. All are
 // compiled in this one translation unit; this file keeps the per-object GPU
 // state, staging and the batch loop (Run), and the public interface.
 #include "flyhash/plan.cuh"
@@ -39,7 +41,7 @@ namespace {
 // (tens of ms for the 64 MB pinned slots). Freed by dispose().
 struct FlyState {
   int device = -1;
-  gpu::DeviceBuffer<uint16_t> proj16;  // [s][m], legacy kernels
+  gpu::DeviceBuffer<uint16_t> proj16;  // [s][m], fused-family kernels
   gpu::DeviceBuffer<uint32_t> proj32;
   gpu::DeviceBuffer<uint16_t> packed;              // [m][sPad], tile kernels
   gpu::DeviceBuffer<uint16_t> chunkTab, chunkCnt;  // chunked TileLarge (see Chunks)
@@ -245,13 +247,13 @@ void StageFloats(float* dst, const uint8_t* src, uint64_t count) {
 }
 
 template <typename Idx>
-gpu::DeviceBuffer<Idx>& LegacyBuffer(FlyState& st);
+gpu::DeviceBuffer<Idx>& FusedBuffer(FlyState& st);
 template <>
-gpu::DeviceBuffer<uint16_t>& LegacyBuffer<uint16_t>(FlyState& st) {
+gpu::DeviceBuffer<uint16_t>& FusedBuffer<uint16_t>(FlyState& st) {
   return st.proj16;
 }
 template <>
-gpu::DeviceBuffer<uint32_t>& LegacyBuffer<uint32_t>(FlyState& st) {
+gpu::DeviceBuffer<uint32_t>& FusedBuffer<uint32_t>(FlyState& st) {
   return st.proj32;
 }
 
@@ -269,7 +271,7 @@ uint64_t Run(const Params& p, const uint32_t* proj, const DenseView& x, const ui
   const Plan pl = MakePlan<Idx>(p, rows, device, o, byteValued, tuning);
   const bool quant = pl.kind == Kind::MmaQ8, mma = pl.kind == Kind::Mma || quant;
   const bool tile = pl.kind == Kind::TileLarge || mma;
-  const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, LegacyBuffer<Idx>(st));
+  const Idx* dProj = tile ? nullptr : UploadProjection<Idx>(p, proj, FusedBuffer<Idx>(st));
   const uint16_t* dPacked = tile ? UploadPacked(p, proj, st.packed) : nullptr;  // also the fallback's
   const uint32_t* dWb = mma ? UploadBits(p, proj, pl.kp, st) : nullptr;
   const uint64_t mPad = (uint64_t(p.m) + 31) / 32 * 32;

@@ -34,7 +34,7 @@
 #include "../native/minhash.h"
 #include "../native/parallel.h"
 #include "common/gpu.cuh"
-#include "minhash_batch.cuh"
+#include "common/minhash_batch.cuh"
 
 namespace cusim {
 namespace minhash {
@@ -216,57 +216,6 @@ __device__ __forceinline__ void EmitWinner(uint32_t* __restrict__ out, uint64_t 
   const float4 p = __ldg(rec + uint64_t(__ldg(slots + pos)) * samples + s);
   out[o] = __ldg(indices + pos);
   out[o + 1] = uint32_t(__float2int_rz(SampleT(lw, p.x, p.z)));
-}
-
-// Reference scan (tuning.kernel = segment): every element-sample is
-// computed exactly, in CSR order; lanes stride over samples, any count.
-__global__ void __launch_bounds__(kThreads)
-    HashKernel(const Seg* __restrict__ segs, uint64_t nseg, const uint32_t* __restrict__ indices,
-               const uint32_t* __restrict__ slots, const float* __restrict__ values, const float4* __restrict__ rec,
-               uint32_t samples, uint32_t* __restrict__ out, unsigned long long* __restrict__ scratch, unsigned* bad) {
-  const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  if (w >= nseg) return;  // uniform per warp
-  const unsigned lane = threadIdx.x & 31;
-  const Seg sg = segs[w];
-  for (uint32_t s0 = 0; s0 < samples; s0 += 32 * kPerLane) {
-    float bestA[kPerLane];
-    uint32_t bestP[kPerLane];
-#pragma unroll
-    for (int q = 0; q < kPerLane; ++q) bestA[q] = __int_as_float(0x7f800000), bestP[q] = kNone;
-    for (uint32_t base = sg.begin; base < sg.end; base += 32) {
-      const uint32_t n = min(32u, sg.end - base);
-      uint32_t myD = 0;
-      float myLw = 0.0f;
-      bool ok = false;
-      if (lane < n) ok = LoadNonzero(slots, values, base + lane, bad, myD, myLw);
-      unsigned mask = __ballot_sync(0xffffffffu, ok);
-      while (mask) {  // ascending bits: CSR order
-        const int j = __ffs(mask) - 1;
-        mask &= mask - 1;
-        const uint32_t d = __shfl_sync(0xffffffffu, myD, j);
-        const float lw = __shfl_sync(0xffffffffu, myLw, j);
-#pragma unroll
-        for (int q = 0; q < kPerLane; ++q) {
-          const uint32_t s = s0 + q * 32 + lane;
-          if (s < samples) {
-            const float4 p = __ldg(rec + uint64_t(d) * samples + s);
-            const float lna = SampleLnA(SampleT(lw, p.x, p.z), p.x, p.y, p.z);
-            if (lna < bestA[q]) bestA[q] = lna, bestP[q] = base + j;
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kPerLane; ++q) {
-      const uint32_t s = s0 + q * 32 + lane;
-      if (s >= samples) continue;
-      if (sg.split == kNone)
-        EmitWinner(out, (uint64_t(sg.row) * samples + s) * 2, bestP[q], indices, slots, values, rec, samples, s);
-      else if (bestP[q] != kNone)
-        atomicMin(scratch + uint64_t(sg.split) * samples + s,
-                  (static_cast<unsigned long long>(OrderKey(bestA[q])) << 32) | bestP[q]);
-    }
-  }
 }
 
 __global__ void FinalizeKernel(const uint32_t* __restrict__ splitRows, uint64_t nsplit,
@@ -575,12 +524,10 @@ void AddColumns(Device& d, cudaStream_t st, const uint32_t* cols, uint64_t n, ui
   }
 }
 
-using Kernel = Tuning::Kernel;
-
 // One batch: the column lookup and hash kernels under the device's shared
 // lock; a batch that met columns without parameters adds them (exclusive
 // lock) and runs again.
-void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool injected, Kernel kernel, Timing* timing) {
+void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool injected, Timing* timing) {
   const CsrView& m = *job.m;
   const Batch& bt = *job.bt;
   const uint32_t samples = dev.samples;
@@ -604,17 +551,10 @@ void RunBatch(Device& dev, Slot& sl, const BatchJob& job, uint64_t seed, bool in
             sl.dIdx.data(), nnz, dim, dev.table.data(), dev.tableMask, dev.tableShift, sl.dSlot.data(), sl.dBad.data());
         CUSIM_LAUNCH_CHECK();
       }
-      if (kernel != Kernel::kSegment) {
-        const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
-        PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(
-            sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(), vals, dev.bound.data(), dev.boundStride,
-            dev.rec.data(), samples, sl.dOut.data(), sl.dScratch.data(), sl.dBad.data());
-      } else {
-        const unsigned grid = gpu::GridFor(nseg * 32, kThreads, 0x7fffffffu);
-        HashKernel<<<grid, kThreads, 0, st>>>(sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(), vals,
-                                              dev.rec.data(), samples, sl.dOut.data(), sl.dScratch.data(),
-                                              sl.dBad.data());
-      }
+      const unsigned grid = gpu::GridFor(nseg * 32, kPruneThreads, 0x7fffffffu);
+      PruneKernel<kPruneGroup><<<grid, kPruneThreads, 0, st>>>(
+          sl.dSeg.data(), nseg, sl.dIdx.data(), sl.dSlot.data(), vals, dev.bound.data(), dev.boundStride,
+          dev.rec.data(), samples, sl.dOut.data(), sl.dScratch.data(), sl.dBad.data());
       CUSIM_LAUNCH_CHECK();
       if (nsplit) {
         FinalizeKernel<<<gpu::GridFor(nsplit * samples, kThreads, 0x7fffffffu), kThreads, 0, st>>>(
@@ -714,13 +654,12 @@ std::shared_ptr<CudaEngine> CreateCudaEngine(const std::vector<int>& devices, ui
 void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEnd, uint32_t* out, const Tuning& tuning,
               Timing* timing, const CancelToken& cancel) {
   const int perDevice = tuning.overlap ? kSlots : 1;
-  const Kernel kernel = tuning.kernel;
   std::vector<Pipe*> pipes;
   for (auto& d : e.devs) pipes.push_back(d.get());
   const bool bad = RunBatches(
       pipes, m, rowStart, rowEnd, out, 2 * e.samples, true, perDevice,
       [&](size_t k, Slot& sl, const BatchJob& job, Timing* t) {
-        RunBatch(*e.devs[k], sl, job, e.seed, e.injected != nullptr, kernel, t);
+        RunBatch(*e.devs[k], sl, job, e.seed, e.injected != nullptr, t);
       },
       timing, cancel);
   if (bad) {

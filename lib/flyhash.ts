@@ -73,7 +73,10 @@ export interface FlyHashOptions {
   winners?: number;
   /** Seed of the projection; default 1. */
   seed?: number;
+  /** The backend, fixed for the object's life with `devices` and `tuning`: the hasher is made once, here. */
   backend?: BackendOption;
+  /** The GPU for the CUDA backend: 'all' (default: GPU 0) or one index in a list, as `devices` of the multi-GPU engines. */
+  devices?: 'all' | number[];
   /**
    * 'mean100' reproduces the reference preprocessing: shift the data so its
    * minimum is 0 (when negative), then scale each row to mean 100.
@@ -83,7 +86,7 @@ export interface FlyHashOptions {
   tuning?: FlyHashTuning;
 }
 
-const FLYHASH_KERNELS = ['auto', 'mma', 'legacy', 'tile-large'] as const;
+const FLYHASH_KERNELS = ['auto', 'mma', 'fused', 'tile-large'] as const;
 
 function checkFlyHashTuning(v: unknown): FlyHashTuning & Required<Tuning> {
   const t = checkTuningKeys(v, 'tuning', [
@@ -127,7 +130,7 @@ export class FlyHash extends NativeResource<FlyHashNative> {
   readonly winners: number;
   readonly seed: number;
   readonly normalize: FlyHashNormalize;
-  readonly backend: BackendOption;
+  readonly backend: Backend;
   readonly tuning: FlyHashTuning & Required<Tuning>;
 
   constructor(options: FlyHashOptions) {
@@ -145,10 +148,10 @@ export class FlyHash extends NativeResource<FlyHashNative> {
       throw rangeError(`hashLength * connections = ${hashLength * connections} exceeds 2^30, the projection table's bound`);
     const seed = options.seed === undefined ? 1 : checkInt(options.seed, 'seed');
     const normalize = options.normalize === undefined ? 'none' : checkEnum(options.normalize, 'normalize', ['none', 'mean100'] as const);
-    const backend = options.backend ?? 'auto';
+    const devices = resolveOneDevice(options, 'FlyHash');
     const tuning = checkFlyHashTuning(options.tuning);
-    resolveBackend(backend);
-    super(new (native().FlyHash)({ inputDim, hashLength, connections, winners, seed }), 'FlyHash');
+    const backend = resolveBackend(options.backend);
+    super(new (native().FlyHash)({ inputDim, hashLength, connections, winners, seed, backend, devices, tuning }), 'FlyHash');
     this.inputDim = inputDim;
     this.hashLength = hashLength;
     this.connections = connections;
@@ -173,14 +176,15 @@ export class FlyHash extends NativeResource<FlyHashNative> {
     X: DenseMatrix | ByteMatrix,
     options: {
       output?: 'bits' | 'indices';
-      backend?: BackendOption;
-      /** The GPU: 'all' (GPU 0) or one index in a list. */
-      devices?: 'all' | number[];
       signal?: AbortSignal;
     } = {},
   ): Promise<FlyHashResult> {
     const h = this.handle;
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
+    // The backend is made once, at construction; the old per-call options say where they went.
+    for (const moved of ['backend', 'devices'] as const) {
+      if (moved in options) throw typeError(`hash options.${moved} moved to the constructor: new FlyHash({ ..., ${moved} })`);
+    }
     const output = options.output === undefined ? 'bits' : checkEnum(options.output, 'output', ['bits', 'indices'] as const);
     let x: DenseMatrix | { data: Uint8Array; rows: number; cols: number };
     const given = isObject(X) ? X.data : undefined;
@@ -196,16 +200,9 @@ export class FlyHash extends NativeResource<FlyHashNative> {
     }
     if (x.cols !== this.inputDim) throw rangeError(`X.cols is ${x.cols} but this FlyHash was built for inputDim ${this.inputDim}`);
     if (this.normalize === 'mean100') x = mean100(x as DenseMatrix);
-    const backend = resolveBackend(options.backend ?? this.backend);
-    const devices = resolveOneDevice(options, 'FlyHash');
+    const backend = this.backend;
     return withCancel(options.signal, async (cancel) => {
-      const r = await h.hash(x, {
-        backend,
-        devices,
-        output,
-        tuning: this.tuning,
-        cancel,
-      });
+      const r = await h.hash(x, { output, cancel });
       return {
         data: r.data,
         rows: x.rows,

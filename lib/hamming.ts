@@ -8,10 +8,22 @@ import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress 
 import { rangeError, typeError } from './errors.js';
 import { checkPath } from './persist.js';
 import { NativeResource } from './resource.js';
-import { checkEnum, checkInt, checkTuning, describe, isObject, toBits, toU32, type BitWords, type Tuning, asTyped } from './validate.js';
+import {
+  checkEnum,
+  checkInt,
+  checkTuning,
+  checkTuningKeys,
+  describe,
+  isObject,
+  toBits,
+  toU32,
+  type BitWords,
+  asTyped,
+} from './validate.js';
+import type { HammingTuning } from './types.js';
+export type { ExactKernel, HammingTuning } from './types.js';
 
 export type HammingMethod = 'exact' | 'ewh';
-export type ExactKernel = 'auto' | 'popc' | 'mma2';
 
 export interface HammingIndexOptions {
   /** Code length in bits: a multiple of 32, at most 32768. */
@@ -34,8 +46,11 @@ export interface HammingIndexOptions {
   shortlist?: number;
   /** EWH: seed of the random key bit positions (Philox subsequence = table). */
   seed?: number;
-  /** GPU kernel choices; `{ tensorCores: false }` scans with popcount instead of the 1-bit MMA (same results). */
-  tuning?: Tuning;
+  /**
+   * GPU kernel choices, fixed with the backend for the index's life: `exactKernel` picks the exact
+   * scan's kernel; `{ tensorCores: false }` scans with popcount instead of the 1-bit MMA (same results).
+   */
+  tuning?: HammingTuning;
 }
 
 export interface HammingSearchOptions {
@@ -43,8 +58,6 @@ export interface HammingSearchOptions {
   signal?: AbortSignal;
   /** Queries answered so far: `{ stage: 'search', done, total }` (see ProgressEvent). */
   onProgress?: OnProgress;
-  /** Exact scan kernel on CUDA: scalar popcount ('popc') or the register-tiled 1-bit tensor-core MMA ('mma2', default from 128 bits). */
-  exactKernel?: ExactKernel;
 }
 
 export interface HammingSearchResult {
@@ -80,6 +93,22 @@ const MAX_K = 1024;
 const MAX_BITS = 32768;
 const MAX_SCORE = 8191;
 
+/**
+ * The index's tuning: the exact kernel is fixed here with the backend; a
+ * tensor-core kernel contradicts tensorCores: false, under which 'auto' means 'popc'.
+ */
+function checkHammingTuning(v: unknown): Required<HammingTuning> {
+  const t = checkTuningKeys(v, 'tuning', ['tensorCores', 'exactKernel']);
+  const { tensorCores } = checkTuning({ tensorCores: t.tensorCores });
+  let exactKernel = checkEnum(t.exactKernel ?? 'auto', 'tuning.exactKernel', ['auto', 'popc', 'mma2'] as const);
+  if (!tensorCores) {
+    if (exactKernel === 'mma2')
+      throw rangeError(`tuning.exactKernel 'mma2' runs on tensor cores, which tuning.tensorCores = false rules out`);
+    exactKernel = 'popc';
+  }
+  return { tensorCores, exactKernel };
+}
+
 /** Codes as a packed typed array (rows inferred) or { data, rows, bits }. */
 function toCodes(v: unknown, name: string, bits: number): BitWords {
   const words = asTyped(v, Uint32Array, name);
@@ -105,8 +134,7 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
   readonly bits!: number;
   readonly method!: HammingMethod;
   readonly backend: Backend;
-  readonly tuning: Required<Tuning>;
-  readonly #devices: number[] | undefined;
+  readonly tuning: Required<HammingTuning>;
 
   constructor(options: HammingIndexOptions) {
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
@@ -130,13 +158,29 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
     const shortlist = options.shortlist === undefined ? 0 : checkInt(options.shortlist, 'shortlist', 1, 0xfffffffe);
     const seed = checkInt(options.seed ?? 1, 'seed', 0);
     const devices = resolveOneDevice(options, 'HammingIndex');
-    const tuning = checkTuning(options.tuning);
+    const tuning = checkHammingTuning(options.tuning);
     const backend = resolveBackend(options.backend);
-    super(new (native().HammingIndex)({ bits, method, tables, keyBits, maxErrors, weights, minScore, shortlist, seed }), 'HammingIndex');
+    const { exactKernel } = tuning;
+    super(
+      new (native().HammingIndex)({
+        backend,
+        devices,
+        exactKernel,
+        bits,
+        method,
+        tables,
+        keyBits,
+        maxErrors,
+        weights,
+        minScore,
+        shortlist,
+        seed,
+      }),
+      'HammingIndex',
+    );
     Object.assign(this as { bits: number; method: HammingMethod }, { bits, method });
     this.backend = backend;
     this.tuning = tuning;
-    this.#devices = devices;
   }
 
   /** Number of codes in the index (added and not removed). */
@@ -155,23 +199,14 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
     const q = toCodes(queries, 'queries', this.bits);
     if (!isObject(options)) throw typeError(`options must be an object with k, got ${describe(options)}`);
     const k = checkInt(options.k, 'k', 1, MAX_K);
-    let exactKernel = checkEnum(options.exactKernel ?? 'auto', 'exactKernel', ['auto', 'popc', 'mma2'] as const);
-    if (!this.tuning.tensorCores) {
-      if (exactKernel !== 'auto' && exactKernel !== 'popc') {
-        throw rangeError(`exactKernel '${exactKernel}' runs on tensor cores, which this index's tuning.tensorCores = false rules out`);
-      }
-      exactKernel = 'popc';
+    if ('exactKernel' in options) {
+      throw typeError('search options.exactKernel moved to the constructor: new HammingIndex({ ..., tuning: { exactKernel } })');
     }
     const h = this.handle;
     if (this.size === 0) throw rangeError('search on an empty index: add codes first');
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     return withCancel(options.signal, async (cancel) => {
-      const r = await withNativeProgress(
-        reporter,
-        ['search'],
-        (progress) => h.search(q, { k, backend: this.backend, devices: this.#devices, exactKernel, cancel, progress }),
-        q.rows,
-      );
+      const r = await withNativeProgress(reporter, ['search'], (progress) => h.search(q, { k, cancel, progress }), q.rows);
       return { ...r, backend: this.backend };
     });
   }
@@ -180,12 +215,12 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
   async scores(queries: Uint32Array | Uint8Array | BitWords): Promise<Uint32Array> {
     if (this.method !== 'ewh') throw typeError(`scores needs method 'ewh', this index is '${this.method}'`);
     const q = toCodes(queries, 'queries', this.bits);
-    return this.handle.scores(q, { backend: this.backend, devices: this.#devices });
+    return this.handle.scores(q);
   }
 
   /** Builds the EWH buckets now (search builds lazily); returns the CUDA build's device time. */
   async build(): Promise<{ buildMs: number; transferMs: number }> {
-    return this.handle.build({ backend: this.backend, devices: this.#devices });
+    return this.handle.build();
   }
 
   /**
@@ -214,7 +249,7 @@ export class HammingIndex extends NativeResource<HammingIndexNative> {
   /** Reads an index written by save(): codes go straight into their final buffer. */
   static async load(
     path: string,
-    options: { backend?: BackendOption; devices?: 'all' | number[]; tuning?: Tuning } = {},
+    options: { backend?: BackendOption; devices?: 'all' | number[]; tuning?: HammingTuning } = {},
   ): Promise<HammingIndex> {
     checkPath(path);
     if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);

@@ -10,7 +10,14 @@ export type { FlyHashOptions, FlyHashTuning, FlyHashResult, FlyHashNormalize, By
 export { StreamClusterer, TfidfTable, tfidf, NO_CLUSTER } from './cluster.js';
 export type { StreamClustererOptions, ClusterTuning, ClusterAddResult, AddOptions as ClusterAddOptions } from './cluster.js';
 export { HammingIndex, MISSING_ID } from './hamming.js';
-export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
+export type {
+  HammingIndexOptions,
+  HammingSearchOptions,
+  HammingSearchResult,
+  HammingMethod,
+  ExactKernel,
+  HammingTuning,
+} from './hamming.js';
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
 export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult } from './join.js';
 export {

@@ -49,7 +49,7 @@ export interface WeightedMinHashOptions {
 export function checkMinHashTuning(v: unknown, kernels: boolean): Required<MinHashTuning> {
   const t = checkTuningKeys(v, 'tuning', kernels ? ['kernel', 'overlap'] : ['overlap']);
   return {
-    kernel: t.kernel === undefined ? 'auto' : checkEnum(t.kernel, 'tuning.kernel', ['auto', 'prune', 'segment'] as const),
+    kernel: t.kernel === undefined ? 'auto' : checkEnum(t.kernel, 'tuning.kernel', ['auto', 'prune'] as const),
     overlap: checkBool(t.overlap ?? true, 'tuning.overlap'),
   };
 }
@@ -81,7 +81,7 @@ export interface HashOptions {
   transfer?: boolean;
 }
 
-/** What the GPU spent on the last hash() call (0 on CPU). */
+/** What the GPU spent on one hash() call, as fields of hashTimed()'s result (0 on CPU). */
 export interface HashTiming {
   kernelMs: number;
   transferMs: number;

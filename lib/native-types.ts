@@ -12,6 +12,7 @@ import type {
   CsrMatrix,
   DenseMatrix,
   DeviceInfo,
+  ExactKernel,
   FlyHashTuning,
   JoinChunk,
   MinHashParameters,
@@ -160,7 +161,9 @@ export interface StreamClustererNative {
 
 // ---- FlyHash (flyhash_napi.cc) -------------------------------------------------------
 
-export interface FlyHashNativeOptions {
+export interface FlyHashNativeOptions extends Placement {
+  /** The kernel choices, fixed with the backend at construction. */
+  tuning: FlyHashTuning & Required<Tuning>;
   inputDim: number;
   hashLength: number;
   connections: number;
@@ -172,14 +175,16 @@ export interface FlyHashNative {
   projection(): Uint32Array;
   hash(
     x: DenseMatrix | { data: Uint8Array; rows: number; cols: number },
-    options: Placement & { output: 'bits' | 'indices'; tuning: FlyHashTuning & Required<Tuning>; cancel?: CancelFlag },
+    options: { output: 'bits' | 'indices'; cancel?: CancelFlag },
   ): Promise<GpuTiming & { data: Uint32Array; kernel: string }>;
   dispose(): void;
 }
 
 // ---- HammingIndex (hamming_napi.cc) ---------------------------------------------------
 
-export interface HammingIndexNativeOptions {
+export interface HammingIndexNativeOptions extends Placement {
+  /** The exact scan's kernel, fixed with the backend at construction. */
+  exactKernel: ExactKernel;
   bits: number;
   method: 'exact' | 'ewh';
   tables: number;
@@ -207,12 +212,9 @@ export interface HammingSearchNativeResult extends GpuTiming {
 export interface HammingIndexNative {
   /** Returns the new size. */
   add(codes: Uint32Array): number;
-  search(
-    queries: BitWords,
-    options: Placement & CallControl & { k: number; exactKernel: 'auto' | 'popc' | 'mma2' },
-  ): Promise<HammingSearchNativeResult>;
-  scores(queries: BitWords, options: Placement): Promise<Uint32Array>;
-  build(options: Placement): Promise<{ buildMs: number; transferMs: number }>;
+  search(queries: BitWords, options: CallControl & { k: number }): Promise<HammingSearchNativeResult>;
+  scores(queries: BitWords): Promise<Uint32Array>;
+  build(): Promise<{ buildMs: number; transferMs: number }>;
   positions(): Uint32Array;
   /** Returns how many were removed. */
   remove(ids: Uint32Array): number;

@@ -103,11 +103,10 @@ export interface DeviceInfo {
  */
 export interface MinHashTuning {
   /**
-   * WeightedMinHash's hash kernel: 'prune' (what 'auto', the default, runs)
-   * or 'segment', the simpler kernel kept as prune's test oracle. MinHash
-   * (classic) has one kernel and takes no `kernel`.
+   * WeightedMinHash's hash kernel: 'prune', which 'auto' (the default) runs;
+   * the engine has no other. MinHash (classic) takes no `kernel`.
    */
-  kernel?: 'auto' | 'prune' | 'segment';
+  kernel?: 'auto' | 'prune';
   /**
    * false: one batch in flight per GPU, so each kernel has the GPU to itself
    * and `kernelMs` is the kernels' own time (slower overall). Default true:
@@ -148,12 +147,12 @@ export interface MinHashPermutations {
 export interface FlyHashTuning extends Tuning {
   /**
    * The kernel family: 'auto' (default) picks from the shape and the GPU;
-   * 'mma' the tensor-core path where its tile fits; 'legacy' the CUDA-core
+   * 'mma' the tensor-core path where its tile fits; 'fused' the CUDA-core
    * fused / two-pass kernels; 'tile-large' the row-tile kernels (auto takes
    * them for large m). A family that does not apply to the shape falls back
    * to auto's other choices.
    */
-  kernel?: 'auto' | 'mma' | 'legacy' | 'tile-large';
+  kernel?: 'auto' | 'mma' | 'fused' | 'tile-large';
   /** Fused kernel: at most this many rows per block (default 4). */
   maxRowsPerBlock?: 1 | 2 | 4;
   /** Tensor-core path: only launch shapes that stage the projection in shared memory (true) or none (false); default picks. */
@@ -164,6 +163,17 @@ export interface FlyHashTuning extends Tuning {
   batchRows?: number;
   /** Tile kernels: send every row through the per-row fallback (tests). Default false. */
   forceFallback?: boolean;
+}
+
+// ---- Hamming ----------------------------------------------------------------
+
+/** The exact scan's kernel on CUDA: scalar popcount ('popc') or the register-tiled 1-bit tensor-core MMA ('mma2'). */
+export type ExactKernel = 'auto' | 'popc' | 'mma2';
+
+/** HammingIndex's `tuning`: GPU choices; every choice gives the same neighbours. */
+export interface HammingTuning extends Tuning {
+  /** The exact scan's kernel on CUDA ('auto': 'mma2' from 128 bits where tensor cores are allowed, else 'popc'). */
+  exactKernel?: ExactKernel;
 }
 
 // ---- StreamClusterer --------------------------------------------------------

@@ -76,7 +76,7 @@ struct Tuning {
   // false keeps the GPU on the CUDA-core kernel families even where it has
   // tensor cores.
   bool tensorCores = true;
-  // auto, mma, legacy (fused / two-pass), tile-large. A forced
+  // auto, mma, fused (fused / two-pass), tile-large. A forced
   // family that does not apply falls back to auto's other choices.
   std::string kernel = "auto";
   // Fused kernel: at most this many rows per block (4, 2 or 1).

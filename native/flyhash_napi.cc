@@ -18,8 +18,8 @@
 namespace cusim {
 namespace {
 
-// options.tuning of a hash call (checked in lib/flyhash.ts; native keeps only
-// what guards the kernels).
+// options.tuning of the constructor (checked in lib/flyhash.ts; native keeps
+// only what guards the kernels).
 flyhash::Tuning ParseTuning(const Napi::Object& t) {
   flyhash::Tuning tuning;
   tuning.tensorCores = BoolPropOr(t, "tensorCores", true);
@@ -41,20 +41,15 @@ flyhash::Tuning ParseTuning(const Napi::Object& t) {
 
 struct FlyHashImpl {
   flyhash::Params params;
-  std::mutex gpuMu;                     // one GPU call at a time owns gpu
+  // The backend, made once at construction from options.backend, devices and
+  // tuning. The CUDA hasher keeps its GPU tables and staging between calls,
+  // so its calls take gpuMu; the CPU hasher holds nothing between calls.
+  Backend backend = Backend::Cpu;
+  flyhash::Tuning tuning;
+  std::unique_ptr<flyhash::Hasher> hasher;
+  std::mutex gpuMu;
   std::atomic<uint64_t> bytes{0};       // for V8 (ResourceWrap)
   std::atomic<bool> gpuCounted{false};  // the GPU's tables are in `bytes` (about the projection's size)
-
-  // The hasher of GPU `device`, under gpuMu; moving to another device frees
-  // the old one's buffers first.
-  flyhash::Hasher& Gpu(int device) {
-    if (!gpu || gpuDevice != device) {
-      gpu.reset();
-      gpu = flyhash::MakeCudaHasher(params, device);
-      gpuDevice = device;
-    }
-    return *gpu;
-  }
 
   // m * s, built at first use (off the event loop in hash()), so the
   // constructor costs nothing that grows with its options. Both backends read it.
@@ -72,8 +67,6 @@ struct FlyHashImpl {
   std::mutex projMu;
   bool projReady = false;
   std::vector<uint32_t> proj;
-  std::unique_ptr<flyhash::Hasher> gpu;
-  int gpuDevice = -1;
 };
 
 // The projection table's bound: 2^30 entries (4 GiB), and at most half the host's memory.
@@ -95,7 +88,7 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
          InstanceMethod("dispose", &FlyHashWrap::DisposeMethod)});
   }
 
-  // new FlyHash({ inputDim, hashLength, connections, winners, seed })
+  // new FlyHash({ inputDim, hashLength, connections, winners, seed, backend, devices, tuning })
   explicit FlyHashWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
     try {
       Args args(info);
@@ -116,6 +109,10 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       CheckProjectionSize(p);
       auto impl = std::make_shared<FlyHashImpl>();
       impl->params = p;
+      impl->backend = BackendProp(o);
+      const int device = DeviceFor(impl->backend, o);
+      impl->tuning = ParseTuning(TuningProp(o));
+      impl->hasher = impl->backend == Backend::Cpu ? flyhash::MakeCpuHasher(p) : flyhash::MakeCudaHasher(p, device);
       impl_ = std::move(impl);
     } catch (const Error& e) {
       throw MakeJsError(info.Env(), e);
@@ -134,8 +131,8 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
     });
   }
 
-  // hash(x, { backend, devices, output: 'bits'|'indices', tuning, cancel }) ->
-  //   Promise<{ data, kernelMs, transferMs }>
+  // hash(x, { output: 'bits'|'indices', cancel }) ->
+  //   Promise<{ data, kernelMs, transferMs, kernel }>
   Napi::Value Hash(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto impl = Get("FlyHash");
@@ -144,13 +141,11 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
       const std::string out = StrPropOr(opts, "output", "bits");
       if (out != "bits" && out != "indices") ThrowInvalid("output must be 'bits' or 'indices'", "TypeError");
       const flyhash::Output o = out == "bits" ? flyhash::Output::Bits : flyhash::Output::Indices;
-      Backend backend = BackendProp(opts);
-      const int device = DeviceFor(backend, opts);
+      const Backend backend = impl->backend;
       // Pageable staging on both backends: the GPU path converts X into its
       // own page-locked batches (bytes or checked floats) as it goes.
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(opts);
-      const flyhash::Tuning tuning = ParseTuning(TuningProp(opts));
       // Float32 data, or bytes (Uint8Array: pixels), staged (owned.h) last:
       // reading the options above may run getters.
       DenseView x;
@@ -191,10 +186,10 @@ class FlyHashWrap : public ResourceWrap<FlyHashWrap, FlyHashImpl> {
             log.Mark("result alloc");
             auto* out = static_cast<uint32_t*>(result->data());
             if (backend == Backend::Cpu) {
-              flyhash::MakeCpuHasher(p)->Hash(proj, x, xBytes, o, out, tuning, cancel, timing.get());
-            } else if (x.rows) {  // no rows: no GPU state made, none switched to another device
+              impl->hasher->Hash(proj, x, xBytes, o, out, impl->tuning, cancel, timing.get());
+            } else if (x.rows) {  // no rows: no GPU state made
               std::lock_guard<std::mutex> lock(impl->gpuMu);
-              impl->Gpu(device).Hash(proj, x, xBytes, o, out, tuning, cancel, timing.get());
+              impl->hasher->Hash(proj, x, xBytes, o, out, impl->tuning, cancel, timing.get());
               if (!impl->gpuCounted.exchange(true)) impl->bytes += uint64_t(p.m) * p.s * 4;
             }
             log.Mark("hash");

@@ -16,6 +16,9 @@ namespace {
 struct State {
   std::mutex mu;
   hamming::HostIndex index;
+  // Made once, at construction, for the index's backend, device and exact
+  // kernel, so every search, scores and build call uses the same one (under mu).
+  std::unique_ptr<hamming::Searcher> searcher;
   // Mirrors for the JavaScript thread, which must not wait on `mu` while a
   // search holds it: the code count and the bytes held (for V8).
   std::atomic<uint64_t> rows{0}, bytes{0};
@@ -44,8 +47,16 @@ uint32_t U32Prop(const Napi::Object& o, const char* key, uint32_t lo, uint32_t h
   return uint32_t(v);
 }
 
-std::unique_ptr<hamming::Searcher> MakeSearcher(Backend backend, int device,
-                                                hamming::ExactKernel kernel = hamming::ExactKernel::Auto) {
+// The index's searcher, from its options { backend, devices, exactKernel }.
+std::unique_ptr<hamming::Searcher> MakeSearcher(const Napi::Object& o) {
+  const Backend backend = BackendProp(o);
+  const std::string ek = StrPropOr(o, "exactKernel", "auto");
+  if (ek != "auto" && ek != "popc" && ek != "mma2")
+    ThrowInvalid("tuning.exactKernel must be 'auto', 'popc' or 'mma2'", "TypeError");
+  const hamming::ExactKernel kernel = ek == "popc"   ? hamming::ExactKernel::Popc
+                                      : ek == "mma2" ? hamming::ExactKernel::Mma2
+                                                     : hamming::ExactKernel::Auto;
+  const int device = DeviceFor(backend, o);
   return backend == Backend::Cpu ? hamming::MakeCpuSearcher() : hamming::MakeCudaSearcher(device, kernel);
 }
 
@@ -97,6 +108,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
       }
       if (uint64_t(maxW) * p.tables > hamming::kMaxScore) ThrowInvalid("tables * max(weights) must be <= 8191");
       if (ix.ewh) ix.positions = hamming::DrawPositions(ix.bits, p.tables, p.keyBits, p.seed);
+      st->searcher = MakeSearcher(o);
       st->Measure();
       impl_ = st;
       Account();
@@ -215,21 +227,13 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     });
   }
 
-  // search(queries, { k, backend, devices, exactKernel, cancel })
+  // search(queries, { k, cancel })
   Napi::Value Search(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
       Args args(info);
       Napi::Object o = args.Obj(1, "options");
       const uint32_t k = U32Prop(o, "k", 1, hamming::kMaxK, 0);
-      Backend backend = BackendProp(o);
-      std::string ek = StrPropOr(o, "exactKernel", "auto");
-      if (ek != "auto" && ek != "popc" && ek != "mma2")
-        ThrowInvalid("exactKernel must be 'auto', 'popc' or 'mma2'", "TypeError");
-      hamming::ExactKernel kernel = ek == "popc"   ? hamming::ExactKernel::Popc
-                                    : ek == "mma2" ? hamming::ExactKernel::Mma2
-                                                   : hamming::ExactKernel::Auto;
-      const int device = DeviceFor(backend, o);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(o);
       const BitsView q = in->Bits(info[0], "queries");
@@ -249,7 +253,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             if (ix.rows == 0) ThrowInvalid("search on an empty index: add codes first");
             ids->resize(q.rows * k);
             dist->resize(q.rows * k);
-            MakeSearcher(backend, device, kernel)->Search(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);
+            st->searcher->Search(ix, q, k, ids->data(), dist->data(), timing.get(), cancel);
             hamming::MapToIds(ix, ids->data(), ids->size());
             st->Measure();
           },
@@ -274,15 +278,11 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     });
   }
 
-  // scores(queries, { backend, devices }) -> Uint32Array(q * size)
+  // scores(queries) -> Uint32Array(q * size)
   Napi::Value Scores(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
-      Args args(info);
-      Napi::Object o = args.Obj(1, "options");
       if (!st->index.ewh) ThrowInvalid("scores needs method 'ewh'");
-      Backend backend = BackendProp(o);
-      const int device = DeviceFor(backend, o);
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       const BitsView q = in->Bits(info[0], "queries");
       if (q.bits != st->index.bits) ThrowInvalid("queries.bits does not match the index");
@@ -302,7 +302,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             hamming::Compact(ix);
             bound(ix.rows);  // codes added since the call
             out->assign(q.rows * ix.rows, 0);
-            MakeSearcher(backend, device)->Scores(ix, q, out->data());
+            st->searcher->Scores(ix, q, out->data());
             st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {
@@ -313,14 +313,10 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
     });
   }
 
-  // build({ backend, devices }) -> { buildMs }: builds EWH buckets now (search builds lazily).
+  // build() -> { buildMs, transferMs }: builds EWH buckets now (search builds lazily).
   Napi::Value Build(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto st = Get("HammingIndex");
-      Args args(info);
-      Napi::Object o = args.Obj(0, "options");
-      Backend backend = BackendProp(o);
-      const int device = DeviceFor(backend, o);
       auto timing = std::make_shared<hamming::Timing>();
       auto memory = memory_;
       return RunAsync(
@@ -330,7 +326,7 @@ class HammingWrap : public ResourceWrap<HammingWrap, State> {
             auto& ix = st->index;
             hamming::Compact(ix);
             if (!ix.ewh) return;
-            MakeSearcher(backend, device)->Build(ix, timing.get());
+            st->searcher->Build(ix, timing.get());
             st->Measure();
           },
           [=](Napi::Env env) -> Napi::Value {

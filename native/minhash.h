@@ -113,9 +113,8 @@ std::vector<uint64_t> SplitRowsByNnz(const CsrView& m, uint64_t rowStart, uint64
 
 // The engines' `tuning` option: GPU choices that never change the signatures.
 struct Tuning {
-  // The weighted hash kernel: prune (what auto runs) or segment, which the
-  // tests keep as prune's oracle. The classic engine has one kernel.
-  enum class Kernel { kPrune, kSegment } kernel = Kernel::kPrune;
+  // The weighted engine has one hash kernel, prune (the tests hold it to the
+  // CPU backend), and so has the classic engine: nothing to choose.
   // false: one batch in flight per device, so each kernel has the GPU to
   // itself and its CUDA-event time is its own (the bench's kernel rate).
   bool overlap = true;

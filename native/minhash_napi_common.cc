@@ -39,9 +39,7 @@ minhash::Tuning ParseTuning(const Napi::Object& options) {
   const Napi::Object t = TuningProp(options);
   minhash::Tuning tuning;
   const std::string kernel = StrPropOr(t, "kernel", "auto");
-  if (kernel != "auto" && kernel != "prune" && kernel != "segment")
-    ThrowInvalid("options.tuning.kernel must be 'auto', 'prune' or 'segment'");
-  tuning.kernel = kernel == "segment" ? minhash::Tuning::Kernel::kSegment : minhash::Tuning::Kernel::kPrune;
+  if (kernel != "auto" && kernel != "prune") ThrowInvalid("options.tuning.kernel must be 'auto' or 'prune'");
   tuning.overlap = BoolPropOr(t, "overlap", true);
   return tuning;
 }

@@ -28,7 +28,7 @@ struct Signatures {
   Napi::Value ToJs(Napi::Env env);
 };
 
-// The engine's options.tuning: { kernel: 'auto' | 'prune' | 'segment', overlap }.
+// The engine's options.tuning: { kernel: 'auto' | 'prune', overlap }.
 minhash::Tuning ParseTuning(const Napi::Object& options);
 
 // `samples` of either MinHash as a checked count: it sizes the parameter tables

@@ -46,8 +46,8 @@ const engines: { name: string; run: (g: Gpu) => Promise<unknown[]> }[] = [
   {
     name: 'FlyHash',
     run: async (g) => {
-      using fly = new FlyHash({ inputDim: 8, hashLength: 32, connections: 3, winners: 4, seed: 1 });
-      const r = await fly.hash({ rows: 1, cols: 8, data: Float32Array.of(1, 0, 3, 2, 0, 5, 1, 1) }, { backend: 'cpu', ...g });
+      using fly = new FlyHash({ inputDim: 8, hashLength: 32, connections: 3, winners: 4, seed: 1, backend: 'cpu', ...g });
+      const r = await fly.hash({ rows: 1, cols: 8, data: Float32Array.of(1, 0, 3, 2, 0, 5, 1, 1) });
       return [...r.data];
     },
   },

@@ -374,14 +374,15 @@ describe('FlyHash rejects bad input', () => {
 
   it('native boundary: rows * cols wrapping 64 bits is rejected, never read as an empty matrix', () => {
     // 2^34 * 2^30 = 2^64 wraps to 0, which an empty data array would match.
-    const h = new (native().FlyHash)({ inputDim: 2 ** 30, hashLength: 1, connections: 1, winners: 1, seed: 1 });
+    const cpu = { backend: 'cpu', tuning: { tensorCores: true } } as const;
+    const h = new (native().FlyHash)({ inputDim: 2 ** 30, hashLength: 1, connections: 1, winners: 1, seed: 1, ...cpu });
     expectInvalid(
       () => h.hash({ data: new Float32Array(0), rows: 2 ** 34, cols: 2 ** 30 }, {} as never),
       RangeError,
       /X\.rows \* X\.cols overflows 64 bits/,
     );
     expectInvalid(
-      () => new (native().FlyHash)({ inputDim: 4, hashLength: 8, connections: 2, winners: 2, seed: -1 }),
+      () => new (native().FlyHash)({ inputDim: 4, hashLength: 8, connections: 2, winners: 2, seed: -1, ...cpu }),
       RangeError,
       /seed must be a non-negative safe integer/,
     );
@@ -438,7 +439,9 @@ describe('FlyHash rejects bad input', () => {
 
 // The kernel family is chosen from shared memory and the row count; tuning
 // forces each one so every variant meets the same inputs. FlyHash objects
-// made by gpuFly() take the tuning of the withTuning() call they run in.
+// made by gpuFly() take the tuning of the withTuning() call they run in. The
+// backend is fixed at construction, so a comparison holds one object per
+// backend, built alike.
 let current: FlyHashTuning = {};
 async function withTuning(t: FlyHashTuning, fn: () => Promise<void>) {
   const old = current;
@@ -449,15 +452,24 @@ async function withTuning(t: FlyHashTuning, fn: () => Promise<void>) {
     current = old;
   }
 }
-function gpuFly(o: FlyHashOptions): FlyHash {
-  return new FlyHash({ ...o, tuning: current });
+function gpuFly(o: FlyHashOptions): { cpu: FlyHash; cuda: FlyHash } & Disposable {
+  const cpu = new FlyHash({ ...o, backend: 'cpu', tuning: current });
+  const cuda = new FlyHash({ ...o, backend: 'cuda', tuning: current });
+  return {
+    cpu,
+    cuda,
+    [Symbol.dispose]() {
+      cpu.dispose();
+      cuda.dispose();
+    },
+  };
 }
 
 async function expectSame(opts: { d: number; m: number; s: number; k: number }, X: DenseMatrix, kernel?: string) {
   using fly = gpuFly({ inputDim: opts.d, hashLength: opts.m, connections: opts.s, winners: opts.k, seed: 17 });
   for (const output of ['bits', 'indices'] as const) {
-    const cpu = await fly.hash(X, { output, backend: 'cpu' });
-    const gpu = await fly.hash(X, { output, backend: 'cuda' });
+    const cpu = await fly.cpu.hash(X, { output });
+    const gpu = await fly.cuda.hash(X, { output });
     expect(gpu.backend).toBe('cuda');
     if (kernel !== undefined && X.rows > 0) expect(gpu.kernel).toBe(kernel);
     expect(gpu.data.length).toBe(cpu.data.length);
@@ -469,12 +481,12 @@ async function expectSame(opts: { d: number; m: number; s: number; k: number }, 
   }
 }
 
-describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () => {
+describeGpu('FlyHash CUDA fused-family kernels equal the CPU backend bit for bit', () => {
   // auto would send these float rows to the tensor-core path (tested below).
   let old: FlyHashTuning;
   beforeAll(() => {
     old = current;
-    current = { kernel: 'legacy' };
+    current = { kernel: 'fused' };
   });
   afterAll(() => {
     current = old;
@@ -522,7 +534,7 @@ describeGpu('FlyHash CUDA legacy kernels equal the CPU backend bit for bit', () 
 describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () => {
   const variants = [
     { knob: 'tile-large', kernel: 'tile-large' },
-    { knob: 'legacy', kernel: 'fused' },
+    { knob: 'fused', kernel: 'fused' },
   ] as const;
   for (const v of variants) {
     it(`${v.knob}: random, ties, constant rows, k = 1, k = m, m not a multiple of 32, single row`, async () => {
@@ -537,7 +549,7 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
 
   it('the 1M x 128 configuration (m = 1280, s = 13, k = 32): legacy and forced tile-large equal the CPU', async () => {
     // 5000 rows = 157 tiles: at least one per multiprocessor on an H100 (132).
-    await withTuning({ kernel: 'legacy' }, () => expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'));
+    await withTuning({ kernel: 'fused' }, () => expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'fused'));
     await withTuning({ kernel: 'tile-large' }, () =>
       expectSame({ d: 128, m: 1280, s: 13, k: 32 }, randomDense(rng(34), 5000, 128), 'tile-large'),
     );
@@ -604,8 +616,8 @@ describeGpu('FlyHash CUDA tile kernels equal the CPU backend bit for bit', () =>
     using fly = gpuFly({ inputDim: 128, hashLength: 1280, connections: 13, winners: 32, seed: 5 });
     for (const rows of [40, 9000, 3]) {
       const X = randomDense(rng(60 + rows), rows, 128);
-      const cpu = await fly.hash(X, { backend: 'cpu' });
-      const gpu = await fly.hash(X, { backend: 'cuda' });
+      const cpu = await fly.cpu.hash(X);
+      const gpu = await fly.cuda.hash(X);
       expect(
         Buffer.from(gpu.data.buffer, gpu.data.byteOffset, gpu.data.byteLength).equals(
           Buffer.from(cpu.data.buffer, cpu.data.byteOffset, cpu.data.byteLength),
@@ -706,8 +718,8 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       cases.push([inf, /X\.data\[16641\] \(row 130, column 1\) is Infinity/]);
       for (const [bad, message] of cases) {
         for (const backend of ['cpu', 'cuda'] as const) {
-          await expect(fly.hash(bad, { backend })).rejects.toThrow(RangeError);
-          await expect(fly.hash(bad, { backend })).rejects.toThrow(message);
+          await expect(fly[backend].hash(bad)).rejects.toThrow(RangeError);
+          await expect(fly[backend].hash(bad)).rejects.toThrow(message);
         }
       }
     });
@@ -718,14 +730,14 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
     const U = { data: Uint8Array.from(X.data), rows: X.rows, cols: X.cols };
     using fly = gpuFly({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
     for (const output of ['bits', 'indices'] as const) {
-      const cpu = await fly.hash(X, { output, backend: 'cpu' });
-      const gpu = await fly.hash(U, { output, backend: 'cuda' });
+      const cpu = await fly.cpu.hash(X, { output });
+      const gpu = await fly.cuda.hash(U, { output });
       expect(gpu.kernel).toBe('mma-u8');
       expect(gpu.data).toEqual(cpu.data);
-      for (const knob of ['tile-large', 'legacy'] as const) {
+      for (const knob of ['tile-large', 'fused'] as const) {
         await withTuning({ kernel: knob }, async () => {
           using forcedFly = gpuFly({ inputDim: 784, hashLength: 25088, connections: 39, winners: 1254, seed: 6 });
-          const forced = await forcedFly.hash(U, { output, backend: 'cuda' });
+          const forced = await forcedFly.cuda.hash(U, { output });
           expect(forced.kernel).not.toBe('mma-u8');
           expect(forced.data).toEqual(cpu.data);
         });
@@ -736,8 +748,8 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
   it('not taken where a value is not a byte (256, -1, 0.5) or when a float variant is forced', async () => {
     const kernelFor = async (X: DenseMatrix) => {
       using fly = gpuFly({ inputDim: X.cols, hashLength: 500, connections: 6, winners: 25, seed: 4 });
-      const cpu = await fly.hash(X, { backend: 'cpu' });
-      const gpu = await fly.hash(X, { backend: 'cuda' });
+      const cpu = await fly.cpu.hash(X);
+      const gpu = await fly.cuda.hash(X);
       expect(Buffer.from(gpu.data.buffer).equals(Buffer.from(cpu.data.buffer))).toBe(true);
       return gpu.kernel;
     };
@@ -748,7 +760,7 @@ describeGpu('FlyHash CUDA int8 tensor-core path equals the CPU backend bit for b
       Y.data[Y.data.length - 1] = odd;
       expect(await kernelFor(Y)).not.toBe('mma-u8');
     }
-    await withTuning({ kernel: 'legacy' }, async () => {
+    await withTuning({ kernel: 'fused' }, async () => {
       expect(await kernelFor(X)).toBe('fused');
     });
   }, 120_000);

@@ -152,9 +152,9 @@ async function exactCase(
   const qs = randomBits(r, nq, bits);
   // A query equal to a database code exercises distance 0.
   if (n > 0 && nq > 1) qs.set(db.subarray(0, bits / 32), bits / 32);
-  using index = new HammingIndex({ bits, backend });
+  using index = new HammingIndex({ bits, backend, tuning: { exactKernel } });
   index.add(db);
-  const res = await index.search(qs, { k, exactKernel });
+  const res = await index.search(qs, { k });
   return { res, db, qs };
 }
 
@@ -353,12 +353,10 @@ describe('HammingIndex bad input', () => {
       /seed must be a non-negative safe integer/,
     );
     expectInvalid(() => new Ctor({ bits: 64, method: 'ewhh', weights } as never), TypeError, /method must be 'exact' or 'ewh'/);
-    const h = new Ctor({ bits: 64, weights } as never);
-    h.add(new Uint32Array(4));
     expectInvalid(
-      () => h.search({ rows: 1, bits: 64, data: new Uint32Array(2) }, { k: 1, exactKernel: 'fast' } as never),
+      () => new Ctor({ bits: 64, weights, backend: 'cpu', exactKernel: 'fast' } as never),
       TypeError,
-      /exactKernel must be/,
+      /tuning\.exactKernel must be/,
     );
   });
 
@@ -372,6 +370,12 @@ describe('HammingIndex bad input', () => {
       [() => new HammingIndex({ bits: 64, backend: 'cpu' }).add(new Uint32Array(3)), /codes has 3 words, not a multiple/],
       [() => new HammingIndex({ bits: 64, backend: 'cpu' }).add(new Uint8Array(12)), /codes has 12 bytes/],
       [() => new HammingIndex({ bits: 64, backend: 'cpu' }).add(new Float32Array(2) as never), /codes must be a packed/],
+      [() => new HammingIndex({ bits: 64, tuning: { exactKernel: 'tensor' as never } }), /tuning\.exactKernel must be one of/],
+      // The first tensor-core scan left the shipped options ('mma2' replaced it).
+      [
+        () => new HammingIndex({ bits: 64, tuning: { exactKernel: 'mma' as never } }),
+        /tuning\.exactKernel must be one of 'auto', 'popc', 'mma2'/,
+      ],
     ];
     for (const [fn, msg] of bad) {
       let err: unknown;
@@ -392,9 +396,8 @@ describe('HammingIndex bad input', () => {
       [{ data: new Uint32Array(4), rows: 1, bits: 128 }, { k: 1 }, /queries\.bits is 128 but this index holds 64-bit/],
       [new Uint32Array(2), { k: 0 }, /k must be an integer in \[1, 1024\]/],
       [new Uint32Array(2), { k: 1025 }, /k must be an integer in \[1, 1024\]/],
-      [new Uint32Array(2), { k: 1, exactKernel: 'tensor' }, /exactKernel must be one of/],
-      // The first tensor-core scan left the shipped options ('mma2' replaced it).
-      [new Uint32Array(2), { k: 1, exactKernel: 'mma' }, /exactKernel must be one of 'auto', 'popc', 'mma2'/],
+      // The exact kernel is fixed at construction; the old per-search option says where it went.
+      [new Uint32Array(2), { k: 1, exactKernel: 'popc' }, /options\.exactKernel moved to the constructor/],
     ] as const) {
       const p = index.search(q as never, opts as never);
       await expect(p).rejects.toThrow(msg);
@@ -455,9 +458,9 @@ describeGpu('HammingIndex', () => {
       // Rows 100.. are copies of the query: 4900 ties at distance 0, scattered over tiles.
       for (let i = 100; i < n; i++) db.set(code, i * 8);
       for (const k of [10, 1024]) {
-        using index = new HammingIndex({ bits, backend: 'cuda' });
+        using index = new HammingIndex({ bits, backend: 'cuda', tuning: { exactKernel } });
         index.add(db);
-        const res = await index.search(code, { k, exactKernel });
+        const res = await index.search(code, { k });
         const want = oracle(db, n, code, 1, bits, k);
         expect(res.ids).toEqual(want.ids);
         expect(res.distances).toEqual(want.dist);

@@ -144,6 +144,43 @@ describe('house rules', () => {
     }
   });
 
+  // The cuda/ files a file includes (quoted includes that resolve inside cuda/).
+  const cudaIncludes = (f: string) =>
+    [...code(read(f)).matchAll(/#\s*include\s*"([^"]+)"/g)]
+      .map((m) => path.normalize(path.join(path.dirname(f), m[1])))
+      .filter((t) => t.startsWith(`cuda${path.sep}`));
+  const isCommon = (t: string) => t.startsWith(path.join('cuda', 'common') + path.sep) || path.basename(t) === 'common.cuh';
+
+  it("each engine folder is a star: a family header includes only cuda/common/ and its engine's common.cuh; the plan (or the engine's .cu) includes the families", () => {
+    const folders = engines.filter((e) => cudaSources.some((f) => f.startsWith(path.join('cuda', e) + path.sep)));
+    expect(folders).toEqual(expect.arrayContaining(['flyhash', 'hamming']));
+    for (const e of folders) {
+      const dir = path.join('cuda', e);
+      const own = cudaSources.filter((f) => path.dirname(f) === dir);
+      const ownCommon = path.join(dir, 'common.cuh');
+      expect(own, e).toContain(ownCommon);
+      for (const t of cudaIncludes(ownCommon))
+        expect(t.startsWith(path.join('cuda', 'common') + path.sep), `${ownCommon} includes ${t}`).toBe(true);
+      const families = own.filter((f) => !['common.cuh', 'plan.cuh'].includes(path.basename(f)));
+      expect(families.length, e).toBeGreaterThan(1);
+      for (const f of families) {
+        const bad = cudaIncludes(f).filter((t) => t !== ownCommon && !t.startsWith(path.join('cuda', 'common') + path.sep));
+        expect(bad, `${f} includes another family`).toEqual([]);
+      }
+      // Every family is reached from the engine's plan, or from cuda/<engine>.cu where it has none.
+      const plan = own.includes(path.join(dir, 'plan.cuh')) ? path.join(dir, 'plan.cuh') : path.join('cuda', `${e}.cu`);
+      expect(cudaIncludes(plan).sort(), plan).toEqual(expect.arrayContaining(families));
+    }
+  });
+
+  it("no cuda/ file outside cuda/common/ (or an engine folder's common.cuh) is included by two files", () => {
+    const includers = new Map<string, string[]>();
+    for (const f of cudaSources) for (const t of cudaIncludes(f)) includers.set(t, [...(includers.get(t) ?? []), f]);
+    expect(includers.size).toBeGreaterThan(5);
+    const shared = [...includers].filter(([t, by]) => !isCommon(t) && by.length > 1).map(([t, by]) => `${t} <- ${by.join(', ')}`);
+    expect(shared).toEqual([]);
+  });
+
   it('glue files are named <engine>_napi.cc, and only they include napi.h among the engines', () => {
     for (const e of engines) {
       expect(nativeSources, e).toContain(path.join('native', `${e}_napi.cc`));

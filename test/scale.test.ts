@@ -97,9 +97,9 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     await expectTooLarge(index.search(queries, { k: 64 }), /k-NN results .* would hold 1280000 elements.*fewer queries/);
     expect((await index.search({ data: new Uint32Array(10), rows: 10, bits: 32 }, { k: 3 })).ids.length).toBe(30);
     // FlyHash: rows x words > limit.
-    using fly = new FlyHash({ inputDim: 4, hashLength: 64, connections: 2, winners: 4, seed: 1 });
+    using fly = new FlyHash({ inputDim: 4, hashLength: 64, connections: 2, winners: 4, seed: 1, backend: 'cpu' });
     await expectTooLarge(
-      fly.hash({ data: new Float32Array(4 * 600_000), rows: 600_000, cols: 4 }, { output: 'indices', backend: 'cpu' }),
+      fly.hash({ data: new Float32Array(4 * 600_000), rows: 600_000, cols: 4 }, { output: 'indices' }),
       /FlyHash codes .* would hold 2400000 elements/,
     );
     // A popcount of 2^20 + 1 rows (one element each).

@@ -3,38 +3,11 @@
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "tile.cuh"
+#include "common.cuh"
 
 namespace cusim {
 namespace flyhash {
 namespace {
-
-// The contract's float activation of one output: its s inputs (ascending
-// 16-bit indices, 8 per uint4) summed in order, as on the CPU. xs: the row,
-// in shared memory where many outputs read it (ExactKernel: random reads
-// there cost a few bank conflicts, from L1 a wavefront per cache line, so
-// wide rows gather markedly faster from shared memory), in device memory for
-// RefineKernel's few.
-__device__ __forceinline__ float ExactAct(const float* xs, const uint16_t* __restrict__ in, uint32_t s) {
-  const uint4* p = reinterpret_cast<const uint4*>(in);
-  const uint32_t full = s / 8;
-  float a = 0.0f;
-  // Unrolled so several index loads (L2) are in flight at once.
-#pragma unroll 4
-  for (uint32_t t = 0; t < full; ++t) {
-    const uint4 q = __ldg(p + t);
-    a += xs[q.x & 0xffffu];
-    a += xs[q.x >> 16];
-    a += xs[q.y & 0xffffu];
-    a += xs[q.y >> 16];
-    a += xs[q.z & 0xffffu];
-    a += xs[q.z >> 16];
-    a += xs[q.w & 0xffffu];
-    a += xs[q.w >> 16];
-  }
-  for (uint32_t t = full * 8; t < s; ++t) a += xs[in[t]];
-  return a;
-}
 
 // Exact path for the flagged rows of TileLarge and of the tensor-core path
 // (T = uint8_t: rows of xStride bytes), listed by FailListKernel. The keys of

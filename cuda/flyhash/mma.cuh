@@ -3,7 +3,7 @@
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "fallback.cuh"
+#include "common.cuh"
 
 namespace cusim {
 namespace flyhash {
@@ -353,19 +353,6 @@ auto MmaFor(uint32_t warps, bool stageB) {
   return warps == 16 ? (stageB ? MmaKernel<Sample, 16, true> : MmaKernel<Sample, 16, false>)
                      : (stageB ? MmaKernel<Sample, 8, true> : MmaKernel<Sample, 8, false>);
 }
-
-// The row kernels below select among a row's keys several times (min/max,
-// then radix passes); each warp first copies up to `stage` of them to shared
-// memory (dynamic, stage words per warp), so the passes read shared memory
-// instead of waiting on device memory.
-__device__ __forceinline__ const uint32_t* StageKeys(const uint32_t* keys, uint32_t n, uint32_t stage, uint32_t* buf) {
-  if (n > stage) return keys;
-  for (uint32_t i = threadIdx.x & 31; i < n; i += 32) buf[i] = keys[i];
-  __syncwarp();
-  return buf;
-}
-
-constexpr uint32_t kRowWarps = 8;
 
 }  // namespace
 }  // namespace flyhash

@@ -4,7 +4,7 @@
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "mma.cuh"
+#include "common.cuh"
 
 namespace cusim {
 namespace flyhash {

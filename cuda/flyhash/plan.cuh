@@ -3,8 +3,11 @@
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "legacy.cuh"
+#include "fallback.cuh"
+#include "fused.cuh"
+#include "mma.cuh"
 #include "mma_float.cuh"
+#include "tile.cuh"
 
 namespace cusim {
 namespace flyhash {
@@ -89,7 +92,7 @@ constexpr uint64_t kPartBytes = uint64_t(2) << 30;
 
 // Shared memory of the tile kernels (0 when they cannot run: 16-bit indices).
 // AllKeysSmem: a tile holding the keys of all m outputs of its 32 rows, which
-// fits only for small m, where the legacy fused kernel is faster.
+// fits only for small m, where the fused kernel is faster.
 size_t AllKeysSmem(const Params& p) {
   return Align16(uint64_t(p.d) * kTile * 4) + uint64_t(p.m) * kKeyStride * 4 + 32 * 256 * 4;
 }
@@ -115,7 +118,7 @@ uint32_t ChunkLen(const Params& p, size_t limit, uint32_t* count) {
 }
 
 template <typename Idx>
-Plan LegacyPlan(const Params& p, size_t limit, int sms, Output o, const Tuning& tuning) {
+Plan FusedPlan(const Params& p, size_t limit, int sms, Output o, const Tuning& tuning) {
   Plan pl;
   pl.threads = p.m >= 8192 ? 1024 : p.m >= 2048 ? 512 : 256;
   pl.kind = Kind::TwoPass;
@@ -317,17 +320,17 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
     return MmaPlan(p, rows, sms, limit, o, !(byteValued && ExactForBytes(p)), tuning);
   Plan pl;
   // Tiles need 16-bit indices and, to fill the GPU, at least a wave of 32-row
-  // tiles; few rows go to the legacy kernels, which split m across blocks.
-  const bool tileOk = sizeof(Idx) == 2 && knob != "legacy";
+  // tiles; few rows go to the fused family, which split m across blocks.
+  const bool tileOk = sizeof(Idx) == 2 && knob != "fused";
   const bool enoughRows = (rows + kTile - 1) / kTile >= uint64_t(sms) || knob == "tile-large";
   const uint64_t rowBytes = uint64_t(p.d) * 4 + OutStride(p, o) * 4;
   uint64_t batch = std::max<uint64_t>(kTile, kStagingBytes / rowBytes / kTile * kTile);
-  // Where all m keys of a tile fit (small m), the legacy fused kernel with 4
-  // rows per block is faster (docs/perf/flyhash.md), so auto keeps legacy
-  // there; TileLarge runs there only when tuning.kernel asks for it.
+  // Where all m keys of a tile fit (small m), the fused kernel with 4 rows
+  // per block is faster (docs/perf/flyhash.md), so auto keeps the fused
+  // family there; TileLarge runs there only when tuning.kernel asks for it.
   const bool smallFits = AllKeysSmem(p) <= limit;
-  const bool autoLegacy = smallFits && knob != "tile-large";
-  if (tileOk && enoughRows && !autoLegacy && ChunkLen(p, limit, &pl.chunks) > 0) {
+  const bool autoFused = smallFits && knob != "tile-large";
+  if (tileOk && enoughRows && !autoFused && ChunkLen(p, limit, &pl.chunks) > 0) {
     pl.kind = Kind::TileLarge;
     pl.chunkLen = ChunkLen(p, limit, &pl.chunks);
     // The largest sample that fits (capped at 1024): the window around the
@@ -349,7 +352,7 @@ Plan MakePlan(const Params& p, uint64_t rows, int device, Output o, bool byteVal
       batch = std::min<uint64_t>(batch, std::max<uint64_t>(kTile, partBytes / (uint64_t(p.m) * 4) / kTile * kTile));
     }
   } else {
-    pl = LegacyPlan<Idx>(p, limit, sms, o, tuning);
+    pl = FusedPlan<Idx>(p, limit, sms, o, tuning);
     pl.batch = std::min<uint64_t>(pl.batch, rows);
     return pl;
   }

@@ -14,7 +14,6 @@ namespace {
 
 constexpr uint32_t kTile = 32;       // rows per block: one per lane
 constexpr uint32_t kKeyStride = 33;  // keys[j][33]: lane-per-row writes and warp-per-row reads both conflict-free
-constexpr uint32_t kEqCap = 256;     // tied keys a TileLarge row can rank in its warp's 256-word scratch
 
 // Columns [c0, c0 + len) of rows [r0, r0 + 32) as xs[i][32] (xs[i * 32 + r]);
 // zeros past the last row. Lanes take rows so the transposing stores are
@@ -59,91 +58,6 @@ __device__ __forceinline__ float TileAct(const float* xl, const uint4* __restric
   return a;
 }
 
-// Result of WarpSelect: the kth largest key has (key & mask) == prefix (mask
-// covers the top bits); kk of the eq keys with that prefix are winners, the
-// lowest-index ones when kk < eq (then mask is all ones).
-struct Sel {
-  uint32_t prefix, mask, kk, eq;
-};
-
-// One warp: the least and greatest of v[j * stride], j < n (lo and hi come
-// in as the identities), on every lane.
-template <typename T>
-__device__ __forceinline__ void WarpMinMax(const T* v, uint32_t stride, uint32_t n, T& lo, T& hi) {
-  for (uint32_t j = threadIdx.x & 31; j < n; j += 32) {
-    const T x = v[uint64_t(j) * stride];
-    lo = min(lo, x);
-    hi = max(hi, x);
-  }
-#pragma unroll
-  for (int o = 16; o; o >>= 1) {
-    lo = min(lo, __shfl_xor_sync(kFull, lo, o));
-    hi = max(hi, __shfl_xor_sync(kFull, hi, o));
-  }
-}
-
-// One warp: the select's start for the kth largest of n keys: bits shared by
-// all of them (from min/max) are already decided.
-__device__ Sel SelStart(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth) {
-  uint32_t lo = kFull, hi = 0;
-  WarpMinMax(keys, stride, n, lo, hi);
-  const uint32_t diff = lo ^ hi;
-  Sel s;
-  s.mask = diff == 0 ? kFull : ~(kFull >> __clz(diff));
-  s.prefix = lo & s.mask;
-  s.kk = kth;
-  s.eq = n;
-  return s;
-}
-
-// Every key with the prefix is a winner (or the key is fully known).
-__device__ __forceinline__ bool SelDone(const Sel& s) { return s.mask == kFull || s.eq == s.kk; }
-
-// One radix pass (up to 8 more bits) for up to two selects that share their
-// prefix and mask (b may be null): one histogram of the keys with that
-// prefix serves both.
-__device__ void SelPass(const uint32_t* keys, uint32_t stride, uint32_t n, Sel& a, Sel* b, uint32_t* hist) {
-  const unsigned lane = threadIdx.x & 31;
-  const uint32_t free = 32 - __popc(a.mask);
-  const uint32_t width = min(free, 8u), shift = free - width, dmask = (1u << width) - 1;
-#pragma unroll
-  for (int q = 0; q < 8; ++q) hist[lane * 8 + q] = 0;
-  __syncwarp();
-  for (uint32_t base = 0; base < n; base += 32) {
-    const uint32_t j = base + lane;
-    const uint32_t key = j < n ? keys[uint64_t(j) * stride] : 0u;
-    const bool in = j < n && (key & a.mask) == a.prefix;
-    const uint32_t digit = (key >> shift) & dmask;
-    const unsigned peers = __match_any_sync(kFull, in ? digit : 0x100u);
-    if (in && (peers & LanesBelow()) == 0) atomicAdd(&hist[digit], uint32_t(__popc(peers)));
-  }
-  __syncwarp();
-  for (int w = 0; w < (b ? 2 : 1); ++w) {
-    Sel& s = w == 0 ? a : *b;
-    const TopBin t = FindTopBin(hist, s.kk);
-    // Exactly one lane holds the bin (the counts with this prefix total eq >= kk).
-    const int src = __ffs(__ballot_sync(kFull, t.mine)) - 1;
-    const uint32_t digit = __shfl_sync(kFull, t.digit, src);
-    const uint32_t above = __shfl_sync(kFull, t.above, src);
-    const uint32_t cnt = __shfl_sync(kFull, t.cnt, src);
-    s.prefix |= digit << shift;
-    s.mask |= dmask << shift;
-    s.kk -= above;
-    s.eq = cnt;
-  }
-  __syncwarp();
-}
-
-// One warp: radix select of the kth largest (1 <= kth <= n) of keys[j *
-// stride], j < n. Bits shared by all keys are skipped (min/max first); stops
-// as soon as every key with the current prefix is a winner. hist: 256 words
-// owned by this warp.
-__device__ Sel WarpSelect(const uint32_t* keys, uint32_t stride, uint32_t n, uint32_t kth, uint32_t* hist) {
-  Sel s = SelStart(keys, stride, n, kth);
-  while (!SelDone(s)) SelPass(keys, stride, n, s, nullptr, hist);
-  return s;
-}
-
 // One warp: the key window [lo, hi] of a row from a sample of its keys
 // (keys[j * stride], j < S): keys above hi are surely among the row's k
 // largest, the k-th largest is at least lo with high probability (ranks from
@@ -170,50 +84,6 @@ __device__ void Window(const uint32_t* keys, uint32_t stride, uint32_t S, uint32
   } else {
     lo = a.prefix;
   }
-}
-
-// One warp: a row's k winners when ov keys lay above its window (their bits
-// are set) and its n window keys were listed (lk, lj; cap entries kept).
-// Sets the winning listed keys' bits and returns true, or returns false when
-// the window missed the k-th largest, the list overflowed, or more keys tie
-// at the k-th value than the warp ranks (the row then needs the exact path).
-// wh: 256 words owned by this warp.
-__device__ bool SelectListed(const uint32_t* lk, const uint32_t* lj, uint32_t n, uint32_t ov, uint32_t k, uint32_t cap,
-                             bool forceFail, uint32_t* rowBits, uint32_t* wh) {
-  const unsigned lane = threadIdx.x & 31;
-  bool ok = !forceFail && n <= cap && ov < k && k - ov <= n;
-  if (ok) {
-    const Sel s = WarpSelect(lk, 1, n, k - ov, wh);
-    const bool takeAll = s.kk == s.eq;
-    ok = takeAll || s.eq <= kEqCap;
-    if (ok) {
-      if (!takeAll) {
-        // Indices of the keys equal to the k-th largest (mask is full here).
-        uint32_t seen = 0;
-        for (uint32_t base = 0; base < n; base += 32) {
-          const uint32_t i = base + lane;
-          const bool eq = i < n && lk[i] == s.prefix;
-          const unsigned em = __ballot_sync(kFull, eq);
-          if (eq) wh[seen + __popc(em & LanesBelow())] = lj[i];
-          seen += __popc(em);
-        }
-        __syncwarp();
-      }
-      for (uint32_t i = lane; i < n; i += 32) {
-        const uint32_t mk = lk[i] & s.mask;
-        if (mk < s.prefix) continue;
-        const uint32_t j = lj[i];
-        bool win = mk > s.prefix || takeAll;
-        if (!win) {
-          uint32_t rank = 0;  // equal keys with a lower index
-          for (uint32_t q = 0; q < s.eq; ++q) rank += wh[q] < j;
-          win = rank < s.kk;
-        }
-        if (win) atomicOr(&rowBits[j >> 5], 1u << (j & 31));
-      }
-    }
-  }
-  return ok;
 }
 
 // Inputs wider than shared memory: the columns go in `count` chunks of `len`

@@ -3,7 +3,7 @@
 // Internal to cuda/hamming.cu, which includes every kernel header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
-#include "topk.cuh"
+#include "common.cuh"
 
 namespace cusim {
 namespace hamming {

@@ -1,6 +1,7 @@
 // Exact top-k epilogues over integer distances: sampled and bounded
 // histograms, the threshold per query, the collect pass and the final sort.
-// Shared by both families (the exact scan's epilogue, EWH's re-rank).
+// The exact scan's epilogue; its ordered collect, sort and write-out are in
+// common.cuh, which EWH's re-rank shares.
 // Internal to cuda/hamming.cu, which includes every kernel header: one
 // translation unit, so the kernels keep internal linkage.
 #pragma once
@@ -107,67 +108,6 @@ __global__ void ThresholdKernel(const uint32_t* __restrict__ hist, uint32_t bins
   }
   thr[q] = t;
   if (below) below[q] = cum;
-}
-
-__device__ void BitonicSort(unsigned long long* keys, uint32_t p) {
-  for (uint32_t size = 2; size <= p; size <<= 1) {
-    for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-      __syncthreads();
-      for (uint32_t i = threadIdx.x; i < p; i += blockDim.x) {
-        const uint32_t j = i ^ stride;
-        if (j > i) {
-          const bool up = (i & size) == 0;
-          const unsigned long long a = keys[i], b = keys[j];
-          if ((a > b) == up) keys[i] = b, keys[j] = a;
-        }
-      }
-    }
-  }
-  __syncthreads();
-}
-
-__device__ uint32_t Pow2(uint32_t x) {
-  uint32_t p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
-
-// Scans candidates in order (cand == nullptr: ids 0..count-1). The first `need`
-// with distance == D go to keys[tieBase...] in id order; with takeLess, every
-// d < D goes to keys[0...] through the shared counter.
-__device__ void CollectOrdered(const uint32_t* __restrict__ codes, uint32_t wp, const uint32_t* sq,
-                               const uint32_t* __restrict__ cand, uint64_t count, uint32_t D, uint32_t need,
-                               uint32_t tieBase, bool takeLess, uint32_t* sLess, unsigned long long* keys,
-                               BlockScan::TempStorage& tmp) {
-  uint32_t taken = 0;
-  for (uint64_t base = 0; base < count; base += kThreads) {
-    if (!takeLess && taken >= need) break;
-    const uint64_t i = base + threadIdx.x;
-    uint32_t d = 0xFFFFFFFFu, id = 0;
-    if (i < count) {
-      id = cand ? cand[i] : uint32_t(i);
-      d = RowDistance(codes + uint64_t(id) * wp, sq, wp);
-    }
-    uint32_t rank, agg;
-    BlockScan(tmp).ExclusiveSum(d == D ? 1u : 0u, rank, agg);
-    __syncthreads();
-    if (d == D && taken + rank < need) keys[tieBase + taken + rank] = (uint64_t(D) << 32) | id;
-    if (takeLess && d < D) keys[atomicAdd(sLess, 1u)] = (uint64_t(d) << 32) | id;
-    taken += agg;
-  }
-}
-
-__device__ void WriteOut(const unsigned long long* keys, uint32_t kk, uint32_t k, uint32_t bits, uint32_t* ids,
-                         uint16_t* dist) {
-  for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
-    if (i < kk) {
-      ids[i] = uint32_t(keys[i]);
-      dist[i] = uint16_t(keys[i] >> 32);
-    } else {
-      ids[i] = kMissing;
-      dist[i] = uint16_t(bits);
-    }
-  }
 }
 
 // One block per query: gathers d < D and the ties at D, sorts, writes k results.

@@ -117,7 +117,7 @@ export const generators = [
         structuredClone(v.buffer, { transfer: [v.buffer] });
         x.data = v;
       } else if (u === 7) x = { data: new Uint8ClampedArray(rows * d), rows, cols: d };
-      const opts = spoilOptions(g, { output: 'bits', backend: 'cpu', device: undefined, signal: undefined });
+      const opts = spoilOptions(g, { output: 'bits', signal: undefined });
       return {
         entry: this.entry,
         kind: 'either',

@@ -87,13 +87,10 @@ const CLASSES = {
     make: (g) => {
       const inputDim = g.range(1, 30);
       const hashLength = g.range(1, 80);
-      return { inputDim, hashLength, connections: g.range(1, inputDim), winners: g.range(1, hashLength), seed: g.int(4) };
+      return { inputDim, hashLength, connections: g.range(1, inputDim), winners: g.range(1, hashLength), seed: g.int(4), backend: 'cpu' };
     },
     methods: {
-      hash: (g, ctx, o) => [
-        dense(g, o.inputDim, g.bool(0.3)),
-        options(g, ctx, { output: g.pick(['bits', 'indices', 'x']), backend: 'cpu' }),
-      ],
+      hash: (g, ctx, o) => [dense(g, o.inputDim, g.bool(0.3)), options(g, ctx, { output: g.pick(['bits', 'indices', 'x']) })],
       projection: () => [],
     },
   },
@@ -110,16 +107,15 @@ const CLASSES = {
         minScore: g.int(5),
         shortlist: g.int(3),
         seed: 1,
+        backend: 'cpu',
+        exactKernel: g.pick(['auto', 'popc', 'mma2', 'x']),
       };
     },
     methods: {
       add: (g, _, o) => [typed(g, Uint32Array, (o.bits / 32) * g.int(20) + (g.bool(0.1) ? 1 : 0))],
-      search: (g, ctx, o) => [
-        bitsArg(g, o.bits),
-        options(g, ctx, { k: g.pick([1, 3, 1024, 1025, 0]), backend: 'cpu', exactKernel: g.pick(['auto', 'popc', 'mma2', 'x']) }),
-      ],
-      scores: (g, ctx, o) => [bitsArg(g, o.bits), options(g, ctx, { backend: 'cpu' })],
-      build: (g, ctx) => [options(g, ctx, { backend: 'cpu' })],
+      search: (g, ctx, o) => [bitsArg(g, o.bits), options(g, ctx, { k: g.pick([1, 3, 1024, 1025, 0]) })],
+      scores: (g, _, o) => [bitsArg(g, o.bits)],
+      build: () => [],
       positions: () => [],
       size: () => [],
     },

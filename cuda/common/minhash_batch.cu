@@ -4,7 +4,7 @@
 #include <exception>
 #include <thread>
 
-#include "../native/parallel.h"
+#include "../../native/parallel.h"
 #include "minhash_batch.cuh"
 
 namespace cusim {

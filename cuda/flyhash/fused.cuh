@@ -1,5 +1,6 @@
-// The legacy (CUDA-core) family: the fused kernel (R rows per block, keys in
-// shared memory) and the two-pass kernels (keys in device memory) for wide
+// The fused family (tuning.kernel 'fused', auto's choice for small m): a
+// thread per output, R rows per block. The fused kernel keeps the R rows' keys
+// in shared memory; its two-pass variant (keys in device memory) serves wide
 // inputs or few rows.
 // Internal to cuda/flyhash.cu, which includes every family header: one
 // translation unit, so the kernels keep internal linkage.
@@ -62,8 +63,6 @@ __device__ __forceinline__ void Activate(const float* xs, const Idx* __restrict_
 #pragma unroll 8
   for (uint32_t t = 0; t < s; ++t) Add(acc, xv[col[uint64_t(t) * m]]);
 }
-
-__host__ __device__ inline uint64_t Align16(uint64_t b) { return (b + 15) & ~uint64_t(15); }
 
 template <int R, typename Idx>
 __global__ void __launch_bounds__(1024)

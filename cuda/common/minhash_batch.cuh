@@ -14,9 +14,9 @@
 #include <mutex>
 #include <vector>
 
-#include "../native/common.h"
-#include "../native/minhash.h"
-#include "common/gpu.cuh"
+#include "../../native/common.h"
+#include "../../native/minhash.h"
+#include "gpu.cuh"
 
 namespace cusim {
 namespace minhash {
