@@ -8,11 +8,10 @@ import type { Cluster, Redis } from 'ioredis';
 import { hostname } from 'node:os';
 import { Readable } from 'node:stream';
 import type { Backend } from '../backend.js';
-import { MinHash, tokenHashRows } from '../classic-minhash.js';
 import { MinHashLSH } from '../lsh.js';
 import { hsetPacked } from '../lsh-redis.js';
 import { dedupParams } from '../dedup/defaults.js';
-import { WeightedMinHash } from '../minhash.js';
+import { makeSigner as makeDedupSigner } from '../dedup/signer.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
 import { readRecords } from '../cli/records.js';
@@ -40,10 +39,10 @@ export interface Signer {
 }
 
 /**
- * Features and signatures as the single process computes them: classic
- * MinHash over hashed token columns (2^32 unless --hash-bits; narrower
- * columns are mixed by tokenHashRows first), weighted MinHash over hashed
- * counts (--hash-bits, 18 by default with --redis).
+ * Features as the single process computes them (classic: hashed token
+ * columns, 2^32 unless --hash-bits; weighted: hashed counts, --hash-bits,
+ * 18 by default with --redis), signed by lib/dedup's signer for the method,
+ * the one every dedup entry point hashes through.
  */
 export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | number[] | undefined, native: boolean): Signer {
   const feat = new TextFeaturizer({
@@ -53,26 +52,27 @@ export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | 
     hashBits: s.method === 'classic' ? undefined : s.hashBits,
     ...(native ? {} : { native: false }),
   });
+  const signer = makeDedupSigner(s.method, { samples: s.samples, seed: s.seed, backend, devices, dim: 2 ** s.hashBits });
+  const hash = (m: CsrMatrix) => signer.hash(signer.input(m));
+  const dispose = () => signer.dispose();
   if (s.method === 'classic') {
-    const mh = new MinHash({ samples: s.samples, seed: s.seed, backend, devices });
     return {
       async featurize(texts) {
         const r = await feat.hashedRows(texts, { minTokens: s.minTokens, bits: s.hashBits });
         return { tokens: r.tokens, matrix: { rows: r.indptr.length - 1, cols: 2 ** s.hashBits, indptr: r.indptr, indices: r.indices } };
       },
-      hash: (m) => mh.hash(m.cols < 2 ** 32 ? tokenHashRows(m) : m),
-      dispose: () => mh.dispose(),
+      hash,
+      dispose,
     };
   }
   feat.freeze();
-  const wmh = new WeightedMinHash({ dim: 2 ** s.hashBits, samples: s.samples, seed: s.seed, backend, devices });
   return {
     async featurize(texts) {
       const tokens = feat.addBatch(texts, s.minTokens);
       return { tokens, matrix: feat.build() };
     },
-    hash: (m) => wmh.hash(m),
-    dispose: () => wmh.dispose(),
+    hash,
+    dispose,
   };
 }
 
