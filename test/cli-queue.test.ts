@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bin, cusim, ensureDist, root } from './cli-helpers.js';
-import { describeRedis, useRedis } from './redis-helpers.js';
+import { describeRedis, startRedis, useRedis } from './redis-helpers.js';
 import type { RedisHandle } from './redis-helpers.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'cusim-queue-'));
@@ -278,3 +278,42 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
 });
 
 describeRedis('cusim dedup --redis --queue and cusim worker on a 3-node Redis Cluster', () => suite(true));
+
+describeRedis('cusim dedup --redis --queue and cusim worker across a redis-server restart', () => {
+  let h: RedisHandle | undefined;
+  // Every write on disk before it is acknowledged: the restarted server holds all that any client was told is done.
+  beforeAll(async () => {
+    h = await startRedis({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+  });
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  it('a restart mid-job (AOF): the waiting --queue process and the worker reconnect by themselves, and the job ends with the single-process groups', async () => {
+    const prod = producer(h!, 'rs', jsonl);
+    // Small batches: each range takes a few batches, so the worker is stopped well inside the job.
+    const w = worker(h!, 'rs', ['--verbose', '--batch-docs', '100']);
+    await w.line(/range \d+: \d+ records in [\d.]+ s/);
+    // Paused while the server restarts: its connections die under it, mid-range or between ranges.
+    w.p.kill('SIGSTOP');
+    // Ranges left when the server goes down: the stopped worker, the job's only one, must do them after the restart.
+    const ranges = Number(redisCli(h!, false, 'hget', 'rs:job', 'ranges').trim());
+    const doneBefore = Number(redisCli(h!, false, 'hlen', 'rs:done').trim());
+    expect(doneBefore).toBeGreaterThan(0);
+    expect(doneBefore).toBeLessThan(ranges);
+    try {
+      await h!.restart();
+    } finally {
+      w.p.kill('SIGCONT');
+    }
+    const r = await w.done;
+    expect(r.code, r.err).toBe(0);
+    expect(Number(redisCli(h!, false, 'hlen', 'rs:done').trim())).toBe(ranges);
+    const p = await prod.done;
+    expect(p.code, p.err).toBe(0);
+    const got = JSON.parse(p.out) as Report;
+    expect(got.groups).toEqual(want.get(jsonl)!.groups);
+    expect(got.input).toEqual(want.get(jsonl)!.input);
+    expect(got.workers!.documents).toBeGreaterThanOrEqual(2000);
+  });
+});

@@ -56,6 +56,8 @@ export interface RedisHandle {
   url: string;
   ports: number[];
   stop(): Promise<void>;
+  /** Stops every server (SIGTERM: a clean shutdown that writes its AOF or RDB) and starts it again on its port and files. */
+  restart(): Promise<void>;
 }
 
 /** Starts one redis-server, or three forming a cluster; `args` are added to each server's command line. */
@@ -63,8 +65,8 @@ export async function startRedis({ cluster = false, args: extra = [] }: { cluste
   const dir = mkdtempSync(path.join(tmpdir(), 'cusim-redis-'));
   const procs: ChildProcess[] = [];
   const ports: number[] = [];
-  const stop = async () => {
-    await Promise.all(
+  const shutdown = () =>
+    Promise.all(
       procs.map(
         (p) =>
           new Promise<void>((resolve) => {
@@ -75,18 +77,27 @@ export async function startRedis({ cluster = false, args: extra = [] }: { cluste
           }),
       ),
     );
+  const stop = async () => {
+    await shutdown();
     rmSync(dir, { recursive: true, force: true });
+  };
+  const launch = async (i: number, port: number) => {
+    const args = serverArgs(port, dir);
+    args.push(...extra);
+    if (cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000');
+    procs[i] = spawn(redisServer!, args, { stdio: 'ignore' });
+    await waitFor(`redis-server on ${port}`, () => /PONG|NOAUTH/.test(cli(port, 'ping')));
+  };
+  const restart = async () => {
+    await shutdown();
+    for (let i = 0; i < ports.length; i++) await launch(i, ports[i]);
+    if (cluster) await waitFor('cluster_state:ok', () => ports.every((p) => cli(p, 'cluster', 'info').includes('cluster_state:ok')));
   };
   try {
     for (let i = 0; i < (cluster ? 3 : 1); i++) {
       const port = await freePort();
-      const args = serverArgs(port, dir);
-      args.push(...extra);
-      if (cluster) args.push('--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000');
-      const p = spawn(redisServer!, args, { stdio: 'ignore' });
-      procs.push(p);
       ports.push(port);
-      await waitFor(`redis-server on ${port}`, () => /PONG|NOAUTH/.test(cli(port, 'ping')));
+      await launch(i, port);
     }
     if (cluster) {
       const out = cli(ports[0], '--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes');
@@ -97,7 +108,7 @@ export async function startRedis({ cluster = false, args: extra = [] }: { cluste
     await stop();
     throw e;
   }
-  return { url: `redis://127.0.0.1:${ports[0]}`, ports, stop };
+  return { url: `redis://127.0.0.1:${ports[0]}`, ports, stop, restart };
 }
 
 /** Starts a server (or cluster) before the enclosing block's tests and stops it after; call handle() inside tests. */

@@ -57,7 +57,7 @@ export interface RangeStats {
   idLo: number;
   idHi: number;
   skipped: (Skip & { at: number })[];
-  /** Stage times in ms: read (and fingerprint), parse + featurize, hash, insert. */
+  /** Stage times in ms: read (and fingerprint), parse + featurize, hash, insert (which overlaps the next batch's stages). */
   ms: { read: number; featurize: number; hash: number; insert: number };
   worker: string;
 }

@@ -8,10 +8,10 @@ import type { Cluster, Redis } from 'ioredis';
 import { hostname } from 'node:os';
 import { Readable } from 'node:stream';
 import type { Backend } from '../backend.js';
-import { MinHash, tokenHashRows } from '../classic-minhash.js';
 import { MinHashLSH } from '../lsh.js';
+import { hsetPacked } from '../lsh-redis.js';
 import { dedupParams } from '../dedup/defaults.js';
-import { WeightedMinHash } from '../minhash.js';
+import { makeSigner as makeDedupSigner } from '../dedup/signer.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { CsrMatrix } from '../validate.js';
 import { readRecords } from '../cli/records.js';
@@ -39,10 +39,10 @@ export interface Signer {
 }
 
 /**
- * Features and signatures as the single process computes them: classic
- * MinHash over hashed token columns (2^32 unless --hash-bits; narrower
- * columns are mixed by tokenHashRows first), weighted MinHash over hashed
- * counts (--hash-bits, 18 by default with --redis).
+ * Features as the single process computes them (classic: hashed token
+ * columns, 2^32 unless --hash-bits; weighted: hashed counts, --hash-bits,
+ * 18 by default with --redis), signed by lib/dedup's signer for the method,
+ * the one every dedup entry point hashes through.
  */
 export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | number[] | undefined, native: boolean): Signer {
   const feat = new TextFeaturizer({
@@ -52,26 +52,27 @@ export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | 
     hashBits: s.method === 'classic' ? undefined : s.hashBits,
     ...(native ? {} : { native: false }),
   });
+  const signer = makeDedupSigner(s.method, { samples: s.samples, seed: s.seed, backend, devices, dim: 2 ** s.hashBits });
+  const hash = (m: CsrMatrix) => signer.hash(signer.input(m));
+  const dispose = () => signer.dispose();
   if (s.method === 'classic') {
-    const mh = new MinHash({ samples: s.samples, seed: s.seed, backend, devices });
     return {
       async featurize(texts) {
         const r = await feat.hashedRows(texts, { minTokens: s.minTokens, bits: s.hashBits });
         return { tokens: r.tokens, matrix: { rows: r.indptr.length - 1, cols: 2 ** s.hashBits, indptr: r.indptr, indices: r.indices } };
       },
-      hash: (m) => mh.hash(m.cols < 2 ** 32 ? tokenHashRows(m) : m),
-      dispose: () => mh.dispose(),
+      hash,
+      dispose,
     };
   }
   feat.freeze();
-  const wmh = new WeightedMinHash({ dim: 2 ** s.hashBits, samples: s.samples, seed: s.seed, backend, devices });
   return {
     async featurize(texts) {
       const tokens = feat.addBatch(texts, s.minTokens);
       return { tokens, matrix: feat.build() };
     },
-    hash: (m) => wmh.hash(m),
-    dispose: () => wmh.dispose(),
+    hash,
+    dispose,
   };
 }
 
@@ -102,7 +103,12 @@ interface Pending {
   texts: string[];
 }
 
-async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Promise<void> {
+/**
+ * Featurizes and hashes batch `b`, then starts its writes and returns them
+ * unawaited: the caller reads and hashes the next batch while Redis takes
+ * this one (insert time overlaps the rest; one write in flight at a time).
+ */
+async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Promise<{ written: Promise<void> } | undefined> {
   const t0 = performance.now();
   const { tokens, matrix } = await ctx.signer.featurize(b.texts);
   const keep: number[] = [];
@@ -114,7 +120,7 @@ async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Pr
   stats.rows += keep.length;
   const t1 = performance.now();
   stats.ms.featurize += t1 - t0;
-  if (keep.length === 0) return;
+  if (keep.length === 0) return undefined;
   const sigs = await ctx.signer.hash(matrix);
   const t2 = performance.now();
   stats.ms.hash += t2 - t1;
@@ -127,15 +133,20 @@ async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Pr
     a.push(String(b.ids[x]), b.names[x]);
   }
   // Names and index entries go together: the range counts as done only once all of them are written.
-  await Promise.all([
-    ...[...byPart].map(([p, a]) => ctx.c.hset(k.names(p), ...a)),
+  const written = Promise.all([
+    ...[...byPart].map(([p, a]) => hsetPacked(ctx.c, k.names(p), a)),
     ctx.lsh.insert(
       Uint32Array.from(keep, (x) => b.ids[x]),
       sigs,
       { vectors: matrix },
     ),
-  ]);
-  stats.ms.insert += performance.now() - t2;
+  ]).then(() => {
+    stats.ms.insert += performance.now() - t2;
+  });
+  // Awaited by the caller later; a failure while the next batch is hashed must not count as unhandled.
+  written.catch(() => {});
+  // Wrapped: an async function returning the promise itself would wait for it.
+  return { written };
 }
 
 /** Processes range `r`; returns its totals (not yet recorded as done). */
@@ -153,11 +164,20 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
   };
   let b: Pending = { ids: [], names: [], texts: [] };
   let records = 0;
+  // The previous batch's writes, still in flight, and the records done once they land.
+  let writing: Promise<void> | undefined;
+  let written = 0;
   const flush = async (last: boolean): Promise<void> => {
-    if (b.ids.length) await insertBatch(ctx, b, stats);
+    const next = b.ids.length ? (await insertBatch(ctx, b, stats))?.written : undefined;
+    if (writing) {
+      await writing;
+      ctx.onBatch?.(written);
+    }
     records += b.ids.length;
     b = { ids: [], names: [], texts: [] };
-    if (!last) ctx.onBatch?.(records);
+    writing = next;
+    written = records;
+    if (last) await writing;
   };
   let t = performance.now();
   if (range.kind === 'records') {

@@ -32,14 +32,14 @@ export function serverArgs(port, dir) {
   return ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'no'];
 }
 
-/** { url, stop() }, or undefined when redis-server is not installed. */
-export async function startRedisServer() {
-  if (spawnSync('sh', ['-c', 'command -v redis-server']).status !== 0) return undefined;
+/** { url, stop() }, or undefined when redis-server (or the binary `bin`, a path or a name on PATH) is not installed. */
+export async function startRedisServer(bin = 'redis-server') {
+  if (spawnSync('sh', ['-c', 'command -v "$0"', bin]).status !== 0) return undefined;
   const dir = mkdtempSync(path.join(tmpdir(), 'cusim-fuzz-redis-'));
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = await freePort();
     const args = serverArgs(port, dir);
-    const p = spawn('redis-server', args, { stdio: 'ignore' });
+    const p = spawn(bin, args, { stdio: 'ignore' });
     const exited = new Promise((r) => p.once('exit', r));
     for (let t = 0; t < 200 && p.exitCode === null; t++) {
       if (await answersPing(port)) {
