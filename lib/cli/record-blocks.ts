@@ -256,8 +256,10 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       pending = [all];
       return;
     }
-    // A copy of its own, so that its memory can move to the worker.
-    submit(Uint8Array.prototype.slice.call(all, 0, end));
+    // The native reader only reads the block (the addon copies it, padded):
+    // a view will do. A worker's block is a copy of its own, so that its
+    // memory can move to the worker.
+    submit(reader && end < 2 ** 32 ? all.subarray(0, end) : Uint8Array.prototype.slice.call(all, 0, end));
     pending = end < all.length ? [all.subarray(end)] : [];
     pendingBytes = all.length - end;
   };
