@@ -124,17 +124,17 @@ async function featurize(
   minTokens: number,
   featOptions: TextFeaturizerOptions,
   method: SignatureKind,
-  push: (b: DedupBlock) => void,
+  push: (b: DedupBlock) => Promise<void>,
   stop: AbortSignal,
 ): Promise<ReadStats> {
   const feat = new TextFeaturizer(featOptions);
   // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
   const bits = o.hashBits ?? 32;
   const stats: ReadStats = { skipped: [], documents: 0, tooSmall: 0, rows: 0, nnz: 0, cols: method === 'classic' ? 2 ** bits : 0 };
-  const send = (rows: DedupBlock['rows'], ids: IdList): void => {
+  const send = (rows: DedupBlock['rows'], ids: IdList): Promise<void> => {
     stats.rows += rows.rows;
     stats.nnz += rows.indices.length;
-    push({ rows, ids });
+    return push({ rows, ids });
   };
   const hashed =
     method === 'classic'
@@ -188,9 +188,9 @@ async function featurize(
           },
           onBlock: (r) => {
             const ids = toIdList(r.ids, 'ids');
-            send({ rows: ids.length, cols: 2 ** hashed.bits, indptr: r.rows.indptr, indices: r.rows.indices }, ids);
             stats.documents += r.documents;
             stats.tooSmall += r.tooSmall;
+            return send({ rows: ids.length, cols: 2 ** hashed.bits, indptr: r.rows.indptr, indices: r.rows.indices }, ids);
           },
         });
         continue;
@@ -347,8 +347,9 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
     // While reading, the reading bar is the job's progress.
     onProgress: listen && ((e) => !reading && listen(e)),
   });
-  // Its failure surfaces below, once reading has stopped (queue.stopped tells the readers).
-  pending.catch(() => {});
+  // Its failure surfaces below, once reading has stopped (queue.stopped tells
+  // the readers, and frees one waiting for room in the queue).
+  pending.catch(() => queue.abandon());
   let stats: ReadStats;
   try {
     stats = await featurize(
