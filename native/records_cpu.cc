@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "common.h"
 #include "parallel.h"
@@ -298,6 +301,16 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
     Concat(b.jsLineEnd, p.jsLineEnd);
     b.lines += part.lines;
   }
+  parts.clear();
+#if defined(__GLIBC__)
+  // A block's scratch (parser output, token batches, the chunks joined
+  // above) is freed in every thread's malloc arena, between allocations
+  // that live on (staged rows, band keys); glibc keeps those freed pages
+  // resident (1M documents, 2 threads: RSS after reading 354 -> 265 MB at
+  // 200K documents, peak 804 -> 674 MB at 1M).
+  // Handing them back once per block costs a walk of the arenas.
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace records
