@@ -306,8 +306,7 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
   // A block's scratch (parser output, token batches, the chunks joined
   // above) is freed in every thread's malloc arena, between allocations
   // that live on (staged rows, band keys); glibc keeps those freed pages
-  // resident (1M documents, 2 threads: RSS after reading 354 -> 265 MB at
-  // 200K documents, peak 804 -> 674 MB at 1M).
+  // resident (2 threads: RSS after reading 200K documents 354 -> 265 MB).
   // Handing them back once per block costs a walk of the arenas.
   malloc_trim(0);
 #endif
