@@ -228,12 +228,14 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       // A padded copy: simdjson reads up to Padding() bytes past a line.
       Inputs in(Inputs::Use::Sync);
       auto block = in.Array<uint8_t>(info[0], "block");
-      auto bytes = std::make_shared<std::vector<uint8_t>>(block.length + records::Padding(), 0);
-      if (block.length) std::memcpy(bytes->data(), block.data, block.length);
+      // Not zero-filled first: only the padding needs zeros.
+      std::shared_ptr<uint8_t[]> bytes(new uint8_t[block.length + records::Padding()]);
+      if (block.length) std::memcpy(bytes.get(), block.data, block.length);
+      std::memset(bytes.get() + block.length, 0, records::Padding());
       const size_t n = block.length;
       auto out = std::make_shared<records::Block>();
       return RunAsync(
-          info.Env(), [=] { records::ReadBlock(*impl, bytes->data(), n, opt, out.get()); },
+          info.Env(), [=] { records::ReadBlock(*impl, bytes.get(), n, opt, out.get()); },
           [=](Napi::Env env) -> Napi::Value {
             records::Block& b = *out;
             auto r = Napi::Object::New(env);

@@ -1,18 +1,36 @@
 // A reader's blocks as an async iterable: the reader pushes as it goes (from
 // callbacks such as readRecordBlocks' onBlock), the pipeline pulls. Blocks
-// wait here only while hashing is behind reading; their rows are what the
-// pipeline keeps anyway.
+// wait here only while hashing is behind reading, and at most `limit` of
+// them: push() resolves once there is room, so a reader that awaits it
+// holds no more than that many blocks of rows beyond what is hashed.
 export class BlockQueue<T> implements AsyncIterable<T> {
   #items: T[] = [];
   #closed = false;
   #error: { e: unknown } | undefined;
   #wake: (() => void) | undefined;
+  #room: (() => void)[] = [];
   /** Set when the consumer stopped early: the reader should stop too. */
   readonly stopped = new AbortController();
 
-  push(item: T): void {
+  constructor(private readonly limit = 4) {}
+
+  /** Queues a block; resolves at once while fewer than `limit` wait, else once one is taken (or the consumer stopped). */
+  push(item: T): Promise<void> {
     this.#items.push(item);
     this.#notify();
+    if (this.#items.length <= this.limit || this.stopped.signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => this.#room.push(resolve));
+  }
+
+  #freed(): void {
+    while (this.#room.length && (this.#items.length <= this.limit || this.stopped.signal.aborted)) this.#room.shift()!();
+  }
+
+  /** The consumer failed without pulling (or stopped): drop what waits, free the reader. */
+  abandon(): void {
+    this.#items = [];
+    this.stopped.abort();
+    this.#freed();
   }
 
   /** No more blocks. */
@@ -39,7 +57,9 @@ export class BlockQueue<T> implements AsyncIterable<T> {
     try {
       for (;;) {
         if (this.#items.length) {
-          yield this.#items.shift()!;
+          const item = this.#items.shift()!;
+          this.#freed();
+          yield item;
           continue;
         }
         if (this.#error) throw this.#error.e;
@@ -50,10 +70,7 @@ export class BlockQueue<T> implements AsyncIterable<T> {
         await new Promise<void>((resolve) => (this.#wake = resolve));
       }
     } finally {
-      if (!finished) {
-        this.#items = [];
-        this.stopped.abort();
-      }
+      if (!finished) this.abandon();
     }
   }
 }

@@ -36,8 +36,8 @@ export interface RecordBlockOptions {
   /** Told which reader runs: 'native (simdjson 3.0.1)' or 'JavaScript (why)'. */
   onReader?: (description: string) => void;
   signal?: AbortSignal;
-  /** Each block's rows, in input order. */
-  onBlock: (r: BlockResult) => void;
+  /** Each block's rows, in input order; reading waits for a returned promise (backpressure). */
+  onBlock: (r: BlockResult) => void | Promise<void>;
 }
 
 const NEWLINE = 0x0a;
@@ -139,7 +139,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   const hashTexts: HashTexts = (texts, minTokens, bits) =>
     textPool && texts.length >= WORKER_TEXTS ? textPool.hash(texts, minTokens, bits) : feat.hashedRows(texts, { minTokens, bits });
   const nativeDrain = async (limit: number): Promise<void> => {
-    while (inFlight.length > limit) o.onBlock(await inFlight.shift()!);
+    while (inFlight.length > limit) await o.onBlock(await inFlight.shift()!);
   };
   let format: 'lines' | 'jsonl' | undefined;
   let lines = 0;
@@ -158,13 +158,13 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     w?.();
   };
 
-  const merge = (): void => {
+  const merge = async (): Promise<void> => {
     for (let r = done.get(merged); r; r = done.get(merged)) {
       done.delete(merged);
       tasks[merged] = undefined as unknown as BlockTask;
       merged++;
       if ('error' in r) rethrow(r);
-      o.onBlock(fromMessage(r));
+      await o.onBlock(fromMessage(r));
     }
   };
   const dispatch = (): void => {
@@ -200,7 +200,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   const drain = async (limit: number): Promise<void> => {
     for (;;) {
       if (broken) throw broken;
-      merge();
+      await merge();
       if (tasks.length - merged <= limit) return;
       await new Promise<void>((resolve) => (wake = resolve));
     }
@@ -256,8 +256,10 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       pending = [all];
       return;
     }
-    // A copy of its own, so that its memory can move to the worker.
-    submit(Uint8Array.prototype.slice.call(all, 0, end));
+    // The native reader only reads the block (the addon copies it, padded):
+    // a view will do. A worker's block is a copy of its own, so that its
+    // memory can move to the worker.
+    submit(reader && end < 2 ** 32 ? all.subarray(0, end) : Uint8Array.prototype.slice.call(all, 0, end));
     pending = end < all.length ? [all.subarray(end)] : [];
     pendingBytes = all.length - end;
   };
@@ -279,7 +281,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     if (o.signal?.aborted) return;
     await nativeDrain(0);
     if (workers.length === 0) {
-      if (tasks.length === 1) o.onBlock(fromMessage(await featurizeBlock(tasks[0], feat)));
+      if (tasks.length === 1) await o.onBlock(fromMessage(await featurizeBlock(tasks[0], feat)));
       return;
     }
     await drain(0);

@@ -191,16 +191,22 @@ export async function featurizeNativeBlock(
   const indptr = new Uint32Array(kept + 1);
   const indices = new Uint32Array(nnz);
   const values = new Float32Array(nnz);
+  // Copied run by run (rows consecutive in one source), not row by row.
   let at = 0;
-  for (let row = 0; row < kept; row++) {
+  for (let row = 0; row < kept;) {
     const src = rowOf![row];
-    const [ptr, cols, vals, s] = src >= 0 ? [r.rowPtr, r.cols, r.values, src] : [js!.indptr, js!.indices, js!.values, -src - 1];
+    const native = src >= 0;
+    const step = native ? 1 : -1;
+    let end = row + 1;
+    while (end < kept && rowOf![end] === src + step * (end - row)) end++;
+    const [ptr, cols, vals, s] = native ? [r.rowPtr, r.cols, r.values, src] : [js!.indptr, js!.indices, js!.values, -src - 1];
     const lo = ptr[s];
-    const hi = ptr[s + 1];
+    const hi = ptr[s + end - row];
     indices.set(cols.subarray(lo, hi), at);
     values.set(vals.subarray(lo, hi), at);
+    for (let i = 1; i <= end - row; i++) indptr[row + i] = at + ptr[s + i] - lo;
     at += hi - lo;
-    indptr[row + 1] = at;
+    row = end;
   }
   return { ...result, rows: { tokens: tokens.subarray(0, docs), indptr, indices, values } };
 }
