@@ -5,8 +5,9 @@
 //
 // Exactness: 'code' mode only ever looks at ASCII bytes (every other UTF-16
 // unit is a separator there, and so is every byte of a multi-byte UTF-8
-// sequence), so it handles every document. 'words' and 'qgrams' handle pure
-// ASCII documents; a document with any byte >= 0x80 comes back as kFallback.
+// sequence), so it handles every document. 'words' and 'qgrams' handle every
+// document once the Unicode tables are installed (text_unicode.h); before
+// that, a document with any byte >= 0x80 comes back as kFallback.
 #pragma once
 
 #include <cstddef>
@@ -67,7 +68,7 @@ struct Rows {
 void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
                   const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out);
 
-// lib/text/vocabulary.ts hashToken() of an ASCII token.
+// lib/text/vocabulary.ts hashToken() of a token in UTF-8 (hashed as UTF-16 units).
 uint32_t HashToken(const char* p, size_t n);
 
 // A counted batch's documents with at least minTokens tokens (kFallback ones
@@ -84,9 +85,13 @@ class Tokenizer {
 
   const Options& options() const;
 
-  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8. Multi-threaded
-  // over documents (ParallelFor); the dictionary is merged in document order.
-  void Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out) const;
+  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8, decoded as
+  // JavaScript's decoders do (invalid bytes become U+FFFD); wtf8: the bytes
+  // encode JavaScript strings, lone surrogates as ED A0-BF xx (text_unicode.h).
+  // Multi-threaded over documents (ParallelFor); the dictionary is merged in
+  // document order.
+  void Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out,
+           bool wtf8 = false) const;
 
  private:
   struct Impl;

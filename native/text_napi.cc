@@ -11,6 +11,7 @@
 #include "owned.h"
 #include "records.h"
 #include "text.h"
+#include "text_unicode.h"
 
 namespace cusim {
 namespace {
@@ -88,11 +89,32 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   auto r = Napi::Object::New(env);
   auto terms = Napi::Array::New(env, b.termEnds.size());
   uint32_t start = 0;
+  std::u16string units;
   for (size_t i = 0; i < b.termEnds.size(); ++i) {
     napi_value s;
-    // Terms are ASCII: latin1 creation skips UTF-8 decoding.
-    NAPI_THROW_IF_FAILED(env, napi_create_string_latin1(env, b.termBytes.data() + start, b.termEnds[i] - start, &s),
-                         Napi::Value());
+    const char* p = b.termBytes.data() + start;
+    const size_t n = b.termEnds[i] - start;
+    bool ascii = true;
+    for (size_t k = 0; k < n && ascii; ++k) ascii = uint8_t(p[k]) < 0x80;
+    if (ascii) {
+      // latin1 creation skips UTF-8 decoding.
+      NAPI_THROW_IF_FAILED(env, napi_create_string_latin1(env, p, n, &s), Napi::Value());
+    } else {
+      // UTF-16 written here: a term can hold a lone surrogate (text_unicode.h).
+      units.clear();
+      for (size_t k = 0; k < n;) {
+        uint32_t len;
+        const uint32_t c = text::NextCodePoint(reinterpret_cast<const uint8_t*>(p) + k, &len);
+        k += len;
+        if (c >= 0x10000) {
+          units.push_back(char16_t(0xd800 + ((c - 0x10000) >> 10)));
+          units.push_back(char16_t(0xdc00 + (c & 0x3ff)));
+        } else {
+          units.push_back(char16_t(c));
+        }
+      }
+      NAPI_THROW_IF_FAILED(env, napi_create_string_utf16(env, units.data(), units.size(), &s), Napi::Value());
+    }
     terms.Set(uint32_t(i), Napi::Value(env, s));
     start = b.termEnds[i];
   }
@@ -155,7 +177,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       Inputs owned(Inputs::Use::Sync);
       Input in = ReadInput(info, owned);
       text::Batch b;
-      impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, &b);
+      impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, &b, /*wtf8=*/true);
       return BatchToJs(info.Env(), std::move(b));
     });
   }
@@ -168,7 +190,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       Input in = ReadInput(info, *owned);
       auto b = std::make_shared<text::Batch>();
       return RunAsync(
-          info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get()); },
+          info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get(), /*wtf8=*/true); },
           [=](Napi::Env env) { return BatchToJs(env, std::move(*b)); }, {}, owned);
     });
   }
@@ -190,7 +212,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       return RunAsync(
           info.Env(),
           [=] {
-            impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get());
+            impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get(), /*wtf8=*/true);
             text::AssembleHashedRows(*b, in.minTokens, mask, rows.get());
           },
           [=](Napi::Env env) -> Napi::Value {
@@ -288,7 +310,25 @@ Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
   });
 }
 
+// setUnicodeTables(stage1: Uint16Array, blocks: Uint32Array, extra: Uint32Array):
+// installs lib/text/unicode-tables.ts's tables (the first call wins).
+Napi::Value SetUnicodeTables(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Inputs in(Inputs::Use::Sync);
+    auto stage1 = in.Array<uint16_t>(info[0], "stage1");
+    auto blocks = in.Array<uint32_t>(info[1], "blocks");
+    auto extra = in.Array<uint32_t>(info[2], "extra");
+    text::UnicodeTables t;
+    t.stage1.assign(stage1.data, stage1.data + stage1.length);
+    t.blocks.assign(blocks.data, blocks.data + blocks.length);
+    t.extra.assign(extra.data, extra.data + extra.length);
+    text::SetUnicodeTables(std::move(t));
+    return info.Env().Undefined();
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("setUnicodeTables", Napi::Function::New(env, SetUnicodeTables, "setUnicodeTables"));
   exports.Set("TextTokenizer", TextTokenizerWrap::Define(env));
 #ifdef CUSIM_WITH_SIMDJSON
   // The native record reader's parser, for messages saying which reader runs.
