@@ -98,5 +98,32 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// ---- token hashes per document ----
+// Token hashes per document: what classic MinHash reads. For each document,
+// the multiset of lib/text/vocabulary.ts hashToken(token) over the tokens the
+// JavaScript tokenizers give (repeats kept; the order is the backend's). The
+// CPU backend is text_cpu.cc's Tokenizer; the CUDA backend
+// (cuda/text/tokenize.cu) splits and hashes on the device to the same
+// hashes, bit for bit, in all three modes, ASCII or not.
+struct TokenHashes {
+  std::vector<uint64_t> indptr;  // documents + 1: document d's hashes are [indptr[d], indptr[d+1])
+  std::vector<uint32_t> hashes;
+};
+
+class TokenHasher {
+ public:
+  virtual ~TokenHasher() = default;
+  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8 (wtf8: see
+  // Tokenizer::Run). 'words' and 'qgrams' need the Unicode tables installed
+  // (text_unicode.h) when any byte is >= 0x80.
+  virtual void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, TokenHashes* out) = 0;
+};
+
+std::unique_ptr<TokenHasher> MakeCpuTokenHasher(const Options& options);
+// One device; documents go up in page-locked chunks of about chunkBytes (a
+// longer document is a chunk by itself). Throws for 'words'/'qgrams' when
+// the Unicode tables are not installed.
+std::unique_ptr<TokenHasher> MakeCudaTokenHasher(const Options& options, int device, uint64_t chunkBytes);
+
 }  // namespace text
 }  // namespace cusim

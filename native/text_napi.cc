@@ -10,6 +10,7 @@
 #include "napi_util.h"
 #include "owned.h"
 #include "records.h"
+#include "gpu.h"
 #include "text.h"
 #include "text_unicode.h"
 
@@ -126,6 +127,28 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   return r;
 }
 
+// TextTokenizer / TokenHasher options: { mode, minLength, dropKeywords, keywords, stopWords, q, lowercase, pad }.
+text::Options ParseOptions(const Napi::Object& o) {
+  text::Options opt;
+  const std::string mode = StrPropOr(o, "mode", "words");
+  if (mode == "code")
+    opt.mode = text::Mode::Code;
+  else if (mode == "words")
+    opt.mode = text::Mode::Words;
+  else if (mode == "qgrams")
+    opt.mode = text::Mode::Qgrams;
+  else
+    ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
+  opt.minLength = UintProp(o, "minLength", 1, 1, 1 << 20);
+  opt.q = UintProp(o, "q", 3, 1, 1024);
+  opt.dropKeywords = BoolPropOr(o, "dropKeywords", true);
+  opt.lowercase = BoolPropOr(o, "lowercase", true);
+  opt.pad = BoolPropOr(o, "pad", false);
+  opt.keywords = StringList(o, "keywords");
+  opt.stopWords = StringList(o, "stopWords");
+  return opt;
+}
+
 class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -143,24 +166,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
   explicit TextTokenizerWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
     try {
       Args args(info);
-      Napi::Object o = args.Obj(0, "options");
-      text::Options opt;
-      const std::string mode = StrPropOr(o, "mode", "words");
-      if (mode == "code")
-        opt.mode = text::Mode::Code;
-      else if (mode == "words")
-        opt.mode = text::Mode::Words;
-      else if (mode == "qgrams")
-        opt.mode = text::Mode::Qgrams;
-      else
-        ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
-      opt.minLength = UintProp(o, "minLength", 1, 1, 1 << 20);
-      opt.q = UintProp(o, "q", 3, 1, 1024);
-      opt.dropKeywords = BoolPropOr(o, "dropKeywords", true);
-      opt.lowercase = BoolPropOr(o, "lowercase", true);
-      opt.pad = BoolPropOr(o, "pad", false);
-      opt.keywords = StringList(o, "keywords");
-      opt.stopWords = StringList(o, "stopWords");
+      text::Options opt = ParseOptions(args.Obj(0, "options"));
       impl_ = std::make_shared<text::Tokenizer>(opt);
     } catch (const Error& e) {
       throw MakeJsError(info.Env(), e);
@@ -283,6 +289,61 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
 #endif
 };
 
+// new TokenHasher(options, { device, chunkBytes }): per document, the hashToken()
+// of every token (text_hash.h), on the CPU (device -1, the default) or on one
+// GPU, made once here. hashAsync(bytes, offsets) -> Promise<{ indptr: BigUint64Array, hashes }>.
+class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "TokenHasher",
+                       {InstanceMethod("hashAsync", &TokenHasherWrap::HashAsync),
+                        InstanceMethod("dispose", &TokenHasherWrap::DisposeMethod)});
+  }
+
+  explicit TokenHasherWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    try {
+      Args args(info);
+      const text::Options opt = ParseOptions(args.Obj(0, "options"));
+      Napi::Object b =
+          info.Length() > 1 && info[1].IsObject() ? info[1].As<Napi::Object>() : Napi::Object::New(info.Env());
+      const double device = NumPropOr(b, "device", -1);
+      if (!(device >= -1 && device < 1024) || device != double(int64_t(device)))
+        ThrowInvalid("backend.device must be -1 (the CPU) or a GPU index");
+      const double chunk = NumPropOr(b, "chunkBytes", double(64 << 20));
+      if (!(chunk >= 1 && chunk <= 9007199254740991.0)) ThrowInvalid("backend.chunkBytes must be a positive integer");
+      if (device < 0)
+        impl_ = std::shared_ptr<text::TokenHasher>(text::MakeCpuTokenHasher(opt));
+      else
+        impl_ = std::shared_ptr<text::TokenHasher>(
+            text::MakeCudaTokenHasher(opt, ResolveDevices({int(device)}).at(0), uint64_t(chunk)));
+    } catch (const Error& e) {
+      throw MakeJsError(info.Env(), e);
+    }
+  }
+
+ private:
+  Napi::Value DisposeMethod(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+  Napi::Value HashAsync(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("TokenHasher");
+      auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
+      Input in = ReadInput(info, *owned);
+      auto off = std::make_shared<std::vector<uint64_t>>(in.offsets, in.offsets + in.docs + 1);
+      auto out = std::make_shared<text::TokenHashes>();
+      return RunAsync(
+          info.Env(), [=] { impl->Hash(in.bytes, off->data(), in.docs, /*wtf8=*/true, out.get()); },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("indptr", Typed(env, std::move(out->indptr)));
+            r.Set("hashes", Typed(env, std::move(out->hashes)));
+            return r;
+          },
+          {}, owned);
+    });
+  }
+};
+
 // assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
 Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -330,6 +391,7 @@ Napi::Value SetUnicodeTables(const Napi::CallbackInfo& info) {
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setUnicodeTables", Napi::Function::New(env, SetUnicodeTables, "setUnicodeTables"));
   exports.Set("TextTokenizer", TextTokenizerWrap::Define(env));
+  exports.Set("TokenHasher", TokenHasherWrap::Define(env));
 #ifdef CUSIM_WITH_SIMDJSON
   // The native record reader's parser, for messages saying which reader runs.
   exports.Set("recordReader", Napi::String::New(env, std::string("simdjson ") + records::SimdjsonVersion()));

@@ -11,8 +11,6 @@ namespace text {
 namespace {
 std::atomic<const UnicodeTables*> gTables{nullptr};
 
-inline bool Cont(uint8_t b) { return (b & 0xc0) == 0x80; }
-
 // The code point an entry lowers c to, when it is a single one.
 inline uint32_t LowerOne(uint32_t c, uint32_t e) { return (c + (e & kUniDelta)) & kUniDelta; }
 }  // namespace
@@ -50,54 +48,7 @@ const UnicodeTables* CurrentUnicodeTables() { return gTables.load(std::memory_or
 void DecodeUtf8(const uint8_t* p, size_t n, bool wtf8, std::vector<uint32_t>* out) {
   out->clear();
   out->reserve(n);
-  size_t i = 0;
-  while (i < n) {
-    const uint8_t b = p[i];
-    if (b < 0x80) {
-      out->push_back(b);
-      ++i;
-      continue;
-    }
-    // The WHATWG decoder: a lead byte fixes the length and the range of the
-    // second byte; the first byte that does not fit ends a maximal subpart,
-    // which becomes one U+FFFD, and is read again as a new start.
-    uint32_t need, cp;
-    uint8_t lo = 0x80, hi = 0xbf;
-    if (b >= 0xc2 && b <= 0xdf) {
-      need = 1;
-      cp = b & 0x1f;
-    } else if (b >= 0xe0 && b <= 0xef) {
-      need = 2;
-      cp = b & 0x0f;
-      if (b == 0xe0) lo = 0xa0;
-      if (b == 0xed && !wtf8) hi = 0x9f;
-    } else if (b >= 0xf0 && b <= 0xf4) {
-      need = 3;
-      cp = b & 0x07;
-      if (b == 0xf0) lo = 0x90;
-      if (b == 0xf4) hi = 0x8f;
-    } else {
-      out->push_back(0xfffd);
-      ++i;
-      continue;
-    }
-    size_t j = i + 1;
-    bool ok = true;
-    for (uint32_t k = 0; k < need; ++k, ++j) {
-      if (j >= n) {
-        ok = false;
-        break;
-      }
-      const uint8_t c = p[j];
-      if (k == 0 ? (c < lo || c > hi) : !Cont(c)) {
-        ok = false;
-        break;
-      }
-      cp = cp << 6 | (c & 0x3f);
-    }
-    out->push_back(ok ? cp : 0xfffd);
-    i = j;
-  }
+  for (uint64_t i = 0; i < n;) out->push_back(DecodeAt(p, n, &i, wtf8));
 }
 
 bool LowerCodePoints(const UnicodeTables& t, const std::vector<uint32_t>& in, std::vector<uint32_t>* out) {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common.h"
+
 namespace cusim {
 namespace text {
 
@@ -36,6 +38,52 @@ struct UnicodeTables {
 void SetUnicodeTables(UnicodeTables&& t);
 // The installed tables, or null (then non-ASCII documents fall back).
 const UnicodeTables* CurrentUnicodeTables();
+
+// One code point of p[*i, n) as JavaScript's decoders read it (*i advances):
+// a lead byte fixes the length and the range of the second byte; the first
+// byte that does not fit ends a maximal subpart, which becomes one U+FFFD,
+// and is read again as a new start. wtf8: see DecodeUtf8. Host and device.
+CUSIM_HD uint32_t DecodeAt(const uint8_t* p, uint64_t n, uint64_t* i, bool wtf8) {
+  const uint8_t b = p[*i];
+  if (b < 0x80) {
+    ++*i;
+    return b;
+  }
+  uint32_t need, cp;
+  uint8_t lo = 0x80, hi = 0xbf;
+  if (b >= 0xc2 && b <= 0xdf) {
+    need = 1;
+    cp = b & 0x1f;
+  } else if (b >= 0xe0 && b <= 0xef) {
+    need = 2;
+    cp = b & 0x0f;
+    if (b == 0xe0) lo = 0xa0;
+    if (b == 0xed && !wtf8) hi = 0x9f;
+  } else if (b >= 0xf0 && b <= 0xf4) {
+    need = 3;
+    cp = b & 0x07;
+    if (b == 0xf0) lo = 0x90;
+    if (b == 0xf4) hi = 0x8f;
+  } else {
+    ++*i;
+    return 0xfffd;
+  }
+  uint64_t j = *i + 1;
+  for (uint32_t k = 0; k < need; ++k, ++j) {
+    if (j >= n) {
+      *i = j;
+      return 0xfffd;
+    }
+    const uint8_t c = p[j];
+    if (k == 0 ? (c < lo || c > hi) : (c & 0xc0) != 0x80) {
+      *i = j;
+      return 0xfffd;
+    }
+    cp = cp << 6 | (c & 0x3f);
+  }
+  *i = j;
+  return cp;
+}
 
 // Decodes UTF-8 into code points as JavaScript's decoders do (TextDecoder,
 // Buffer#toString: each maximal invalid subpart becomes U+FFFD). wtf8: also
