@@ -151,7 +151,9 @@ class CudaTokenHasher : public TokenHasher {
     gpu::DeviceGuard g(device_);
     out->indptr.assign(1, 0);
     out->hashes.clear();
-    const Params pr{o_.mode, o_.minLength, o_.q, o_.lowercase, o_.pad, o_.dropKeywords, wtf8};
+    // 'words' lowercases whatever options.lowercase says (wordTokens() always does).
+    const bool lower = o_.mode == Mode::Words || o_.lowercase;
+    const Params pr{o_.mode, o_.minLength, o_.q, lower, o_.pad, o_.dropKeywords, wtf8};
     const dev::Tables t{stage1_.data(), blocks_.data(), extra_.data()};
     for (size_t d0 = 0; d0 < docs;) {
       // Documents [d0, d1): about chunk_ bytes, at least one document.

@@ -60,6 +60,7 @@ const CASES: Case[] = [
     js: (t) => codeTokens(t, { dropKeywords: false, minLength: 1 }),
   },
   { name: 'words', options: { ...base, mode: 'words' }, js: (t) => wordTokens(t) },
+  { name: 'words, lowercase: false (words ignore it)', options: { ...base, mode: 'words', lowercase: false }, js: (t) => wordTokens(t) },
   {
     name: 'words, stop words, minLength 2',
     options: { ...base, mode: 'words', stopWords: [...STOP], minLength: 2 },
