@@ -453,6 +453,19 @@ export interface Addon extends LshFunctions {
 
   // text_napi.cc: TextTokenizer is absent from builds older than the native tokenizer.
   TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;
+  /**
+   * text_napi.cc TokenHasher: per document, hashToken() of every token (repeats kept,
+   * order unspecified), on the CPU (device -1) or one GPU; absent from older builds.
+   */
+  TokenHasher?: new (
+    options: TextTokenizerOptions,
+    backend?: { device?: number; chunkBytes?: number },
+  ) => {
+    hashAsync(bytes: Uint8Array, offsets: Uint32Array): Promise<{ indptr: BigUint64Array; hashes: Uint32Array }>;
+    dispose(): void;
+  };
+  /** Installs lib/text/unicode-tables.ts's tables (the first call wins); absent from older builds. */
+  setUnicodeTables?(stage1: Uint16Array, blocks: Uint32Array, extra: Uint32Array): void;
   /** The native record reader's parser ('simdjson 3.0.1'); absent from builds without it. */
   recordReader?: string;
   /** remap[id]: the column of batch-local term id (-1: dropped by a frozen vocabulary). */

@@ -5,8 +5,9 @@
 //
 // Exactness: 'code' mode only ever looks at ASCII bytes (every other UTF-16
 // unit is a separator there, and so is every byte of a multi-byte UTF-8
-// sequence), so it handles every document. 'words' and 'qgrams' handle pure
-// ASCII documents; a document with any byte >= 0x80 comes back as kFallback.
+// sequence), so it handles every document. 'words' and 'qgrams' handle every
+// document once the Unicode tables are installed (text_unicode.h); before
+// that, a document with any byte >= 0x80 comes back as kFallback.
 #pragma once
 
 #include <cstddef>
@@ -67,7 +68,7 @@ struct Rows {
 void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, uint32_t minTokens, const uint32_t* ids,
                   const uint32_t* counts, size_t pairs, const int32_t* remap, size_t terms, Rows* out);
 
-// lib/text/vocabulary.ts hashToken() of an ASCII token.
+// lib/text/vocabulary.ts hashToken() of a token in UTF-8 (hashed as UTF-16 units).
 uint32_t HashToken(const char* p, size_t n);
 
 // A counted batch's documents with at least minTokens tokens (kFallback ones
@@ -84,14 +85,45 @@ class Tokenizer {
 
   const Options& options() const;
 
-  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8. Multi-threaded
-  // over documents (ParallelFor); the dictionary is merged in document order.
-  void Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out) const;
+  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8, decoded as
+  // JavaScript's decoders do (invalid bytes become U+FFFD); wtf8: the bytes
+  // encode JavaScript strings, lone surrogates as ED A0-BF xx (text_unicode.h).
+  // Multi-threaded over documents (ParallelFor); the dictionary is merged in
+  // document order.
+  void Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out,
+           bool wtf8 = false) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- token hashes per document ----
+// Token hashes per document: what classic MinHash reads. For each document,
+// the multiset of lib/text/vocabulary.ts hashToken(token) over the tokens the
+// JavaScript tokenizers give (repeats kept; the order is the backend's). The
+// CPU backend is text_cpu.cc's Tokenizer; the CUDA backend
+// (cuda/text/tokenize.cu) splits and hashes on the device to the same
+// hashes, bit for bit, in all three modes, ASCII or not.
+struct TokenHashes {
+  std::vector<uint64_t> indptr;  // documents + 1: document d's hashes are [indptr[d], indptr[d+1])
+  std::vector<uint32_t> hashes;
+};
+
+class TokenHasher {
+ public:
+  virtual ~TokenHasher() = default;
+  // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8 (wtf8: see
+  // Tokenizer::Run). 'words' and 'qgrams' need the Unicode tables installed
+  // (text_unicode.h) when any byte is >= 0x80.
+  virtual void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, TokenHashes* out) = 0;
+};
+
+std::unique_ptr<TokenHasher> MakeCpuTokenHasher(const Options& options);
+// One device; documents go up in page-locked chunks of about chunkBytes (a
+// longer document is a chunk by itself). Throws for 'words'/'qgrams' when
+// the Unicode tables are not installed.
+std::unique_ptr<TokenHasher> MakeCudaTokenHasher(const Options& options, int device, uint64_t chunkBytes);
 
 }  // namespace text
 }  // namespace cusim

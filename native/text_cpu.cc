@@ -12,6 +12,7 @@
 #include "common.h"
 #include "parallel.h"
 #include "text.h"
+#include "text_unicode.h"
 
 namespace cusim {
 namespace text {
@@ -437,6 +438,46 @@ struct Tokenizer::Impl {
     for (size_t i = 0; i + o.q <= n; ++i) c.Add(at + i, o.q);
   }
 
+  // wordTokens() on a non-ASCII document's lowered UTF-8: runs of word
+  // characters ([\p{L}\p{N}\p{M}] from the tables), minLength in code points.
+  void WordsUtf8(const UnicodeTables& u, const uint8_t* low, size_t n, uint64_t at, DocCounter& c) const {
+    size_t i = 0;
+    while (i < n) {
+      uint32_t len;
+      if (!(u.Entry(NextCodePoint(low + i, &len)) & kUniWord)) {
+        i += len;
+        continue;
+      }
+      size_t j = i + len;
+      uint64_t count = 1;
+      while (j < n && (u.Entry(NextCodePoint(low + j, &len)) & kUniWord)) {
+        j += len;
+        ++count;
+      }
+      if (count >= o.minLength && !stop.Has(low + i, j - i)) c.Add(at + i, uint32_t(j - i));
+      i = j;
+    }
+  }
+
+  // qgramTokens() over code points of a non-ASCII document's (padded) UTF-8.
+  void QgramsUtf8(const uint8_t* s, size_t n, uint64_t at, std::vector<uint32_t>& starts, DocCounter& c) const {
+    if (n == 0) return;
+    starts.clear();
+    for (size_t i = 0; i < n;) {
+      starts.push_back(uint32_t(i));
+      uint32_t len;
+      NextCodePoint(s + i, &len);
+      i += len;
+    }
+    const size_t m = starts.size();
+    if (m < o.q) {
+      c.Add(at, uint32_t(n));
+      return;
+    }
+    starts.push_back(uint32_t(n));
+    for (size_t i = 0; i + o.q <= m; ++i) c.Add(at + starts[i], starts[i + o.q] - starts[i]);
+  }
+
   size_t RegionLength(size_t len) const {
     return o.mode == Mode::Qgrams && o.pad && len > 0 ? len + 2 * size_t(o.q - 1) : len;
   }
@@ -449,12 +490,46 @@ Tokenizer::Tokenizer(const Options& options) : impl_(new Impl(options)) {
 Tokenizer::~Tokenizer() = default;
 const Options& Tokenizer::options() const { return impl_->o; }
 
-void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out) const {
+void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, uint32_t minTokens, Batch* out,
+                    bool wtf8) const {
   const Impl& im = *impl_;
   const Options& o = im.o;
-  // The lowered (and padded) text of every document, at fixed offsets.
+  // Non-ASCII documents in 'words' and 'qgrams' are decoded and lowered
+  // first (their lowered UTF-8 can be longer or shorter than the source);
+  // without tables they are left to JavaScript.
+  const UnicodeTables* uni = o.mode == Mode::Code ? nullptr : CurrentUnicodeTables();
+  std::vector<std::vector<uint8_t>> wide(docs);
+  std::vector<uint8_t> state(docs, 0);  // 0 ASCII (or code), 1 wide, 2 fallback
   std::vector<uint64_t> region(docs + 1, 0);
-  for (size_t d = 0; d < docs; ++d) region[d + 1] = region[d] + im.RegionLength(offsets[d + 1] - offsets[d]);
+  ParallelFor(docs, 1, [&](size_t b, size_t e) {
+    std::vector<uint32_t> cps, lowered;
+    for (size_t d = b; d < e; ++d) {
+      const uint8_t* src = bytes + offsets[d];
+      const size_t n = offsets[d + 1] - offsets[d];
+      if (o.mode == Mode::Code || IsAscii(src, n)) {
+        region[d + 1] = im.RegionLength(n);
+        continue;
+      }
+      if (!uni) {
+        state[d] = 2;
+        continue;
+      }
+      DecodeUtf8(src, n, wtf8, &cps);
+      const std::vector<uint32_t>* text = &cps;
+      if (o.mode == Mode::Words || o.lowercase) {
+        if (!LowerCodePoints(*uni, cps, &lowered)) {
+          state[d] = 2;
+          continue;
+        }
+        text = &lowered;
+      }
+      AppendUtf8(*text, &wide[d]);
+      state[d] = 1;
+      region[d + 1] = im.RegionLength(wide[d].size());
+    }
+  });
+  // The lowered (and padded) text of every document, at fixed offsets.
+  for (size_t d = 0; d < docs; ++d) region[d + 1] += region[d];
   std::vector<uint8_t> low(region[docs]);
   std::vector<std::vector<Tok>> distinct(docs);
   out->tokens.assign(docs, 0);
@@ -463,26 +538,34 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
   ParallelFor(docs, 1, [&](size_t b, size_t e) {
     DocCounter counter;
     CodeMasks masks;
+    std::vector<uint32_t> starts;
     for (size_t d = b; d < e; ++d) {
-      const uint8_t* src = bytes + offsets[d];
-      const size_t n = offsets[d + 1] - offsets[d];
-      if (o.mode != Mode::Code && !IsAscii(src, n)) {
+      if (state[d] == 2) {
         out->tokens[d] = kFallback;
         continue;
       }
+      const bool isWide = state[d] == 1;
+      const uint8_t* src = isWide ? wide[d].data() : bytes + offsets[d];
+      const size_t n = isWide ? wide[d].size() : offsets[d + 1] - offsets[d];
       uint8_t* dst = low.data() + region[d];
       const uint64_t at = region[d];
       counter.Reset(&distinct[d], low.data());
       if (o.mode == Mode::Qgrams) {
         const size_t pad = im.RegionLength(n) - n;
         std::memset(dst, 0x02, pad / 2);
-        if (o.lowercase) {
+        if (o.lowercase && !isWide) {
           Lower(src, n, dst + pad / 2);
-        } else {
+        } else if (n) {
           std::memcpy(dst + pad / 2, src, n);
         }
         std::memset(dst + pad / 2 + n, 0x03, pad / 2);
-        im.Qgrams(n + pad, at, counter);
+        if (isWide)
+          im.QgramsUtf8(dst, n + pad, at, starts, counter);
+        else
+          im.Qgrams(n + pad, at, counter);
+      } else if (isWide) {
+        std::memcpy(dst, src, n);
+        im.WordsUtf8(*uni, dst, n, at, counter);
       } else {
         Lower(src, n, dst);
         if (o.mode == Mode::Code)
@@ -490,6 +573,7 @@ void Tokenizer::Run(const uint8_t* bytes, const uint32_t* offsets, size_t docs, 
         else
           im.Words(dst, n, at, counter);
       }
+      if (isWide) std::vector<uint8_t>().swap(wide[d]);
       if (counter.total() >= kFallback) ThrowInvalid("a document has more than 2^32 - 2 tokens");
       out->tokens[d] = uint32_t(counter.total());
     }
@@ -626,10 +710,29 @@ void AssembleRows(const uint32_t* indptr, const uint32_t* tokens, size_t docs, u
 }
 
 uint32_t HashToken(const char* p, size_t n) {
-  // FNV-1a over the token's units, then murmur3's fmix32: lib/text/vocabulary.ts
-  // hashToken() over the same (ASCII) characters.
+  // FNV-1a over the token's UTF-16 units, then murmur3's fmix32:
+  // lib/text/vocabulary.ts hashToken(). Tokens are UTF-8 as text_unicode.cc
+  // writes it (a lone surrogate as its 3-byte form).
+  const auto* b = reinterpret_cast<const uint8_t*>(p);
   uint32_t h = 0x811c9dc5u;
-  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(p[i])) * 0x01000193u;
+  for (size_t i = 0; i < n;) {
+    if (b[i] < 0x80) {
+      h = (h ^ b[i++]) * 0x01000193u;
+      continue;
+    }
+    // A sequence cut off by the token's end (never in tokens this file
+    // makes) reads as U+FFFD instead of past the end.
+    const size_t need = b[i] < 0xe0 ? 2 : b[i] < 0xf0 ? 3 : 4;
+    uint32_t len = 1, c = 0xfffdu;
+    if (i + need <= n) c = NextCodePoint(b + i, &len);
+    i += len;
+    if (c >= 0x10000) {
+      h = (h ^ (0xd800u + ((c - 0x10000) >> 10))) * 0x01000193u;
+      h = (h ^ (0xdc00u + (c & 0x3ff))) * 0x01000193u;
+    } else {
+      h = (h ^ c) * 0x01000193u;
+    }
+  }
   h ^= h >> 16;
   h *= 0x85ebca6bu;
   h ^= h >> 13;

@@ -10,7 +10,9 @@
 #include "napi_util.h"
 #include "owned.h"
 #include "records.h"
+#include "gpu.h"
 #include "text.h"
+#include "text_unicode.h"
 
 namespace cusim {
 namespace {
@@ -88,11 +90,32 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   auto r = Napi::Object::New(env);
   auto terms = Napi::Array::New(env, b.termEnds.size());
   uint32_t start = 0;
+  std::u16string units;
   for (size_t i = 0; i < b.termEnds.size(); ++i) {
     napi_value s;
-    // Terms are ASCII: latin1 creation skips UTF-8 decoding.
-    NAPI_THROW_IF_FAILED(env, napi_create_string_latin1(env, b.termBytes.data() + start, b.termEnds[i] - start, &s),
-                         Napi::Value());
+    const char* p = b.termBytes.data() + start;
+    const size_t n = b.termEnds[i] - start;
+    bool ascii = true;
+    for (size_t k = 0; k < n && ascii; ++k) ascii = uint8_t(p[k]) < 0x80;
+    if (ascii) {
+      // latin1 creation skips UTF-8 decoding.
+      NAPI_THROW_IF_FAILED(env, napi_create_string_latin1(env, p, n, &s), Napi::Value());
+    } else {
+      // UTF-16 written here: a term can hold a lone surrogate (text_unicode.h).
+      units.clear();
+      for (size_t k = 0; k < n;) {
+        uint32_t len;
+        const uint32_t c = text::NextCodePoint(reinterpret_cast<const uint8_t*>(p) + k, &len);
+        k += len;
+        if (c >= 0x10000) {
+          units.push_back(char16_t(0xd800 + ((c - 0x10000) >> 10)));
+          units.push_back(char16_t(0xdc00 + (c & 0x3ff)));
+        } else {
+          units.push_back(char16_t(c));
+        }
+      }
+      NAPI_THROW_IF_FAILED(env, napi_create_string_utf16(env, units.data(), units.size(), &s), Napi::Value());
+    }
     terms.Set(uint32_t(i), Napi::Value(env, s));
     start = b.termEnds[i];
   }
@@ -102,6 +125,28 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   r.Set("ids", Typed(env, std::move(b.ids)));
   r.Set("counts", Typed(env, std::move(b.counts)));
   return r;
+}
+
+// TextTokenizer / TokenHasher options: { mode, minLength, dropKeywords, keywords, stopWords, q, lowercase, pad }.
+text::Options ParseOptions(const Napi::Object& o) {
+  text::Options opt;
+  const std::string mode = StrPropOr(o, "mode", "words");
+  if (mode == "code")
+    opt.mode = text::Mode::Code;
+  else if (mode == "words")
+    opt.mode = text::Mode::Words;
+  else if (mode == "qgrams")
+    opt.mode = text::Mode::Qgrams;
+  else
+    ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
+  opt.minLength = UintProp(o, "minLength", 1, 1, 1 << 20);
+  opt.q = UintProp(o, "q", 3, 1, 1024);
+  opt.dropKeywords = BoolPropOr(o, "dropKeywords", true);
+  opt.lowercase = BoolPropOr(o, "lowercase", true);
+  opt.pad = BoolPropOr(o, "pad", false);
+  opt.keywords = StringList(o, "keywords");
+  opt.stopWords = StringList(o, "stopWords");
+  return opt;
 }
 
 class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer> {
@@ -121,24 +166,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
   explicit TextTokenizerWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
     try {
       Args args(info);
-      Napi::Object o = args.Obj(0, "options");
-      text::Options opt;
-      const std::string mode = StrPropOr(o, "mode", "words");
-      if (mode == "code")
-        opt.mode = text::Mode::Code;
-      else if (mode == "words")
-        opt.mode = text::Mode::Words;
-      else if (mode == "qgrams")
-        opt.mode = text::Mode::Qgrams;
-      else
-        ThrowInvalid("options.mode must be 'code', 'words' or 'qgrams'");
-      opt.minLength = UintProp(o, "minLength", 1, 1, 1 << 20);
-      opt.q = UintProp(o, "q", 3, 1, 1024);
-      opt.dropKeywords = BoolPropOr(o, "dropKeywords", true);
-      opt.lowercase = BoolPropOr(o, "lowercase", true);
-      opt.pad = BoolPropOr(o, "pad", false);
-      opt.keywords = StringList(o, "keywords");
-      opt.stopWords = StringList(o, "stopWords");
+      text::Options opt = ParseOptions(args.Obj(0, "options"));
       impl_ = std::make_shared<text::Tokenizer>(opt);
     } catch (const Error& e) {
       throw MakeJsError(info.Env(), e);
@@ -155,7 +183,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       Inputs owned(Inputs::Use::Sync);
       Input in = ReadInput(info, owned);
       text::Batch b;
-      impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, &b);
+      impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, &b, /*wtf8=*/true);
       return BatchToJs(info.Env(), std::move(b));
     });
   }
@@ -168,7 +196,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       Input in = ReadInput(info, *owned);
       auto b = std::make_shared<text::Batch>();
       return RunAsync(
-          info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get()); },
+          info.Env(), [=] { impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get(), /*wtf8=*/true); },
           [=](Napi::Env env) { return BatchToJs(env, std::move(*b)); }, {}, owned);
     });
   }
@@ -190,7 +218,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       return RunAsync(
           info.Env(),
           [=] {
-            impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get());
+            impl->Run(in.bytes, in.offsets, in.docs, in.minTokens, b.get(), /*wtf8=*/true);
             text::AssembleHashedRows(*b, in.minTokens, mask, rows.get());
           },
           [=](Napi::Env env) -> Napi::Value {
@@ -263,6 +291,61 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
 #endif
 };
 
+// new TokenHasher(options, { device, chunkBytes }): per document, the hashToken()
+// of every token (text_hash.h), on the CPU (device -1, the default) or on one
+// GPU, made once here. hashAsync(bytes, offsets) -> Promise<{ indptr: BigUint64Array, hashes }>.
+class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "TokenHasher",
+                       {InstanceMethod("hashAsync", &TokenHasherWrap::HashAsync),
+                        InstanceMethod("dispose", &TokenHasherWrap::DisposeMethod)});
+  }
+
+  explicit TokenHasherWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    try {
+      Args args(info);
+      const text::Options opt = ParseOptions(args.Obj(0, "options"));
+      Napi::Object b =
+          info.Length() > 1 && info[1].IsObject() ? info[1].As<Napi::Object>() : Napi::Object::New(info.Env());
+      const double device = NumPropOr(b, "device", -1);
+      if (!(device >= -1 && device < 1024) || device != double(int64_t(device)))
+        ThrowInvalid("backend.device must be -1 (the CPU) or a GPU index");
+      const double chunk = NumPropOr(b, "chunkBytes", double(64 << 20));
+      if (!(chunk >= 1 && chunk <= 9007199254740991.0)) ThrowInvalid("backend.chunkBytes must be a positive integer");
+      if (device < 0)
+        impl_ = std::shared_ptr<text::TokenHasher>(text::MakeCpuTokenHasher(opt));
+      else
+        impl_ = std::shared_ptr<text::TokenHasher>(
+            text::MakeCudaTokenHasher(opt, ResolveDevices({int(device)}).at(0), uint64_t(chunk)));
+    } catch (const Error& e) {
+      throw MakeJsError(info.Env(), e);
+    }
+  }
+
+ private:
+  Napi::Value DisposeMethod(const Napi::CallbackInfo& info) { return Dispose(info); }
+
+  Napi::Value HashAsync(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto impl = Get("TokenHasher");
+      auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
+      Input in = ReadInput(info, *owned);
+      auto off = std::make_shared<std::vector<uint64_t>>(in.offsets, in.offsets + in.docs + 1);
+      auto out = std::make_shared<text::TokenHashes>();
+      return RunAsync(
+          info.Env(), [=] { impl->Hash(in.bytes, off->data(), in.docs, /*wtf8=*/true, out.get()); },
+          [=](Napi::Env env) -> Napi::Value {
+            auto r = Napi::Object::New(env);
+            r.Set("indptr", Typed(env, std::move(out->indptr)));
+            r.Set("hashes", Typed(env, std::move(out->hashes)));
+            return r;
+          },
+          {}, owned);
+    });
+  }
+};
+
 // assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
 Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -290,8 +373,27 @@ Napi::Value AssembleRows(const Napi::CallbackInfo& info) {
   });
 }
 
+// setUnicodeTables(stage1: Uint16Array, blocks: Uint32Array, extra: Uint32Array):
+// installs lib/text/unicode-tables.ts's tables (the first call wins).
+Napi::Value SetUnicodeTables(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Inputs in(Inputs::Use::Sync);
+    auto stage1 = in.Array<uint16_t>(info[0], "stage1");
+    auto blocks = in.Array<uint32_t>(info[1], "blocks");
+    auto extra = in.Array<uint32_t>(info[2], "extra");
+    text::UnicodeTables t;
+    t.stage1.assign(stage1.data, stage1.data + stage1.length);
+    t.blocks.assign(blocks.data, blocks.data + blocks.length);
+    t.extra.assign(extra.data, extra.data + extra.length);
+    text::SetUnicodeTables(std::move(t));
+    return info.Env().Undefined();
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("setUnicodeTables", Napi::Function::New(env, SetUnicodeTables, "setUnicodeTables"));
   exports.Set("TextTokenizer", TextTokenizerWrap::Define(env));
+  exports.Set("TokenHasher", TokenHasherWrap::Define(env));
 #ifdef CUSIM_WITH_SIMDJSON
   // The native record reader's parser, for messages saying which reader runs.
   exports.Set("recordReader", Napi::String::New(env, std::string("simdjson ") + records::SimdjsonVersion()));

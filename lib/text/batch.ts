@@ -7,6 +7,7 @@ import { native } from '../addon.js';
 import type { NativeTokenBatch, TextRows, TextTokenizerNative, TextTokenizerOptions } from '../native-types.js';
 import { rangeError, typeError } from '../errors.js';
 import { hashToken } from './vocabulary.js';
+import { unicodeTables } from './unicode-tables.js';
 import type { TokenBatch } from '../types.js';
 export type { TokenBatch } from '../types.js';
 
@@ -89,7 +90,7 @@ let scratch = Buffer.allocUnsafeSlow(1 << 16);
 const SCRATCH_MAX = 64 << 20;
 
 /** UTF-8 of every text, back to back; `own` gives a buffer of its own (async calls read it later). */
-function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offsets: Uint32Array } {
+export function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offsets: Uint32Array } {
   let cap = 0;
   // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair is 4 for 2).
   for (const t of texts) cap += 3 * t.length;
@@ -100,12 +101,67 @@ function encode(texts: readonly string[], own: boolean): { bytes: Buffer; offset
   else if (scratch.length < cap) bytes = scratch = Buffer.allocUnsafeSlow(Math.min(SCRATCH_MAX, Math.max(cap, scratch.length * 2)));
   const offsets = new Uint32Array(texts.length + 1);
   let off = 0;
+  let ascii = true;
   for (let i = 0; i < texts.length; i++) {
-    off += bytes.write(texts[i], off, 'utf8');
+    const t = texts[i];
+    const n = bytes.write(t, off, 'utf8');
+    ascii &&= n === t.length;
+    // Buffer#write turns a lone surrogate into U+FFFD, which a q-gram would
+    // then hash differently: such strings are written as WTF-8 instead.
+    off += n === t.length || isWellFormed(t) ? n : writeWtf8(t, bytes, off);
     offsets[i + 1] = off;
   }
+  // The tables cost a fraction of a second to build: only text that needs them pays.
+  if (!ascii) installUnicodeTables();
   return { bytes, offsets };
 }
+
+const isWellFormed = (t: string): boolean => (t as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/** UTF-8 of `t` with each lone surrogate as its own 3-byte sequence (native/text_unicode.h, wtf8). */
+function writeWtf8(t: string, out: Buffer, at: number): number {
+  let o = at;
+  for (let i = 0; i < t.length; i++) {
+    let c = t.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < t.length) {
+      const d = t.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+        i++;
+      }
+    }
+    if (c < 0x80) out[o++] = c;
+    else if (c < 0x800) {
+      out[o++] = 0xc0 | (c >> 6);
+      out[o++] = 0x80 | (c & 0x3f);
+    } else if (c < 0x10000) {
+      out[o++] = 0xe0 | (c >> 12);
+      out[o++] = 0x80 | ((c >> 6) & 0x3f);
+      out[o++] = 0x80 | (c & 0x3f);
+    } else {
+      out[o++] = 0xf0 | (c >> 18);
+      out[o++] = 0x80 | ((c >> 12) & 0x3f);
+      out[o++] = 0x80 | ((c >> 6) & 0x3f);
+      out[o++] = 0x80 | (c & 0x3f);
+    }
+  }
+  return o - at;
+}
+
+/**
+ * Hands this engine's Unicode tables (lib/text/unicode-tables.ts) to the addon
+ * once per process, so that 'words' and 'qgrams' tokenize non-ASCII text
+ * natively. encode() calls it on the first non-ASCII text; callers that hand
+ * the addon bytes JavaScript never sees (the native record reader) call it first.
+ */
+export function installUnicodeTables(): void {
+  const set = native().setUnicodeTables;
+  if (installed || typeof set !== 'function') return;
+  const t = unicodeTables();
+  set(t.stage1, t.blocks, t.extra);
+  installed = true;
+}
+let installed = false;
 
 /** Kept documents of a batch as rows over remapped columns (see native/text.h AssembleRows). */
 export function assembleRows(b: TokenBatch, remap: Int32Array): TextRows {
@@ -190,8 +246,9 @@ export async function hashedRows(
     };
   }
   if (!r.tokens.includes(FALLBACK)) return { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values };
-  // Documents the native tokenizer leaves to JavaScript (non-ASCII words or
-  // q-grams): tokenized here and spliced in at their place.
+  // Documents the native tokenizer leaves to JavaScript (an addon without
+  // the Unicode tables, or a lowercasing rule it does not reproduce):
+  // tokenized here and spliced in at their place.
   const mask = bits === 32 ? 0xffffffff : 2 ** bits - 1;
   const tokens = r.tokens.slice();
   const rows: { at: number; cols: Uint32Array; values: Float32Array }[] = [];

@@ -6,7 +6,7 @@ import { MAX_TYPED_LENGTH } from '../addon.js';
 import { rangeError, typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject, checkTyped } from '../validate.js';
 import type { CsrMatrix } from '../validate.js';
-import { NativeTokenizer, assembleRows, countTokenLists, hashedRows } from './batch.js';
+import { NativeTokenizer, assembleRows, countTokenLists, hashedRows, installUnicodeTables } from './batch.js';
 import type { HashedRows, TokenBatch } from './batch.js';
 import type { TextTokenizerNative } from '../native-types.js';
 import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
@@ -206,6 +206,8 @@ export class TextFeaturizer {
 
   /** @internal The addon's tokenizer object, where documents are tokenized natively (the CLI's native record reader). */
   get nativeHandle(): TextTokenizerNative | undefined {
+    // The reader's text is never seen here: non-ASCII must be ready for.
+    if (this.nativeTokenizer && this.options.mode !== 'code') installUnicodeTables();
     return this.nativeTokenizer?.handle;
   }
 

@@ -14,6 +14,7 @@
 #include "../lsh.h"
 #include "../minhash.h"
 #include "../ops.h"
+#include "../text.h"
 
 #ifndef CUSIM_NO_CUDA_REASON
 #define CUSIM_NO_CUDA_REASON "built without CUDA"
@@ -93,5 +94,11 @@ std::unique_ptr<Joiner> MakeCudaJoiner(std::shared_ptr<const Prepared>, int, uin
 namespace cluster {
 std::unique_ptr<Scorer> MakeCudaScorer(const Config&, const Rows&, int, const Tuning&) { ThrowNoCuda(); }
 }  // namespace cluster
+
+// ---- text ----
+
+namespace text {
+std::unique_ptr<TokenHasher> MakeCudaTokenHasher(const Options&, int, uint64_t) { ThrowNoCuda(); }
+}  // namespace text
 
 }  // namespace cusim

@@ -1,0 +1,55 @@
+// The CPU token hasher (text_hash.h): the tokenizer's batch, each distinct
+// token hashed once and repeated by its count.
+#include <string>
+
+#include "common.h"
+#include "text.h"
+#include "text_unicode.h"
+
+namespace cusim {
+namespace text {
+namespace {
+
+class CpuTokenHasher : public TokenHasher {
+ public:
+  explicit CpuTokenHasher(const Options& o) : tok_(o) {}
+  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, TokenHashes* out) override {
+    // The tokenizer takes 32-bit offsets: a document set over 4 GiB goes in parts.
+    out->indptr.assign(1, 0);
+    out->hashes.clear();
+    std::vector<uint32_t> local;
+    for (size_t d0 = 0; d0 < docs;) {
+      size_t d1 = d0 + 1;
+      while (d1 < docs && offsets[d1 + 1] - offsets[d0] < (uint64_t(1) << 32)) ++d1;
+      if (offsets[d0 + 1] - offsets[d0] >= (uint64_t(1) << 32)) ThrowInvalid("a document is over 4 GiB");
+      local.resize(d1 - d0 + 1);
+      for (size_t d = d0; d <= d1; ++d) local[d - d0] = uint32_t(offsets[d] - offsets[d0]);
+      Batch b;
+      tok_.Run(bytes + offsets[d0], local.data(), d1 - d0, 0, &b, wtf8);
+      std::vector<uint32_t> termHash(b.termEnds.size());
+      for (size_t i = 0; i < termHash.size(); ++i) {
+        const uint32_t a = i ? b.termEnds[i - 1] : 0;
+        termHash[i] = HashToken(b.termBytes.data() + a, b.termEnds[i] - a);
+      }
+      for (size_t d = 0; d < d1 - d0; ++d) {
+        if (b.tokens[d] == kFallback) ThrowInvalid("the Unicode tables are not installed");
+        for (uint32_t k = b.indptr[d]; k < b.indptr[d + 1]; ++k)
+          out->hashes.insert(out->hashes.end(), b.counts[k], termHash[b.ids[k]]);
+        out->indptr.push_back(out->hashes.size());
+      }
+      d0 = d1;
+    }
+  }
+
+ private:
+  Tokenizer tok_;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenHasher> MakeCpuTokenHasher(const Options& options) {
+  return std::make_unique<CpuTokenHasher>(options);
+}
+
+}  // namespace text
+}  // namespace cusim
