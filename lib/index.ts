@@ -12,7 +12,7 @@ export type { StreamClustererOptions, ClusterTuning, ClusterAddResult, AddOption
 export { HammingIndex, MISSING_ID } from './hamming.js';
 export type { HammingIndexOptions, HammingSearchOptions, HammingSearchResult, HammingMethod, ExactKernel } from './hamming.js';
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
-export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult } from './join.js';
+export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult, JoinStageMs } from './join.js';
 export {
   MinHashLSH,
   optimalParams,
