@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../native/join.h"
+#include "../native/join_plan.h"
 #include "../native/parallel.h"
 #include "../native/phase_log.h"
 #include "common/gpu.cuh"
@@ -430,7 +431,7 @@ class CudaJoiner final : public Joiner {
     sms_ = unsigned(gpu::MultiprocessorCount(device));
     Upload(p_->probe, &dPtok_, &dPoff_, &dPids_, "join probe sets");
     if (!p_->self) Upload(p_->index, &dItok_, &dIoff_, &dIids_, "join indexed sets");
-    log_.Mark("setup upload");
+    Mark("setup upload", kTransfer);
     start_.reset(uint64_t(p_->vocab) + 1, "join inverted index offsets");
     cursor_.reset(uint64_t(p_->vocab) + 1, "join inverted index cursors");
     counters_.reset(kCounters, "join counters");
@@ -441,21 +442,28 @@ class CudaJoiner final : public Joiner {
     CUSIM_CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
     tableBudget_ = std::max<uint64_t>(std::min<uint64_t>(kTableBudget, freeB / 8 / sizeof(Slot)), 1ull << 22);
     tableBudget_ = std::max<uint64_t>(tableBudget_, NextPow2(2 * std::min<uint64_t>(block_, std::max<uint64_t>(m, 1))));
-    uint64_t maxId = 0;
-    for (uint32_t id : p_->probe.ids) maxId = std::max<uint64_t>(maxId, id);
-    for (uint32_t id : p_->index.ids) maxId = std::max<uint64_t>(maxId, id);
-    keyBits_ = 32 + BitsFor(maxId);
+    std::atomic<uint64_t> maxId{0};
+    for (const Collection* c : {&p_->probe, &p_->index}) {
+      ParallelFor(c->ids.size(), 1 << 16, [&](size_t b, size_t e) {
+        const uint64_t m = *std::max_element(c->ids.begin() + b, c->ids.begin() + e);
+        uint64_t cur = maxId.load();
+        while (m > cur && !maxId.compare_exchange_weak(cur, m)) {
+        }
+      });
+    }
+    keyBits_ = 32 + BitsFor(maxId.load());
     packed_ = m > 0 && p_->indexed().size(m - 1) < (1u << 16);  // sizes ascend
     const uint64_t np = p_->probe.n();
     compact_ = packed_ && p_->indexed().size(m - 1) <= compact::kField11 && np > 0 &&
                p_->probe.size(np - 1) <= compact::kField10 && block_ <= (1ull << 20) && !tuning.wideSlots;
     chunkPairs_ = std::max<uint64_t>(1, std::min(tuning.maxChunkPairs, kChunkPairs));
-    log_.Mark("setup");
+    Mark("setup", kBuild);
   }
 
   bool Next(Chunk* out, const CancelToken& cancel) override {
     gpu::DeviceGuard guard(device_);
     log_.Skip();
+    stages.Skip();
     for (;;) {
       cancel.check();
       cancel.report(blockStart_, p_->indexed().n());
@@ -498,6 +506,12 @@ class CudaJoiner final : public Joiner {
   // (16 B each, twice for the sort: 2 GiB).
   static constexpr uint64_t kChunkPairs = 1ull << 26;
 
+  // The profile's phase and the result's stage (join.h) in one mark.
+  void Mark(const char* phase, Stage s) {
+    log_.Mark(phase);
+    stages.Mark(s);
+  }
+
   const uint32_t* Ptok() const { return dPtok_.data(); }
   const uint64_t* Poff() const { return dPoff_.data(); }
   const uint32_t* Itok() const { return p_->self ? dPtok_.data() : dItok_.data(); }
@@ -509,7 +523,7 @@ class CudaJoiner final : public Joiner {
     tok->reset(std::max<size_t>(c.tokens.size(), 1), what);
     off->reset(c.offsets.size(), what);
     ids->reset(std::max<size_t>(c.ids.size(), 1), what);
-    log_.Mark("setup alloc");
+    Mark("setup alloc", kTransfer);
     if (!c.tokens.empty())
       CUSIM_CUDA_CHECK(
           cudaMemcpyAsync(tok->data(), c.tokens.data(), c.tokens.size() * 4, cudaMemcpyHostToDevice, stream_));
@@ -607,7 +621,7 @@ class CudaJoiner final : public Joiner {
         hi[j] = uint32_t(std::max(h, wl));
       }
     });
-    log_.Mark("block windows");
+    Mark("block windows", kPlan);
     winLo_.reserve(np, "join probe windows");
     winHi_.reserve(np, "join probe windows");
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo.data(), np * 4, cudaMemcpyHostToDevice, stream_));
@@ -625,64 +639,45 @@ class CudaJoiner final : public Joiner {
     stream_.sync();
     out->kernelMs += gpu::ElapsedMs(e0, e1) + gpu::ElapsedMs(e2, e3);
     blockP0_ = pLo;
-    log_.Mark("block index");
+    Mark("block index", kKernel);
 
     // Plan batches: per probe a power-of-two table at least 1.5x its distinct
     // candidates, bounded by its in-window postings (which count a candidate
     // once per shared prefix token) and the window's width: loaded at most 2/3.
-    std::vector<uint8_t> lg(np);  // log2 of the capacity; 0: no candidates
+    UninitVector<uint8_t> lg(np);  // log2 of the capacity; 0: no candidates
+    UninitVector<uint64_t> most(np);
     ParallelFor(np, 8192, [&](size_t b, size_t e) {
       for (size_t j = b; j < e; j++) {
         const uint64_t distinct = std::min<uint64_t>(hits[j], hi[j] - lo[j]);
         lg[j] = distinct == 0 ? 0 : uint8_t(Log2Ceil(std::max<uint64_t>(distinct + distinct / 2 + 1, 8)));
+        most[j] = distinct;
       }
     });
-    // Cut the batches first, then fill each at its exact size: growing the
-    // vectors cost more than the loop (page faults).
-    std::vector<uint64_t> count;  // probes per batch
-    {
-      uint64_t slots = 0, probes = 0;
-      for (uint64_t j = 0; j < np; j++) {
-        if (lg[j] == 0) continue;
-        const uint64_t cap = uint64_t(1) << lg[j];
-        if (probes > 0 && (slots + cap > tableBudget_ || probes >= kMaxBatchProbes)) {
-          count.push_back(probes);
-          slots = probes = 0;
-        }
-        slots += cap;
-        probes++;
-      }
-      if (probes > 0) count.push_back(probes);
-    }
-    batches_.resize(count.size());
-    for (uint64_t j = 0, b = 0; b < count.size(); b++) {
+    // The cut on all cores (join_plan.h), the same as a serial greedy scan.
+    PlanBatches(lg.data(), most.data(), np, pLo, tableBudget_, kMaxBatchProbes, &plan_);
+    batches_.resize(plan_.batches());
+    for (uint64_t b = 0; b < batches_.size(); b++) {
       Batch& cur = batches_[b];
-      cur.probes.reserve(count[b]);
-      cur.tableOff.reserve(count[b] + 1);
-      cur.tableOff.push_back(0);
-      for (; cur.probes.size() < count[b]; j++) {
-        if (lg[j] == 0) continue;
-        cur.probes.push_back(uint32_t(pLo + j));
-        cur.tableOff.push_back(cur.tableOff.back() + (uint64_t(1) << lg[j]));
-        cur.maxCands += std::min<uint64_t>(hits[j], hi[j] - lo[j]);
-      }
+      cur.n = plan_.start[b + 1] - plan_.start[b];
+      cur.probes = plan_.probes.data() + plan_.start[b];
+      cur.tableOff = plan_.tableOff.data() + plan_.start[b] + b;
+      cur.maxCands = plan_.maxCands[b];
     }
-    log_.Mark("block plan");
+    Mark("block plan", kPlan);
   }
 
   // Filters one batch into cands_; reads back its candidate count.
   void Filter(size_t bi, Chunk* out) {
     const Prepared& p = *p_;
     const Batch& b = batches_[bi];
-    const uint64_t n = b.probes.size(), slots = b.tableOff.back();
+    const uint64_t n = b.n, slots = b.tableOff[n];
     probes_.reserve(n, "join batch probes");
     tableOff_.reserve(n + 1, "join batch table offsets");
     const uint64_t slotBytes = compact_ ? 8 : sizeof(Slot);
     table_.reserve((slots * slotBytes + sizeof(Slot) - 1) / sizeof(Slot), "join candidate tables");
     cands_.reserve(b.maxCands, "join candidates");
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes.data(), n * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(
-        cudaMemcpyAsync(tableOff_.data(), b.tableOff.data(), (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes, n * 4, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff, (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
     gpu::Event e0, e1;
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * slotBytes, stream_));
@@ -696,7 +691,7 @@ class CudaJoiner final : public Joiner {
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(&nc, counters_.data() + kBatchCands, 8, cudaMemcpyDeviceToHost, stream_));
     stream_.sync();
     out->kernelMs += gpu::ElapsedMs(e0, e1);
-    log_.Mark("filter");
+    Mark("filter", kKernel);
     if (nc == 0) return;
     pendingCands_ = nc;
     pendingDone_ = 0;
@@ -727,7 +722,7 @@ class CudaJoiner final : public Joiner {
     pairs_ = c[kPairs];
     out->candidates = c[kCands];
     out->kernelMs += gpu::ElapsedMs(e0, e1);
-    log_.Mark("verify");
+    Mark("verify", kKernel);
   }
 
   // Room for `n` result pairs, keeping those already gathered.
@@ -767,26 +762,28 @@ class CudaJoiner final : public Joiner {
       SplitKernel<<<Grid(n), kThreads, 0, stream_>>>(k.Current(), v.Current(), n, lr, os);
       CUSIM_LAUNCH_CHECK();
       e1.record(stream_);
-      log_.Mark("flush sort launch");
+      Mark("flush sort launch", kKernel);
       out->block.allocate(n * 16);
       FirstTouch(out->block.data(), n * 16);  // while the GPU sorts
-      log_.Mark("flush host alloc");
+      Mark("flush host alloc", kOutput);
       out->count = n;
       auto* host = static_cast<char*>(out->block.data());
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(host, lr, n * 8, cudaMemcpyDeviceToHost, stream_));
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(host + n * 8, os, n * 8, cudaMemcpyDeviceToHost, stream_));
       stream_.sync();
       out->kernelMs += gpu::ElapsedMs(e0, e1);
-      log_.Mark("flush sort+copy");
+      Mark("flush sort+copy", kTransfer);
     }
     pairs_ = 0;
     // A pending batch's candidate count (kBatchCands) survives the flush.
     CUSIM_CUDA_CHECK(cudaMemsetAsync(counters_.data() + kPairs, 0, 2 * 8, stream_));
   }
 
+  // A batch's slices of plan_.
   struct Batch {
-    std::vector<uint32_t> probes;
-    std::vector<uint64_t> tableOff;
+    uint64_t n = 0;
+    const uint32_t* probes = nullptr;
+    const uint64_t* tableOff = nullptr;  // n + 1
     uint64_t maxCands = 0;
   };
 
@@ -818,6 +815,7 @@ class CudaJoiner final : public Joiner {
   const unsigned long long* lists_ = nullptr;  // the sorted posting lists (postings_ or sortTemp_)
   uint64_t blockStart_ = 0, blockP0_ = 0;
   std::vector<Batch> batches_;
+  BatchPlan plan_;  // the current block's batches, which point into it
   size_t batch_ = 0;
 };
 

@@ -19,7 +19,7 @@ export type {
   HammingTuning,
 } from './hamming.js';
 export { similarityJoin, similarityJoinStream, AUTO_GPU_MIN_TOKENS } from './join.js';
-export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult } from './join.js';
+export type { JoinMeasure, JoinOptions, JoinTuning, JoinChunk, JoinResult, JoinStageMs } from './join.js';
 export {
   MinHashLSH,
   optimalParams,

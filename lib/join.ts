@@ -17,7 +17,7 @@ import {
   type CsrMatrix,
 } from './validate.js';
 import { rangeError, typeError } from './errors.js';
-import type { JoinOpenOptions } from './native-types.js';
+import type { JoinOpenOptions, JoinStage } from './native-types.js';
 import type { JoinChunk } from './types.js';
 export type { JoinChunk } from './types.js';
 
@@ -71,8 +71,20 @@ export interface JoinOptions {
   onProgress?: OnProgress;
 }
 
+/**
+ * Wall-clock milliseconds per stage of one similarityJoin call, where its time
+ * went: normalize (input checks and staging), prepare (token document
+ * frequencies and ranks), build (sets ordered by size, mapped to ranks,
+ * sorted and deduplicated; the CPU's prefix index), plan (the GPU's probe
+ * windows and batches), transfer (host <-> GPU copies), kernel (waiting on GPU
+ * kernels, whose own time is kernelMs), verify (the CPU's probes), output
+ * (pairs gathered and sorted on the host). Diagnostics: the pairs never depend on it.
+ */
+export type JoinStageMs = Record<JoinStage, number>;
+
 export interface JoinResult extends JoinChunk {
   backend: Backend;
+  stageMs: JoinStageMs;
 }
 
 /** Below this many tokens (both collections), 'auto' stays on the CPU. */
@@ -130,12 +142,15 @@ export async function* similarityJoinStream(sets: CsrMatrix, options: JoinOption
   yield* chunksOf(n, options.signal, new ProgressReporter(checkOnProgress(options.onProgress, 'options.onProgress')));
 }
 
+const now = (): number => performance.now();
+
 // The join's chunks. The inputs are staged (copied) by open(), which runs
 // before the first await: the caller's arrays are not read afterwards.
 async function* chunksOf(
   n: Normalized,
   signal: AbortSignal | undefined,
   reporter: ProgressReporter,
+  onStages?: (ms: JoinStageMs) => void,
 ): AsyncGenerator<JoinChunk & { backend: Backend }> {
   const handle = new (native().JoinHandle)();
   try {
@@ -147,6 +162,7 @@ async function* chunksOf(
       if (c === null) {
         const rows = (n.against ?? n.sets).rows;
         reporter.finish('join', rows, rows);
+        onStages?.(handle.stages());
         return;
       }
       yield { ...c, backend: n.backend };
@@ -158,13 +174,19 @@ async function* chunksOf(
 
 /** All pairs at or above the threshold, sorted by (left, right). See similarityJoinStream. */
 export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Promise<JoinResult> {
+  let t0 = now();
   const n = normalize(sets, options);
+  const normalizeMs = now() - t0;
   const backend = n.backend;
   const chunks: JoinChunk[] = [];
   let total = 0;
   let candidates = 0;
   let kernelMs = 0;
-  for await (const c of chunksOf(n, options.signal, new ProgressReporter(checkOnProgress(options.onProgress, 'options.onProgress')))) {
+  let stageMs: JoinStageMs | undefined;
+  const reporter = new ProgressReporter(checkOnProgress(options.onProgress, 'options.onProgress'));
+  let outputMs = 0;
+  for await (const c of chunksOf(n, options.signal, reporter, (ms) => (stageMs = ms))) {
+    t0 = now();
     chunks.push(c);
     total += c.left.length;
     if (total > MAX_TYPED_LENGTH) {
@@ -174,13 +196,21 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
     }
     candidates += c.candidates;
     kernelMs += c.kernelMs;
+    outputMs += now() - t0;
   }
+  t0 = now();
+  const stages = (): JoinStageMs => {
+    const ms = { ...stageMs! };
+    ms.normalize += normalizeMs;
+    ms.output += outputMs + (now() - t0);
+    return ms;
+  };
   // One chunk (the usual case on the GPU, which gathers up to 2^26 pairs per
   // chunk) is already sorted: hand its arrays over without a copy.
   const withPairs = chunks.filter((c) => c.left.length > 0);
   if (withPairs.length === 1) {
     const [c] = withPairs;
-    return { left: c.left, right: c.right, overlap: c.overlap, similarity: c.similarity, candidates, kernelMs, backend };
+    return { left: c.left, right: c.right, overlap: c.overlap, similarity: c.similarity, candidates, kernelMs, backend, stageMs: stages() };
   }
   const out: JoinResult = {
     left: new Uint32Array(total),
@@ -190,6 +220,7 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
     candidates,
     kernelMs,
     backend,
+    stageMs: stageMs!,
   };
   let at = 0;
   for (const c of chunks) {
@@ -200,5 +231,6 @@ export async function similarityJoin(sets: CsrMatrix, options: JoinOptions): Pro
     at += c.left.length;
   }
   if (chunks.length > 1 && total > 1) await native().joinSortPairs(out.left, out.right, out.overlap, out.similarity);
+  out.stageMs = stages();
   return out;
 }

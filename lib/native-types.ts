@@ -242,7 +242,20 @@ export interface JoinHandleNative {
   open(sets: CsrMatrix, against: CsrMatrix | undefined, options: JoinOpenOptions & { cancel?: CancelFlag }): Promise<void>;
   /** The next chunk, or null when the join is done. */
   next(options: CallControl): Promise<JoinChunk | null>;
+  /** Milliseconds per stage so far (JoinStageMs); not while open() or next() runs. */
+  stages(): Record<JoinStage, number>;
   dispose(): void;
+}
+
+/** The join's stages (native/join.h's Stage). */
+export type JoinStage = 'normalize' | 'prepare' | 'build' | 'plan' | 'transfer' | 'kernel' | 'verify' | 'output';
+
+/** The GPU join's probe batches (native/join_plan.h), planned on the host; for tests. */
+export interface JoinBatchPlan {
+  probes: Uint32Array;
+  start: Float64Array;
+  tableOff: Float64Array;
+  maxCands: Float64Array;
 }
 
 // ---- LSH (lsh_napi.cc, lsh_store_napi.cc) --------------------------------------------------
@@ -450,6 +463,7 @@ export interface Addon extends LshFunctions {
   JoinHandle: new () => JoinHandleNative;
   /** Sorts the four parallel arrays by (left, right), in place. */
   joinSortPairs(left: Uint32Array, right: Uint32Array, overlap: Uint32Array, similarity: Float32Array): Promise<void>;
+  joinPlanBatches(lg: Uint8Array, cands: Float64Array, p0: number, budget: number, maxProbes: number): JoinBatchPlan;
 
   // text_napi.cc: TextTokenizer is absent from builds older than the native tokenizer.
   TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;

@@ -3,6 +3,7 @@
 // Included by cuda/join.cu: no napi.h, no CUDA headers.
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -84,6 +85,36 @@ CUSIM_HD bool Accept(Measure m, double t, uint32_t a, uint32_t b, uint32_t o, do
   return o > 0 && s >= t;
 }
 
+// Wall time per stage of a join, summed over its calls (the result's
+// stageMs): where a call's time goes, on any host, without a profiler.
+// normalize: input checks and staging; prepare: token document frequencies
+// and ranks; build: rows ordered, mapped to ranks, sorted and deduplicated,
+// and the CPU joiner's index; plan: the GPU's probe windows and batches;
+// transfer: host <-> device copies; kernel: waiting on the GPU's kernels;
+// verify: the CPU's probes and verification; output: results gathered and
+// sorted on the host.
+enum Stage : int { kNormalize, kPrepare, kBuild, kPlan, kTransfer, kKernel, kVerify, kOutput, kStages };
+inline const char* const kStageNames[kStages] = {"normalize", "prepare", "build",  "plan",
+                                                 "transfer",  "kernel",  "verify", "output"};
+class StageClock {
+ public:
+  // Charges the time since the last mark (or Skip) to `s`.
+  void Mark(Stage s) {
+    const auto now = std::chrono::steady_clock::now();
+    ms_[s] += std::chrono::duration<double, std::milli>(now - last_).count();
+    last_ = now;
+  }
+  void Skip() { last_ = std::chrono::steady_clock::now(); }
+  double ms(Stage s) const { return ms_[s]; }
+  void Add(const StageClock& o) {
+    for (int s = 0; s < kStages; s++) ms_[s] += o.ms_[s];
+  }
+
+ private:
+  double ms_[kStages] = {};
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 // One collection after preprocessing: rows deduplicated, tokens replaced by
 // their global rank (ascending document frequency, ties by token id), each row
 // sorted by rank, rows sorted by (size, input id), empty rows dropped.
@@ -109,7 +140,9 @@ struct Prepared {
   }
 };
 
-std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t);
+// Charges its time to clock's prepare and build stages (clock may be null).
+std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t,
+                                  StageClock* clock = nullptr);
 
 // A chunk of verified pairs in input row ids.
 struct Chunk {
@@ -143,6 +176,8 @@ class Joiner {
  public:
   virtual ~Joiner() = default;
   virtual bool Next(Chunk* out, const CancelToken& cancel) = 0;
+  // Time spent so far, by stage (from construction; waits between calls excluded).
+  StageClock stages;
 };
 
 enum class Algorithm { PPJoin, AllPairs };

@@ -30,10 +30,13 @@ class CpuJoiner final : public Joiner {
  public:
   CpuJoiner(std::shared_ptr<const Prepared> p, Algorithm algo, uint64_t maxChunk)
       : p_(std::move(p)), algo_(algo), maxChunkHits_(maxChunk) {
+    stages.Skip();
     BuildIndex();
+    stages.Mark(kBuild);
   }
 
   bool Next(Chunk* out, const CancelToken& cancel) override {
+    stages.Skip();
     if (pendingAt_ < pending_.size()) return EmitPending(out);
     const uint64_t n = p_->probe.n();
     if (next_ >= n) return false;
@@ -65,8 +68,10 @@ class CpuJoiner final : public Joiner {
     else if (hits.size() < (1u << 20) && step_ < (1u << 20))
       step_ *= 2;
     next_ = end;
+    stages.Mark(kVerify);
     if (hits.size() <= maxChunkHits_) {
       Finalize(*p_, hits.data(), hits.size(), out);
+      stages.Mark(kOutput);
       return true;
     }
     // One step's hits past a chunk's cap (a few dense probes) leave in
@@ -94,22 +99,56 @@ class CpuJoiner final : public Joiner {
     return s;
   }
 
+  // Prefix postings per token, each list in sorted-position order. Blocks of
+  // sets count and scatter in parallel: block b's part of a list lands after
+  // the earlier blocks' parts, so the lists are the serial fill's.
   void BuildIndex() {
     const Collection& Y = p_->indexed();
-    maxSize_ = Y.n() ? Y.size(Y.n() - 1) : 0;
-    listStart_.assign(uint64_t(p_->vocab) + 1, 0);
-    for (uint64_t i = 0; i < Y.n(); i++) {
-      const uint32_t* row = Y.row(i);
-      for (uint64_t k = 0, L = p_->IndexPrefix(i); k < L; k++) listStart_[row[k] + 1]++;
-    }
-    for (uint64_t v = 0; v < p_->vocab; v++) listStart_[v + 1] += listStart_[v];
+    const uint64_t n = Y.n(), V = p_->vocab;
+    maxSize_ = n ? Y.size(n - 1) : 0;
+    listStart_.assign(V + 1, 0);
+    if (n == 0) return;
+    // Per-block histograms stay within a few times the set count.
+    const uint64_t blocks = std::max<uint64_t>(1, std::min<uint64_t>(NumThreads(), n / std::max<uint64_t>(V, 1 << 16)));
+    std::vector<uint64_t> at(blocks * V, 0);
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint64_t* h = at.data() + blk * V;
+        for (uint64_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) {
+          const uint32_t* row = Y.row(i);
+          for (uint64_t k = 0, L = p_->IndexPrefix(i); k < L; k++) h[row[k]]++;
+        }
+      }
+    });
+    ParallelFor(V, 1 << 14, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++) {
+        uint64_t total = 0;
+        for (uint64_t blk = 0; blk < blocks; blk++) total += at[blk * V + v];
+        listStart_[v + 1] = total;
+      }
+    });
+    for (uint64_t v = 0; v < V; v++) listStart_[v + 1] += listStart_[v];
+    ParallelFor(V, 1 << 14, [&](size_t b, size_t e) {
+      for (size_t v = b; v < e; v++) {
+        uint64_t run = listStart_[v];
+        for (uint64_t blk = 0; blk < blocks; blk++) {
+          const uint64_t c = at[blk * V + v];
+          at[blk * V + v] = run;
+          run += c;
+        }
+      }
+    });
     postings_.resize(listStart_.back());
-    std::vector<uint64_t> fill(listStart_.begin(), listStart_.end() - 1);
-    // Filling in sorted-position order keeps each list sorted by set size.
-    for (uint64_t i = 0; i < Y.n(); i++) {
-      const uint32_t* row = Y.row(i);
-      for (uint32_t k = 0, L = uint32_t(p_->IndexPrefix(i)); k < L; k++) postings_[fill[row[k]]++] = {uint32_t(i), k};
-    }
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint64_t* fill = at.data() + blk * V;
+        for (uint64_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) {
+          const uint32_t* row = Y.row(i);
+          for (uint32_t k = 0, L = uint32_t(p_->IndexPrefix(i)); k < L; k++)
+            postings_[fill[row[k]]++] = {uint32_t(i), k};
+        }
+      }
+    });
   }
 
   void Probe(uint64_t xi, Scratch* s) const {
@@ -194,6 +233,7 @@ class CpuJoiner final : public Joiner {
     Finalize(*p_, pending_.data() + pendingAt_, take, out);
     pendingAt_ += take;
     if (pendingAt_ == pending_.size()) std::vector<Hit>().swap(pending_), pendingAt_ = 0;
+    stages.Mark(kOutput);
     return true;
   }
 };

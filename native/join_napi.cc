@@ -7,6 +7,7 @@
 
 #include "gpu.h"
 #include "join.h"
+#include "join_plan.h"
 #include "napi_util.h"
 #include "owned.h"
 #include "phase_log.h"
@@ -18,6 +19,7 @@ struct JoinState {
   std::unique_ptr<join::Joiner> joiner;
   std::atomic<bool> busy{false};  // cleared on the worker thread
   uint64_t bytes = 0;             // about what the prepared join holds (for V8), set by open()
+  join::StageClock opened;        // open()'s stages: staging, validation, Prepare
 
   // One open()/next() at a time: claimed on the JS thread, released by the
   // worker (Release, even when the work throws).
@@ -34,9 +36,10 @@ struct JoinState {
 class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "JoinHandle",
-                       {InstanceMethod("open", &JoinHandle::Open), InstanceMethod("next", &JoinHandle::Next),
-                        InstanceMethod("dispose", &JoinHandle::Release)});
+    return DefineClass(
+        env, "JoinHandle",
+        {InstanceMethod("open", &JoinHandle::Open), InstanceMethod("next", &JoinHandle::Next),
+         InstanceMethod("stages", &JoinHandle::Stages), InstanceMethod("dispose", &JoinHandle::Release)});
   }
   explicit JoinHandle(const Napi::CallbackInfo& info) : ResourceWrap(info) { impl_ = std::make_shared<JoinState>(); }
   ~JoinHandle() override { ReleaseLater(); }
@@ -84,6 +87,7 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
         ThrowInvalid("options.maxChunkPairs is out of range");
       const bool wideSlots = BoolPropOr(opts, "wideSlots", false);
       const int device = DeviceFor(backend, opts);
+      join::StageClock clock;
       auto in = std::make_shared<Inputs>(Inputs::Use::Async);
       CancelToken cancel = in->Cancel(opts);
       // Properties first (getters may run), then the staging copies.
@@ -94,6 +98,8 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
       CsrView against;
       if (rs) against = in->Csr(againstSrc, 0, againstSrc.rows);
       state->Claim();
+      clock.Mark(join::kNormalize);
+      state->opened = clock;
       state->bytes = (sets.nnz() + against.nnz()) * 4 + (sets.rows + against.rows) * 16;
       Account();
       return RunAsync(
@@ -101,11 +107,14 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
           [=] {
             JoinState::Release release{state.get()};
             PhaseLog log("join open");
+            join::StageClock& clock = state->opened;
+            clock.Skip();
             ValidateCsr(sets, "sets");
             if (rs) ValidateCsr(against, "against");
             log.Mark("validate");
+            clock.Mark(join::kNormalize);
             cancel.check();
-            auto p = join::Prepare(sets, rs ? &against : nullptr, join::Measure(m), t);
+            auto p = join::Prepare(sets, rs ? &against : nullptr, join::Measure(m), t, &clock);
             log.Mark("prepare");
             cancel.check();
             if (backend == Backend::Cpu) {
@@ -119,6 +128,20 @@ class JoinHandle : public ResourceWrap<JoinHandle, JoinState> {
             log.Mark("joiner");
           },
           [](Napi::Env env) -> Napi::Value { return env.Undefined(); }, {info.This()}, in);
+    });
+  }
+
+  // stages() -> { normalize, prepare, ... } ms (join.h's Stage) so far; not
+  // while an open() or next() runs.
+  Napi::Value Stages(const Napi::CallbackInfo& info) {
+    return Guard(info, [&]() -> Napi::Value {
+      auto state = Get("JoinHandle");
+      if (state->busy) ThrowInvalid("JoinHandle is busy", "Error");
+      join::StageClock total = state->opened;
+      if (state->joiner) total.Add(state->joiner->stages);
+      auto r = Napi::Object::New(info.Env());
+      for (int s = 0; s < join::kStages; s++) r.Set(join::kStageNames[s], total.ms(join::Stage(s)));
+      return r;
     });
   }
 
@@ -207,7 +230,44 @@ Napi::Value SortPairs(const Napi::CallbackInfo& info) {
   });
 }
 
+// planBatches(lg: Uint8Array, cands: Float64Array, p0, budget, maxProbes) ->
+// { probes, start, tableOff, maxCands }: the GPU joiner's batch plan
+// (join_plan.h), run here so hosts without a GPU test it against a serial cut.
+// Small inputs only (tests): synchronous; the counts come back as doubles.
+Napi::Value PlanBatches(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array)
+      ThrowInvalid("planBatches: lg must be a Uint8Array");
+    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+      ThrowInvalid("planBatches: cands must be a Float64Array");
+    auto lg = info[0].As<Napi::Uint8Array>();
+    auto cd = info[1].As<Napi::Float64Array>();
+    const size_t n = lg.ElementLength();
+    if (cd.ElementLength() != n) ThrowInvalid("planBatches: lg and cands differ in length");
+    for (size_t j = 0; j < n; j++)
+      if (lg[j] > 40) ThrowInvalid("planBatches: lg values must be at most 40");
+    std::vector<uint64_t> cands(n);
+    for (size_t j = 0; j < n; j++) cands[j] = uint64_t(cd[j]);
+    const double p0 = info[2].As<Napi::Number>().DoubleValue(), budget = info[3].As<Napi::Number>().DoubleValue(),
+                 maxProbes = info[4].As<Napi::Number>().DoubleValue();
+    join::BatchPlan plan;
+    join::PlanBatches(lg.Data(), cands.data(), n, uint64_t(p0), uint64_t(budget), uint64_t(maxProbes), &plan);
+    auto doubles = [&](const std::vector<uint64_t>& v) {
+      std::vector<double> d(v.begin(), v.end());
+      return ToTyped(env, std::move(d));
+    };
+    auto r = Napi::Object::New(env);
+    r.Set("probes", ToTyped(env, std::move(plan.probes)));
+    r.Set("start", doubles(plan.start));
+    r.Set("tableOff", doubles(plan.tableOff));
+    r.Set("maxCands", doubles(plan.maxCands));
+    return r;
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("joinPlanBatches", Napi::Function::New(env, PlanBatches, "joinPlanBatches"));
   exports.Set("JoinHandle", JoinHandle::Define(env));
   exports.Set("joinSortPairs", Napi::Function::New(env, SortPairs, "joinSortPairs"));
 }

@@ -371,8 +371,11 @@ class Vocabulary {
 
 }  // namespace
 
-std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t) {
+std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t, StageClock* clock) {
   PhaseLog log("join prepare");
+  StageClock local;
+  if (!clock) clock = &local;
+  clock->Skip();
   auto p = std::make_shared<Prepared>();
   p->bounds = Bounds{m, t};
   p->self = against == nullptr;
@@ -412,9 +415,11 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
   log.Mark("docfreq");
   p->vocab = Rank(df, &rankOf);
   log.Mark("rank");
+  clock->Mark(kPrepare);
   p->probe = Build(src[0], sizes[0], rankOf, p->vocab);
   if (against) p->index = Build(src[1], sizes[1], rankOf, p->vocab);
   log.Mark("build");
+  clock->Mark(kBuild);
   return p;
 }
 

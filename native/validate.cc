@@ -28,12 +28,11 @@ static uint64_t FirstBad(uint64_t begin, uint64_t end, const Bad& bad) {
 }
 
 void ValidateIndptr(const CsrView& m, const char* name) {
-  std::string n(name);
-  for (uint64_t r = 0; r < m.rows; ++r) {
-    if (m.indptr[r + 1] < m.indptr[r])
-      ThrowInvalid(n + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" +
-                   std::to_string(r) + "])");
-  }
+  // On all cores: the first bad row wins, as in a serial scan.
+  const uint64_t r = FirstBad(0, m.rows, [&](size_t i) { return m.indptr[i + 1] < m.indptr[i]; });
+  if (r != UINT64_MAX)
+    ThrowInvalid(std::string(name) + ".indptr must be non-decreasing (indptr[" + std::to_string(r + 1) + "] < indptr[" +
+                 std::to_string(r) + "])");
 }
 
 void ValidateCsr(const CsrView& m, const char* name) {

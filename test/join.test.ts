@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { similarityJoin, similarityJoinStream, type CsrMatrix, type JoinMeasure, type JoinResult } from '../lib/index.js';
+import { similarityJoin, similarityJoinStream, threads, type CsrMatrix, type JoinMeasure, type JoinResult } from '../lib/index.js';
 import { native } from '../lib/addon.js';
 import { describeGpu, expectInvalid, randInt, rng, zipf } from './helpers.js';
 
@@ -377,6 +377,81 @@ describe('similarityJoin (cpu) equals brute force', () => {
     }
     keys.sort((x, y) => x - y);
     expect(keys).toEqual(Array.from(a.left, (l, i) => l * 1e6 + a.right[i]));
+  });
+
+  it('every thread count gives the same pairs and similarity bits: empty sets, one huge set, all-identical sets, zipf rows', async () => {
+    const r = rng(29);
+    const rows: number[][] = [];
+    // Enough rows that each parallel host stage splits them over several slices.
+    for (let i = 0; i < 3000; i++) rows.push(i % 11 === 0 ? [] : Array.from({ length: 1 + randInt(r, 25) }, () => zipf(r, 5000)));
+    for (let i = 0; i < 200; i++) rows.push([17, 3, 99, 3, 4000]); // all identical (one repeat inside)
+    rows.push(Array.from({ length: 70000 }, (_, k) => (k * 7919) % 5000)); // one huge set: every token, repeated
+    for (let i = 0; i < 300; i++) rows.push(rows[randInt(r, rows.length)].slice(0, 30)); // near copies, some of the huge one
+    const m = csrFromRows(rows, 5000);
+    const p = allOverlaps(rows);
+    const before = threads();
+    try {
+      for (const [measure, threshold] of [
+        ['jaccard', 0.5],
+        ['cosine', 0.8],
+        ['overlap', 3],
+      ] as const) {
+        const want = bruteForce(p, measure, threshold);
+        for (let t = 1; t <= 4; t++) {
+          threads(t);
+          const got = await similarityJoin(m, { threshold, measure, backend: 'cpu' });
+          expectEqual(got, want, `${measure} t=${threshold}, ${t} threads`);
+        }
+      }
+    } finally {
+      threads(before);
+    }
+  });
+
+  it('past 2^17 rows (the prefix index built in blocks) every thread count equals one thread', async () => {
+    const before = threads();
+    try {
+      const big = csrFromRows(randomRows(30, 140_000, 50_000, 16, false), 50_000);
+      threads(1);
+      const one = await similarityJoin(big, { threshold: 0.8, backend: 'cpu' });
+      expect(one.left.length).toBeGreaterThan(1000);
+      for (let t = 2; t <= 4; t++) {
+        threads(t);
+        expectSame(one, await similarityJoin(big, { threshold: 0.8, backend: 'cpu' }), `140,000 rows, ${t} threads`);
+      }
+    } finally {
+      threads(before);
+    }
+  });
+
+  it('only empty sets, and no sets at all, give no pairs on every thread count', async () => {
+    const before = threads();
+    try {
+      for (let t = 1; t <= 3; t++) {
+        threads(t);
+        for (const m of [
+          csrFromRows(
+            Array.from({ length: 70000 }, () => []),
+            10,
+          ),
+          csrFromRows([], 10),
+        ]) {
+          const got = await similarityJoin(m, { threshold: 1, measure: 'overlap', backend: 'cpu' });
+          expect(got.left.length).toBe(0);
+          expect(got.candidates).toBe(0);
+        }
+      }
+    } finally {
+      threads(before);
+    }
+  });
+
+  it('stageMs names every host stage with a non-negative time', async () => {
+    const d = DATA[1];
+    const got = await similarityJoin(csrFromRows(d.rows, d.cols), { threshold: 0.5, backend: 'cpu' });
+    const stages = ['normalize', 'prepare', 'build', 'plan', 'transfer', 'kernel', 'verify', 'output'];
+    expect(Object.keys(got.stageMs).sort()).toEqual([...stages].sort());
+    for (const s of stages) expect(got.stageMs[s as keyof typeof got.stageMs]).toBeGreaterThanOrEqual(0);
   });
 
   it('native boundary: a fractional measure is rejected, not truncated to another measure', () => {
