@@ -4,7 +4,7 @@
 // planted pair checked against the report.
 //
 //   node bench/corpus.js --docs 10000000 --out /data/corpus10m.jsonl
-//   node bench/dedup-corpus.js /data/corpus10m.jsonl [--backend cuda|cpu] [--threads 16] [--workers 15] [--save name]
+//   node bench/dedup-corpus.js /data/corpus10m.jsonl [--backend cuda|cpu] [--threads 16] [--workers 15] [--devices all] [--save name]
 //
 // Verdict, per planted pair at similarity s (the Jaccard of its token sets for
 // classic MinHash, of its token counts for weighted):
@@ -36,12 +36,13 @@ const { values: args, positionals } = parseArgs({
     threshold: { type: 'string', default: '0.9' },
     threads: { type: 'string' },
     workers: { type: 'string' },
+    devices: { type: 'string' },
     save: { type: 'string' },
   },
 });
 const corpus = positionals[0];
 if (!corpus || !existsSync(corpus)) {
-  console.error('usage: node bench/dedup-corpus.js corpus.jsonl [--backend cuda|cpu] [--threads N] [--save name]');
+  console.error('usage: node bench/dedup-corpus.js corpus.jsonl [--backend cuda|cpu] [--threads N] [--devices all|0,1] [--save name]');
   process.exit(2);
 }
 const planted = readFileSync(`${corpus}.planted.jsonl`, 'utf8')
@@ -62,6 +63,8 @@ const cliArgs = [
   args.threshold,
   // The CLI's reader threads (its --threads; default: cores - 1 up to 16 on 4+ cores).
   ...(args.workers ? ['--threads', args.workers] : []),
+  // GPUs for the cuda backend ('all' or indices), as `cusim dedup --devices`.
+  ...(args.devices ? ['--devices', args.devices] : []),
 ];
 const timeBin = existsSync('/usr/bin/time') ? '/usr/bin/time' : undefined;
 const cmd = timeBin ? timeBin : process.execPath;
