@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { configDefaults, defineConfig } from 'vitest/config';
 
 // Native addons and worker threads: one process per file keeps a crash or a
@@ -10,8 +11,15 @@ const common = { pool: 'forks' as const, testTimeout: 120_000, hookTimeout: 120_
 const oom = 'test/gpu-oom.test.ts';
 const largeMemory = 'test/scale-4gib.test.ts';
 
+// At most 16 files at once: each file's addon runs a thread per core, and on a
+// 64-core GPU host 63 forks starved each other until a fork's reply from the
+// runner waited past vitest's fixed 60 s RPC timeout ("Timeout calling
+// onTaskUpdate": a green run that exits 1). Fewer cores: one fewer than the cores.
+const maxWorkers = Math.max(1, Math.min(os.availableParallelism() - 1, 16));
+
 export default defineConfig({
   test: {
+    maxWorkers,
     // The default reporter, and a line per group of skipped tests saying why (test/skip-reasons.ts).
     reporters: ['default', './test/skip-reasons.ts'],
     projects: [

@@ -103,7 +103,7 @@ class Tokenizer {
 // the multiset of lib/text/vocabulary.ts hashToken(token) over the tokens the
 // JavaScript tokenizers give (repeats kept; the order is the backend's). The
 // CPU backend is text_cpu.cc's Tokenizer; the CUDA backend
-// (cuda/text/tokenize.cu) splits and hashes on the device to the same
+// (cuda/text.cu) splits and hashes on the device to the same
 // hashes, bit for bit, in all three modes, ASCII or not.
 struct TokenHashes {
   std::vector<uint64_t> indptr;  // documents + 1: document d's hashes are [indptr[d], indptr[d+1])
