@@ -88,9 +88,14 @@ if #add > 0 then
 end
 return #add`;
 
-// APPENDs of one insert batch in one call: KEYS[k] gets ARGV[k].
-const APPEND_BATCH = `
-for k = 1, #KEYS do redis.call('APPEND', KEYS[k], ARGV[k]) end
+// One insert batch's band entries, once per band key: KEYS come in pairs (band key, its digest hash,
+// in the same slot), ARGV[1] is the batch's digest and ARGV[1 + k] the entries of pair k. A batch sent
+// again (a restarted worker, a retried call) finds its digest and appends nothing.
+const APPEND_ONCE = `
+local d = ARGV[1]
+for k = 1, #KEYS / 2 do
+  if redis.call('HSETNX', KEYS[2 * k], d, 1) == 1 then redis.call('APPEND', KEYS[2 * k - 1], ARGV[k + 1]) end
+end
 return 0`;
 // Keys per script call: bounds each command's size.
 const SCRIPT_KEYS = 2048;
@@ -112,6 +117,11 @@ while pos <= #s do
 end
 if n > 0 then redis.call('HSET', KEYS[1], unpack(t, 1, n)) end
 return 0`;
+
+/** A batch's digest as the write scripts record it: 'd:' and 22 characters of SHA-256. */
+function sha22(bytes: Uint8Array): string {
+  return 'd:' + createHash('sha256').update(bytes).digest('base64url').slice(0, 22);
+}
 
 /** (field, value) pairs packed as HSET_PACKED reads them: u32 field bytes, u32 value bytes, field, value. */
 export function packFields(pairs: readonly (Buffer | string)[]): Buffer {
@@ -139,20 +149,24 @@ export function hsetPacked(c: Redis | Cluster, key: string, pairs: readonly (Buf
 }
 
 /**
- * Sends a batch's writes in order on one connection: runs of APPENDs as
- * APPEND_BATCH calls (each APPEND alone would cost a command; a batch has one
- * per (band, partition) key), HSETs as HSET_PACKED calls (one per partition).
+ * Sends a batch's writes in order on one connection: runs of band appends as
+ * APPEND_ONCE calls (each alone would cost a command; a batch has one per
+ * (band, partition) key), HSETs as HSET_PACKED calls (one per partition).
  */
 class ScriptBatch {
   #keys: string[] = [];
   #data: Buffer[] = [];
   #sent: Promise<unknown>[] = [];
-  constructor(private readonly c: Redis) {}
+  constructor(
+    private readonly c: Redis,
+    private readonly digest: string,
+  ) {}
 
-  append(key: string, data: Buffer): void {
-    this.#keys.push(key);
+  /** Appends `data` to band key `key` unless `digestKey` (its digest hash) has this batch's digest. */
+  append(key: string, digestKey: string, data: Buffer): void {
+    this.#keys.push(key, digestKey);
     this.#data.push(data);
-    if (this.#keys.length >= SCRIPT_KEYS) this.#send();
+    if (this.#data.length >= SCRIPT_KEYS) this.#send();
   }
 
   /** HSET of a packFields/packByPart argument. */
@@ -163,7 +177,7 @@ class ScriptBatch {
 
   #send(): void {
     if (this.#keys.length === 0) return;
-    this.#sent.push(this.c.eval(APPEND_BATCH, this.#keys.length, ...this.#keys, ...this.#data));
+    this.#sent.push(this.c.eval(APPEND_ONCE, this.#keys.length, ...this.#keys, this.digest, ...this.#data));
     this.#keys = [];
     this.#data = [];
   }
@@ -301,6 +315,10 @@ export class RedisLsh {
 
   #bandKey(b: number, p: number): string {
     return `${this.#o.prefix}:b{${b}.${p}}`;
+  }
+  // Digests of the batches appended to band key (b, p) (same slot as b{b.p}).
+  #bandDigestKey(b: number, p: number): string {
+    return `${this.#o.prefix}:bd{${b}.${p}}`;
   }
   #recKey(p: number): string {
     return `${this.#o.prefix}:r{${p}}`;
@@ -494,14 +512,17 @@ export class RedisLsh {
   ): Promise<void> {
     const P = this.#o.partitions;
     const view = (a: Uint8Array, lo: number, hi: number) => Buffer.from(a.buffer, a.byteOffset + lo, hi - lo);
-    const script = (c as Cluster).isCluster ? undefined : new ScriptBatch(c as Redis);
+    // The batch's records (id and signature fingerprint per row) name its band entries too.
+    const digest = sha22(entries.rec);
+    const script = (c as Cluster).isCluster ? undefined : new ScriptBatch(c as Redis, digest);
     const writes: Promise<unknown>[] = [];
     for (let k = 0; k < this.#p.bands * P; k++) {
       const lo = entries.bandOffsets[k];
       const hi = entries.bandOffsets[k + 1];
       if (hi <= lo) continue;
-      if (script) script.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi));
-      else writes.push(c.append(this.#bandKey(Math.floor(k / P), k % P), view(entries.band, lo, hi)));
+      const [key, dkey] = [this.#bandKey(Math.floor(k / P), k % P), this.#bandDigestKey(Math.floor(k / P), k % P)];
+      if (script) script.append(key, dkey, view(entries.band, lo, hi));
+      else writes.push(c.eval(APPEND_ONCE, 2, key, dkey, digest, view(entries.band, lo, hi)));
     }
     if (this.#o.signatures || m) {
       const per = this.#per;
@@ -554,8 +575,7 @@ export class RedisLsh {
       const hi = entries.recOffsets[p + 1];
       if (hi === lo) continue;
       const bytes = view(entries.rec, lo, hi);
-      const digest = 'd:' + createHash('sha256').update(bytes).digest('base64url').slice(0, 22);
-      recs.push(c.eval(ADD_RECORDS, 2, this.#recKey(p), this.#recTotalKey(p), bytes, digest, String((hi - lo) / 16)));
+      recs.push(c.eval(ADD_RECORDS, 2, this.#recKey(p), this.#recTotalKey(p), bytes, sha22(bytes), String((hi - lo) / 16)));
     }
     await Promise.all(recs);
   }
@@ -898,7 +918,7 @@ export class RedisLsh {
       const P = this.#o.partitions;
       const keys = [this.#metaKey, this.#delKey];
       for (let p = 0; p < P; p++) keys.push(this.#recKey(p), this.#sigKey(p), this.#vecKey(p));
-      for (let b = 0; b < this.#p.bands; b++) for (let p = 0; p < P; p++) keys.push(this.#bandKey(b, p));
+      for (let b = 0; b < this.#p.bands; b++) for (let p = 0; p < P; p++) keys.push(this.#bandKey(b, p), this.#bandDigestKey(b, p));
       // One key per command: keys of different slots cannot share a DEL on a cluster.
       for (let i = 0; i < keys.length; i += 512) await Promise.all(keys.slice(i, i + 512).map((k) => c.unlink(k)));
     });

@@ -208,6 +208,8 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     );
     expect(stalled).toHaveLength(1);
     expect(rb.err).toMatch(new RegExp(`range ${stalled[0]}: \\d+ records in`));
+    // JSONL ranges of a classic job go through the block reader `cusim dedup FILE` uses.
+    expect(rb.err).toMatch(/records read by the native \(simdjson [\d.]+\) reader/);
     const r = await prod.done;
     expect(r.code, r.err).toBe(0);
     const got = JSON.parse(r.out) as Report;

@@ -3,6 +3,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MinHash, MinHashLSH, tokenHashRows, type CsrMatrix } from '../lib/index.js';
 import { randInt, rng } from './helpers.js';
+import type { Cluster, Redis } from 'ioredis';
 import { connectRedis } from '../lib/lsh-redis.js';
 import { lshCorpus, sigRows, type LshCorpus } from './lsh-corpus.js';
 import { describeRedis, useRedis } from './redis-helpers.js';
@@ -64,6 +65,25 @@ function sameGroups(a: Awaited<ReturnType<typeof everything>>, b: Awaited<Return
   }
 }
 
+/** Every 12-byte entry of the band keys `prefix:b{…}`, over every master, as hex (a Redis index's raw band entries). */
+async function bandEntries(url: string, prefix: string): Promise<string[]> {
+  const c = await connectRedis(url);
+  try {
+    const nodes: Redis[] = (c as Cluster).isCluster ? (c as Cluster).nodes('master') : [c as Redis];
+    const out: string[] = [];
+    for (const node of nodes) {
+      for (const key of await node.keys(`${prefix}:b{*`)) {
+        const d = (await node.getBuffer(key))!;
+        expect(d.length % 12).toBe(0);
+        for (let i = 0; i < d.length; i += 12) out.push(`${key}/${d.subarray(i, i + 12).toString('hex')}`);
+      }
+    }
+    return out;
+  } finally {
+    c.disconnect();
+  }
+}
+
 function suite(cluster: boolean) {
   const handle = useRedis({ cluster });
   let n = 0;
@@ -94,10 +114,14 @@ function suite(cluster: boolean) {
     sameGroups(await everything(lsh, c), want);
     sameGroups(await everything(other, c, false), want); // exact verification from the stored vectors
     expect(want.exact.count).toBeGreaterThan(20);
-    // A batch sent again (a restarted worker) changes nothing.
+    // A batch sent again (a restarted worker) changes nothing, and adds no band entry.
+    const before = await bandEntries(handle().url, lsh.storagePrefix!);
+    expect(new Set(before).size).toBe(before.length);
+    expect(before.length).toBeGreaterThan(lsh.bands * 100);
     await lsh.insert(all.subarray(cuts[1], cuts[2]), sigRows(c.sigs, c.samples, cuts[1], cuts[2]), {
       vectors: rowsOf(c.matrix, cuts[1], cuts[2]),
     });
+    expect((await bandEntries(handle().url, lsh.storagePrefix!)).sort()).toEqual(before.sort());
     sameGroups(await everything(lsh, c), want);
     await other.close();
     await lsh.clear();

@@ -142,7 +142,8 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     while (inFlight.length > limit) await o.onBlock(await inFlight.shift()!);
   };
   let format: 'lines' | 'jsonl' | undefined;
-  let lines = 0;
+  // Line numbers go on from lineOffset (a range of a longer input), as readRecords numbers them.
+  let lines = records.lineOffset ?? 0;
   const tasks: BlockTask[] = [];
   const done = new Map<number, BlockMessage | BlockFailure>();
   let merged = 0;

@@ -145,6 +145,7 @@ export async function featurizeNativeBlock(
   const idKind = new Uint8Array(entries);
   const idA = new Uint32Array(entries);
   const idB = new Uint32Array(entries);
+  const lines = new Float64Array(entries);
   const strings: string[] = [];
   // Row sources of the kept documents, in order: >= 0 native row, < 0 -(JS row + 1).
   const rowOf = pure ? undefined : new Int32Array(entries);
@@ -171,6 +172,7 @@ export async function featurizeNativeBlock(
     idKind[kept] = id;
     idA[kept] = a;
     idB[kept] = r.idB[e];
+    lines[kept] = t.firstLine + r.line[e] + 1;
     kept++;
   }
   const ids = new NativeIds(
@@ -184,7 +186,7 @@ export async function featurizeNativeBlock(
     t.firstLine,
     records,
   );
-  const result = { task: t.task, ids, documents: docs, tooSmall: docs - kept };
+  const result = { task: t.task, ids, lines: lines.slice(0, kept), documents: docs, tooSmall: docs - kept };
   if (pure) return { ...result, rows: { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values } };
 
   const nnz = r.cols.length + (js?.indices.length ?? 0);

@@ -32,6 +32,8 @@ export interface BlockResult {
   rows: HashedRows;
   /** Their ids, in order. */
   ids: IdList;
+  /** Their line numbers (1-based, RecordOptions.lineOffset added), which numeric ids are built from. */
+  lines: Float64Array;
   documents: number;
   tooSmall: number;
 }
@@ -53,12 +55,13 @@ export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promis
     { minTokens: t.minTokens, bits: t.bits },
   );
   const ids: string[] = [];
+  const lines = new Float64Array(docs.length);
   let tooSmall = 0;
   docs.forEach((d, i) => {
     if (rows.tokens[i] < t.minTokens) tooSmall++;
-    else ids.push(d.id);
+    else lines[ids.push(d.id) - 1] = d.line!;
   });
-  return { task: t.task, rows, ids, documents: docs.length, tooSmall };
+  return { task: t.task, rows, ids, lines: lines.slice(0, ids.length), documents: docs.length, tooSmall };
 }
 
 export function failure(task: number, e: unknown): BlockFailure {

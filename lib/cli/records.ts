@@ -162,7 +162,10 @@ export function blockRecords(block: Uint8Array, firstLine: number, format: 'line
     let nl = block.indexOf(NEWLINE, start);
     if (nl < 0) nl = block.length;
     const d = blockLine(block, start, nl, ++line, format, o, decoder);
-    if (d) docs.push(d);
+    if (d) {
+      d.line = line;
+      docs.push(d);
+    }
     start = nl + 1;
   }
   return docs;

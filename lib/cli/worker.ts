@@ -114,6 +114,7 @@ async function rangeRunner(
         batchDocs: o.batchDocs,
         signer,
         onBatch: verbose ? (n) => say(`cusim: range ${r}: ${n} records inserted`) : undefined,
+        onReader: verbose ? (d) => say(`cusim: range ${r}: records read by the ${d} reader`) : undefined,
       };
       const t0 = performance.now();
       const stats = await processRange(ctx, r, range);

@@ -57,7 +57,11 @@ export interface RangeStats {
   idLo: number;
   idHi: number;
   skipped: (Skip & { at: number })[];
-  /** Stage times in ms: read (and fingerprint), parse + featurize, hash, insert (which overlaps the next batch's stages). */
+  /**
+   * Stage times in ms: read (and fingerprint; parse too where the JavaScript reader parses: CSV, TSV,
+   * weighted jobs), featurize (and parse for JSONL and lines, which the block reader does with the
+   * features), hash, insert (which overlaps the next batch's stages).
+   */
   ms: { read: number; featurize: number; hash: number; insert: number };
   worker: string;
 }

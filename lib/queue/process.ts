@@ -13,6 +13,11 @@ import { hsetPacked } from '../lsh-redis.js';
 import { dedupParams } from '../dedup/defaults.js';
 import { makeSigner as makeDedupSigner } from '../dedup/signer.js';
 import { TextFeaturizer } from '../text/index.js';
+import type { TextFeaturizerOptions } from '../text/index.js';
+import { idList } from '../dedup/ids.js';
+import type { IdList } from '../dedup/ids.js';
+import { readRecordBlocks } from '../cli/record-blocks.js';
+import type { RecordReader } from '../cli/record-native.js';
 import type { CsrMatrix } from '../validate.js';
 import { readRecords } from '../cli/records.js';
 import { MAX_DOC_BYTES, readDoc } from '../cli/sources.js';
@@ -29,6 +34,8 @@ export interface RangeContext {
   batchDocs: number;
   /** Called after each inserted batch but the range's last: records of the range done so far. */
   onBatch?: (records: number) => void;
+  /** Told which reader parses a range of line records: 'native (simdjson 3.0.1)' or 'JavaScript (why)'. */
+  onReader?: (description: string) => void;
   signer: Signer;
 }
 
@@ -36,6 +43,11 @@ export interface Signer {
   featurize(texts: string[]): Promise<{ tokens: Uint32Array; matrix: CsrMatrix }>;
   hash(m: CsrMatrix): Promise<Uint32Array>;
   dispose(): void;
+  /**
+   * Classic only: what the block reader (lib/cli/record-blocks.ts) needs to
+   * featurize line records as featurize() does, natively on the thread pool.
+   */
+  blocks?: { features: TextFeaturizerOptions; bits: number; reader: RecordReader };
 }
 
 /**
@@ -45,13 +57,14 @@ export interface Signer {
  * the one every dedup entry point hashes through.
  */
 export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | number[] | undefined, native: boolean): Signer {
-  const feat = new TextFeaturizer({
+  const features: TextFeaturizerOptions = {
     mode: s.mode,
     weighting: s.weighting,
     q: s.q,
     hashBits: s.method === 'classic' ? undefined : s.hashBits,
     ...(native ? {} : { native: false }),
-  });
+  };
+  const feat = new TextFeaturizer(features);
   const signer = makeDedupSigner(s.method, { samples: s.samples, seed: s.seed, backend, devices, dim: 2 ** s.hashBits });
   const hash = (m: CsrMatrix) => signer.hash(signer.input(m));
   const dispose = () => signer.dispose();
@@ -63,6 +76,7 @@ export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | 
       },
       hash,
       dispose,
+      blocks: { features, bits: s.hashBits, reader: native ? 'native' : 'js' },
     };
   }
   feat.freeze();
@@ -104,6 +118,44 @@ interface Pending {
 }
 
 /**
+ * Hashes the kept rows of a batch (`ids[i]`, named `names.get(i)`), then
+ * starts their writes and returns them unawaited: the caller reads the next
+ * batch while Redis takes this one (insert time overlaps the rest).
+ */
+async function insertRows(
+  ctx: RangeContext,
+  ids: Uint32Array,
+  names: IdList,
+  matrix: CsrMatrix,
+  stats: RangeStats,
+): Promise<{ written: Promise<void> } | undefined> {
+  if (ids.length === 0) return undefined;
+  const t1 = performance.now();
+  const sigs = await ctx.signer.hash(matrix);
+  const t2 = performance.now();
+  stats.ms.hash += t2 - t1;
+  const k = jobKeys(ctx.prefix);
+  const byPart = new Map<number, string[]>();
+  for (let x = 0; x < ids.length; x++) {
+    const p = ids[x] % NAME_PARTS;
+    let a = byPart.get(p);
+    if (!a) byPart.set(p, (a = []));
+    a.push(String(ids[x]), names.get(x));
+  }
+  // Names and index entries go together: the range counts as done only once all of them are written.
+  const written = Promise.all([
+    ...[...byPart].map(([p, a]) => hsetPacked(ctx.c, k.names(p), a)),
+    ctx.lsh.insert(ids, sigs, { vectors: matrix }),
+  ]).then(() => {
+    stats.ms.insert += performance.now() - t2;
+  });
+  // Awaited by the caller later; a failure while the next batch is hashed must not count as unhandled.
+  written.catch(() => {});
+  // Wrapped: an async function returning the promise itself would wait for it.
+  return { written };
+}
+
+/**
  * Featurizes and hashes batch `b`, then starts its writes and returns them
  * unawaited: the caller reads and hashes the next batch while Redis takes
  * this one (insert time overlaps the rest; one write in flight at a time).
@@ -120,33 +172,79 @@ async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Pr
   stats.rows += keep.length;
   const t1 = performance.now();
   stats.ms.featurize += t1 - t0;
-  if (keep.length === 0) return undefined;
-  const sigs = await ctx.signer.hash(matrix);
-  const t2 = performance.now();
-  stats.ms.hash += t2 - t1;
-  const k = jobKeys(ctx.prefix);
-  const byPart = new Map<number, string[]>();
-  for (const x of keep) {
-    const p = b.ids[x] % NAME_PARTS;
-    let a = byPart.get(p);
-    if (!a) byPart.set(p, (a = []));
-    a.push(String(b.ids[x]), b.names[x]);
-  }
-  // Names and index entries go together: the range counts as done only once all of them are written.
-  const written = Promise.all([
-    ...[...byPart].map(([p, a]) => hsetPacked(ctx.c, k.names(p), a)),
-    ctx.lsh.insert(
-      Uint32Array.from(keep, (x) => b.ids[x]),
-      sigs,
-      { vectors: matrix },
-    ),
-  ]).then(() => {
-    stats.ms.insert += performance.now() - t2;
+  return insertRows(
+    ctx,
+    Uint32Array.from(keep, (x) => b.ids[x]),
+    idList(keep.map((x) => b.names[x])),
+    matrix,
+    stats,
+  );
+}
+
+/**
+ * Line records (JSONL, lines) of classic jobs: read in blocks by the reader
+ * `cusim dedup FILE` uses (simdjson and the native tokenizer on the thread
+ * pool where the addon has them), numbered from the range's first line, so
+ * the ids, names and rows are those of the record-by-record path.
+ */
+async function blockRange(
+  ctx: RangeContext,
+  range: Extract<Range, { kind: 'records' }>,
+  buf: Buffer,
+  lines: number,
+  blocks: NonNullable<Signer['blocks']>,
+  stats: RangeStats,
+): Promise<void> {
+  const s = ctx.settings;
+  // Blocks of about --batch-docs records (by the range's mean line), handed
+  // over in pieces of that size: a block's writes overlap the next's reading.
+  const blockBytes = Math.round(Math.min(8 << 20, Math.max(4096, (ctx.batchDocs * buf.length) / Math.max(1, lines))));
+  const input = Readable.from(
+    (function* () {
+      for (let at = 0; at < buf.length; at += blockBytes) yield buf.subarray(at, at + blockBytes);
+    })(),
+    { objectMode: false },
+  );
+  let writing: Promise<void> | undefined;
+  let records = 0;
+  let t = performance.now();
+  await readRecordBlocks(input, {
+    records: {
+      format: range.format,
+      field: s.field,
+      idField: s.idField,
+      source: range.name,
+      idPrefix: range.idPrefix,
+      maxRecordBytes: Math.min(s.maxSize, MAX_DOC_BYTES),
+      lineOffset: range.linesBefore,
+    },
+    features: blocks.features,
+    minTokens: s.minTokens,
+    bits: blocks.bits,
+    // Texts the native tokenizer leaves to JavaScript are featurized on this thread (no worker threads).
+    threads: 1,
+    reader: blocks.reader,
+    onReader: ctx.onReader,
+    blockBytes,
+    onBlock: async (r) => {
+      stats.ms.featurize += performance.now() - t;
+      stats.documents += r.documents;
+      stats.tooSmall += r.tooSmall;
+      const ids = Uint32Array.from(r.lines, (l) => range.idBase + l);
+      stats.rows += ids.length;
+      const matrix = { rows: ids.length, cols: 2 ** blocks.bits, indptr: r.rows.indptr, indices: r.rows.indices };
+      const next = (await insertRows(ctx, ids, r.ids, matrix, stats))?.written;
+      if (writing) {
+        await writing;
+        ctx.onBatch?.(records);
+      }
+      writing = next;
+      records += r.documents;
+      t = performance.now();
+    },
   });
-  // Awaited by the caller later; a failure while the next batch is hashed must not count as unhandled.
-  written.catch(() => {});
-  // Wrapped: an async function returning the promise itself would wait for it.
-  return { written };
+  stats.ms.featurize += performance.now() - t;
+  await writing;
 }
 
 /** Processes range `r`; returns its totals (not yet recorded as done). */
@@ -189,6 +287,10 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
     stats.idLo = range.idBase + range.linesBefore + 1;
     stats.idHi = range.idBase + range.linesBefore + newlines + 2;
     stats.ms.read += performance.now() - t;
+    if (ctx.signer.blocks && (range.format === 'jsonl' || range.format === 'lines')) {
+      await blockRange(ctx, range, buf, newlines, ctx.signer.blocks, stats);
+      return roundMs(stats);
+    }
     const input = Readable.from(header ? [header, buf] : [buf], { objectMode: false });
     const read = readRecords(input, {
       format: range.format,
@@ -237,6 +339,10 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
     }
   }
   await flush(true);
+  return roundMs(stats);
+}
+
+function roundMs(stats: RangeStats): RangeStats {
   for (const m of Object.keys(stats.ms) as (keyof RangeStats['ms'])[]) stats.ms[m] = Math.round(stats.ms[m]);
   return stats;
 }

@@ -86,8 +86,9 @@ export function workerStages(job: RangeJob): {
   const busy = ms.read + ms.featurize + ms.hash + ms.insert;
   return {
     stages: [
-      { stage: 'workers: read + fingerprint + parse', ms: ms.read },
-      { stage: 'workers: featurize', ms: ms.featurize },
+      // JSONL and lines are parsed with the features (natively, in blocks); CSV, TSV and weighted jobs while read.
+      { stage: 'workers: read + fingerprint (+ parse: CSV, TSV, weighted)', ms: ms.read },
+      { stage: 'workers: featurize (+ parse: JSONL, lines)', ms: ms.featurize },
       { stage: 'workers: hash', ms: ms.hash },
       { stage: 'workers: insert', ms: ms.insert },
     ],
