@@ -216,7 +216,7 @@ describe('progress: on a terminal only, never with --quiet or on a pipe', () => 
     it.skipIf(!hasScript)(`${name}: shown on a TTY, silent with --quiet`, () => {
       // util-linux `script` gives the child a pseudo-terminal.
       const tty = spawnSync('script', ['-qec', `${cli} ${args}`, '/dev/null'], { encoding: 'utf8', timeout: 120_000 });
-      expect(tty.status).toBe(0);
+      expect(tty.status, tty.stdout).toBe(0);
       expect(tty.stdout).toMatch(re);
       expect(tty.stdout).not.toMatch(/0\/0|ETA LL|NULL|NaN|Infinity/);
       const quiet = spawnSync(
@@ -227,7 +227,7 @@ describe('progress: on a terminal only, never with --quiet or on a pipe', () => 
           timeout: 120_000,
         },
       );
-      expect(quiet.status).toBe(0);
+      expect(quiet.status, quiet.stdout).toBe(0);
       // eslint-disable-next-line no-control-regex -- ESC of a terminal control sequence
       expect(quiet.stdout).not.toMatch(/\x1b\[\?25l|\|.*%|docs \||ETA/);
     });
