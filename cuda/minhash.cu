@@ -170,14 +170,14 @@ __global__ void UnpackKernel(const float4* __restrict__ rec, const uint32_t* __r
 __device__ __forceinline__ float LogW(float w) { return float(log(double(w))); }
 
 // One nonzero of a chunk: its table slot and ln w, or ok = false for a
-// skipped weight (zero, negative, NaN). Weights are checked here, where they
-// are read anyway: a +inf weight raises *bad (the host then names the element)
-// and is skipped. Slots are in bounds by construction (LookupKernel).
+// skipped weight (zero, negative). Weights are checked here, where they are
+// read anyway: a non-finite one (NaN, ±inf) raises *bad (the host then names
+// the element) and is skipped. Slots are in bounds by construction (LookupKernel).
 __device__ __forceinline__ bool LoadNonzero(const uint32_t* __restrict__ slots, const float* __restrict__ values,
                                             uint64_t i, unsigned* bad, uint32_t& d, float& lw) {
   d = __ldg(slots + i);
   const float wt = values ? __ldg(values + i) : 1.0f;
-  if (wt == __int_as_float(0x7f800000)) {
+  if (!(fabsf(wt) < __int_as_float(0x7f800000))) {
     atomicOr(bad, kFlagBad);
     d = 0;
     return false;
@@ -668,9 +668,9 @@ void HashCuda(CudaEngine& e, const CsrView& m, uint64_t rowStart, uint64_t rowEn
     part.rows = rowEnd - rowStart;
     part.indptr = m.indptr + rowStart;
     ValidateCsr(part, "matrix");
-    RejectInfiniteWeights(part, "matrix");
+    RejectNonFiniteWeights(part, "matrix");
     if (e.injected) e.injected->Ensure(m, rowStart, rowEnd, cancel, "matrix");
-    ThrowInvalid("matrix has an out-of-range column or an infinite weight");
+    ThrowInvalid("matrix has an out-of-range column or a non-finite weight");
   }
 }
 
@@ -720,7 +720,7 @@ class CudaHasher final : public WeightedHasher {
       : params_(std::move(params)), dim_(dim), devices_(devices), tuning_(tuning) {}
 
   void Hash(const CsrView& m, uint32_t* out, Timing* timing, const CancelToken& cancel) override {
-    ValidateIndptr(m, "matrix");  // columns and weights are checked by the kernels that read them
+    ValidateIndptr(m, "matrix");  // columns and weights are checked by the kernels that read them (LoadNonzero)
     HashCuda(Engine(), m, 0, m.rows, out, tuning_, timing, cancel);
   }
 

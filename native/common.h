@@ -123,8 +123,9 @@ void ValidateCsr(const CsrView& m, const char* name);
 // The indptr part of ValidateCsr alone, for paths that check every element
 // while they copy it anyway (the MinHash CUDA staging).
 void ValidateIndptr(const CsrView& m, const char* name);
-// +Infinity weights have no meaningful sample (ln w / r overflows); NaN and
-// w <= 0 stay legal (skipped as massless). Call after ValidateCsr.
-void RejectInfiniteWeights(const CsrView& m, const char* name);
+// Non-finite weights (NaN, ±Infinity) are refused, naming the first one;
+// w <= 0 stays legal (skipped as massless). Call after ValidateCsr. On all
+// cores, in the call's worker, so the JavaScript thread never scans values.
+void RejectNonFiniteWeights(const CsrView& m, const char* name);
 
 }  // namespace cusim

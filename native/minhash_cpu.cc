@@ -309,7 +309,7 @@ class CpuHasher final : public WeightedHasher {
 
   void Hash(const CsrView& m, uint32_t* out, Timing*, const CancelToken& cancel) override {
     ValidateCsr(m, "matrix");
-    RejectInfiniteWeights(m, "matrix");
+    RejectNonFiniteWeights(m, "matrix");
     params_->Ensure(m, 0, m.rows, cancel, "matrix");
     std::shared_lock<RwLock> read(params_->lock());
     HashCpu(m, 0, m.rows, *params_, out, cancel);

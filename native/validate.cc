@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
 #include <string>
 
@@ -45,12 +46,19 @@ void ValidateCsr(const CsrView& m, const char* name) {
                  " is out of range for cols=" + std::to_string(m.cols));
 }
 
-void RejectInfiniteWeights(const CsrView& m, const char* name) {
+void RejectNonFiniteWeights(const CsrView& m, const char* name) {
   if (!m.values || m.rows == 0) return;
   const uint64_t bad =
-      FirstBad(m.indptr[0], m.indptr[m.rows], [&](size_t i) { return std::isinf(m.values[i]) && m.values[i] > 0; });
-  if (bad != UINT64_MAX)
-    ThrowInvalid(std::string(name) + ".values[" + std::to_string(m.base + bad) + "]=Infinity: weights must be finite");
+      FirstBad(m.indptr[0], m.indptr[m.rows], [&](size_t i) { return !(std::fabs(m.values[i]) <= FLT_MAX); });
+  if (bad != UINT64_MAX) {
+    const float v = m.values[bad];
+    // As JavaScript prints the number. The row is this view's (the last row
+    // starting at or before the entry); lib/minhash.ts adds the call's rowStart.
+    const char* shown = std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
+    const uint64_t row = uint64_t(std::upper_bound(m.indptr, m.indptr + m.rows, uint32_t(bad)) - m.indptr) - 1;
+    ThrowInvalid(std::string(name) + ".values[" + std::to_string(m.base + bad) + "]=" + shown + " in row " +
+                 std::to_string(row) + ": weights must be finite");
+  }
 }
 
 }  // namespace cusim

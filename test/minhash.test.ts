@@ -509,6 +509,14 @@ describe('WeightedMinHash: bad input', () => {
       );
       // Outside [rowStart, rowEnd) the entry is never read, so it does not count.
       expect(await wmh.hash(csr(10, [[[1, 1]], [[3, Infinity]]]), { rowEnd: 1 })).toEqual(await wmh.hash(csr(10, [[[1, 1]]])));
+      // Checked natively over the hashed rows; the row is the matrix's, not the range's.
+      const late = csr(10, [[[1, NaN]], [[2, 1]], [[3, 1]], [[4, -Infinity]]]);
+      await expectCoded(
+        () => wmh.hash(late, { rowStart: 1 }),
+        RangeError,
+        /^matrix\.values\[3\]=-Infinity in row 3: weights must be finite$/,
+      );
+      expect(await wmh.hash(late, { rowStart: 1, rowEnd: 3 })).toEqual(await wmh.hash(csr(10, [[[2, 1]], [[3, 1]]])));
       for (const w of [-Infinity, NaN]) {
         await expectCoded(
           () =>
