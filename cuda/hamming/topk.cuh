@@ -13,26 +13,6 @@ namespace {
 
 // ---- top-k epilogues ------------------------------------------------------------
 
-// Ties (many rows at one distance of one query) make the lanes of a warp hit the same
-// histogram bin or counter; one atomic per distinct address among the lanes converged here
-// instead of one per pair keeps those passes from serializing on it. Opportunistic: every
-// calling lane is counted exactly once, in whatever groups __activemask() gives.
-__device__ __forceinline__ void AddOne(uint32_t* at) {
-  const unsigned peers = __match_any_sync(__activemask(), reinterpret_cast<unsigned long long>(at));
-  if ((threadIdx.x & 31) == unsigned(__ffs(peers) - 1)) atomicAdd(at, uint32_t(__popc(peers)));
-}
-
-// atomicAdd(ctr, 1) for each calling lane, aggregated as AddOne: each lane gets a distinct
-// slot (the order among lanes differs, which the sorts downstream make irrelevant).
-__device__ __forceinline__ uint32_t NextSlot(uint32_t* ctr) {
-  const unsigned peers = __match_any_sync(__activemask(), reinterpret_cast<unsigned long long>(ctr));
-  const int leader = __ffs(peers) - 1;
-  const unsigned lane = threadIdx.x & 31;
-  uint32_t base = 0;
-  if (lane == unsigned(leader)) base = atomicAdd(ctr, uint32_t(__popc(peers)));
-  return __shfl_sync(peers, base, leader) + __popc(peers & ((1u << lane) - 1u));
-}
-
 struct HistAll {
   uint32_t* hist;
   uint32_t bins;
@@ -51,7 +31,7 @@ struct HistBound {
   __device__ uint32_t Param(uint32_t q) const { return __ldg(bound + q); }
   __device__ int32_t Limit(uint32_t b) const { return int32_t(b); }
   __device__ void operator()(uint32_t q, uint64_t, uint32_t d, uint32_t b) const {
-    if (d <= b) AddOne(hist + uint64_t(q) * bins + d);
+    if (d <= b) atomicAdd(hist + uint64_t(q) * bins + d, 1u);
   }
 };
 
@@ -66,10 +46,10 @@ struct Collect {
   __device__ int32_t Limit(uint32_t t) const { return int32_t(t); }
   __device__ void operator()(uint32_t q, uint64_t row, uint32_t d, uint32_t t) const {
     if (d < t) {
-      const uint32_t s = NextSlot(lessCnt + q);
+      const uint32_t s = atomicAdd(lessCnt + q, 1u);
       less[uint64_t(q) * k + s] = (uint64_t(d) << 32) | row;
     } else if (d == t) {
-      const uint32_t s = NextSlot(tieCnt + q);
+      const uint32_t s = atomicAdd(tieCnt + q, 1u);
       if (s < kTieCap) ties[uint64_t(q) * kTieCap + s] = uint32_t(row);
     }
   }
@@ -85,7 +65,7 @@ struct CollectBound {
   __device__ int32_t Limit(uint32_t b) const { return int32_t(b); }
   __device__ void operator()(uint32_t q, uint64_t row, uint32_t d, uint32_t b) const {
     if (d <= b) {
-      const uint32_t s = NextSlot(cnt + q);
+      const uint32_t s = atomicAdd(cnt + q, 1u);
       if (s < kCandCap) cand[uint64_t(q) * kCandCap + s] = (uint64_t(d) << 32) | row;
     }
   }
