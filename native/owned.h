@@ -77,6 +77,15 @@ struct CsrSource {
 // same type is expected.
 CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues = true);
 
+// A CSR source's rows [rowStart, rowEnd) with its arrays resolved, their
+// lengths checked; their contents not yet read.
+struct CsrArrays {
+  std::string name;
+  uint64_t cols = 0, rowStart = 0, rowEnd = 0;
+  ArrayRef indptr, indices, values;
+  bool hasValues = false;
+};
+
 // ---- a call's inputs ------------------------------------------------------------
 class Inputs {
  public:
@@ -106,6 +115,11 @@ class Inputs {
   // Rows [rowStart, rowEnd) of src. indptr is checked here (non-decreasing,
   // within indices and values); column indices are left to ValidateCsr.
   CsrView Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd);
+  // The same in two steps, for a copy made off the JavaScript thread
+  // (stageCsrAsync): ResolveCsr reads the arrays (JavaScript thread), Csr
+  // copies and checks their rows (any thread, while the caller leaves them be).
+  static CsrArrays ResolveCsr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd);
+  CsrView Csr(const CsrArrays& a);
   CsrView Csr(const Napi::Value& v, const char* name, bool wantValues = true);
   DenseView Dense(const Napi::Value& v, const char* name);
   DenseBytesView DenseBytes(const Napi::Value& v, const char* name);
