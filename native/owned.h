@@ -9,6 +9,13 @@
 // only host copy). Inputs of synchronous calls are read in place, except
 // SharedArrayBuffer-backed ones, which other threads may rewrite at any time.
 //
+// One copy runs after control has gone back: stageCsrAsync's, for a caller
+// that guarantees no JavaScript reaches the arrays until its Promise settles
+// (hashStream, which neither pulls its source nor yields meanwhile). The
+// arrays are referenced for the copy, and one found detached when it ends
+// rejects the Promise; a buffer freed during the copy (posted to a worker
+// that is then terminated) is outside that guarantee.
+//
 // The zero-copy paths are memory the caller handed over explicitly:
 // buffers a MinHash call was given with { transfer: true } (lib/ detaches the
 // caller's ArrayBuffers, so only the call can reach them: Use::Handed), and
