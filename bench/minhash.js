@@ -466,7 +466,7 @@ async function transferSection(make, labels, work, chunks, samples) {
     columns: Object.keys(rows[0]),
     rows,
     notes: [
-      "copied = the default: each call copies its chunk (into page-locked staging on CUDA) before its Promise returns; transfer: true = each chunk's buffers are detached and read in place (on CUDA the engine stages batches into its own pinned slots, overlapped with the kernels)",
+      "copied = the default: hashStream copies each chunk on a worker, over all cores (into page-locked staging on CUDA, DMAed in place), before it asks the source for the next; transfer: true = each chunk's buffers are detached and read in place (on CUDA the engine stages batches into its own pinned slots, overlapped with the kernels)",
     ],
   };
 }

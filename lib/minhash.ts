@@ -11,11 +11,11 @@
 // - a row with no positive weight gets the sentinel (0xFFFFFFFF, 0xFFFFFFFF)
 //   in every sample, and estimates 0 against anything.
 import { MAX_TYPED_LENGTH, native } from './addon.js';
-import type { MinHashEngine, WeightedMinHashNative } from './native-types.js';
+import type { MinHashEngine, Staged, WeightedMinHashNative } from './native-types.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
-import { rangeError, typeError } from './errors.js';
+import { abortError, rangeError, typeError } from './errors.js';
 import { NativeResource } from './resource.js';
 import { isPinned } from './pinned.js';
 import {
@@ -136,17 +136,21 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
   async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
     const h = this.handle;
     const { m, wordsPerRow } = this.prepare(matrix);
-    return callHash(h, m, options, wordsPerRow);
+    return callHash(h, m, m.rows, options, wordsPerRow);
   }
 
   /**
    * Signatures of each chunk, in order. The next chunk's call is issued before
    * the previous one is awaited, so its staging and copies overlap the
-   * previous chunk's kernels. Each call copies its chunk before the source is
-   * asked for the next, so a source may refill one buffer for every chunk.
-   * With `transfer: true` each chunk's buffers are handed over instead
-   * (HashOptions.transfer): no copy, for sources that make fresh arrays per
-   * chunk (not rowChunks, whose chunks share one buffer).
+   * previous chunk's kernels. Each chunk is copied (on a worker, over all
+   * cores, into page-locked staging on CUDA; not on the event loop) before the
+   * source is asked for the next chunk or the previous chunk's signatures are
+   * yielded, so a source may refill one buffer for every chunk. It must leave
+   * a chunk's buffers attached until then (a chunk detached meanwhile rejects
+   * with a coded TypeError). pinnedArray chunks on CUDA are read in place, as
+   * by hash(). With `transfer: true` each chunk's buffers are handed over
+   * instead (HashOptions.transfer): no copy, for sources that make fresh
+   * arrays per chunk (not rowChunks, whose chunks share one buffer).
    */
   hashStream(
     source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
@@ -158,12 +162,25 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
     // Rows of the chunks yielded so far, out of totalRows when the caller knows it.
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     const total = options.totalRows === undefined ? undefined : checkInt(options.totalRows, 'totalRows', 0);
-    const hash = async (m: CsrMatrix) => {
-      const { m: checked, wordsPerRow } = this.prepare(m);
-      const sig = await this.hash(checked, { signal: options.signal, transfer });
-      return { sig, rows: sig.length / wordsPerRow };
+    const take = async (chunk: CsrMatrix) => {
+      const { m, wordsPerRow } = this.prepare(chunk);
+      const run = (matrix: CsrMatrix | Staged) =>
+        callHash(this.handle, matrix, m.rows, { signal: options.signal, transfer }, wordsPerRow).then((r) => ({
+          sig: r.signatures,
+          rows: m.rows,
+        }));
+      if (transfer) return () => run(m);
+      if (options.signal?.aborted) throw abortError(options.signal.reason);
+      const staged = await native().stageCsrAsync(m, m.values !== undefined, this.backend === 'cuda');
+      return () => {
+        try {
+          return run(staged);
+        } finally {
+          staged.dispose(); // the call holds what it reads
+        }
+      };
     };
-    return streamHashes(source, hash, reporter, total);
+    return streamHashes(source, take, reporter, total);
   }
 }
 
@@ -300,19 +317,21 @@ export function largeOutput(length: number, what: string): Uint32Array | undefin
 }
 
 /**
- * One native hash call over rows [rowStart, rowEnd) of a checked matrix, with
+ * One native hash call over rows [rowStart, rowEnd) of a checked matrix of
+ * `rows` rows (or one staged by stageCsrAsync, never with transfer), with
  * `wordsPerRow` output words per row (WeightedMinHash and MinHash share it).
  */
 function callHash(
   h: MinHashEngine,
-  m: CsrMatrix,
+  m: CsrMatrix | Staged,
+  rows: number,
   options: HashOptions,
   wordsPerRow: number,
 ): Promise<{ signatures: Uint32Array } & HashTiming> {
   if (!isObject(options)) throw typeError(`options must be an object, got ${describe(options)}`);
   const signal = (options as HashOptions).signal;
-  const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, m.rows);
-  const rowEnd = checkInt(options.rowEnd ?? m.rows, 'rowEnd', rowStart, m.rows);
+  const rowStart = checkInt(options.rowStart ?? 0, 'rowStart', 0, rows);
+  const rowEnd = checkInt(options.rowEnd ?? rows, 'rowEnd', rowStart, rows);
   // Weights are checked natively, on all cores in the call's worker (a scan
   // here held the event loop for a second at 1M rows); rows named from rowStart.
   const need = (rowEnd - rowStart) * wordsPerRow;
@@ -329,7 +348,7 @@ function callHash(
     withNativeProgress(
       reporter,
       ['hash'],
-      (progress) => h.hash(handed ? handOver(m) : m, { rowStart, rowEnd, cancel, out, progress, handed }) as Promise<Raw>,
+      (progress) => h.hash(handed ? handOver(m as CsrMatrix) : m, { rowStart, rowEnd, cancel, out, progress, handed }) as Promise<Raw>,
       rowEnd - rowStart,
     ),
   );
@@ -379,13 +398,16 @@ function handOver(m: CsrMatrix): CsrMatrix {
 }
 
 /**
- * hash() of each chunk of `source`, in order, the next call issued before the
- * previous one is awaited so its staging and copies overlap the previous
- * chunk's kernels.
+ * hash() of each chunk of `source`, in order, the next call issued before
+ * the previous one is awaited so its staging and copies overlap the previous
+ * chunk's kernels. `take` makes a chunk the stream's own (copies it, or
+ * checks it for a handed-over call) and returns what starts its call; it is
+ * awaited before the source is pulled again or anything is yielded, so
+ * neither the source nor the consumer runs while a chunk is being copied.
  */
 async function* streamHashes(
   source: AsyncIterable<CsrMatrix> | Iterable<CsrMatrix>,
-  hash: (m: CsrMatrix) => Promise<{ sig: Uint32Array; rows: number }>,
+  take: (m: CsrMatrix) => Promise<() => Promise<{ sig: Uint32Array; rows: number }>>,
   reporter: ProgressReporter,
   total: number | undefined,
 ): AsyncGenerator<Uint32Array> {
@@ -396,7 +418,7 @@ async function* streamHashes(
   let pending: Promise<{ sig: Uint32Array; rows: number }> | undefined;
   try {
     for await (const chunk of source) {
-      const next = hash(chunk);
+      const next = (await take(chunk))();
       // Rejections surface when awaited below; this only silences the
       // unhandled-rejection warning while the previous chunk is awaited.
       next.catch(() => {});

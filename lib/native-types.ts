@@ -439,6 +439,11 @@ export interface Addon extends LshFunctions {
   CancelFlag: new () => CancelFlag;
   ProgressCounter: new () => ProgressCounter;
   stageCsr(matrix: CsrMatrix, wantValues?: boolean): Staged;
+  /**
+   * stageCsr with the copy on a worker over the CPU pool (page-locked staging
+   * when `gpu`); the caller leaves the arrays be until it settles.
+   */
+  stageCsrAsync(matrix: CsrMatrix, wantValues?: boolean, gpu?: boolean): Promise<Staged>;
   /** The parts end to end, all of one element type; consume disposes each staged part once copied. */
   stageArray(parts: (ArrayBufferView | Staged)[], consume?: boolean): Staged;
   /** The rows of rowLength elements whose keep[i] is nonzero. */

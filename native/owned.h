@@ -9,6 +9,13 @@
 // only host copy). Inputs of synchronous calls are read in place, except
 // SharedArrayBuffer-backed ones, which other threads may rewrite at any time.
 //
+// One copy runs after control has gone back: stageCsrAsync's, for a caller
+// that guarantees no JavaScript reaches the arrays until its Promise settles
+// (hashStream, which neither pulls its source nor yields meanwhile). The
+// arrays are referenced for the copy, and one found detached when it ends
+// rejects the Promise; a buffer freed during the copy (posted to a worker
+// that is then terminated) is outside that guarantee.
+//
 // The zero-copy paths are memory the caller handed over explicitly:
 // buffers a MinHash call was given with { transfer: true } (lib/ detaches the
 // caller's ArrayBuffers, so only the call can reach them: Use::Handed), and
@@ -77,6 +84,15 @@ struct CsrSource {
 // same type is expected.
 CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues = true);
 
+// A CSR source's rows [rowStart, rowEnd) with its arrays resolved, their
+// lengths checked; their contents not yet read.
+struct CsrArrays {
+  std::string name;
+  uint64_t cols = 0, rowStart = 0, rowEnd = 0;
+  ArrayRef indptr, indices, values;
+  bool hasValues = false;
+};
+
 // ---- a call's inputs ------------------------------------------------------------
 class Inputs {
  public:
@@ -106,6 +122,11 @@ class Inputs {
   // Rows [rowStart, rowEnd) of src. indptr is checked here (non-decreasing,
   // within indices and values); column indices are left to ValidateCsr.
   CsrView Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd);
+  // The same in two steps, for a copy made off the JavaScript thread
+  // (stageCsrAsync): ResolveCsr reads the arrays (JavaScript thread), Csr
+  // copies and checks their rows (any thread, while the caller leaves them be).
+  static CsrArrays ResolveCsr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd);
+  CsrView Csr(const CsrArrays& a);
   CsrView Csr(const Napi::Value& v, const char* name, bool wantValues = true);
   DenseView Dense(const Napi::Value& v, const char* name);
   DenseBytesView DenseBytes(const Napi::Value& v, const char* name);

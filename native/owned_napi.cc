@@ -360,6 +360,51 @@ Napi::Value StageCsr(const Napi::CallbackInfo& info) {
   });
 }
 
+// stageCsrAsync(matrix, wantValues = true, gpu = false) -> Promise<Staged>: as
+// stageCsr, but the copy (and the page-locking of fresh staging, when `gpu`
+// asks for page-locked staging that a GPU call then DMAs in place) runs on a
+// worker over the CPU pool, not on the JavaScript thread. The caller must leave
+// the matrix's arrays as they are until the Promise settles (hashStream asks
+// its source for nothing meanwhile): what is written into them during the copy
+// may or may not be seen. An array detached meanwhile rejects the Promise.
+Napi::Value StageCsrAsync(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    const bool values = info.Length() < 2 || info[1].ToBoolean().Value();
+    const bool gpu = info.Length() > 2 && info[2].ToBoolean().Value();
+    const CsrSource src = ReadCsr(info[0], "matrix", values);
+    auto d = std::make_shared<StagedData>();
+    d->in = std::make_shared<Inputs>(Inputs::Use::Async);
+    d->in->ForGpu(gpu);
+    d->csr = true;
+    if (src.staged) {
+      d->view = d->in->Csr(src, 0, src.rows);
+      return RunAsync(info.Env(), [] {}, [d](Napi::Env env) { return NewStaged(env, d); }, {});
+    }
+    auto arrays = std::make_shared<const CsrArrays>(Inputs::ResolveCsr(src, 0, src.rows));
+    // Referenced until the copy ends, so the arrays are not collected under it.
+    struct Held {
+      napi_typedarray_type type;
+      bool alsoInt32;
+      const char* name;
+    };
+    auto refs = std::make_shared<std::vector<std::pair<Napi::Reference<Napi::Value>, Held>>>();
+    const std::pair<Napi::Value, Held> given[] = {{src.indptr, {napi_uint32_array, true, "matrix.indptr"}},
+                                                  {src.indices, {napi_uint32_array, false, "matrix.indices"}},
+                                                  {src.values, {napi_float32_array, false, "matrix.values"}}};
+    for (const auto& [v, h] : given)
+      if (!v.IsUndefined()) refs->emplace_back(Napi::Persistent(v), h);
+    return RunAsync(
+        info.Env(), [d, arrays] { d->view = d->in->Csr(*arrays); },
+        [d, refs](Napi::Env env) -> Napi::Value {
+          // A buffer detached during the copy may have been freed under it:
+          // what was read is refused (a coded TypeError naming the array).
+          for (auto& [ref, h] : *refs) ResolveArray(ref.Value(), h.type, h.name, h.alsoInt32);
+          return NewStaged(env, d);
+        },
+        {});
+  });
+}
+
 // stageArray(parts: (TypedArray | Staged)[], consume = false) -> Staged: the
 // parts end to end, all of one element type. With consume, each Staged part is
 // disposed once copied, so joining chunks needs little more than their total
@@ -449,6 +494,7 @@ void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ProgressCounter", ProgressCounter::Define(env));
   GetEnvData(env)->stagedCtor = Napi::Persistent(StagedWrap::Define(env));
   exports.Set("stageCsr", Napi::Function::New(env, StageCsr, "stageCsr"));
+  exports.Set("stageCsrAsync", Napi::Function::New(env, StageCsrAsync, "stageCsrAsync"));
   exports.Set("stageArray", Napi::Function::New(env, StageArray, "stageArray"));
 }
 
@@ -584,8 +630,25 @@ const void* Inputs::Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool
   return dst;
 }
 
-CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
+CsrArrays Inputs::ResolveCsr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
   const std::string& n = src.name;
+  CsrArrays a;
+  a.name = n;
+  a.cols = src.cols;
+  a.indptr = ResolveArray(src.indptr, napi_uint32_array, n + ".indptr", true);
+  a.indices = ResolveArray(src.indices, napi_uint32_array, n + ".indices");
+  a.hasValues = !src.values.IsUndefined();
+  if (a.hasValues) a.values = ResolveArray(src.values, napi_float32_array, n + ".values");
+  if (a.indptr.length != src.rows + 1)
+    ThrowInvalid(n + ".indptr has length " + std::to_string(a.indptr.length) +
+                 " but rows + 1 = " + std::to_string(src.rows + 1));
+  if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
+  a.rowStart = rowStart;
+  a.rowEnd = rowEnd;
+  return a;
+}
+
+CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
   if (src.staged) {
     if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
     held_.push_back(std::const_pointer_cast<StagedData>(src.staged));
@@ -595,15 +658,14 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
     if (!src.wantValues) m.values = nullptr;
     return m;
   }
-  const ArrayRef ip = ResolveArray(src.indptr, napi_uint32_array, n + ".indptr", true);
-  const ArrayRef ix = ResolveArray(src.indices, napi_uint32_array, n + ".indices");
-  ArrayRef va;
-  const bool hasValues = !src.values.IsUndefined();
-  if (hasValues) va = ResolveArray(src.values, napi_float32_array, n + ".values");
-  if (ip.length != src.rows + 1)
-    ThrowInvalid(n + ".indptr has length " + std::to_string(ip.length) +
-                 " but rows + 1 = " + std::to_string(src.rows + 1));
-  if (!(rowStart <= rowEnd && rowEnd <= src.rows)) ThrowInvalid("rowStart/rowEnd out of range");
+  return Csr(ResolveCsr(src, rowStart, rowEnd));
+}
+
+CsrView Inputs::Csr(const CsrArrays& a) {
+  const std::string& n = a.name;
+  const ArrayRef &ip = a.indptr, &ix = a.indices, &va = a.values;
+  const bool hasValues = a.hasValues;
+  const uint64_t rowStart = a.rowStart, rowEnd = a.rowEnd;
   const uint64_t rows = rowEnd - rowStart;
   // Handed arrays are read in place, except shared ones (ip.shared etc.).
   const bool copy = use_ == Use::Async || ip.shared || ix.shared || va.shared;
@@ -638,15 +700,15 @@ CsrView Inputs::Csr(const CsrSource& src, uint64_t rowStart, uint64_t rowEnd) {
                  "]=" + std::to_string(nz1));
   CsrView m;
   m.rows = rows;
-  m.cols = src.cols;
+  m.cols = a.cols;
   if (!copy) {
     if (use_ == Use::Handed) {
       // Arrays lib/ did not transfer (pinnedArray memory) may still be detached
       // by the caller: hold their blocks for the call.
       const ArrayRef* arrays[] = {&ix, &va};
-      for (const ArrayRef* a : arrays)
-        if (a->data && a->bytes())
-          if (auto lent = FindLent(a->data, a->bytes())) held_.push_back(std::move(lent));
+      for (const ArrayRef* r : arrays)
+        if (r->data && r->bytes())
+          if (auto lent = FindLent(r->data, r->bytes())) held_.push_back(std::move(lent));
     }
     m.indptr = p;
     m.indices = static_cast<const uint32_t*>(ix.data);

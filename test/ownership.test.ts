@@ -5,10 +5,12 @@
 // that is gone by the end, a coded error. Each case compares against the same
 // call on untouched copies.
 import { describe, expect, it } from 'vitest';
+import { pbkdf2 } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import {
   FlyHash,
   HammingIndex,
+  MinHash,
   MinHashLSH,
   StreamClusterer,
   TextFeaturizer,
@@ -19,6 +21,8 @@ import {
   similarityJoin,
   type CsrMatrix,
 } from '../lib/index.js';
+import { native } from '../lib/addon.js';
+import type { Backend } from '../lib/backend.js';
 import { backends, describeGpu, hasGpu, randomBits, randomCsr, rng } from './helpers.js';
 
 type View = ArrayBufferView;
@@ -303,6 +307,70 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
     const got: Uint32Array[] = [];
     for await (const s of wmh.hashStream(reuse())) got.push(s);
     expect(got).toEqual(want);
+  });
+
+  // The copy runs on a worker after the stream has the chunk: the stream must
+  // neither ask the source for the next chunk nor hand the consumer the
+  // previous signatures until that copy is done. This source spoils its one
+  // set of buffers the moment it is asked for the next chunk, and the consumer
+  // spoils them whenever it is handed signatures; a copy still running or not
+  // yet started then reads the spoiled bytes (wrong signatures, or an indptr
+  // error). So that a copy cannot slip in first, every chunk is yielded with
+  // the worker threads (libuv's pool, where the copy runs) busy for a while.
+  // The oracle is hash() of untouched copies of each chunk, on the same
+  // backend (on CUDA the copy lands in page-locked staging, DMAed in place).
+  const R = rng(17);
+  const rows = 4000;
+  const chunks = [0, 1, 2, 3, 4].map((k) => randomCsr(R, rows, 5000, (i) => 1 + ((i * 7 + k) % 60)));
+  const nnz = Math.max(...chunks.map((c) => c.indices.length));
+  const busyWorkers = () => {
+    const n = Number(process.env.UV_THREADPOOL_SIZE) || 4;
+    for (let i = 0; i < n; i++) pbkdf2('spoil', 'salt', 20000, 32, 'sha256', () => {});
+  };
+  const engines = [
+    ['WeightedMinHash', (backend: Backend) => new WeightedMinHash({ dim: 5000, samples: 8, seed: 4, backend })],
+    ['MinHash', (backend: Backend) => new MinHash({ samples: 8, seed: 4, backend })],
+  ] as const;
+  for (const [name, make] of engines.flatMap(([n, f]) => backends.map((b) => [`${n} (${b})`, () => f(b)] as const))) {
+    it(`${name}: a source that overwrites its buffer as soon as it is asked for the next chunk`, async () => {
+      using engine = make();
+      const want: Uint32Array[] = [];
+      for (const c of chunks) want.push(await engine.hash(copyCsr(c)));
+      const indptr = new Uint32Array(rows + 1);
+      const indices = new Uint32Array(nnz);
+      const values = new Float32Array(nnz);
+      const spoil = () => void spoilers[2][1]([indptr, indices, values]);
+      async function* reuse(): AsyncGenerator<CsrMatrix> {
+        for (const c of chunks) {
+          indptr.set(c.indptr);
+          indices.fill(0).set(c.indices);
+          values.fill(0).set(c.values!);
+          busyWorkers();
+          yield { rows, cols: 5000, indptr, indices, values };
+          spoil(); // at once, before anything awaits
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      }
+      const got: Uint32Array[] = [];
+      for await (const s of engine.hashStream(reuse())) {
+        got.push(s);
+        spoil();
+      }
+      expect(got.length).toBe(chunks.length);
+      got.forEach((s, k) => expect(s, `chunk ${k}`).toEqual(want[k]));
+    });
+  }
+
+  it('a chunk detached while it is copied is refused with a coded TypeError (the memory kept alive elsewhere)', async () => {
+    const m = copyCsr(chunks[0]);
+    const p = native().stageCsrAsync(m, true, false);
+    const kept = structuredClone(m.indices.buffer, { transfer: [m.indices.buffer as ArrayBuffer] });
+    await expect(p).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+      name: 'TypeError',
+      message: expect.stringMatching(/^matrix\.indices is detached/),
+    });
+    expect(kept.byteLength).toBe(chunks[0].indices.byteLength);
   });
 });
 
