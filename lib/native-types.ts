@@ -303,7 +303,8 @@ export interface LshFunctions {
     options: LshShape,
   ): Promise<{ indptr: Uint32Array; ids: Uint32Array }>;
   /** Each row's band keys (rows × bands, row-major) and whether its signature is empty. */
-  lshBandKeys(signatures: Uint32Array, options: LshShape): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
+  /** handed: `signatures` are lib/'s own and left alone until the call settles (read in place). */
+  lshBandKeys(signatures: Uint32Array, options: LshShape & { handed?: boolean }): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
   /** lshGroups with verify 'exact' and ids 0..n-1, from band keys and the rows as consecutive blocks. */
   lshGroupsFromKeys(
     keys: BigUint64Array | Staged,
