@@ -292,7 +292,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   };
   // The native reader is done with a block's buffer once its promise settles.
   const recycle = (block: Uint8Array): void => {
-    if (spare.length < 4 && block.buffer.byteLength === capacity) spare.push(Buffer.from(block.buffer, 0, capacity));
+    if (spare.length < 2 && block.buffer.byteLength === capacity) spare.push(Buffer.from(block.buffer, 0, capacity));
   };
 
   try {
@@ -302,7 +302,8 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       onBytes?.(bytes.length);
       // Filled up to blockBytes, cut, and the chunk's rest goes on into the next block.
       while (bytes.length) {
-        const take = filled < blockBytes ? Math.min(bytes.length, blockBytes - filled) : bytes.length;
+        // Past blockBytes (a line longer than a block): up to the chunk's first line break.
+        const take = filled < blockBytes ? Math.min(bytes.length, blockBytes - filled) : bytes.indexOf(NEWLINE) + 1 || bytes.length;
         append(take === bytes.length ? bytes : bytes.subarray(0, take));
         bytes = bytes.subarray(take);
         if (filled >= blockBytes) {
