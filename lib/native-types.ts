@@ -303,7 +303,8 @@ export interface LshFunctions {
     options: LshShape,
   ): Promise<{ indptr: Uint32Array; ids: Uint32Array }>;
   /** Each row's band keys (rows × bands, row-major) and whether its signature is empty. */
-  lshBandKeys(signatures: Uint32Array, options: LshShape): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
+  /** handed: `signatures` are lib/'s own and left alone until the call settles (read in place). */
+  lshBandKeys(signatures: Uint32Array, options: LshShape & { handed?: boolean }): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
   /** lshGroups with verify 'exact' and ids 0..n-1, from band keys and the rows as consecutive blocks. */
   lshGroupsFromKeys(
     keys: BigUint64Array | Staged,
@@ -373,6 +374,14 @@ export interface NativeRecordOptions {
   maxRecordBytes: number;
   minTokens: number;
   bits: number;
+  /** Lines before the block: keptLine counts from it. */
+  firstLine?: number;
+  /**
+   * The block's buffer was allocated for this block alone, with at least
+   * simdjson's padding (64 bytes) past the block, and is neither written nor
+   * detached until the call settles: it is read in place, not copied.
+   */
+  handed?: boolean;
 }
 
 /**
@@ -383,13 +392,21 @@ export interface NativeRecordOptions {
  */
 export interface NativeRecordBlock {
   lines: number;
-  line: Uint32Array;
-  kind: Uint8Array;
-  tokens: Uint32Array;
+  /** Entries (lines that are not blank). */
+  entries: number;
+  // Per entry: absent when no entry is left to JavaScript (the kept arrays are then the block's).
+  line?: Uint32Array;
+  kind?: Uint8Array;
   /** 0 line number, 1 idBytes[idA, idB), 2 nums[idA], 3 true, 4 false, 5 an object. */
-  idKind: Uint8Array;
-  idA: Uint32Array;
-  idB: Uint32Array;
+  idKind?: Uint8Array;
+  idA?: Uint32Array;
+  idB?: Uint32Array;
+  tokens: Uint32Array;
+  /** The rows' ids (kind 0: keptIdA is the 0-based line in the block) and line numbers (firstLine + line + 1), in row order. */
+  keptIdKind: Uint8Array;
+  keptIdA: Uint32Array;
+  keptIdB: Uint32Array;
+  keptLine: Float64Array;
   nums: Float64Array;
   idBytes: Uint8Array;
   rowPtr: Uint32Array;

@@ -173,9 +173,11 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
   });
 }
 
-// lshBandKeys(signatures, { samples, bands, rows, width }) -> { keys: BigUint64Array, empty: Uint8Array }:
+// lshBandKeys(signatures, { samples, bands, rows, width, handed }) -> { keys: BigUint64Array, empty: Uint8Array }:
 // each row's band keys (row-major) and whether its signature is empty, what
-// lshGroupsFromKeys reads in place of the signatures.
+// lshGroupsFromKeys reads in place of the signatures. With `handed`, lib/
+// gave the signatures over (a buffer of its own that nothing writes or
+// detaches until the call settles): read in place, not copied.
 Napi::Value BandKeys(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
@@ -183,7 +185,8 @@ Napi::Value BandKeys(const Napi::CallbackInfo& info) {
     const uint32_t samples = U32Prop(opts, "samples", 1, 1u << 20);
     const uint32_t width = WidthProp(opts);
     const lsh::Params p = ParamsArg(opts, samples);
-    auto in = std::make_shared<Inputs>(Inputs::Use::Async);
+    const bool handed = BoolPropOr(opts, "handed", false);
+    auto in = std::make_shared<Inputs>(handed ? Inputs::Use::Handed : Inputs::Use::Async);
     const lsh::SigView sig = SigRowsArg(*in, info[0], samples, width, true);
     if (sig.n * p.bands > MaxTypedLength())
       ThrowInvalid("band keys of " + std::to_string(sig.n) + " rows exceed one typed array; pass fewer rows per call");
@@ -202,7 +205,8 @@ Napi::Value BandKeys(const Napi::CallbackInfo& info) {
           r.Set("empty", ToTyped(env, std::move(*empty)));
           return r;
         },
-        {}, in);
+        // Handed signatures live as long as the call.
+        handed ? std::vector<Napi::Value>{info[0]} : std::vector<Napi::Value>{}, in);
   });
 }
 

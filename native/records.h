@@ -28,6 +28,8 @@ struct Options {
   uint64_t maxRecordBytes = 0;
   uint32_t minTokens = 0;
   uint32_t mask = 0xffffffffu;
+  // Lines before the block (the kept rows' line numbers count from it).
+  double firstLine = 0;
 };
 
 // How an entry (a line that is not blank) is finished.
@@ -62,6 +64,13 @@ struct Block {
   std::vector<uint32_t> rowPtr;
   std::vector<uint32_t> cols;
   std::vector<float> values;
+  // The same rows' ids and line numbers, in row order: what the caller keeps
+  // of a block with no entry left to JavaScript, ready as they are. kIdLine:
+  // keptIdA is the entry's 0-based line in the block. keptLine: firstLine +
+  // that line + 1.
+  std::vector<uint8_t> keptIdKind;
+  std::vector<uint32_t> keptIdA, keptIdB;
+  std::vector<double> keptLine;
   // kJsTokens entries' texts (UTF-8), in order: [jsTextEnds[i-1], jsTextEnds[i]).
   std::vector<uint8_t> jsText;
   std::vector<uint32_t> jsTextEnds;

@@ -198,6 +198,11 @@ void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, s
   tok.Run(texts.data(), offsets.data(), docs, o.minTokens, &batch);
   text::Rows rows;
   text::AssembleHashedRows(batch, o.minTokens, o.mask, &rows);
+  const size_t kept = rows.rowPtr.empty() ? 0 : rows.rowPtr.size() - 1;
+  b.keptIdKind.reserve(kept);
+  b.keptIdA.reserve(kept);
+  b.keptIdB.reserve(kept);
+  b.keptLine.reserve(kept);
   for (size_t d = 0; d < docs; ++d) {
     const uint32_t e = docEntry[d];
     b.tokens[e] = batch.tokens[d];
@@ -206,8 +211,15 @@ void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, s
       b.tokens[e] = 0;
       Append(b.jsText, texts.data() + offsets[d], offsets[d + 1] - offsets[d]);
       b.jsTextEnds.push_back(uint32_t(b.jsText.size()));
+    } else if (batch.tokens[d] >= o.minTokens) {
+      // A row (AssembleHashedRows keeps these, in this order).
+      b.keptIdKind.push_back(b.idKind[e]);
+      b.keptIdA.push_back(b.idKind[e] == kIdLine ? b.line[e] : b.idA[e]);
+      b.keptIdB.push_back(b.idB[e]);
+      b.keptLine.push_back(double(b.line[e]));
     }
   }
+  if (b.keptIdKind.size() != kept) ThrowInvalid("records: kept documents and rows disagree");
   b.rowPtr = std::move(rows.rowPtr);
   b.cols = std::move(rows.cols);
   b.values = std::move(rows.values);
@@ -274,6 +286,10 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
   b.jsText.reserve(jsText);
   b.jsTextEnds.reserve(jsTexts);
   b.jsLineStart.reserve(jsLines);
+  b.keptIdKind.reserve(rows);
+  b.keptIdA.reserve(rows);
+  b.keptIdB.reserve(rows);
+  b.keptLine.reserve(rows);
   b.jsLineEnd.reserve(jsLines);
   b.rowPtr.push_back(0);
   for (const Part& part : parts) {
@@ -288,6 +304,15 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
       const uint32_t base = k == kIdString ? idBase : k == kIdNumber ? numBase : 0;
       b.idA.push_back(p.idA[i] + base);
       b.idB.push_back(p.idB[i] + (k == kIdString ? idBase : 0));
+    }
+    const uint32_t lineBase = uint32_t(b.lines);
+    Concat(b.keptIdKind, p.keptIdKind);
+    for (size_t i = 0; i < p.keptIdKind.size(); ++i) {
+      const uint8_t k = p.keptIdKind[i];
+      const uint32_t base = k == kIdString ? idBase : k == kIdNumber ? numBase : k == kIdLine ? lineBase : 0;
+      b.keptIdA.push_back(p.keptIdA[i] + base);
+      b.keptIdB.push_back(p.keptIdB[i] + (k == kIdString ? idBase : 0));
+      b.keptLine.push_back(o.firstLine + p.keptLine[i] + double(lineBase) + 1);
     }
     Concat(b.nums, p.nums);
     Concat(b.idBytes, p.idBytes);

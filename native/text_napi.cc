@@ -235,8 +235,13 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
   }
 
 #ifdef CUSIM_WITH_SIMDJSON
-  // recordsAsync(block, { jsonl, field, idField, maxRecordBytes, minTokens, bits }) -> Promise<records.h Block>:
-  // a block of whole lines read, tokenized and hashed natively (records.h).
+  // recordsAsync(block, { jsonl, field, idField, maxRecordBytes, minTokens, bits, firstLine, handed })
+  // -> Promise<records.h Block>: a block of whole lines read, tokenized and
+  // hashed natively (records.h). With `handed`, lib/ gave the block's buffer
+  // over (only this call reaches it) and left Padding() bytes of it past the
+  // block: it is read in place, not copied. A block with no entry left to
+  // JavaScript comes back without its per-entry arrays (the kept rows' are
+  // all the caller needs).
   Napi::Value RecordsAsync(const Napi::CallbackInfo& info) {
     return Guard(info, [&]() -> Napi::Value {
       auto impl = Get("TextTokenizer");
@@ -253,14 +258,41 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       opt.minTokens = UintProp(o, "minTokens", 0, 0, 4294967294.0);
       const uint32_t bits = UintProp(o, "bits", 32, 1, 32);
       opt.mask = bits == 32 ? 0xffffffffu : (1u << bits) - 1;
-      // A padded copy: simdjson reads up to Padding() bytes past a line.
+      opt.firstLine = NumPropOr(o, "firstLine", 0);
+      if (!(opt.firstLine >= 0 && opt.firstLine <= 9007199254740991.0) ||
+          opt.firstLine != double(uint64_t(opt.firstLine)))
+        ThrowInvalid("options.firstLine must be a non-negative integer");
+      const bool handed = BoolPropOr(o, "handed", false);
       Inputs in(Inputs::Use::Sync);
       auto block = in.Array<uint8_t>(info[0], "block");
-      // Not zero-filled first: only the padding needs zeros.
-      std::shared_ptr<uint8_t[]> bytes(new uint8_t[block.length + records::Padding()]);
-      if (block.length) std::memcpy(bytes.get(), block.data, block.length);
-      std::memset(bytes.get() + block.length, 0, records::Padding());
       const size_t n = block.length;
+      std::shared_ptr<const uint8_t> bytes;
+      std::vector<Napi::Value> keep;
+      napi_value buffer = nullptr;
+      size_t offset = 0, bufferBytes = 0;
+      bool shared = false;
+      if (handed && info[0].IsTypedArray()) {
+        napi_typedarray_type t;
+        size_t len;
+        void* data;
+        napi_get_typedarray_info(info.Env(), info[0], &t, &len, &data, &buffer, &offset);
+        bool isAb = false;
+        napi_is_arraybuffer(info.Env(), buffer, &isAb);
+        shared = !isAb;
+        if (isAb) napi_get_arraybuffer_info(info.Env(), buffer, nullptr, &bufferBytes);
+      }
+      if (handed && !shared && n && offset + n + records::Padding() <= bufferBytes) {
+        // Read in place; the typed array (and so its buffer) lives as long as the call.
+        bytes = std::shared_ptr<const uint8_t>(block.data, [](const uint8_t*) {});
+        keep.push_back(info[0]);
+      } else {
+        // A padded copy: simdjson reads up to Padding() bytes past a line.
+        // Not zero-filled first: only the padding needs zeros.
+        std::shared_ptr<uint8_t[]> copy(new uint8_t[n + records::Padding()]);
+        if (n) std::memcpy(copy.get(), block.data, n);
+        std::memset(copy.get() + n, 0, records::Padding());
+        bytes = std::shared_ptr<const uint8_t>(copy, copy.get());
+      }
       auto out = std::make_shared<records::Block>();
       return RunAsync(
           info.Env(), [=] { records::ReadBlock(*impl, bytes.get(), n, opt, out.get()); },
@@ -268,24 +300,31 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
             records::Block& b = *out;
             auto r = Napi::Object::New(env);
             r.Set("lines", double(b.lines));
-            r.Set("line", Typed(env, std::move(b.line)));
-            r.Set("kind", Typed(env, std::move(b.kind)));
+            r.Set("entries", double(b.kind.size()));
+            if (!b.jsTextEnds.empty() || !b.jsLineStart.empty()) {
+              r.Set("line", Typed(env, std::move(b.line)));
+              r.Set("kind", Typed(env, std::move(b.kind)));
+              r.Set("idKind", Typed(env, std::move(b.idKind)));
+              r.Set("idA", Typed(env, std::move(b.idA)));
+              r.Set("idB", Typed(env, std::move(b.idB)));
+            }
             r.Set("tokens", Typed(env, std::move(b.tokens)));
-            r.Set("idKind", Typed(env, std::move(b.idKind)));
-            r.Set("idA", Typed(env, std::move(b.idA)));
-            r.Set("idB", Typed(env, std::move(b.idB)));
             r.Set("nums", Typed(env, std::move(b.nums)));
             r.Set("idBytes", Typed(env, std::move(b.idBytes)));
             r.Set("rowPtr", Typed(env, std::move(b.rowPtr)));
             r.Set("cols", Typed(env, std::move(b.cols)));
             r.Set("values", Typed(env, std::move(b.values)));
+            r.Set("keptIdKind", Typed(env, std::move(b.keptIdKind)));
+            r.Set("keptIdA", Typed(env, std::move(b.keptIdA)));
+            r.Set("keptIdB", Typed(env, std::move(b.keptIdB)));
+            r.Set("keptLine", Typed(env, std::move(b.keptLine)));
             r.Set("jsText", Typed(env, std::move(b.jsText)));
             r.Set("jsTextEnds", Typed(env, std::move(b.jsTextEnds)));
             r.Set("jsLineStart", Typed(env, std::move(b.jsLineStart)));
             r.Set("jsLineEnd", Typed(env, std::move(b.jsLineEnd)));
             return r;
           },
-          {});
+          keep);
     });
   }
 #endif

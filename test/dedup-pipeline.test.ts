@@ -19,6 +19,7 @@ import {
   type DedupBlock,
   type ProgressEvent,
 } from '../lib/index.js';
+import { native } from '../lib/addon.js';
 import { cusim, ensureDist } from './cli-helpers.js';
 import { backends, randInt, randomCsr, rng } from './helpers.js';
 
@@ -222,6 +223,21 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
     }
     // The GPU buckets the same keys (where there is one): the same groups as the CPU.
     for (const r of perBackend.slice(1)) expect(r).toEqual(perBackend[0]);
+  });
+
+  it('band keys of handed signatures (read in place) equal those of copied ones, and the signatures are left as they were', async () => {
+    const r = rng(5);
+    const shape = { samples: 108, bands: 6, rows: 18, width: 1 as const };
+    const sigs = Uint32Array.from({ length: 300 * shape.samples }, () => randInt(r, 2 ** 32));
+    // Some empty signatures (all 0xffffffff).
+    sigs.fill(0xffffffff, 7 * shape.samples, 9 * shape.samples);
+    const before = sigs.slice();
+    const copied = await native().lshBandKeys(sigs, shape);
+    const handed = await native().lshBandKeys(sigs, { ...shape, handed: true });
+    expect(handed.keys).toEqual(copied.keys);
+    expect(handed.empty).toEqual(copied.empty);
+    expect([...copied.empty.subarray(6, 10)]).toEqual([0, 1, 1, 0]);
+    expect(sigs).toEqual(before);
   });
 });
 

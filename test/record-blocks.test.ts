@@ -75,11 +75,11 @@ async function sequential(s: string, minTokens: number, maxRecordBytes?: number)
   return { m: stream.matrix(), ids: stream.ids, documents: stream.documents, tooSmall: stream.tooSmall };
 }
 
-async function inBlocks(s: string, minTokens: number, blockBytes: number, maxRecordBytes?: number) {
+async function inBlocks(s: string, minTokens: number, blockBytes: number, maxRecordBytes?: number, input = chunked(s, 2)) {
   const feat = new d.text.TextFeaturizer({ mode: 'words' });
   const stream = new d.pipeline.StreamFeaturizer(feat, minTokens, 1 << 12, undefined, undefined, { bits: 32, values: false });
   let blocks = 0;
-  await d.blocks.readRecordBlocks(chunked(s, 2), {
+  await d.blocks.readRecordBlocks(input, {
     records: recordOptions(maxRecordBytes),
     features: { mode: 'words' },
     minTokens,
@@ -120,6 +120,25 @@ describe('records read in blocks on worker threads', () => {
       expect(got.documents).toBe(want.documents);
       expect(got.tooSmall).toBe(want.tooSmall);
       expect(got.m.rows).toBe(want.m.rows);
+      expect(got.m.indptr).toEqual(want.m.indptr);
+      expect(got.m.indices).toEqual(want.m.indices);
+    }
+  });
+
+  it('are cut from chunks of any size: lines longer than a block, one chunk of many blocks, block buffers reused', async () => {
+    const lines = corpus(11, 1500).split('\n');
+    // About 5 KB each: longer than a 4 KB block, so the block grows to hold them.
+    const long = Array.from({ length: 1200 }, (_, k) => `w${k % 300}`).join(' ');
+    for (let i = 10; i < lines.length; i += 60) lines[i] = JSON.stringify({ id: `long${i}`, text: `${long} x${i}` });
+    const s = lines.join('\n');
+    const want = await sequential(s, 1);
+    expect(want.ids).toContain('long70');
+    for (const input of [chunked(s, 3), Readable.from([Buffer.from(s)])]) {
+      const got = await inBlocks(s, 1, 1 << 12, undefined, input);
+      expect(got.blocks).toBeGreaterThan(20);
+      expect(got.ids).toEqual(want.ids);
+      expect(got.documents).toBe(want.documents);
+      expect(got.tooSmall).toBe(want.tooSmall);
       expect(got.m.indptr).toEqual(want.m.indptr);
       expect(got.m.indices).toEqual(want.m.indices);
     }

@@ -228,10 +228,56 @@ describe('the native record reader', () => {
       bits: 32,
     });
     expect(r.lines).toBe(500);
-    expect([...new Set(r.kind)]).toEqual([0]);
+    // No entry left to JavaScript: no per-entry arrays, the kept rows' ids and lines ready.
+    expect(r.entries).toBe(500);
+    expect(r.jsTextEnds.length + r.jsLineStart.length).toBe(0);
+    expect(r.kind).toBeUndefined();
+    expect([...new Set(r.keptIdKind)]).toEqual([1]);
+    const ids = Array.from(r.keptIdA, (a, i) => Buffer.from(r.idBytes.subarray(a, r.keptIdB[i])).toString());
+    expect(ids).toEqual(lines.map((_, i) => `d${i}`));
+    expect([...r.keptLine]).toEqual(lines.map((_, i) => i + 1));
     // Brute force: each row is the sorted distinct hashToken of its words.
     const want = [...new Set(['w7', 'common', 'words', 'here'].map(d.text.hashToken))].sort((a, b) => a - b);
     expect([...r.cols.subarray(r.rowPtr[7], r.rowPtr[8])]).toEqual(want);
+  });
+
+  it('reads a handed, padded block in place with the result of a copied one; kept ids and lines count from firstLine', async () => {
+    const feat = new d.text.TextFeaturizer({ mode: 'words' });
+    // Ids of the compact kinds, blanks, and rows under minTokens.
+    const lines = Array.from({ length: 300 }, (_, i) =>
+      i % 50 === 7
+        ? ''
+        : JSON.stringify({
+            ...(i % 5 === 0 ? {} : { id: [`s${i}`, i * 1.5, true, null][i % 4] }),
+            text: i % 9 === 0 ? 'one' : `w${i} two three`,
+          }),
+    );
+    const text = lines.join('\n');
+    const options = { jsonl: true, field: 'text', idField: 'id', maxRecordBytes: 1 << 20, minTokens: 2, bits: 32, firstLine: 1000 };
+    const padded = Buffer.alloc(Buffer.byteLength(text) + 64, 0x7b);
+    padded.write(text);
+    const block = padded.subarray(0, Buffer.byteLength(text));
+    const inPlace = await feat.nativeHandle!.recordsAsync!(block, { ...options, handed: true });
+    const copied = await feat.nativeHandle!.recordsAsync!(Buffer.from(text), options);
+    expect(inPlace).toEqual(copied);
+    // The oracle: JSON.parse of each line, numbered from firstLine + 1.
+    const kept = lines.flatMap((l, i) => {
+      if (!l) return [];
+      const o = JSON.parse(l) as { id?: unknown; text: string };
+      return o.text.split(' ').length >= 2 ? [{ line: 1000 + i + 1, id: o.id }] : [];
+    });
+    expect([...copied.keptLine]).toEqual(kept.map((k) => k.line));
+    const got = Array.from(copied.keptIdKind, (k, i) => {
+      const a = copied.keptIdA[i];
+      return k === 0
+        ? `line ${a}`
+        : k === 1
+          ? Buffer.from(copied.idBytes.subarray(a, copied.keptIdB[i])).toString()
+          : k === 2
+            ? copied.nums[a]
+            : k;
+    });
+    expect(got).toEqual(kept.map((k) => (k.id === undefined || k.id === null ? `line ${k.line - 1001}` : k.id === true ? 3 : k.id)));
   });
 
   it('equals the JavaScript reader on random and hostile JSONL (escapes, surrogates, ids of every type, BOM, CRLF, blanks, depth)', async () => {

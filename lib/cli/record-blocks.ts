@@ -41,6 +41,8 @@ export interface RecordBlockOptions {
 }
 
 const NEWLINE = 0x0a;
+/** Bytes simdjson may read past a block (native records::Padding()): each block's buffer has them. */
+const PADDING = 64;
 
 function countLines(block: Uint8Array): number {
   let n = 0;
@@ -222,7 +224,12 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     lines += countLines(block);
     // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.
     if (reader && block.length < 2 ** 32) {
-      const p = featurizeNativeBlock(t, reader, feat, hashTexts);
+      // The block's buffer is its own (cut below), padded, and not touched until this settles.
+      const p = featurizeNativeBlock(t, reader, feat, hashTexts, true);
+      p.then(
+        () => recycle(block),
+        () => {},
+      );
       // Settled in order by nativeDrain; a later block failing first must not go unhandled.
       p.catch(() => {});
       inFlight.push(p);
@@ -245,37 +252,65 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     dispatch();
   };
 
-  let pending: Buffer[] = [];
-  let pendingBytes = 0;
+  // Each block is cut from a buffer of its own, padded for simdjson, that
+  // the chunks are copied into once: the native reader reads it in place,
+  // and a worker's block moves to the worker with it. Only the partial last
+  // line is copied again (to the next buffer). Buffers the native reader is
+  // done with are used again, so their pages are not faulted in anew.
+  const spare: Buffer[] = [];
+  const capacity = blockBytes + PADDING;
+  const fresh = (bytes: number): Buffer =>
+    bytes <= capacity && spare.length ? spare.pop()! : Buffer.allocUnsafeSlow(Math.max(bytes, capacity));
+  let buf = fresh(capacity);
+  let filled = 0;
+  const append = (chunk: Uint8Array): void => {
+    if (filled + chunk.length + PADDING > buf.length) {
+      // A line longer than a block (up to maxRecordBytes), or a chunk larger than one.
+      const grown = Buffer.allocUnsafeSlow(Math.max(2 * buf.length, filled + chunk.length + PADDING));
+      buf.copy(grown, 0, 0, filled);
+      buf = grown;
+    }
+    buf.set(chunk, filled);
+    filled += chunk.length;
+  };
   // Hands over the whole lines gathered (all that is left, at the end).
   const cut = (final: boolean): void => {
-    if (pendingBytes === 0) return;
-    const all = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingBytes);
-    const end = final ? all.length : all.lastIndexOf(NEWLINE) + 1;
+    if (filled === 0) return;
+    const end = final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1;
     if (end === 0) {
-      if (all.length > records.maxRecordBytes) throw tooLongError(o.records, lines + 1);
-      pending = [all];
+      if (filled > records.maxRecordBytes) throw tooLongError(o.records, lines + 1);
       return;
     }
-    // The native reader only reads the block (the addon copies it, padded):
-    // a view will do. A worker's block is a copy of its own, so that its
-    // memory can move to the worker.
-    submit(reader && end < 2 ** 32 ? all.subarray(0, end) : Uint8Array.prototype.slice.call(all, 0, end));
-    pending = end < all.length ? [all.subarray(end)] : [];
-    pendingBytes = all.length - end;
+    const full = buf;
+    const rest = filled - end;
+    buf = fresh(rest + PADDING);
+    buf.set(full.subarray(end, filled));
+    // The padding reads as zeros, as in the addon's own padded copy.
+    full.fill(0, end, end + PADDING);
+    filled = rest;
+    submit(full.subarray(0, end));
+  };
+  // The native reader is done with a block's buffer once its promise settles.
+  const recycle = (block: Uint8Array): void => {
+    if (spare.length < 2 && block.buffer.byteLength === capacity) spare.push(Buffer.from(block.buffer, 0, capacity));
   };
 
   try {
     for await (const chunk of input as AsyncIterable<Buffer | string>) {
       if (o.signal?.aborted) return;
-      const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      onBytes?.(buf.length);
-      pending.push(buf);
-      pendingBytes += buf.length;
-      if (pendingBytes >= blockBytes) {
-        cut(false);
-        if (workers.length) await drain(2 * o.threads);
-        await nativeDrain(2);
+      let bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      onBytes?.(bytes.length);
+      // Filled up to blockBytes, cut, and the chunk's rest goes on into the next block.
+      while (bytes.length) {
+        // Past blockBytes (a line longer than a block): up to the chunk's first line break.
+        const take = filled < blockBytes ? Math.min(bytes.length, blockBytes - filled) : bytes.indexOf(NEWLINE) + 1 || bytes.length;
+        append(take === bytes.length ? bytes : bytes.subarray(0, take));
+        bytes = bytes.subarray(take);
+        if (filled >= blockBytes) {
+          cut(false);
+          if (workers.length) await drain(2 * o.threads);
+          await nativeDrain(2);
+        }
       }
     }
     cut(true);

@@ -8,7 +8,7 @@
 // does; both are spliced in at their place, so the rows, ids and first error
 // are those of the JavaScript reader.
 import { native } from '../addon.js';
-import type { TextTokenizerNative } from '../native-types.js';
+import type { NativeRecordBlock, TextTokenizerNative } from '../native-types.js';
 import type { HashedRows, TextFeaturizer } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
 import { blockLine, lineId } from './records.js';
@@ -104,6 +104,8 @@ export async function featurizeNativeBlock(
   reader: TextTokenizerNative,
   feat: TextFeaturizer,
   hashTexts: HashTexts = (texts, minTokens, bits) => feat.hashedRows(texts, { minTokens, bits }),
+  /** NativeRecordOptions.handed: t.block's buffer is the block's alone, padded, and left alone until this settles. */
+  handed = false,
 ): Promise<BlockResult> {
   const r = await reader.recordsAsync!(t.block, {
     jsonl: t.format === 'jsonl',
@@ -112,9 +114,35 @@ export async function featurizeNativeBlock(
     maxRecordBytes: t.records.maxRecordBytes,
     minTokens: t.minTokens,
     bits: t.bits,
+    firstLine: t.firstLine,
+    handed,
   });
   const records = t.records as RecordOptions;
-  const entries = r.kind.length;
+  const entries = r.entries ?? r.kind!.length;
+  // No entry left to JavaScript: the native arrays are the block's, as they come.
+  if (r.jsTextEnds.length + r.jsLineStart.length === 0 && r.keptIdKind) {
+    const kept = r.keptIdKind.length;
+    const ids = new NativeIds(kept, r.keptIdKind, r.keptIdA, r.keptIdB, r.idBytes, r.nums, [], t.firstLine, records);
+    return {
+      task: t.task,
+      ids,
+      lines: r.keptLine,
+      documents: entries,
+      tooSmall: entries - kept,
+      rows: { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values },
+    };
+  }
+  return mixedBlock(t, r as Required<NativeRecordBlock>, records, entries, hashTexts);
+}
+
+/** A block with entries left to JavaScript: those read here, spliced in at their place. */
+async function mixedBlock(
+  t: BlockTask,
+  r: Required<NativeRecordBlock>,
+  records: RecordOptions,
+  entries: number,
+  hashTexts: HashTexts,
+): Promise<BlockResult> {
   const decoder = new TextDecoder('utf-8');
   // Entries left to JavaScript, in order: a JS line's record (undefined:
   // blank) or a text; the first failing line throws here, as it would there.

@@ -34,10 +34,15 @@ export class BandIndex implements Disposable {
     return this.#size;
   }
 
-  /** The next rows' signatures: only their band keys are kept. */
-  async addSignatures(signatures: Uint32Array): Promise<void> {
+  /**
+   * The next rows' signatures: only their band keys are kept. `handed`: the
+   * caller neither writes nor detaches `signatures` until this settles (a
+   * buffer of its own, such as dedupRecords' reused signature buffer), so
+   * the native call reads them in place instead of copying them first.
+   */
+  async addSignatures(signatures: Uint32Array, handed = false): Promise<void> {
     const { samples, bands, rows, width } = this.o;
-    const r = await native().lshBandKeys(signatures, { samples, bands, rows, width });
+    const r = await native().lshBandKeys(signatures, { samples, bands, rows, width, handed });
     this.#keys.push(native().stageArray([r.keys]));
     this.#empty.push(native().stageArray([r.empty]));
     this.#size += r.empty.length;

@@ -208,7 +208,8 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
       else if (o.verify === 'exact') vectors.push(copyCsr(input));
     },
     slice: async (sigs, _raw, s, e) => {
-      if (band) return band.addSignatures(sigs);
+      // sigs is the signer's own buffer, written again only after this settles.
+      if (band) return band.addSignatures(sigs, true);
       const first = lsh!.size;
       const rowIds = new Uint32Array(e - s);
       for (let i = 0; i < rowIds.length; i++) rowIds[i] = first + i;

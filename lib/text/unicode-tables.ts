@@ -33,48 +33,71 @@ export function unicodeTables(): UnicodeTables {
   return (cached ??= buildTables());
 }
 
+const COMMA = 0x2c;
+
+/**
+ * Sets `flag` on the code points of `s` (a block's code points joined by ',')
+ * that `re` matches: one regex pass replaces each match by two U+0001 (no
+ * code point's own string), then a scan of the code units finds them, with
+ * no string made per code point.
+ */
 function flagsOf(s: string, re: RegExp, flag: number, entries: Uint32Array, base: number, count: number): void {
-  // One regex pass over the block: matched code points become two U+0001
-  // (no code point's own string), then the separator split gives one part
-  // per code point.
-  const parts = s.replace(re, '\x01\x01').split(',');
-  for (let i = 0; i < count; i++) if (parts[i] === '\x01\x01') entries[base + i] |= flag;
+  const r = s.replace(re, '\x01\x01');
+  // Code units of an unmatched code point, its ',' included.
+  const step = base > 0xffff ? 3 : 2;
+  for (let i = 0, at = 0; i < count; i++) {
+    if (r.charCodeAt(at) === 1 && r.charCodeAt(at + 1) === 1) {
+      entries[base + i] |= flag;
+      at += 3;
+    } else at += step;
+  }
 }
 
 function buildTables(): UnicodeTables {
   const B = 4096;
   const entries = new Uint32Array(CODE_POINTS);
   const extra: number[] = [0];
-  const any = /[\p{L}\p{N}\p{M}\p{Case_Ignorable}\p{Cased}]/u;
+  // Anchored and negated: one pass over the string, not a match tried at
+  // every position (half the time of /[...]/u.test on the blocks it skips).
+  const none = /^[^\p{L}\p{N}\p{M}\p{Case_Ignorable}\p{Cased}]*$/u;
   // Code points joined by ',' (itself ASCII, not cased, not a word
   // character): each is lowered, and tested, on its own, with no context
   // from its neighbours, and a lone surrogate never pairs with the next one.
-  const cps = new Array<number>(2 * B - 1).fill(0x2c);
+  const cps = new Array<number>(2 * B - 1).fill(COMMA);
+  const lowered: number[] = [];
   for (let base = 0; base < CODE_POINTS; base += B) {
-    for (let i = 0; i < B; i++) cps[2 * i] = base + i === 0x2c ? 0x41 : base + i;
+    for (let i = 0; i < B; i++) cps[2 * i] = base + i === COMMA ? 0x41 : base + i;
     const s = String.fromCodePoint(...cps);
     const low = s.toLowerCase();
     // Most blocks (unassigned, private use, CJK) are all zero entries.
-    if (low === s && !any.test(s)) continue;
-    const lows = low.split(',');
-    // The same code points after a cased letter: any that lowers differently
-    // there depends on context.
-    const after = ('A' + s.replaceAll(',', ',A')).toLowerCase().split(',');
-    for (let i = 0; i < B; i++) {
+    if (low === s && none.test(s)) continue;
+    // The same code points after a cased letter: where the whole block lowers
+    // as it does alone, no code point in it depends on context.
+    const after = ('A' + s.replaceAll(',', ',A')).toLowerCase();
+    const context = after !== 'a' + low.replaceAll(',', ',a') ? after.split(',') : undefined;
+    const lows = context && low.split(',');
+    // lower(c) read off `low` code point by code point, up to its ','.
+    for (let i = 0, at = 0; i < B; i++) {
       const c = base + i;
-      if (c === 0x2c) continue;
-      const l = Array.from(lows[i], (x) => x.codePointAt(0)!);
-      if (l.length === 1) entries[c] = (l[0] - c) & 0x1fffff;
+      lowered.length = 0;
+      for (let u = low.charCodeAt(at); at < low.length && u !== COMMA; u = low.charCodeAt(at)) {
+        const x = low.codePointAt(at)!;
+        lowered.push(x);
+        at += x > 0xffff ? 2 : 1;
+      }
+      at++;
+      if (c === COMMA) continue;
+      if (lowered.length === 1) entries[c] = (lowered[0] - c) & 0x1fffff;
       else {
         entries[c] = ENTRY.MULTI | extra.length;
-        extra.push(l.length, ...l);
+        extra.push(lowered.length, ...lowered);
       }
-      if (after[i].slice(1) !== lows[i]) entries[c] |= ENTRY.CONTEXT;
+      if (context && context[i].slice(1) !== lows![i]) entries[c] |= ENTRY.CONTEXT;
     }
     flagsOf(s, /[\p{L}\p{N}\p{M}]/gu, ENTRY.WORD, entries, base, B);
     flagsOf(s, /\p{Case_Ignorable}/gu, ENTRY.IGNORABLE, entries, base, B);
     flagsOf(s, /\p{Cased}/gu, ENTRY.CASED, entries, base, B);
-    if (base === 0) entries[0x2c] = 0; // ',' stood in for 'A' above
+    if (base === 0) entries[COMMA] = 0; // ',' stood in for 'A' above
   }
   const stage1 = new Uint16Array(CODE_POINTS / UNICODE_BLOCK);
   const ids = new Map<string, number>();
