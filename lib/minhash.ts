@@ -132,6 +132,19 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
     return (await this.hashTimed(matrix, options)).signatures;
   }
 
+  /**
+   * hash() of `matrix`'s rows read from `staged`, a copy of them that
+   * stageCsr/stageCsrAsync made (weighted: with values): no copy is made on
+   * this thread. For the library's pipelines (dedup's band index holds the
+   * staged rows it verifies with); `matrix` is only checked.
+   * @internal
+   */
+  async hashStaged(staged: Staged, matrix: CsrMatrix, options: Omit<HashOptions, 'transfer'> = {}): Promise<Uint32Array> {
+    const { m, wordsPerRow } = this.prepare(matrix);
+    if (staged.length !== m.rows) throw rangeError(`staged has ${staged.length} rows but matrix has ${m.rows}`);
+    return (await callHash(this.handle, staged, m.rows, { ...options, transfer: false }, wordsPerRow)).signatures;
+  }
+
   /** hash() plus the CUDA-event timings of this call (each call its own: calls may overlap). */
   async hashTimed(matrix: CsrMatrix, options: HashOptions = {}): Promise<{ signatures: Uint32Array } & HashTiming> {
     const h = this.handle;

@@ -225,6 +225,32 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
     for (const r of perBackend.slice(1)) expect(r).toEqual(perBackend[0]);
   });
 
+  it.each(['weighted', 'classic'] as const)(
+    '%s: a block of more than 65,536 rows, hashed in slices from the band index copy, gives the signatures path groups',
+    async (method) => {
+      const r = rng(29);
+      const rows: [number[], number[]][] = [];
+      while (rows.length < 70_000) {
+        const cols = Array.from({ length: 3 + randInt(r, 8) }, () => randInt(r, 50_000));
+        const vals = cols.map(() => 1 + randInt(r, 4));
+        rows.push([cols, vals]);
+        // Copies across the 65,536-row slice boundary too.
+        if (r() < 0.02) rows.push([cols, vals]);
+      }
+      const m = fromRows(rows, 50_000);
+      // One block (dedupRecords), so its rows go through the one staged copy in slices.
+      const blocks = async function* (): AsyncGenerator<DedupBlock> {
+        yield { rows: m };
+      };
+      const staged = await dedupRecords(blocks(), { method, threshold: 0.9, backend: 'cpu' });
+      const full = await dedup(m, { method, threshold: 0.9, backend: 'cpu', returnSignatures: true });
+      expect(staged.count).toBeGreaterThan(500);
+      expect(staged.group).toEqual(full.group);
+      expect(staged.pairs).toEqual(full.pairs);
+    },
+    120_000,
+  );
+
   it('band keys of handed signatures (read in place) equal those of copied ones, and the signatures are left as they were', async () => {
     const r = rng(5);
     const shape = { samples: 108, bands: 6, rows: 18, width: 1 as const };

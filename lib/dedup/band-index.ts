@@ -48,11 +48,18 @@ export class BandIndex implements Disposable {
     this.#size += r.empty.length;
   }
 
-  /** The next rows' vectors, copied now (classic: column ids only). */
-  addVectors(m: CsrMatrix): void {
-    if (m.rows === 0) return;
-    this.#rows.push(native().stageCsr(m, this.o.width === 2));
+  /**
+   * The next rows' vectors, copied on a worker over the CPU pool (classic:
+   * column ids only; weighted: with weights); `m`'s arrays must stay as they
+   * are until this settles. Returns the staged copy, which the index owns and
+   * frees: its rows may be hashed from it (hashStaged) until dispose().
+   */
+  async addVectors(m: CsrMatrix): Promise<Staged | undefined> {
+    if (m.rows === 0) return undefined;
+    const staged = await native().stageCsrAsync(m, this.o.width === 2);
+    this.#rows.push(staged);
     this.#vectorRows += m.rows;
+    return staged;
   }
 
   /** Verified groups of every row added (ids are row numbers), as MinHashLSH.groups({ verify: 'exact' }). */

@@ -11,6 +11,7 @@ import { ProgressReporter } from '../progress.js';
 import { resolveDevices } from '../backend.js';
 import { checkInt, describe, isObject, toCsr, type CsrMatrix } from '../validate.js';
 import { BandIndex } from './band-index.js';
+import type { Staged } from '../native-types.js';
 import { IdListChain, toIdList, type IdList } from './ids.js';
 import { checkDedupOptions, type CheckedDedupOptions, type DedupBlock, type DedupOptions, type DedupResult } from './options.js';
 import { makeSigner, type Signer } from './signer.js';
@@ -61,7 +62,8 @@ function checkRows(rows: unknown, k: number, method: CheckedDedupOptions['method
 }
 
 interface SliceSink<B> {
-  block?: (b: B, k: number, input: CsrMatrix, raw: CsrMatrix) => void;
+  /** Told each block first; a staged copy of `input` it returns is what the block's rows are hashed from. */
+  block?: (b: B, k: number, input: CsrMatrix, raw: CsrMatrix) => void | Promise<Staged | undefined>;
   slice: (signatures: Uint32Array, raw: CsrMatrix, start: number, end: number, b: B) => Promise<void> | void;
 }
 
@@ -105,17 +107,20 @@ class BlockSigner<B extends { rows: unknown }> {
     }
     const signer = this.#signer!;
     const input = signer.input(raw);
-    this.each.block?.(b, k, input, raw);
+    const staged = await this.each.block?.(b, k, input, raw);
     for (let s = 0; s < input.rows; s += HASH_ROWS) {
       const e = Math.min(input.rows, s + HASH_ROWS);
       const base = this.rows;
-      const sigs = await signer.hash(input, {
+      const options = {
         rowStart: s,
         rowEnd: e,
         out: this.#out,
         signal: o.signal,
-        onProgress: reporter.enabled ? (p) => reporter.update('hash', base + p.done, total) : undefined,
-      });
+        onProgress: reporter.enabled ? (p: { done: number }) => reporter.update('hash', base + p.done, total) : undefined,
+      };
+      // The band index's copy of the rows, when it made one, is hashed in
+      // place: the block is copied once, on a worker, not on this thread.
+      const sigs = staged ? await signer.hashStaged(staged, input, options) : await signer.hash(input, options);
       await this.each.slice(sigs, raw, s, e, b);
       this.rows += e - s;
       reporter.update('hash', this.rows, total);
@@ -204,8 +209,9 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
   const signer = new BlockSigner<DedupBlock>(o, reporter, total, {
     block: (b, k, input) => {
       nameBlock(b, k, input.rows);
-      if (band) band.addVectors(input);
-      else if (o.verify === 'exact') vectors.push(copyCsr(input));
+      if (band) return band.addVectors(input);
+      if (o.verify === 'exact') vectors.push(copyCsr(input));
+      return undefined;
     },
     slice: async (sigs, _raw, s, e) => {
       // sigs is the signer's own buffer, written again only after this settles.

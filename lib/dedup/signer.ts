@@ -5,6 +5,7 @@ import type { BackendOption } from '../backend.js';
 import { MinHash, tokenHashRows } from '../classic-minhash.js';
 import type { SignatureKind } from '../lsh.js';
 import { WeightedMinHash, type HashOptions } from '../minhash.js';
+import type { Staged } from '../native-types.js';
 import type { CsrMatrix } from '../validate.js';
 
 /**
@@ -31,6 +32,8 @@ export interface Signer {
   input(matrix: CsrMatrix): CsrMatrix;
   /** Signatures of rows of a matrix input() returned. */
   hash(input: CsrMatrix, options?: HashOptions): Promise<Uint32Array>;
+  /** hash() reading the rows from `staged`, a stageCsr copy of `input` (no copy on this thread). */
+  hashStaged(staged: Staged, input: CsrMatrix, options?: HashOptions): Promise<Uint32Array>;
   dispose(): void;
 }
 
@@ -53,6 +56,7 @@ export function makeSigner(method: SignatureKind, o: SignerOptions): Signer {
       width: 2,
       input: (m) => m,
       hash: (m, options) => wmh.hash(m, options),
+      hashStaged: (s, m, options) => wmh.hashStaged(s, m, options),
       dispose: () => wmh.dispose(),
     };
   }
@@ -63,6 +67,7 @@ export function makeSigner(method: SignatureKind, o: SignerOptions): Signer {
     width: 1,
     input: classicTokens,
     hash: (m, options) => mh.hash(m, options),
+    hashStaged: (s, m, options) => mh.hashStaged(s, m, options),
     dispose: () => mh.dispose(),
   };
 }
