@@ -382,6 +382,8 @@ export interface NativeRecordOptions {
    * detached until the call settles: it is read in place, not copied.
    */
   handed?: boolean;
+  /** Return the rows' values (token counts; default true): classic MinHash reads column ids only. */
+  values?: boolean;
 }
 
 /**
@@ -411,7 +413,8 @@ export interface NativeRecordBlock {
   idBytes: Uint8Array;
   rowPtr: Uint32Array;
   cols: Uint32Array;
-  values: Float32Array;
+  /** Absent when options.values is false. */
+  values?: Float32Array;
   jsText: Uint8Array;
   jsTextEnds: Uint32Array;
   jsLineStart: Uint32Array;

@@ -30,6 +30,9 @@ struct Options {
   uint32_t mask = 0xffffffffu;
   // Lines before the block (the kept rows' line numbers count from it).
   double firstLine = 0;
+  // Rows' values (token counts); classic MinHash reads column ids only, and
+  // arrays not returned are not allocated in JavaScript (nor collected).
+  bool values = true;
 };
 
 // How an entry (a line that is not blank) is finished.

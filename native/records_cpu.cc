@@ -222,7 +222,7 @@ void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, s
   if (b.keptIdKind.size() != kept) ThrowInvalid("records: kept documents and rows disagree");
   b.rowPtr = std::move(rows.rowPtr);
   b.cols = std::move(rows.cols);
-  b.values = std::move(rows.values);
+  if (o.values) b.values = std::move(rows.values);
 }
 
 template <typename T>

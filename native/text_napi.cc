@@ -263,6 +263,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
           opt.firstLine != double(uint64_t(opt.firstLine)))
         ThrowInvalid("options.firstLine must be a non-negative integer");
       const bool handed = BoolPropOr(o, "handed", false);
+      opt.values = BoolPropOr(o, "values", true);
       Inputs in(Inputs::Use::Sync);
       auto block = in.Array<uint8_t>(info[0], "block");
       const size_t n = block.length;
@@ -313,7 +314,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
             r.Set("idBytes", Typed(env, std::move(b.idBytes)));
             r.Set("rowPtr", Typed(env, std::move(b.rowPtr)));
             r.Set("cols", Typed(env, std::move(b.cols)));
-            r.Set("values", Typed(env, std::move(b.values)));
+            if (opt.values) r.Set("values", Typed(env, std::move(b.values)));
             r.Set("keptIdKind", Typed(env, std::move(b.keptIdKind)));
             r.Set("keptIdA", Typed(env, std::move(b.keptIdA)));
             r.Set("keptIdB", Typed(env, std::move(b.keptIdB)));

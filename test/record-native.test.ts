@@ -156,6 +156,7 @@ type Opts = {
   field?: string;
   idField?: string;
   idPrefix?: string;
+  values?: boolean;
 };
 
 async function read(input: Buffer, reader: 'js' | 'native', o: Opts = {}): Promise<Read> {
@@ -172,6 +173,7 @@ async function read(input: Buffer, reader: 'js' | 'native', o: Opts = {}): Promi
     features: { mode: o.mode ?? 'words' },
     minTokens: o.minTokens ?? 1,
     bits: o.bits ?? 32,
+    values: o.values,
     threads: 2,
     blockBytes: o.blockBytes,
     reader,
@@ -182,7 +184,7 @@ async function read(input: Buffer, reader: 'js' | 'native', o: Opts = {}): Promi
       const base = out.indices.length;
       for (let i = 1; i < b.rows.indptr.length; i++) out.indptr.push(base + b.rows.indptr[i]);
       out.indices.push(...b.rows.indices);
-      out.values.push(...b.rows.values);
+      out.values.push(...(b.rows.values ?? []));
       out.documents += b.documents;
       out.tooSmall += b.tooSmall;
     },
@@ -288,6 +290,22 @@ describe('the native record reader', () => {
         expect(got).not.toBeInstanceOf(Error);
         expect((got as Read).documents).toBeGreaterThan(2500);
         expect((got as Read).tooSmall).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it('values: false gives the same rows without their values, in clean blocks and in blocks with lines left to JavaScript', async () => {
+    for (const [input, mode] of [
+      [Buffer.from(jsonlCorpus(4, 3000)), 'words'],
+      [Buffer.from(jsonlCorpus(5, 2000)), 'qgrams'],
+    ] as const) {
+      for (const blockBytes of [1 << 11, 1 << 24]) {
+        const full = await read(input, 'native', { blockBytes, mode, minTokens: 2 });
+        const bare = await read(input, 'native', { blockBytes, mode, minTokens: 2, values: false });
+        expect(full.values.length).toBe(full.indices.length);
+        expect(full.values.length).toBeGreaterThan(1000);
+        expect(bare.values).toEqual([]);
+        expect({ ...bare, values: full.values }).toEqual(full);
       }
     }
   });

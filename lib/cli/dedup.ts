@@ -179,6 +179,7 @@ async function featurize(
           features: featOptions,
           minTokens,
           bits: hashed.bits,
+          values: false,
           threads: o.threads,
           signal: io.signal ? AbortSignal.any([io.signal, stop]) : stop,
           reader: o.reader,

@@ -4,6 +4,7 @@
 // text, whatever the input's size.
 import type { IdList } from '../dedup/ids.js';
 import type { HashedRows, TextFeaturizer, TokenBatch } from '../text/index.js';
+import type { BlockRows } from './record-worker.js';
 import type { CsrMatrix } from '../validate.js';
 import { CliError } from './errors.js';
 import type { Doc } from './records.js';
@@ -66,7 +67,7 @@ export class StreamFeaturizer {
     return this.#joined;
   }
 
-  #append(r: HashedRows, ids: string[]): void {
+  #append(r: BlockRows, ids: string[]): void {
     const sink = this.hashed?.onRows;
     if (sink) {
       const rows = r.indptr.length - 1;
@@ -96,8 +97,9 @@ export class StreamFeaturizer {
    * the documents that became rows and the counts of all documents read.
    * Everything queued before must have been added (finish()).
    */
-  addRows(rows: HashedRows, ids: IdList, documents: number, tooSmall: number): void {
+  addRows(rows: BlockRows, ids: IdList, documents: number, tooSmall: number): void {
     if (!this.hashed) throw new Error('addRows() is for hashed mode');
+    if (this.hashed.values && !rows.values) throw new Error('addRows(): the rows have no values, which this featurizer keeps');
     if (this.#pending.length || this.#inFlight) throw new Error('addRows() after add(): call finish() first');
     this.#append(
       rows,

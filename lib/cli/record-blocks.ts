@@ -24,6 +24,8 @@ export interface RecordBlockOptions {
   features: TextFeaturizerOptions;
   minTokens: number;
   bits: number;
+  /** Whether the rows need their values (token counts); default true. Classic MinHash reads column ids only. */
+  values?: boolean;
   threads: number;
   /** Bytes per block (default 8 MiB). */
   blockBytes?: number;
@@ -220,6 +222,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       features: o.features,
       minTokens: o.minTokens,
       bits: o.bits,
+      values: o.values,
     };
     lines += countLines(block);
     // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.

@@ -114,6 +114,7 @@ export async function featurizeNativeBlock(
     maxRecordBytes: t.records.maxRecordBytes,
     minTokens: t.minTokens,
     bits: t.bits,
+    values: t.values !== false,
     firstLine: t.firstLine,
     handed,
   });
@@ -220,7 +221,7 @@ async function mixedBlock(
   const nnz = r.cols.length + (js?.indices.length ?? 0);
   const indptr = new Uint32Array(kept + 1);
   const indices = new Uint32Array(nnz);
-  const values = new Float32Array(nnz);
+  const values = r.values && new Float32Array(nnz);
   // Copied run by run (rows consecutive in one source), not row by row.
   let at = 0;
   for (let row = 0; row < kept;) {
@@ -233,10 +234,10 @@ async function mixedBlock(
     const lo = ptr[s];
     const hi = ptr[s + end - row];
     indices.set(cols.subarray(lo, hi), at);
-    values.set(vals.subarray(lo, hi), at);
+    if (values) values.set(vals!.subarray(lo, hi), at);
     for (let i = 1; i <= end - row; i++) indptr[row + i] = at + ptr[s + i] - lo;
     at += hi - lo;
     row = end;
   }
-  return { ...result, rows: { tokens: tokens.subarray(0, docs), indptr, indices, values } };
+  return { ...result, rows: { tokens: tokens.subarray(0, docs), indptr, indices, ...(values ? { values } : {}) } };
 }

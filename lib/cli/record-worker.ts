@@ -24,12 +24,17 @@ export interface BlockTask {
   features: TextFeaturizerOptions;
   minTokens: number;
   bits: number;
+  /** Whether the rows need their values (token counts); default true. */
+  values?: boolean;
 }
+
+/** Rows of a block: HashedRows, values absent where BlockTask.values is false. */
+export type BlockRows = Omit<HashedRows, 'values'> & { values?: Float32Array };
 
 export interface BlockResult {
   task: number;
   /** Rows of the block's documents with at least minTokens tokens. */
-  rows: HashedRows;
+  rows: BlockRows;
   /** Their ids, in order. */
   ids: IdList;
   /** Their line numbers (1-based, RecordOptions.lineOffset added), which numeric ids are built from. */

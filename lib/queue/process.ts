@@ -220,6 +220,8 @@ async function blockRange(
     },
     features: blocks.features,
     minTokens: s.minTokens,
+    // The rows go in as column ids (classic MinHash): no values.
+    values: false,
     bits: blocks.bits,
     // Texts the native tokenizer leaves to JavaScript are featurized on this thread (no worker threads).
     threads: 1,
