@@ -201,7 +201,7 @@ export async function queueCommand(paths: string[], o: RangeOptions, io: Io): Pr
     const { settings } = await planJob(c, paths, o);
     const done = await finishedRanges(c, o.prefix);
     const conn = await queueConnection(o.redis);
-    const q = openQueue(conn, o.prefix);
+    const q = await openQueue(conn, o.prefix);
     try {
       const todo = Array.from({ length: settings.ranges }, (_, r) => r).filter((r) => !done.has(r));
       await enqueue(q, todo);
@@ -273,7 +273,7 @@ async function workerCommand(o: WorkerOptions, io: Io): Promise<number> {
     const runner = await rangeRunner(c, { ...o, backend }, s, say, !!o.verbose);
     const conn = await queueConnection(o.redis);
     let fatal: unknown;
-    const worker = startWorker(conn, o.prefix, {
+    const worker = await startWorker(conn, o.prefix, {
       stalledMs: o.stalledMs,
       process: async (r) => {
         try {

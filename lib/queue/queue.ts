@@ -5,8 +5,9 @@
 // the range back in the queue, and a range whose processing failed is retried
 // with exponential backoff. Inserts are idempotent, so a range done twice
 // counts once.
-import { Queue, Worker } from 'bullmq';
-import type { Job } from 'bullmq';
+// bullmq (some 200 modules) is loaded by the first queue opened, not at start:
+// every other command, `cusim dedup` without --queue included, starts without it.
+import type { Job, Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { connectRedis } from '../lsh-redis.js';
 import { jobKeys } from './job.js';
@@ -31,7 +32,8 @@ export async function queueConnection(url: string): Promise<Redis | Cluster> {
   return c;
 }
 
-export function openQueue(connection: Redis | Cluster, prefix: string): Queue {
+export async function openQueue(connection: Redis | Cluster, prefix: string): Promise<Queue> {
+  const { Queue } = await import('bullmq');
   return new Queue(QUEUE, { connection, prefix: jobKeys(prefix).queue });
 }
 
@@ -67,7 +69,8 @@ export interface RangeWorkerOptions {
   process: (r: number, job: Job) => Promise<void>;
 }
 
-export function startWorker(connection: Redis | Cluster, prefix: string, o: RangeWorkerOptions): Worker {
+export async function startWorker(connection: Redis | Cluster, prefix: string, o: RangeWorkerOptions): Promise<Worker> {
+  const { Worker } = await import('bullmq');
   return new Worker(QUEUE, (job: Job) => o.process((job.data as { r: number }).r, job), {
     connection,
     prefix: jobKeys(prefix).queue,
