@@ -668,18 +668,22 @@ describe('groupMembers', () => {
     const { groupMembers } = await import('../lib/index.js');
     const r = rng(99);
     const NONE = 0xffffffff;
-    const group = Uint32Array.from({ length: 500 }, () => (r() < 0.3 ? NONE : Math.floor(r() * 120)));
-    const got = groupMembers(group).map((m) => Array.from(m));
-    const want: number[][] = [];
-    const seen = new Set<number>();
-    for (let i = 0; i < group.length; i++) {
-      const g = group[i];
-      if (g === NONE || seen.has(g)) continue;
-      seen.add(g);
-      const rows = [...group.keys()].filter((j) => group[j] === g);
-      if (rows.length > 1) want.push(rows);
+    const dense = Uint32Array.from({ length: 500 }, () => (r() < 0.3 ? NONE : Math.floor(r() * 120)));
+    // Labels far above the row count take the path that does not index arrays by label.
+    const sparse = dense.map((g) => (g === NONE ? NONE : 4e9 - g * 1e6));
+    for (const group of [dense, sparse]) {
+      const got = groupMembers(group).map((m) => Array.from(m));
+      const want: number[][] = [];
+      const seen = new Set<number>();
+      for (let i = 0; i < group.length; i++) {
+        const g = group[i];
+        if (g === NONE || seen.has(g)) continue;
+        seen.add(g);
+        const rows = [...group.keys()].filter((j) => group[j] === g);
+        if (rows.length > 1) want.push(rows);
+      }
+      expect(got).toEqual(want);
     }
-    expect(got).toEqual(want);
     expect(groupMembers(new Uint32Array(0))).toEqual([]);
     expect(() => groupMembers([1, 2] as unknown as Uint32Array)).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT' }));
   });
