@@ -482,15 +482,26 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
 GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
                         const uint32_t* ids) {
   const uint64_t n = rep.size();
-  for (uint64_t i = 0; i < n; ++i)
-    if (rep[i] != kNoGroup && rep[i] != i) {
-      edges.push_back(Pack(rep[i], uint32_t(i)));
-      edgeSim.push_back(1.0f);
-    }
+  const size_t verified = edges.size();
+  ChunkedScan(
+      n,
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t i = b; i < e; ++i) m += rep[i] != kNoGroup && rep[i] != i;
+        return m;
+      },
+      [&](size_t total) {
+        edges.resize(verified + total);
+        edgeSim.resize(verified + total, 1.0f);
+      },
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (rep[i] != kNoGroup && rep[i] != i) edges[verified + w++] = Pack(rep[i], uint32_t(i));
+      });
   // Union-find whose root is always the smallest row of its component, so
-  // labelling rows in order numbers groups by their smallest member.
+  // numbering roots in row order numbers groups by their smallest member.
   std::vector<uint32_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0u);
+  ParallelFor(n, 1 << 16, [&](size_t b, size_t e) { std::iota(parent.begin() + b, parent.begin() + e, uint32_t(b)); });
   auto find = [&](uint32_t x) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
     return x;
@@ -501,15 +512,34 @@ GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> 
     linked[x >> 32] = linked[uint32_t(x)] = 1;
     if (a != b) parent[std::max(a, b)] = std::min(a, b);
   }
+  // Each linked row's root (in out.group for now), then the roots numbered
+  // in row order (in parent, no longer needed), then every row labelled.
   GroupsResult out;
-  out.group.assign(n, kNoGroup);
-  std::vector<uint32_t> label(n, kNoGroup);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!linked[i]) continue;
-    const uint32_t r = find(uint32_t(i));
-    if (label[r] == kNoGroup) label[r] = out.count++;
-    out.group[i] = label[r];
-  }
+  out.group.resize(n);
+  ParallelFor(n, 1 << 14, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      uint32_t r = linked[i] ? uint32_t(i) : kNoGroup;
+      if (r != kNoGroup)
+        while (parent[r] != r) r = parent[r];
+      out.group[i] = r;
+    }
+  });
+  out.count = uint32_t(ChunkedScan(
+      n,
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t i = b; i < e; ++i) m += out.group[i] == i;
+        return m;
+      },
+      [](size_t) {},
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (out.group[i] == i) parent[i] = uint32_t(w++);
+      }));
+  ParallelFor(n, 1 << 14, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      if (out.group[i] != kNoGroup) out.group[i] = parent[out.group[i]];
+  });
   out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
   return out;
 }
@@ -633,7 +663,7 @@ GroupsResult GroupsFromKeys(const KeyView& keys, const uint8_t* empty, double th
   VerifyExact(rp, norm, threshold, cancel, &sim, &keep);
   cancel.check();
   std::vector<uint32_t> ids(n);
-  std::iota(ids.begin(), ids.end(), 0u);
+  ParallelFor(n, 1 << 16, [&](size_t b, size_t e) { std::iota(ids.begin() + b, ids.begin() + e, uint32_t(b)); });
   return KeptComponents(c, rp, sim, keep, ids.data());
 }
 
