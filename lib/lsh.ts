@@ -770,6 +770,40 @@ export function isEmptySignature(signatures: Uint32Array, samples: number, i: nu
 export function groupMembers(group: Uint32Array): Uint32Array[] {
   group = checkTyped(group, Uint32Array, 'group');
   const NONE = 0xffffffff;
+  const n = group.length;
+  let max = -1;
+  for (let i = 0; i < n; i++) {
+    const g = group[i];
+    if (g !== NONE && g > max) max = g;
+  }
+  // Labels as groups() numbers them (0 .. count - 1): counted in typed
+  // arrays, three passes over the rows with no map (10M rows at the main job).
+  if (max > 2 * n) return groupMembersSparse(group);
+  const count = new Uint32Array(max + 1);
+  for (let i = 0; i < n; i++) {
+    const g = group[i];
+    if (g !== NONE) count[g]++;
+  }
+  const at = new Int32Array(max + 1).fill(-1);
+  const fill = new Uint32Array(max + 1);
+  const out: Uint32Array[] = [];
+  for (let row = 0; row < n; row++) {
+    const g = group[row];
+    if (g === NONE || count[g] < 2) continue;
+    let k = at[g];
+    // Groups in order of first member.
+    if (k < 0) {
+      k = at[g] = out.length;
+      out.push(new Uint32Array(count[g]));
+    }
+    out[k][fill[g]++] = row;
+  }
+  return out;
+}
+
+/** groupMembers() over labels too large to index arrays by. */
+function groupMembersSparse(group: Uint32Array): Uint32Array[] {
+  const NONE = 0xffffffff;
   const count = new Map<number, number>();
   for (const g of group) if (g !== NONE) count.set(g, (count.get(g) ?? 0) + 1);
   const out = new Map<number, { rows: Uint32Array; n: number }>();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common.h"
+#include "parallel.h"
 
 namespace cusim {
 namespace lsh {
@@ -142,6 +143,40 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh);
 // Sorts (key, row) pairs by key, then row; tmp is scratch space.
 using Keyed = std::pair<uint64_t, uint32_t>;
 void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp);
+// Cuts a table sorted by key into `chunks` pieces [cut[c], cut[c + 1]) that
+// hold whole runs of equal keys, so pieces can be worked on independently.
+std::vector<size_t> RunCuts(const std::vector<Keyed>& t, size_t chunks);
+
+// fn(s, t) for each run [s, t) of equal keys in piece c of RunCuts' cut.
+template <class Fn>
+void ForRuns(const std::vector<Keyed>& t, const std::vector<size_t>& cut, size_t c, const Fn& fn) {
+  for (size_t s = cut[c]; s < cut[c + 1];) {
+    size_t e = s + 1;
+    while (e < cut[c + 1] && t[e].first == t[s].first) ++e;
+    fn(s, e);
+    s = e;
+  }
+}
+
+// Parallel two-pass compaction over [0, n): count(b, e) says how many outputs
+// a piece yields; alloc(total) sizes the output; write(b, e, at) writes the
+// piece's outputs from position `at` on, in order. Returns the total.
+template <class Count, class Alloc, class Write>
+size_t ChunkedScan(size_t n, const Count& count, const Alloc& alloc, const Write& write) {
+  const size_t chunks = std::max<size_t>(1, std::min<size_t>(NumThreads() * 8, n >> 14));
+  const size_t per = (n + chunks - 1) / chunks;
+  std::vector<size_t> at(chunks + 1, 0);
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    for (size_t c = b; c < e; ++c) at[c + 1] = count(std::min(n, c * per), std::min(n, (c + 1) * per));
+  });
+  for (size_t c = 0; c < chunks; ++c) at[c + 1] += at[c];
+  alloc(at[chunks]);
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    for (size_t c = b; c < e; ++c) write(std::min(n, c * per), std::min(n, (c + 1) * per), at[c]);
+  });
+  return at[chunks];
+}
+
 // Per packed pair of rows, the fraction of equal samples (float(equal) / float(samples)).
 std::vector<float> EstimatePairs(const SigView& sig, const std::vector<uint64_t>& pairs);
 // For rows a[k], b[k] of m in verification's canonical form (ascending columns,

@@ -12,35 +12,46 @@ namespace lsh {
 namespace {
 
 // Every pair of reps sharing a key in some band, unique and ascending;
-// keyOf(band, i) is rep i's key in that band.
+// keyOf(band, i) is rep i's key in that band. Bands are done one after
+// another, each on the whole pool (the sort, and the pairs of its runs), so
+// every core works however few the bands.
 template <class KeyOf>
 std::vector<uint64_t> BandPairs(const std::vector<uint32_t>& reps, uint32_t bands, const KeyOf& keyOf) {
   const size_t R = reps.size();
-  std::vector<std::vector<uint64_t>> perBand(bands);
-  ParallelFor(bands, 1, [&](size_t b, size_t e) {
-    std::vector<Keyed> keyed(R), tmp;
-    for (size_t band = b; band < e; ++band) {
-      for (size_t i = 0; i < R; ++i) keyed[i] = {keyOf(band, i), reps[i]};
-      SortKeyed(keyed, tmp);
-      auto& out = perBand[band];
-      for (size_t s = 0; s < keyed.size();) {
-        size_t t = s + 1;
-        while (t < keyed.size() && keyed[t].first == keyed[s].first) ++t;
-        for (size_t i = s; i < t; ++i)
-          for (size_t j = i + 1; j < t; ++j) out.push_back(Pack(keyed[i].second, keyed[j].second));
-        s = t;
+  const size_t chunks = std::max<size_t>(1, std::min<size_t>(NumThreads() * 8, R >> 12));
+  std::vector<uint64_t> all;
+  std::vector<Keyed> keyed(R), tmp;
+  std::vector<size_t> count(chunks + 1);
+  for (uint32_t band = 0; band < bands; ++band) {
+    ParallelFor(R, 1 << 14, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) keyed[i] = {keyOf(band, i), reps[i]};
+    });
+    SortKeyed(keyed, tmp);
+    const std::vector<size_t> cut = RunCuts(keyed, chunks);
+    // Pairs per chunk, then written in place after what earlier bands found.
+    auto runs = [&](size_t c, auto&& emit) { ForRuns(keyed, cut, c, emit); };
+    ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+      for (size_t c = b; c < e; ++c) {
+        uint64_t m = 0;
+        runs(c, [&](size_t s, size_t t) { m += uint64_t(t - s) * (t - s - 1) / 2; });
+        count[c + 1] = m;
       }
-    }
-  });
-  std::vector<size_t> off(bands + 1, 0);
-  for (uint32_t b = 0; b < bands; ++b) off[b + 1] = off[b] + perBand[b].size();
-  std::vector<uint64_t> all(off.back());
-  ParallelFor(bands, 1, [&](size_t b, size_t e) {
-    for (size_t band = b; band < e; ++band) {
-      std::copy(perBand[band].begin(), perBand[band].end(), all.begin() + off[band]);
-      std::vector<uint64_t>().swap(perBand[band]);
-    }
-  });
+    });
+    count[0] = all.size();
+    for (size_t c = 0; c < chunks; ++c) count[c + 1] += count[c];
+    all.resize(count[chunks]);
+    ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+      for (size_t c = b; c < e; ++c) {
+        uint64_t* out = all.data() + count[c];
+        runs(c, [&](size_t s, size_t t) {
+          for (size_t i = s; i < t; ++i)
+            for (size_t j = i + 1; j < t; ++j) *out++ = Pack(keyed[i].second, keyed[j].second);
+        });
+      }
+    });
+  }
+  std::vector<Keyed>().swap(keyed);
+  std::vector<Keyed>().swap(tmp);
   SortUnique(all, reps.empty() ? 0 : reps.back());
   return all;
 }

@@ -12,6 +12,7 @@
 //  - groups() adds one edge (representative, member) per member, similarity 1,
 //    which yields the same connected components as every pairwise edge.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -75,32 +76,6 @@ void SortUnique(std::vector<uint64_t>& v, uint64_t maxHigh) {
   v.swap(out);
 }
 
-// Large tables use a stable LSD radix sort on the key (11-bit digits: few
-// enough buckets to scatter within the cache); rows enter ascending, so ties
-// stay ordered exactly as std::sort on the pairs would leave them.
-void SortKeyed(std::vector<Keyed>& v, std::vector<Keyed>& tmp) {
-  if (v.size() < (1u << 16)) {
-    std::sort(v.begin(), v.end());
-    return;
-  }
-  tmp.resize(v.size());
-  constexpr int kBits = 11;
-  constexpr uint64_t kMask = (1u << kBits) - 1;
-  std::vector<size_t> cnt(size_t(1) << kBits);
-  for (int shift = 0; shift < 64; shift += kBits) {
-    std::fill(cnt.begin(), cnt.end(), 0);
-    for (const Keyed& x : v) ++cnt[(x.first >> shift) & kMask];
-    size_t sum = 0;
-    for (size_t& c : cnt) {
-      const size_t t = c;
-      c = sum;
-      sum += t;
-    }
-    for (const Keyed& x : v) tmp[cnt[(x.first >> shift) & kMask]++] = x;
-    v.swap(tmp);
-  }
-}
-
 namespace {
 
 // Classes of interchangeable rows. rep[i] is the smallest row of i's class
@@ -138,66 +113,135 @@ struct KeyRows {
   }
 };
 
+// Rows that need their vectors before classes are split by them (Prepare),
+// and the extra test that splits them (Same).
+using PrepareFn = std::function<void(const std::vector<uint32_t>&)>;
+
+// Every step on the pool: 10M rows made each serial pass here a cost of its
+// own on a many-core host. Rows are sorted by hash (then row), so a class
+// lies within one run of equal hashes and its rows come in ascending order.
 template <class Rows>
-Classes BuildClasses(const Rows& rows, const SameFn& sameExtra) {
+Classes BuildClasses(const Rows& rows, const PrepareFn& prepare, const SameFn& sameExtra) {
   const uint64_t n = rows.n();
   Classes c;
-  c.rep.assign(n, kNoGroup);
-  std::vector<std::pair<uint64_t, uint32_t>> keyed(n);
+  // Every row its own class to begin with; only runs of shared hashes
+  // (rare) are then looked at in hash order, which is random in memory, so
+  // every other pass goes in row order.
+  c.rep.resize(n);
+  std::vector<uint32_t> size(n);
   std::vector<uint8_t> empty(n);
   ParallelFor(n, 4096, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       empty[i] = rows.empty(i);
-      keyed[i] = {empty[i] ? 0 : rows.hash(i), uint32_t(i)};
+      c.rep[i] = empty[i] ? kNoGroup : uint32_t(i);
+      size[i] = !empty[i];
     }
   });
-  size_t w = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (!empty[i]) keyed[w++] = keyed[i];
-  keyed.resize(w);
+  std::vector<Keyed> keyed;
+  ChunkedScan(
+      n, [&](size_t b, size_t e) { return size_t(std::count(empty.begin() + b, empty.begin() + e, 0)); },
+      [&](size_t total) { keyed.resize(total); },
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (!empty[i]) keyed[w++] = {rows.hash(i), uint32_t(i)};
+      });
   std::vector<uint8_t>().swap(empty);
-  std::vector<Keyed> tmp;
-  SortKeyed(keyed, tmp);
-  std::vector<Keyed>().swap(tmp);
-  std::vector<size_t> runStart;
-  for (size_t i = 0; i < keyed.size(); ++i)
-    if (i == 0 || keyed[i].first != keyed[i - 1].first) runStart.push_back(i);
-  runStart.push_back(keyed.size());
-  ParallelFor(runStart.size() - 1, 64, [&](size_t b, size_t e) {
-    std::vector<uint32_t> local;
-    for (size_t r = b; r < e; ++r) {
-      local.clear();
-      for (size_t k = runStart[r]; k < runStart[r + 1]; ++k) {
-        const uint32_t i = keyed[k].second;
-        uint32_t found = kNoGroup;
-        for (uint32_t j : local) {
-          if (rows.equal(i, j) && (!sameExtra || sameExtra(j, i))) {
-            found = j;
-            break;
-          }
-        }
-        if (found == kNoGroup) local.push_back(i);
-        c.rep[i] = found == kNoGroup ? i : found;
-      }
-    }
-  });
-  std::vector<Keyed>().swap(keyed);
-  std::vector<uint32_t> size(n, 0);
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.rep[i] != kNoGroup) ++size[c.rep[i]];
-  std::vector<uint32_t> index(n, kNoGroup);
-  c.memberPtr.push_back(0);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (c.rep[i] == i) {
-      index[i] = uint32_t(c.reps.size());
-      c.reps.push_back(uint32_t(i));
-      c.memberPtr.push_back(c.memberPtr.back() + size[i]);
-    }
+  {
+    std::vector<Keyed> tmp;
+    SortKeyed(keyed, tmp);
   }
+  const size_t chunks = std::max<size_t>(1, std::min<size_t>(NumThreads() * 8, keyed.size() >> 12));
+  const std::vector<size_t> cut = RunCuts(keyed, chunks);
+  auto runs = [&](size_t c, auto&& fn) { ForRuns(keyed, cut, c, fn); };
+  if (prepare) {
+    // Rows of shared hashes: only they are ever compared.
+    std::vector<std::vector<uint32_t>> shared(chunks);
+    ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+      for (size_t ch = b; ch < e; ++ch)
+        runs(ch, [&](size_t s, size_t t) {
+          if (t - s > 1)
+            for (size_t k = s; k < t; ++k) shared[ch].push_back(keyed[k].second);
+        });
+    });
+    std::vector<uint32_t> all;
+    for (auto& v : shared) {
+      all.insert(all.end(), v.begin(), v.end());
+      std::vector<uint32_t>().swap(v);
+    }
+    prepare(all);
+  }
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    std::vector<uint32_t> local;
+    for (size_t ch = b; ch < e; ++ch)
+      runs(ch, [&](size_t s, size_t t) {
+        if (t - s == 1) return;
+        local.clear();
+        for (size_t k = s; k < t; ++k) size[keyed[k].second] = 0;
+        for (size_t k = s; k < t; ++k) {
+          const uint32_t i = keyed[k].second;
+          uint32_t found = kNoGroup;
+          for (uint32_t j : local) {
+            if (rows.equal(i, j) && (!sameExtra || sameExtra(j, i))) {
+              found = j;
+              break;
+            }
+          }
+          if (found == kNoGroup) local.push_back(i);
+          c.rep[i] = found == kNoGroup ? i : found;
+          ++size[c.rep[i]];
+        }
+      });
+  });
+  // Representatives ascending, and where each class's members start.
+  std::vector<uint32_t> index(n, kNoGroup);
+  ChunkedScan(
+      n,
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t i = b; i < e; ++i) m += c.rep[i] == i;
+        return m;
+      },
+      [&](size_t total) { c.reps.resize(total); },
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (c.rep[i] == i) {
+            index[i] = uint32_t(w);
+            c.reps[w++] = uint32_t(i);
+          }
+      });
+  c.memberPtr.assign(c.reps.size() + 1, 0);
+  ChunkedScan(
+      c.reps.size(),
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t k = b; k < e; ++k) m += size[c.reps[k]];
+        return m;
+      },
+      [](size_t) {},
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t k = b; k < e; ++k) c.memberPtr[k + 1] = uint32_t(w += size[c.reps[k]]);
+      });
   c.members.resize(c.memberPtr.back());
-  std::vector<uint32_t> fill(c.memberPtr.begin(), c.memberPtr.end() - 1);
-  for (uint64_t i = 0; i < n; ++i)
-    if (c.rep[i] != kNoGroup) c.members[fill[index[c.rep[i]]]++] = uint32_t(i);
+  // Classes of one row, in row order; then the others, run by run.
+  ParallelFor(n, 4096, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      if (c.rep[i] == i && size[i] == 1) c.members[c.memberPtr[index[i]]] = uint32_t(i);
+  });
+  ParallelFor(chunks, 1, [&](size_t b, size_t e) {
+    std::vector<std::pair<uint32_t, uint32_t>> next;  // (representative, its next member slot)
+    for (size_t ch = b; ch < e; ++ch)
+      runs(ch, [&](size_t s, size_t t) {
+        if (t - s == 1) return;
+        next.clear();
+        for (size_t k = s; k < t; ++k) {
+          const uint32_t i = keyed[k].second, r = c.rep[i];
+          if (size[r] == 1) continue;
+          auto it = std::find_if(next.begin(), next.end(), [r](auto& x) { return x.first == r; });
+          if (it == next.end()) it = next.insert(next.end(), {r, c.memberPtr[index[r]]});
+          c.members[it->second++] = i;
+        }
+      });
+  });
   return c;
 }
 
@@ -210,15 +254,33 @@ class NormRows {
   NormRows(const RowBlocks& m, const uint32_t* ids, uint64_t n, bool sets)
       : m_(m), ids_(ids), sets_(sets), start_(n, -1), len_(n, 0) {}
 
+  // Builds the rows at `positions` (distinct) not built yet.
   void Need(const std::vector<uint32_t>& positions) {
     std::vector<uint32_t> todo;
-    for (uint32_t p : positions)
-      if (start_[p] < 0) {
-        start_[p] = 0;
-        todo.push_back(p);
-      }
+    ChunkedScan(
+        positions.size(),
+        [&](size_t b, size_t e) {
+          size_t m = 0;
+          for (size_t k = b; k < e; ++k) m += start_[positions[k]] < 0;
+          return m;
+        },
+        [&](size_t total) { todo.resize(total); },
+        [&](size_t b, size_t e, size_t w) {
+          for (size_t k = b; k < e; ++k)
+            if (start_[positions[k]] < 0) todo[w++] = positions[k];
+        });
     std::vector<uint64_t> off(todo.size() + 1, col_.size());
-    for (size_t k = 0; k < todo.size(); ++k) off[k + 1] = off[k] + m_.row(RowOf(todo[k])).length;
+    ChunkedScan(
+        todo.size(),
+        [&](size_t b, size_t e) {
+          size_t m = 0;
+          for (size_t k = b; k < e; ++k) m += m_.row(RowOf(todo[k])).length;
+          return m;
+        },
+        [](size_t) {},
+        [&](size_t b, size_t e, size_t w) {
+          for (size_t k = b; k < e; ++k) off[k + 1] = col_.size() + (w += m_.row(RowOf(todo[k])).length);
+        });
     col_.resize(off.back());
     if (!sets_) val_.resize(off.back());
     ParallelFor(todo.size(), 256, [&](size_t b, size_t e) {
@@ -246,6 +308,8 @@ class NormRows {
       }
     });
   }
+
+  uint64_t rows() const { return start_.size(); }
 
   bool Same(uint32_t a, uint32_t b) const {
     if (len_[a] != len_[b]) return false;
@@ -376,7 +440,7 @@ void RowPairs(const CsrView& m, const uint32_t* a, const uint32_t* b, uint64_t n
 
 PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p, const Bucketer& bucketer,
                         const CancelToken& cancel, Timing* timing) {
-  Classes c = BuildClasses(SigRows{sig}, nullptr);
+  Classes c = BuildClasses(SigRows{sig}, nullptr, nullptr);
   cancel.check();
   std::vector<uint64_t> rp = bucketer.RepPairs(sig, c.reps, p, nullptr, timing);
   cancel.check();
@@ -418,15 +482,26 @@ PairList CandidatePairs(const SigView& sig, const uint32_t* ids, const Params& p
 GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> edges, std::vector<float> edgeSim,
                         const uint32_t* ids) {
   const uint64_t n = rep.size();
-  for (uint64_t i = 0; i < n; ++i)
-    if (rep[i] != kNoGroup && rep[i] != i) {
-      edges.push_back(Pack(rep[i], uint32_t(i)));
-      edgeSim.push_back(1.0f);
-    }
+  const size_t verified = edges.size();
+  ChunkedScan(
+      n,
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t i = b; i < e; ++i) m += rep[i] != kNoGroup && rep[i] != i;
+        return m;
+      },
+      [&](size_t total) {
+        edges.resize(verified + total);
+        edgeSim.resize(verified + total, 1.0f);
+      },
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (rep[i] != kNoGroup && rep[i] != i) edges[verified + w++] = Pack(rep[i], uint32_t(i));
+      });
   // Union-find whose root is always the smallest row of its component, so
-  // labelling rows in order numbers groups by their smallest member.
+  // numbering roots in row order numbers groups by their smallest member.
   std::vector<uint32_t> parent(n);
-  std::iota(parent.begin(), parent.end(), 0u);
+  ParallelFor(n, 1 << 16, [&](size_t b, size_t e) { std::iota(parent.begin() + b, parent.begin() + e, uint32_t(b)); });
   auto find = [&](uint32_t x) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
     return x;
@@ -437,15 +512,34 @@ GroupsResult Components(const std::vector<uint32_t>& rep, std::vector<uint64_t> 
     linked[x >> 32] = linked[uint32_t(x)] = 1;
     if (a != b) parent[std::max(a, b)] = std::min(a, b);
   }
+  // Each linked row's root (in out.group for now), then the roots numbered
+  // in row order (in parent, no longer needed), then every row labelled.
   GroupsResult out;
-  out.group.assign(n, kNoGroup);
-  std::vector<uint32_t> label(n, kNoGroup);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!linked[i]) continue;
-    const uint32_t r = find(uint32_t(i));
-    if (label[r] == kNoGroup) label[r] = out.count++;
-    out.group[i] = label[r];
-  }
+  out.group.resize(n);
+  ParallelFor(n, 1 << 14, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      uint32_t r = linked[i] ? uint32_t(i) : kNoGroup;
+      if (r != kNoGroup)
+        while (parent[r] != r) r = parent[r];
+      out.group[i] = r;
+    }
+  });
+  out.count = uint32_t(ChunkedScan(
+      n,
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t i = b; i < e; ++i) m += out.group[i] == i;
+        return m;
+      },
+      [](size_t) {},
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (out.group[i] == i) parent[i] = uint32_t(w++);
+      }));
+  ParallelFor(n, 1 << 14, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      if (out.group[i] != kNoGroup) out.group[i] = parent[out.group[i]];
+  });
   out.pairs = ToIdPairs(edges, &edgeSim, ids, n);
   return out;
 }
@@ -456,28 +550,37 @@ namespace {
 // split by vector equality, so only truly interchangeable rows collapse.
 template <class Rows>
 Classes ExactClasses(const Rows& rows, NormRows& norm) {
-  Classes byRow = BuildClasses(rows, nullptr);
-  std::vector<uint32_t> multi;
-  for (size_t k = 0; k < byRow.reps.size(); ++k)
-    if (byRow.memberPtr[k + 1] - byRow.memberPtr[k] > 1)
-      multi.insert(multi.end(), byRow.members.begin() + byRow.memberPtr[k],
-                   byRow.members.begin() + byRow.memberPtr[k + 1]);
-  norm.Need(multi);
-  NormRows* nr = &norm;
-  return BuildClasses(rows, [nr](uint32_t a, uint32_t b) { return nr->Same(a, b); });
+  return BuildClasses(
+      rows, [&norm](const std::vector<uint32_t>& v) { norm.Need(v); },
+      [&norm](uint32_t a, uint32_t b) { return norm.Same(a, b); });
 }
 
 // True Jaccard of every candidate pair (progress stage 1); keep[k] when >= threshold.
 void VerifyExact(const std::vector<uint64_t>& rp, NormRows& norm, double threshold, const CancelToken& cancel,
                  std::vector<float>* sim, std::vector<uint8_t>* keep) {
+  // The rows of every pair, ascending: marked, then listed.
+  const uint64_t n = norm.rows();
+  std::unique_ptr<std::atomic<uint8_t>[]> used(new std::atomic<uint8_t>[n]());
+  ParallelFor(rp.size(), 1 << 14, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; ++k) {
+      used[rp[k] >> 32].store(1, std::memory_order_relaxed);
+      used[uint32_t(rp[k])].store(1, std::memory_order_relaxed);
+    }
+  });
   std::vector<uint32_t> ends;
-  ends.reserve(rp.size() * 2);
-  for (uint64_t x : rp) {
-    ends.push_back(uint32_t(x >> 32));
-    ends.push_back(uint32_t(x));
-  }
-  std::sort(ends.begin(), ends.end());
-  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  ChunkedScan(
+      n,
+      [&](size_t b, size_t e) {
+        size_t m = 0;
+        for (size_t i = b; i < e; ++i) m += used[i].load(std::memory_order_relaxed);
+        return m;
+      },
+      [&](size_t total) { ends.resize(total); },
+      [&](size_t b, size_t e, size_t w) {
+        for (size_t i = b; i < e; ++i)
+          if (used[i].load(std::memory_order_relaxed)) ends[w++] = uint32_t(i);
+      });
+  used.reset();
   norm.Need(ends);
   std::vector<uint32_t>().swap(ends);
   sim->resize(rp.size());
@@ -528,7 +631,7 @@ GroupsResult Groups(const SigView& sig, const uint32_t* ids, const Params& p, Ve
     norm = std::make_unique<NormRows>(*blocks, ids, n, sets);
     c = ExactClasses(rows, *norm);
   } else {
-    c = BuildClasses(rows, nullptr);
+    c = BuildClasses(rows, nullptr, nullptr);
   }
   cancel.check();
   std::vector<float> sim;
@@ -560,7 +663,7 @@ GroupsResult GroupsFromKeys(const KeyView& keys, const uint8_t* empty, double th
   VerifyExact(rp, norm, threshold, cancel, &sim, &keep);
   cancel.check();
   std::vector<uint32_t> ids(n);
-  std::iota(ids.begin(), ids.end(), 0u);
+  ParallelFor(n, 1 << 16, [&](size_t b, size_t e) { std::iota(ids.begin() + b, ids.begin() + e, uint32_t(b)); });
   return KeptComponents(c, rp, sim, keep, ids.data());
 }
 

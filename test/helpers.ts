@@ -101,3 +101,28 @@ export function expectInvalid(fn: () => unknown, cls: ErrorConstructor, msg: Reg
   expect((err as Error).message).toMatch(msg);
   expect(err).toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
 }
+
+/** LSH groups as an oracle computes them: components of edges over positions, labelled by smallest member. */
+export function components(n: number, edges: Array<[number, number]>): { group: Uint32Array; count: number } {
+  const parent = Int32Array.from({ length: n }, (_, i) => i);
+  const find = (x: number): number => {
+    while (parent[x] !== x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  const linked = new Uint8Array(n);
+  for (const [a, b] of edges) {
+    linked[a] = linked[b] = 1;
+    const ra = find(a);
+    const rb = find(b);
+    if (ra !== rb) parent[Math.max(ra, rb)] = Math.min(ra, rb);
+  }
+  const group = new Uint32Array(n).fill(0xffffffff);
+  const label = new Map<number, number>();
+  for (let i = 0; i < n; i++) {
+    if (!linked[i]) continue;
+    const r = find(i);
+    if (!label.has(r)) label.set(r, label.size);
+    group[i] = label.get(r)!;
+  }
+  return { group, count: label.size };
+}

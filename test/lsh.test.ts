@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { dedup, isEmptySignature, MinHashLSH, optimalParams, type CsrMatrix, type GroupsResult } from '../lib/index.js';
 import { native } from '../lib/addon.js';
-import { describeGpu, expectInvalid, randInt, rng } from './helpers.js';
+import { components, describeGpu, expectInvalid, randInt, rng } from './helpers.js';
 
 const SENT = 0xffffffff;
 
@@ -91,29 +91,6 @@ function weightedJaccard(m: CsrMatrix, a: number, b: number): number {
   }
   for (const [c, v] of y) if (!x.has(c)) mx += v;
   return mx > 0 ? mn / mx : 0;
-}
-
-/** Group labels from edges over insertion positions, numbered by smallest member. */
-function components(n: number, edges: Array<[number, number]>): { group: Uint32Array; count: number } {
-  const parent = Array.from({ length: n }, (_, i) => i);
-  const find = (x: number): number => (parent[x] === x ? x : (parent[x] = find(parent[x])));
-  const linked = new Uint8Array(n);
-  for (const [a, b] of edges) {
-    linked[a] = linked[b] = 1;
-    const ra = find(a);
-    const rb = find(b);
-    if (ra !== rb) parent[Math.max(ra, rb)] = Math.min(ra, rb);
-  }
-  const group = new Uint32Array(n).fill(SENT);
-  const label = new Map<number, number>();
-  let count = 0;
-  for (let i = 0; i < n; i++) {
-    if (!linked[i]) continue;
-    const r = find(i);
-    if (!label.has(r)) label.set(r, count++);
-    group[i] = label.get(r)!;
-  }
-  return { group, count };
 }
 
 function pairsOf(p: { left: Uint32Array; right: Uint32Array }): Array<[number, number]> {
@@ -691,18 +668,22 @@ describe('groupMembers', () => {
     const { groupMembers } = await import('../lib/index.js');
     const r = rng(99);
     const NONE = 0xffffffff;
-    const group = Uint32Array.from({ length: 500 }, () => (r() < 0.3 ? NONE : Math.floor(r() * 120)));
-    const got = groupMembers(group).map((m) => Array.from(m));
-    const want: number[][] = [];
-    const seen = new Set<number>();
-    for (let i = 0; i < group.length; i++) {
-      const g = group[i];
-      if (g === NONE || seen.has(g)) continue;
-      seen.add(g);
-      const rows = [...group.keys()].filter((j) => group[j] === g);
-      if (rows.length > 1) want.push(rows);
+    const dense = Uint32Array.from({ length: 500 }, () => (r() < 0.3 ? NONE : Math.floor(r() * 120)));
+    // Labels far above the row count take the path that does not index arrays by label.
+    const sparse = dense.map((g) => (g === NONE ? NONE : 4e9 - g * 1e6));
+    for (const group of [dense, sparse]) {
+      const got = groupMembers(group).map((m) => Array.from(m));
+      const want: number[][] = [];
+      const seen = new Set<number>();
+      for (let i = 0; i < group.length; i++) {
+        const g = group[i];
+        if (g === NONE || seen.has(g)) continue;
+        seen.add(g);
+        const rows = [...group.keys()].filter((j) => group[j] === g);
+        if (rows.length > 1) want.push(rows);
+      }
+      expect(got).toEqual(want);
     }
-    expect(got).toEqual(want);
     expect(groupMembers(new Uint32Array(0))).toEqual([]);
     expect(() => groupMembers([1, 2] as unknown as Uint32Array)).toThrow(expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT' }));
   });

@@ -433,8 +433,8 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
   tStage = Math.max(tStage, hashEnd);
   endStage('lsh + verify');
   // Names only for the rows a report shows (all of them for a package scan).
-  const ids = scan ? Array.from({ length: result.ids.length }, (_, i) => result.ids.get(i)) : namesOfGrouped(result.ids, result.group);
-  let groups = buildGroups(ids, result);
+  const ids = scan ? Array.from({ length: result.ids.length }, (_, i) => result.ids.get(i)) : undefined;
+  let groups = buildGroups(ids ?? ((row) => result.ids.get(row)), result);
   let withinPackageGroups: number | undefined;
   if (scan) ({ groups, within: withinPackageGroups } = acrossPackages(groups, !!o.withinPackage));
   if (o.showText !== undefined) {
@@ -449,7 +449,7 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
     input: { source, documents, featurized: stats.rows, tooSmall, skipped },
     lsh: { bands: params.bands, rows: params.rows, samples: params.samples, recall: curve },
     groups,
-    packages: scan ? buildPackagePairs(groups, ids, docRoots[docRoots.length - 1]) : [],
+    packages: ids ? buildPackagePairs(groups, ids, docRoots[docRoots.length - 1]) : [],
     ...(withinPackageGroups === undefined ? {} : { withinPackageGroups }),
     stages,
     elapsedMs: 0,
@@ -461,22 +461,22 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
     : o.csv
       ? renderCsv(report)
       : renderTable(report, o.limit === 0 ? Infinity : o.limit, { collapse: scan && !o.withinPackage });
+  // Written 1 MiB at a time: stdout to a file is a synchronous write per call.
+  let pendingOut = '';
   for (const c of chunks) {
+    pendingOut += c;
+    if (pendingOut.length < OUT_CHARS) continue;
     if (io.stdoutClosed?.()) break;
-    io.stdout.write(c);
+    io.stdout.write(pendingOut);
+    pendingOut = '';
   }
+  if (pendingOut && !io.stdoutClosed?.()) io.stdout.write(pendingOut);
   if (!o.json && !o.csv && o.verbose) say(`cusim: stages ${stages.map((s) => `${s.stage} ${(s.ms / 1000).toFixed(2)} s`).join(', ')}`);
   return 0;
 }
 
-/** Row names as buildGroups reads them: only rows in a group are looked up. */
-function namesOfGrouped(ids: IdList, group: Uint32Array): string[] {
-  const names: string[] = new Array<string>(ids.length);
-  for (let i = 0; i < group.length; i++) if (group[i] !== 0xffffffff) names[i] = ids.get(i);
-  return names;
-}
-
 const BATCH_CHARS = 4 << 20;
+const OUT_CHARS = 1 << 20;
 /**
  * A record file as a stream of 1 MiB chunks: the default 64 KiB made
  * ~50,000 chunks (each an allocation, an event and a gather into blocks) per
