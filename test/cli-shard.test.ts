@@ -155,7 +155,7 @@ describeRedis('cusim dedup --redis on one Redis server', () => {
     const other = await worker(handle().url, 'crash-claim', '1/4', ['--batch-docs', '41']).done;
     expect(other.code).toBe(2);
     expect(other.err).toMatch(/was started with --batch-docs 40, not 41/);
-  });
+  }, 300_000);
 
   it('a worker whose Redis dies retries for --redis-retry seconds, then exits 1 with one line', async () => {
     const redis = await startRedis();
