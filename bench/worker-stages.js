@@ -41,11 +41,11 @@ if (positionals.length !== 1) {
   process.exit(2);
 }
 const dist = (m) => import(path.join(root, 'dist', m));
-const { readSettings, readRange, jobKeys, NAME_PARTS } = await dist('queue/job.js');
+const { readSettings, readRange, jobKeys } = await dist('queue/job.js');
 const { makeSigner, jobIndex } = await dist('queue/process.js');
 const { readRecords } = await dist('cli/records.js');
 const { readRecordBlocks } = await dist('cli/record-blocks.js');
-const { hsetPacked } = await dist('lsh-redis.js');
+const { packRows } = await dist('queue/batch-rows.js');
 
 const redis = await startRedisServer(args['redis-server']);
 if (!redis) {
@@ -166,15 +166,9 @@ try {
   c0 = cpu();
   w0 = performance.now();
   let r0 = redisCpu();
-  const insert = (b) => {
-    const byPart = new Map();
-    b.ids.forEach((id, x) => {
-      const p = id % NAME_PARTS;
-      if (!byPart.has(p)) byPart.set(p, []);
-      byPart.get(p).push(String(id), b.names.get(x));
-    });
-    return Promise.all([...[...byPart].map(([p, a]) => hsetPacked(c, k.names(p), a)), lsh.insert(b.ids, b.sigs, { vectors: b.m })]);
-  };
+  // As a worker writes a batch: its rows as one blob, its signatures into the index.
+  let batch = 0;
+  const insert = (b) => Promise.all([c.set(k.rows(0, batch++), packRows(b.ids, b.m, b.names)), lsh.insert(b.ids, b.sigs)]);
   let pending;
   for (const b of batches) {
     const next = insert(b);

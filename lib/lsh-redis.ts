@@ -244,6 +244,9 @@ export function checkRedisOptions(o: unknown): RedisStorageConfig {
   };
 }
 
+/** The vectors of `ids` (row i = ids[i]) for exact verification, from wherever the caller keeps them. */
+export type RowSource = (ids: Uint32Array) => Promise<CsrMatrix>;
+
 export interface StoredGroups {
   ids: Uint32Array;
   group: Uint32Array;
@@ -757,8 +760,15 @@ export class RedisLsh {
     return out;
   }
 
-  // Rows of `ids` as a local CSR (row i = ids[i]), from `matrix` (rows by id) or the stored vectors.
-  async #vectors(c: Redis | Cluster, ids: Uint32Array, matrix: CsrMatrix | undefined): Promise<CsrMatrix> {
+  // Rows of `ids` as a local CSR (row i = ids[i]), from `matrix` (rows by id), the caller's `rows`, or the stored vectors.
+  async #vectors(c: Redis | Cluster, ids: Uint32Array, matrix: CsrMatrix | RowSource | undefined): Promise<CsrMatrix> {
+    if (typeof matrix === 'function') {
+      const got = toCsr(await matrix(ids.slice()), 'the rows that groups({ rows }) returned', {
+        maxCols: this.#sets ? 2 ** 32 : 0xffffffff,
+      });
+      if (got.rows !== ids.length) throw rangeError(`groups({ rows }) returned ${got.rows} rows for ${ids.length} ids`);
+      return got;
+    }
     const indptr = new Uint32Array(ids.length + 1);
     if (matrix) {
       for (let i = 0; i < ids.length; i++) {
@@ -806,7 +816,7 @@ export class RedisLsh {
    * exactly as the in-memory index computes them for the same rows inserted
    * in ascending id order (groups numbered by smallest member id).
    */
-  async groups(verify: 'none' | 'estimate' | 'exact', threshold: number, matrix: CsrMatrix | undefined): Promise<StoredGroups> {
+  async groups(verify: 'none' | 'estimate' | 'exact', threshold: number, matrix: CsrMatrix | RowSource | undefined): Promise<StoredGroups> {
     return this.#run(async (c) => {
       const { ids, fp, empty } = await this.#records(c);
       // Representatives: rows with identical signatures (and, for 'exact',
