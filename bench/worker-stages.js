@@ -9,10 +9,10 @@
 //     record by record, then the featurizer: the worker's path for CSV, TSV
 //     and weighted jobs) with --reader js;
 //   - hash: classic MinHash signatures of the rows (--backend);
-//   - insert: the job's names and the index's band entries, records and
-//     vectors (lib/lsh-redis.ts), in batches of the reader's blocks, one batch
-//     written while the next is sent, as the worker does; then a resend of 3
-//     batches (which must add nothing).
+//   - insert: each batch's rows blob (vectors and names, lib/queue/batch-rows.ts)
+//     and the index's band entries and records (lib/lsh-redis.ts), in batches
+//     of the reader's blocks, one batch written while the next is sent, as the
+//     worker does; then a resend of 3 batches (which must add no band entry).
 //
 //   node bench/corpus.js --docs 300000 --out /tmp/c300k.jsonl
 //   npm run build:ts && node bench/worker-stages.js /tmp/c300k.jsonl [--reader native|js] [--backend cpu|cuda]
@@ -166,17 +166,16 @@ try {
   c0 = cpu();
   w0 = performance.now();
   let r0 = redisCpu();
-  // As a worker writes a batch: its rows as one blob, its signatures into the index.
-  let batch = 0;
-  const insert = (b) => Promise.all([c.set(k.rows(0, batch++), packRows(b.ids, b.m, b.names)), lsh.insert(b.ids, b.sigs)]);
+  // As a worker writes batch i: its rows as one blob (a resend overwrites it), its signatures into the index.
+  const insert = (b, i) => Promise.all([c.set(k.rows(0, i), packRows(b.ids, b.m, b.names)), lsh.insert(b.ids, b.sigs)]);
   let pending;
-  for (const b of batches) {
-    const next = insert(b);
+  for (const [i, b] of batches.entries()) {
+    const next = insert(b, i);
     await pending;
     pending = next;
   }
   await pending;
-  line('insert (names, band entries, records, vectors)', cpu() - c0, redisCpu() - r0);
+  line('insert (rows blobs, band entries, records)', cpu() - c0, redisCpu() - r0);
   const bytes = async () => {
     let n = 0;
     for (const key of await c.keys(`${prefix}:lsh:b{*`)) n += await c.strlen(key);
@@ -184,7 +183,7 @@ try {
   };
   const before = await bytes();
   r0 = redisCpu();
-  for (const b of batches.slice(0, 3)) await insert(b);
+  for (const [i, b] of batches.slice(0, 3).entries()) await insert(b, i);
   console.log(`\nresend of 3 batches: Redis ${(redisCpu() - r0).toFixed(2)} CPU-s; band bytes ${before} before, ${await bytes()} after`);
   await lsh.close();
   signer.dispose();
