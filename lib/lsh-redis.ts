@@ -595,8 +595,7 @@ export class RedisLsh {
       args.push(bytes, sha22(bytes), String((hi - lo) / 16));
     }
     // Key pairs [a, b) and their argument triples.
-    const call = (lua: string, a: number, b: number) =>
-      c.eval(lua, b - a, ...keys.slice(a, b), ...args.slice((a / 2) * 3, (b / 2) * 3));
+    const call = (lua: string, a: number, b: number) => c.eval(lua, b - a, ...keys.slice(a, b), ...args.slice((a / 2) * 3, (b / 2) * 3));
     const calls: Promise<unknown>[] = [];
     if (script)
       for (let i = 0; i < keys.length; i += SCRIPT_KEYS) calls.push(call(ADD_RECORDS_MANY, i, Math.min(keys.length, i + SCRIPT_KEYS)));
