@@ -265,6 +265,35 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     expect(r.stderr).toMatch(/is inconsistent: record partition \d+ holds 0 rows, its total says [1-9]\d*/);
   });
 
+  it('a weighted job (--hash-bits given to both) over --shard ranges gives exactly the single-process groups: its batch blobs carry the weights', async () => {
+    const h = handle();
+    const weighted = ['--weighted', '--hash-bits', '18'];
+    const one = cusim(['dedup', jsonl, ...common, ...weighted, '--json', '--quiet']);
+    expect(one.status, one.stderr).toBe(0);
+    const args = (shard: string) => [
+      'dedup',
+      jsonl,
+      ...common,
+      ...weighted,
+      ...small,
+      '--redis',
+      h.url,
+      '--prefix',
+      'wt',
+      '--shard',
+      shard,
+    ];
+    for (const r of await Promise.all([start(args('0/2')).done, start(args('1/2')).done])) expect(r.code, r.err).toBe(0);
+    const rep = cusim(['dedup', '--redis', h.url, '--prefix', 'wt', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    expect(rep.status, rep.stderr).toBe(0);
+    const want = JSON.parse(one.stdout) as Report & { options: { method: string } };
+    const got = JSON.parse(rep.stdout) as Report & { options: { method: string } };
+    expect(got.options.method).toBe('weighted');
+    expect(want.groups.length).toBeGreaterThan(10);
+    expect(got.groups).toEqual(want.groups);
+    expect(got.input).toEqual(want.input);
+  });
+
   it('the report fails, naming the key, when a batch blob of rows (vectors and names) was lost', async () => {
     const h = handle();
     const args = (shard: string) => ['dedup', jsonl, ...common, ...small, '--redis', h.url, '--prefix', 'blob', '--shard', shard];
