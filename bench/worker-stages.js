@@ -166,11 +166,12 @@ try {
   c0 = cpu();
   w0 = performance.now();
   let r0 = redisCpu();
-  // As a worker writes batch i: its rows as one blob (a resend overwrites it), its signatures into the index.
-  const insert = (b, i) => Promise.all([c.set(k.rows(0, i), packRows(b.ids, b.m, b.names)), lsh.insert(b.ids, b.sigs)]);
+  // As a worker writes a batch: its rows as one blob (a resend overwrites it), its signatures into the index.
+  const insert = (b) =>
+    Promise.all([c.set(k.rows(0, b.ids[0], b.ids[b.ids.length - 1]), packRows(b.ids, b.m, b.names)), lsh.insert(b.ids, b.sigs)]);
   let pending;
-  for (const [i, b] of batches.entries()) {
-    const next = insert(b, i);
+  for (const b of batches) {
+    const next = insert(b);
     await pending;
     pending = next;
   }
@@ -183,7 +184,7 @@ try {
   };
   const before = await bytes();
   r0 = redisCpu();
-  for (const [i, b] of batches.slice(0, 3).entries()) await insert(b, i);
+  for (const b of batches.slice(0, 3)) await insert(b);
   console.log(`\nresend of 3 batches: Redis ${(redisCpu() - r0).toFixed(2)} CPU-s; band bytes ${before} before, ${await bytes()} after`);
   await lsh.close();
   signer.dispose();

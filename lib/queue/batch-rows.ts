@@ -1,12 +1,14 @@
 // The rows of a scale-out job's insert batches as one packed blob per batch
-// (key P:rows:R:B, range R, batch B), written by one SET: the report needs a
+// (key P:rows:R:A-B, range R, ids A..B), written by one SET: the report needs a
 // document's vector only when it ends a candidate pair (or shares its
 // signature with another row) and its name only when it is grouped, so
 // keeping them per document (a hash field each, as the library's index keeps
 // vectors for point reads) made Redis do per-document work on every insert,
 // most of the server's time. A blob costs the server one memcpy per batch. A
-// range run again (a retry after a crash) writes the same batches under the
-// same keys: SET overwrites, nothing is counted twice.
+// range run again (a retry after a crash) writes the same rows under the same
+// keys: SET overwrites, nothing is counted twice; a rerun that cuts other
+// batches (another --batch-docs) writes other keys, and the range's record in
+// P:done names the ones its last run wrote.
 //
 // Blob layout, 32-bit little-endian words then bytes:
 //   MAGIC, n, flags (1: weights follow the columns), nnz, name bytes,
@@ -112,16 +114,16 @@ export class BatchRows {
   readonly #spans: { lo: number; hi: number; key: string }[] = [];
   readonly #names = new Map<number, string>();
 
-  constructor(run: Run, prefix: string, done: RangeStats[], key: (r: number, b: number) => string) {
+  constructor(run: Run, prefix: string, done: RangeStats[], key: (r: number, first: number, last: number) => string) {
     this.#run = run;
     this.#prefix = prefix;
     done.forEach((s, r) => {
       const batches = s.batches ?? [];
       let rows = 0;
-      batches.forEach(([lo, hi, n], b) => {
+      for (const [lo, hi, n] of batches) {
         rows += n;
-        this.#spans.push({ lo, hi, key: key(r, b) });
-      });
+        this.#spans.push({ lo, hi, key: key(r, lo, hi) });
+      }
       if (rows !== s.rows)
         throw this.#inconsistent(`range ${r} inserted ${s.rows} rows but its batches list ${rows} (key ${prefix}:done altered)`);
     });

@@ -122,8 +122,8 @@ interface Pending {
  * starts their writes and returns them unawaited: the caller reads the next
  * batch while Redis takes this one (insert time overlaps the rest). The
  * batch's vectors and names go as one blob (batch-rows.ts), its signatures
- * into the index; the blob is batch `stats.batches.length` of range `r`, so a
- * rerun of the range (same batches) overwrites it.
+ * into the index; the blob is named by range `r` and its ids' span, so a rerun
+ * of the range overwrites it with the same rows.
  */
 async function insertRows(
   ctx: RangeContext,
@@ -138,9 +138,8 @@ async function insertRows(
   const sigs = await ctx.signer.hash(matrix);
   const t2 = performance.now();
   stats.ms.hash += t2 - t1;
-  const batches = (stats.batches ??= []);
-  const key = jobKeys(ctx.prefix).rows(r, batches.length);
-  batches.push([ids[0], ids[ids.length - 1], ids.length]);
+  (stats.batches ??= []).push([ids[0], ids[ids.length - 1], ids.length]);
+  const key = jobKeys(ctx.prefix).rows(r, ids[0], ids[ids.length - 1]);
   // Rows and index entries go together: the range counts as done only once all of them are written.
   const written = Promise.all([ctx.c.set(key, packRows(ids, matrix, names)), ctx.lsh.insert(ids, sigs)]).then(() => {
     stats.ms.insert += performance.now() - t2;
