@@ -195,12 +195,13 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
   it('a worker killed mid-range: its range goes back through the queue and another worker finishes it', async () => {
     const h = handle();
     const prod = producer(h, 'k1', jsonl);
-    const a = worker(h, 'k1', ['--verbose', '--batch-docs', '50']);
-    // Killed once it reports a batch of a range inserted: it holds a range then, whichever it is by the time the signal lands.
-    await a.line(/range \d+: \d+ records inserted\n/);
-    a.p.kill('SIGKILL');
-    expect((await a.done).signal).toBe('SIGKILL');
-    const b = worker(h, 'k1', ['--verbose', '--batch-docs', '50']);
+    // Killed (by itself: a kill from here could land after it finished every range) once 2 batches of its first range are inserted.
+    const a = worker(h, 'k1', ['--verbose', '--batch-docs', '50', '--crash-at', 'insert:2']);
+    const ra = await a.done;
+    expect(ra.signal).toBe('SIGKILL');
+    expect(ra.err.match(/range \d+: \d+ records inserted\n/g)).toHaveLength(2);
+    // B cuts other batches: the range's blobs it writes are other keys than A's, and the report reads B's.
+    const b = worker(h, 'k1', ['--verbose', '--batch-docs', '400']);
     const rb = await b.done;
     expect(rb.code, rb.err).toBe(0);
     // The range it held went back through BullMQ's stalled check (its stalled counter, 'stc', is 1) and B did it.
