@@ -17,6 +17,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
 // The fuzz run's throwaway server: loopback, no persistence, removed after.
 import { startRedisServer } from '../test/fuzz/redis-server.mjs';
 
@@ -80,6 +82,31 @@ if (!redis) {
 }
 const rows = [];
 let bad = false;
+const probe = new Redis(redis.url);
+// What the server did: its CPU seconds (from /proc: the server runs on this host) and its commands.
+async function serverCost() {
+  const f = readFileSync(`/proc/${redis.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const cpu = (Number(f[11]) + Number(f[12])) / 100;
+  const calls = {};
+  const usec = {};
+  for (const m of (await probe.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+),usec=(\d+)/gm)) {
+    calls[m[1]] = Number(m[2]);
+    usec[m[1]] = Number(m[3]);
+  }
+  return { cpu, calls, usec };
+}
+function costPer100k(a, b, docs) {
+  const k = 1e5 / docs;
+  const calls = Object.entries(b.calls)
+    .map(([c, n]) => [c, (n - (a.calls[c] ?? 0)) * k, (b.usec[c] - (a.usec[c] ?? 0)) * k * 1e-6])
+    .filter(([, n]) => n >= 1)
+    .sort((x, y) => y[1] - x[1]);
+  const total = calls.reduce((t, [, n]) => t + n, 0);
+  return `${((b.cpu - a.cpu) * k).toFixed(2)} CPU-s, ${Math.round(total)} commands (${calls
+    .slice(0, 6)
+    .map(([c, n, t]) => `${c} ${Math.round(n)}: ${t.toFixed(2)} s`)
+    .join(', ')})`;
+}
 try {
   console.error(`[scaleout] single process on ${path.basename(corpus)}`);
   let t0 = performance.now();
@@ -90,6 +117,7 @@ try {
     const prefix = `scaleout${n}`;
     console.error(`[scaleout] ${n} worker(s)`);
     t0 = performance.now();
+    const s0 = await serverCost();
     const queue = run(cusim, ['dedup', ...common, '--redis', redis.url, '--prefix', prefix, '--queue', ...rangeBytes, '--json', '--quiet']);
     const workers = Array.from({ length: n }, (_, i) =>
       run(cusim, [
@@ -104,9 +132,12 @@ try {
         '--quiet',
       ]),
     );
-    const [q] = await Promise.all([queue, ...workers]);
+    let s1;
+    const [q] = await Promise.all([queue, Promise.all(workers).then(async () => (s1 = await serverCost()))]);
     const wall = performance.now() - t0;
+    const s2 = await serverCost();
     const rep = JSON.parse(q.out);
+    const docs = rep.workers?.documents ?? one.documents;
     const same = JSON.stringify(rep.groups) === want;
     bad ||= !same;
     const stages = (rep.stages ?? []).map((s) => `${s.stage} ${(s.ms / 1000).toFixed(1)} s`).join('; ');
@@ -117,20 +148,24 @@ try {
       groups: rep.groups.length,
       same: same ? 'yes' : 'NO',
       stages,
+      server: `insert ${costPer100k(s0, s1, docs)}; report ${costPer100k(s1, s2, docs)}`,
     });
     // Frees the server's memory for the next run.
     await run(cusim, ['dedup', '--redis', redis.url, '--prefix', prefix, '--drop', '--quiet']);
   }
 } finally {
+  probe.disconnect();
   await redis.stop();
 }
 
 const text = [
   `Scale-out on ${os.hostname()} (${os.cpus().length} CPUs, ${gpus} GPU(s), --backend ${args.backend}): ${path.basename(corpus)}, threshold ${args.threshold}`,
   '',
-  '| setup | wall | docs/s per worker | groups | equal to 1 process | worker stages (summed) |',
-  '| --- | ---: | ---: | ---: | --- | --- |',
-  ...rows.map((r) => `| ${r.setup} | ${(r.wall / 1000).toFixed(1)} s | ${r.rate} | ${r.groups} | ${r.same} | ${r.stages ?? ''} |`),
+  '| setup | wall | docs/s per worker | groups | equal to 1 process | worker stages (summed) | redis-server per 100K documents |',
+  '| --- | ---: | ---: | ---: | --- | --- | --- |',
+  ...rows.map(
+    (r) => `| ${r.setup} | ${(r.wall / 1000).toFixed(1)} s | ${r.rate} | ${r.groups} | ${r.same} | ${r.stages ?? ''} | ${r.server ?? ''} |`,
+  ),
   '',
 ].join('\n');
 process.stdout.write(text);

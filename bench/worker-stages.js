@@ -9,10 +9,10 @@
 //     record by record, then the featurizer: the worker's path for CSV, TSV
 //     and weighted jobs) with --reader js;
 //   - hash: classic MinHash signatures of the rows (--backend);
-//   - insert: the job's names and the index's band entries, records and
-//     vectors (lib/lsh-redis.ts), in batches of the reader's blocks, one batch
-//     written while the next is sent, as the worker does; then a resend of 3
-//     batches (which must add nothing).
+//   - insert: each batch's rows blob (vectors and names, lib/queue/batch-rows.ts)
+//     and the index's band entries and records (lib/lsh-redis.ts), in batches
+//     of the reader's blocks, one batch written while the next is sent, as the
+//     worker does; then a resend of 3 batches (which must add no band entry).
 //
 //   node bench/corpus.js --docs 300000 --out /tmp/c300k.jsonl
 //   npm run build:ts && node bench/worker-stages.js /tmp/c300k.jsonl [--reader native|js] [--backend cpu|cuda]
@@ -41,11 +41,11 @@ if (positionals.length !== 1) {
   process.exit(2);
 }
 const dist = (m) => import(path.join(root, 'dist', m));
-const { readSettings, readRange, jobKeys, NAME_PARTS } = await dist('queue/job.js');
+const { readSettings, readRange, jobKeys } = await dist('queue/job.js');
 const { makeSigner, jobIndex } = await dist('queue/process.js');
 const { readRecords } = await dist('cli/records.js');
 const { readRecordBlocks } = await dist('cli/record-blocks.js');
-const { hsetPacked } = await dist('lsh-redis.js');
+const { packRows } = await dist('queue/batch-rows.js');
 
 const redis = await startRedisServer(args['redis-server']);
 if (!redis) {
@@ -166,15 +166,9 @@ try {
   c0 = cpu();
   w0 = performance.now();
   let r0 = redisCpu();
-  const insert = (b) => {
-    const byPart = new Map();
-    b.ids.forEach((id, x) => {
-      const p = id % NAME_PARTS;
-      if (!byPart.has(p)) byPart.set(p, []);
-      byPart.get(p).push(String(id), b.names.get(x));
-    });
-    return Promise.all([...[...byPart].map(([p, a]) => hsetPacked(c, k.names(p), a)), lsh.insert(b.ids, b.sigs, { vectors: b.m })]);
-  };
+  // As a worker writes a batch: its rows as one blob (a resend overwrites it), its signatures into the index.
+  const insert = (b) =>
+    Promise.all([c.set(k.rows(0, b.ids[0], b.ids[b.ids.length - 1]), packRows(b.ids, b.m, b.names)), lsh.insert(b.ids, b.sigs)]);
   let pending;
   for (const b of batches) {
     const next = insert(b);
@@ -182,7 +176,7 @@ try {
     pending = next;
   }
   await pending;
-  line('insert (names, band entries, records, vectors)', cpu() - c0, redisCpu() - r0);
+  line('insert (rows blobs, band entries, records)', cpu() - c0, redisCpu() - r0);
   const bytes = async () => {
     let n = 0;
     for (const key of await c.keys(`${prefix}:lsh:b{*`)) n += await c.strlen(key);

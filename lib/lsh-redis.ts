@@ -71,6 +71,17 @@ if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 1 then
   redis.call('HINCRBY', KEYS[2], 'rows', ARGV[3])
 end
 return 1`;
+// ADD_RECORDS for many partitions in one call (a single server: no slots to respect): KEYS come in
+// pairs (records, total) and ARGV in triples (records, digest, rows), pair k's triple k.
+const ADD_RECORDS_MANY = `
+for k = 1, #KEYS / 2 do
+  local a = 3 * k - 2
+  if redis.call('HSETNX', KEYS[2 * k], ARGV[a + 1], ARGV[a + 2]) == 1 then
+    redis.call('APPEND', KEYS[2 * k - 1], ARGV[a])
+    redis.call('HINCRBY', KEYS[2 * k], 'rows', ARGV[a + 2])
+  end
+end
+return 1`;
 // Appends to the removed list the ids it does not hold yet, and counts them: its bytes are always
 // 4 × its 'removed' total. Returns how many were added.
 const ADD_REMOVED = `
@@ -243,6 +254,9 @@ export function checkRedisOptions(o: unknown): RedisStorageConfig {
     retryFor: ms('retryFor', 0),
   };
 }
+
+/** The vectors of `ids` (row i = ids[i]) for exact verification, from wherever the caller keeps them. */
+export type RowSource = (ids: Uint32Array) => Promise<CsrMatrix>;
 
 export interface StoredGroups {
   ids: Uint32Array;
@@ -568,16 +582,25 @@ export class RedisLsh {
     // Everything else is stored before a record names the row.
     if (script) await script.flush();
     else await Promise.all(writes);
-    // Records go through ADD_RECORDS (a batch sent again is recorded once, and counted in the totals).
-    const recs: Promise<unknown>[] = [];
+    // Records go through ADD_RECORDS (a batch sent again is recorded once, and counted in the totals):
+    // on a single server every partition's in one call, on a cluster one call per partition (its slot).
+    const keys: string[] = [];
+    const args: (Buffer | string)[] = [];
     for (let p = 0; p < P; p++) {
       const lo = entries.recOffsets[p];
       const hi = entries.recOffsets[p + 1];
       if (hi === lo) continue;
       const bytes = view(entries.rec, lo, hi);
-      recs.push(c.eval(ADD_RECORDS, 2, this.#recKey(p), this.#recTotalKey(p), bytes, sha22(bytes), String((hi - lo) / 16)));
+      keys.push(this.#recKey(p), this.#recTotalKey(p));
+      args.push(bytes, sha22(bytes), String((hi - lo) / 16));
     }
-    await Promise.all(recs);
+    // Key pairs [a, b) and their argument triples.
+    const call = (lua: string, a: number, b: number) => c.eval(lua, b - a, ...keys.slice(a, b), ...args.slice((a / 2) * 3, (b / 2) * 3));
+    const calls: Promise<unknown>[] = [];
+    if (script)
+      for (let i = 0; i < keys.length; i += SCRIPT_KEYS) calls.push(call(ADD_RECORDS_MANY, i, Math.min(keys.length, i + SCRIPT_KEYS)));
+    else for (let i = 0; i < keys.length; i += 2) calls.push(call(ADD_RECORDS, i, i + 2));
+    await Promise.all(calls);
   }
 
   /** Candidate ids per query (sharing a band bucket), deduplicated and ascending; removed ids never appear. */
@@ -757,8 +780,15 @@ export class RedisLsh {
     return out;
   }
 
-  // Rows of `ids` as a local CSR (row i = ids[i]), from `matrix` (rows by id) or the stored vectors.
-  async #vectors(c: Redis | Cluster, ids: Uint32Array, matrix: CsrMatrix | undefined): Promise<CsrMatrix> {
+  // Rows of `ids` as a local CSR (row i = ids[i]), from `matrix` (rows by id), the caller's `rows`, or the stored vectors.
+  async #vectors(c: Redis | Cluster, ids: Uint32Array, matrix: CsrMatrix | RowSource | undefined): Promise<CsrMatrix> {
+    if (typeof matrix === 'function') {
+      const got = toCsr(await matrix(ids.slice()), 'the rows that groups({ rows }) returned', {
+        maxCols: this.#sets ? 2 ** 32 : 0xffffffff,
+      });
+      if (got.rows !== ids.length) throw rangeError(`groups({ rows }) returned ${got.rows} rows for ${ids.length} ids`);
+      return got;
+    }
     const indptr = new Uint32Array(ids.length + 1);
     if (matrix) {
       for (let i = 0; i < ids.length; i++) {
@@ -806,7 +836,7 @@ export class RedisLsh {
    * exactly as the in-memory index computes them for the same rows inserted
    * in ascending id order (groups numbered by smallest member id).
    */
-  async groups(verify: 'none' | 'estimate' | 'exact', threshold: number, matrix: CsrMatrix | undefined): Promise<StoredGroups> {
+  async groups(verify: 'none' | 'estimate' | 'exact', threshold: number, matrix: CsrMatrix | RowSource | undefined): Promise<StoredGroups> {
     return this.#run(async (c) => {
       const { ids, fp, empty } = await this.#records(c);
       // Representatives: rows with identical signatures (and, for 'exact',

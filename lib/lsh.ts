@@ -327,8 +327,14 @@ export interface GroupsResult {
 export interface GroupsOptions {
   /** 'none': every candidate pair is an edge; 'estimate': signature agreement >= threshold; 'exact': true weighted Jaccard >= threshold. */
   verify?: Verify;
-  /** Rows indexed by id; required for 'exact'. */
+  /** Rows indexed by id; required for 'exact' (with Redis storage: unless the rows are stored, or `rows` gives them). */
   matrix?: CsrMatrix;
+  /**
+   * Redis storage, 'exact': the vectors of the ids asked for (row i = ids[i]), for rows whose vectors
+   * the caller keeps elsewhere than the index (the scale-out jobs keep one blob per insert batch).
+   * Asked for the ends of candidate pairs and the rows sharing a signature only. Not with `matrix`.
+   */
+  rows?: (ids: Uint32Array) => Promise<CsrMatrix>;
   /** Defaults to the LSH's threshold, or (1/bands)^(1/rows) when built from bands and rows. */
   threshold?: number;
   signal?: AbortSignal;
@@ -562,9 +568,14 @@ export class MinHashLSH implements Disposable {
     let matrix: CsrMatrix | undefined;
     if (options.matrix !== undefined)
       matrix = toCsr(options.matrix, 'matrix', { maxCols: this.#kind === 'classic' ? 2 ** 32 : 0xffffffff });
+    if (options.rows !== undefined) {
+      if (typeof options.rows !== 'function') throw typeError(`rows must be a function, got ${describe(options.rows)}`);
+      if (!this.#redis) throw typeError('rows applies to Redis storage; in memory pass matrix');
+      if (matrix) throw typeError('pass matrix or rows, not both');
+    }
     if (this.#redis) {
       // A copy: Redis storage reads the matrix after its first round trip.
-      const r = await this.#redis.groups(verify, threshold, matrix && copyCsr(matrix));
+      const r = await this.#redis.groups(verify, threshold, options.rows ?? (matrix && copyCsr(matrix)));
       return { ...r, kernelMs: 0, transferMs: 0 };
     }
     if (verify === 'exact') {

@@ -143,8 +143,10 @@ function suite(cluster: boolean) {
     expect(got.input).toEqual(one.input);
     expect(got.workers!.documents).toBe(2000);
     expect(got.stages.map((s) => s.stage)).toContain('workers: insert');
-    // Bytes held: at least the index's band and record strings, whose lengths Redis gives exactly.
-    const strings = stringBytes(h, 'q1:lsh:[br]{*');
+    // Bytes held: at least the index's band and record strings and the batches' row blobs, whose lengths Redis gives exactly.
+    const blobs = stringBytes(h, 'q1:rows:*');
+    expect(blobs).toBeGreaterThan(2000 * 8);
+    const strings = stringBytes(h, 'q1:lsh:[br]{*') + blobs;
     expect(strings).toBeGreaterThan(2000 * 4);
     expect(got.redis!.bytes).toBeGreaterThanOrEqual(strings);
     expect(got.redis!.keys).toBeGreaterThan(64);
@@ -193,12 +195,13 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
   it('a worker killed mid-range: its range goes back through the queue and another worker finishes it', async () => {
     const h = handle();
     const prod = producer(h, 'k1', jsonl);
-    const a = worker(h, 'k1', ['--verbose', '--batch-docs', '50']);
-    // Killed once it reports a batch of a range inserted: it holds a range then, whichever it is by the time the signal lands.
-    await a.line(/range \d+: \d+ records inserted\n/);
-    a.p.kill('SIGKILL');
-    expect((await a.done).signal).toBe('SIGKILL');
-    const b = worker(h, 'k1', ['--verbose', '--batch-docs', '50']);
+    // Killed (by itself: a kill from here could land after it finished every range) once 2 batches of its first range are inserted.
+    const a = worker(h, 'k1', ['--verbose', '--batch-docs', '50', '--crash-at', 'insert:2']);
+    const ra = await a.done;
+    expect(ra.signal).toBe('SIGKILL');
+    expect(ra.err.match(/range \d+: \d+ records inserted\n/g)).toHaveLength(2);
+    // B cuts other batches: the range's blobs it writes are other keys than A's, and the report reads B's.
+    const b = worker(h, 'k1', ['--verbose', '--batch-docs', '400']);
     const rb = await b.done;
     expect(rb.code, rb.err).toBe(0);
     // The range it held went back through BullMQ's stalled check (its stalled counter, 'stc', is 1) and B did it.
@@ -232,9 +235,9 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     const bad = await worker(h, 'm1').done;
     expect(bad.code).toBe(2);
     expect(bad.err).toMatch(/the input differs from the job's: .*changed\.jsonl bytes 0-\d+ hash to/);
-    // Nothing of that range reached the index: no records, no names, no range finished.
+    // Nothing of that range reached the index: no records, no rows (vectors, names), no range finished.
     expect(redisCli(h, false, '--scan', '--pattern', 'm1:lsh:r*').trim()).toBe('');
-    expect(redisCli(h, false, '--scan', '--pattern', 'm1:names*').trim()).toBe('');
+    expect(redisCli(h, false, '--scan', '--pattern', 'm1:rows:*').trim()).toBe('');
     expect(redisCli(h, false, 'hlen', 'm1:done').trim()).toBe('0');
     // A planner over the changed file is refused too, before parsing anything.
     const other = cusim(['dedup', file, ...common, ...small, '--redis', h.url, '--prefix', 'm1', '--shard', '0/2']);
@@ -261,6 +264,53 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     expect(r.status).toBe(1);
     // The index's own totals catch a deleted record key first (the job's per-range totals are checked after).
     expect(r.stderr).toMatch(/is inconsistent: record partition \d+ holds 0 rows, its total says [1-9]\d*/);
+  });
+
+  it('a weighted job (--hash-bits given to both) over --shard ranges gives exactly the single-process groups: its batch blobs carry the weights', async () => {
+    const h = handle();
+    const weighted = ['--weighted', '--hash-bits', '18'];
+    const one = cusim(['dedup', jsonl, ...common, ...weighted, '--json', '--quiet']);
+    expect(one.status, one.stderr).toBe(0);
+    const args = (shard: string) => [
+      'dedup',
+      jsonl,
+      ...common,
+      ...weighted,
+      ...small,
+      '--redis',
+      h.url,
+      '--prefix',
+      'wt',
+      '--shard',
+      shard,
+    ];
+    for (const r of await Promise.all([start(args('0/2')).done, start(args('1/2')).done])) expect(r.code, r.err).toBe(0);
+    const rep = cusim(['dedup', '--redis', h.url, '--prefix', 'wt', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    expect(rep.status, rep.stderr).toBe(0);
+    const want = JSON.parse(one.stdout) as Report & { options: { method: string } };
+    const got = JSON.parse(rep.stdout) as Report & { options: { method: string } };
+    expect(got.options.method).toBe('weighted');
+    expect(want.groups.length).toBeGreaterThan(10);
+    expect(got.groups).toEqual(want.groups);
+    expect(got.input).toEqual(want.input);
+  });
+
+  it('the report fails, naming the key, when a batch blob of rows (vectors and names) was lost', async () => {
+    const h = handle();
+    const args = (shard: string) => ['dedup', jsonl, ...common, ...small, '--redis', h.url, '--prefix', 'blob', '--shard', shard];
+    for (const r of await Promise.all([start(args('0/2')).done, start(args('1/2')).done])) expect(r.code, r.err).toBe(0);
+    const report = () => cusim(['dedup', '--redis', h.url, '--prefix', 'blob', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    const ok = report();
+    expect(ok.status, ok.stderr).toBe(0);
+    expect((JSON.parse(ok.stdout) as Report).groups).toEqual(want.get(jsonl)!.groups);
+    const keys = redisCli(h, false, '--scan', '--pattern', 'blob:rows:*').split('\n').filter(Boolean);
+    expect(keys.length).toBeGreaterThan(1);
+    redisCli(h, false, 'del', keys[0]);
+    const r = report();
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(
+      new RegExp(`job 'blob' is inconsistent: the rows of 1 of its ${keys.length} insert batches are gone \\(${keys[0]}\\)`),
+    );
   });
 
   it('refuses --queue on stdin and workers without their options', () => {

@@ -24,6 +24,19 @@ function rowsOf(m: CsrMatrix, b: number, e: number): CsrMatrix {
   };
 }
 
+/** Rows `ids` of `m` (row i = ids[i]). */
+function rowsById(m: CsrMatrix, ids: Uint32Array): CsrMatrix {
+  const indptr = new Uint32Array(ids.length + 1);
+  ids.forEach((id, i) => (indptr[i + 1] = indptr[i] + m.indptr[id + 1] - m.indptr[id]));
+  const indices = new Uint32Array(indptr[ids.length]);
+  const values = new Float32Array(indptr[ids.length]);
+  ids.forEach((id, i) => {
+    indices.set(m.indices.subarray(m.indptr[id], m.indptr[id + 1]), indptr[i]);
+    values.set(m.values!.subarray(m.indptr[id], m.indptr[id + 1]), indptr[i]);
+  });
+  return { rows: ids.length, cols: m.cols, indptr, indices, values };
+}
+
 function weightedJaccardRows(m: CsrMatrix, a: number, b: number): number {
   const row = (r: number) => {
     const w = new Map<number, number>();
@@ -114,6 +127,29 @@ function suite(cluster: boolean) {
     sameGroups(await everything(lsh, c), want);
     sameGroups(await everything(other, c, false), want); // exact verification from the stored vectors
     expect(want.exact.count).toBeGreaterThan(20);
+    // Vectors the caller keeps elsewhere (groups' rows): asked only for inserted ids, and the groups are the same.
+    const asked: number[] = [];
+    const fromRows = await other.groups({
+      verify: 'exact',
+      rows: async (ids) => {
+        asked.push(...ids);
+        return rowsById(c.matrix, ids);
+      },
+    });
+    expect(fromRows.group).toEqual(want.exact.group);
+    expect(fromRows.pairs).toEqual(want.exact.pairs);
+    expect(asked.length).toBeGreaterThan(0);
+    expect(asked.every((id) => id < c.rows)).toBe(true);
+    await expect(other.groups({ verify: 'exact', rows: 'x' as never })).rejects.toMatchObject({ code: 'CUSIM_INVALID_ARGUMENT' });
+    await expect(other.groups({ verify: 'exact', matrix: c.matrix, rows: async (ids) => rowsById(c.matrix, ids) })).rejects.toThrow(
+      /pass matrix or rows, not both/,
+    );
+    await expect(other.groups({ verify: 'exact', rows: async (ids) => rowsById(c.matrix, ids.subarray(1)) })).rejects.toThrow(
+      /returned \d+ rows for \d+ ids/,
+    );
+    await expect(mem.groups({ verify: 'exact', rows: async (ids) => rowsById(c.matrix, ids) })).rejects.toThrow(
+      /rows applies to Redis storage/,
+    );
     // A batch sent again (a restarted worker) changes nothing, and adds no band entry.
     const before = await bandEntries(handle().url, lsh.storagePrefix!);
     expect(new Set(before).size).toBe(before.length);

@@ -32,6 +32,8 @@ import { readRecords } from './records.js';
 import { buildGroups, renderCsv, renderJson, renderTable } from './report.js';
 import { jobMemory } from '../queue/keys.js';
 import { checkRangeTotals, finishedJob, workerStages } from '../queue/totals.js';
+import { BatchRows } from '../queue/batch-rows.js';
+import { jobKeys } from '../queue/job.js';
 import type { Job } from '../queue/job.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
@@ -340,10 +342,16 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       }
       stats.push(...recorded);
     }
+    // Ranges whose workers stored each batch's rows as one blob (all but jobs of older workers).
+    const blobs =
+      ranged && ranged.done.every((d) => d.batches)
+        ? new BatchRows((fn) => s.run(fn), o.prefix, ranged.done, jobKeys(o.prefix).rows)
+        : undefined;
+    await blobs?.check();
     const lsh = lshFor(o, job);
     let g;
     try {
-      g = await lsh.groups({ verify: 'exact', threshold: job.threshold });
+      g = await lsh.groups({ verify: 'exact', threshold: job.threshold, rows: blobs && ((ids) => blobs.rows(ids)) });
     } finally {
       await lsh.close();
     }
@@ -362,6 +370,12 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
       if (!a) want.set(id % NAME_PARTS, (a = []));
       a.push(row);
     });
+    if (blobs) {
+      const rows = want.size ? [...want.values()].flat() : [];
+      const got = await blobs.names(Uint32Array.from(rows, (row) => g.ids[row]));
+      rows.forEach((row, y) => (names[row] = got[y]));
+      want.clear();
+    }
     for (const [p, rows] of want) {
       for (let x = 0; x < rows.length; x += 1000) {
         const part = rows.slice(x, x + 1000);

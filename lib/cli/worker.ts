@@ -92,7 +92,7 @@ async function planJob(
 /** What every range run in one process shares: the index, the signer, the stats record. */
 async function rangeRunner(
   c: Redis | Cluster,
-  o: { redis: string; prefix: string; backend: Backend; devices?: 'all' | number[]; native: boolean; batchDocs: number },
+  o: { redis: string; prefix: string; backend: Backend; devices?: 'all' | number[]; native: boolean; batchDocs: number; crashAt?: string },
   settings: RangeSettings,
   say: (s: string) => void,
   verbose: boolean,
@@ -106,6 +106,9 @@ async function rangeRunner(
     async run(r: number): Promise<RangeStats> {
       const range = cache.get(r) ?? (await readRange(c, o.prefix, r));
       cache.set(r, range);
+      // Test hook (--crash-at insert:B): killed as `kill -9` would, holding the range, once its batch B is written.
+      const crashAfter = /^insert:(\d+)$/.exec(o.crashAt ?? '')?.[1];
+      let batches = 0;
       const ctx: RangeContext = {
         c,
         prefix: o.prefix,
@@ -113,7 +116,10 @@ async function rangeRunner(
         lsh,
         batchDocs: o.batchDocs,
         signer,
-        onBatch: verbose ? (n) => say(`cusim: range ${r}: ${n} records inserted`) : undefined,
+        onBatch: (n) => {
+          if (verbose) say(`cusim: range ${r}: ${n} records inserted`);
+          if (++batches === Number(crashAfter)) process.kill(process.pid, 'SIGKILL');
+        },
         onReader: verbose ? (d) => say(`cusim: range ${r}: records read by the ${d} reader`) : undefined,
       };
       const t0 = performance.now();
@@ -248,6 +254,7 @@ interface WorkerOptions {
   batchDocs: number;
   stalledMs: number;
   native: boolean;
+  crashAt?: string;
   quiet?: boolean;
   verbose?: boolean;
 }
@@ -326,6 +333,10 @@ export function registerWorker(program: Command, io: Io, done: (code: number) =>
       DEFAULT_STALLED_MS,
     )
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output)')
+    .option(
+      '--crash-at <point>',
+      'for recovery tests: kill the worker (SIGKILL) at insert:B, once batch B of a range is inserted (the range not yet done)',
+    )
     .option('--quiet', 'print nothing but errors')
     .option('-v, --verbose', 'print each range and batch with its rate and stage times')
     .action(async (opts: WorkerOptions) => {

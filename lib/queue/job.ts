@@ -5,6 +5,7 @@
 //   P:ranges       range r -> the range (file, bytes, first line, fingerprint)
 //   P:done         range r -> its totals once inserted (documents, rows, skips, stage times)
 //   P:names{p}     display names of ids (as --shard workers keep them)
+//   P:rows:R:A-B   range R's insert batch of ids A..B: vectors and names, one blob (batch-rows.ts)
 //   P:lsh:...      the MinHashLSH index (lib/lsh-redis.ts)
 //   P:q{P}:...     the BullMQ queue of ranges (queue.ts)
 import type { Cluster, Redis } from 'ioredis';
@@ -64,6 +65,11 @@ export interface RangeStats {
    */
   ms: { read: number; featurize: number; hash: number; insert: number };
   worker: string;
+  /**
+   * The range's insert batches in order, [first id, last id, rows] each: the batch's rows are the blob
+   * at key `rows(r, first, last)`. Absent in jobs of workers that stored rows per document (hashes).
+   */
+  batches?: [number, number, number][];
 }
 
 export const jobKeys = (prefix: string) => ({
@@ -71,6 +77,11 @@ export const jobKeys = (prefix: string) => ({
   ranges: `${prefix}:ranges`,
   done: `${prefix}:done`,
   names: (p: number) => `${prefix}:names{${p}}`,
+  /**
+   * The insert batch of range r holding ids first..last: their vectors and names (batch-rows.ts). Named
+   * by its span, so one key always holds the same rows, whatever --batch-docs the worker that wrote it had.
+   */
+  rows: (r: number, first: number, last: number) => `${prefix}:rows:${r}:${first}-${last}`,
   lsh: `${prefix}:lsh`,
   /** BullMQ's key prefix: one hash tag, so a Redis Cluster keeps the queue's keys in one slot as BullMQ needs. */
   queue: `${prefix}:q{${prefix}}`,

@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import { Readable } from 'node:stream';
 import type { Backend } from '../backend.js';
 import { MinHashLSH } from '../lsh.js';
-import { hsetPacked } from '../lsh-redis.js';
+import { packRows } from './batch-rows.js';
 import { dedupParams } from '../dedup/defaults.js';
 import { makeSigner as makeDedupSigner } from '../dedup/signer.js';
 import { TextFeaturizer } from '../text/index.js';
@@ -22,7 +22,7 @@ import type { CsrMatrix } from '../validate.js';
 import { readRecords } from '../cli/records.js';
 import { MAX_DOC_BYTES, readDoc } from '../cli/sources.js';
 import { readChecked } from './fingerprint.js';
-import { jobKeys, NAME_PARTS } from './job.js';
+import { jobKeys } from './job.js';
 import type { RangeSettings, RangeStats } from './job.js';
 import type { Range } from './ranges.js';
 
@@ -120,10 +120,14 @@ interface Pending {
 /**
  * Hashes the kept rows of a batch (`ids[i]`, named `names.get(i)`), then
  * starts their writes and returns them unawaited: the caller reads the next
- * batch while Redis takes this one (insert time overlaps the rest).
+ * batch while Redis takes this one (insert time overlaps the rest). The
+ * batch's vectors and names go as one blob (batch-rows.ts), its signatures
+ * into the index; the blob is named by range `r` and its ids' span, so a rerun
+ * of the range overwrites it with the same rows.
  */
 async function insertRows(
   ctx: RangeContext,
+  r: number,
   ids: Uint32Array,
   names: IdList,
   matrix: CsrMatrix,
@@ -134,19 +138,10 @@ async function insertRows(
   const sigs = await ctx.signer.hash(matrix);
   const t2 = performance.now();
   stats.ms.hash += t2 - t1;
-  const k = jobKeys(ctx.prefix);
-  const byPart = new Map<number, string[]>();
-  for (let x = 0; x < ids.length; x++) {
-    const p = ids[x] % NAME_PARTS;
-    let a = byPart.get(p);
-    if (!a) byPart.set(p, (a = []));
-    a.push(String(ids[x]), names.get(x));
-  }
-  // Names and index entries go together: the range counts as done only once all of them are written.
-  const written = Promise.all([
-    ...[...byPart].map(([p, a]) => hsetPacked(ctx.c, k.names(p), a)),
-    ctx.lsh.insert(ids, sigs, { vectors: matrix }),
-  ]).then(() => {
+  (stats.batches ??= []).push([ids[0], ids[ids.length - 1], ids.length]);
+  const key = jobKeys(ctx.prefix).rows(r, ids[0], ids[ids.length - 1]);
+  // Rows and index entries go together: the range counts as done only once all of them are written.
+  const written = Promise.all([ctx.c.set(key, packRows(ids, matrix, names)), ctx.lsh.insert(ids, sigs)]).then(() => {
     stats.ms.insert += performance.now() - t2;
   });
   // Awaited by the caller later; a failure while the next batch is hashed must not count as unhandled.
@@ -160,7 +155,7 @@ async function insertRows(
  * unawaited: the caller reads and hashes the next batch while Redis takes
  * this one (insert time overlaps the rest; one write in flight at a time).
  */
-async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Promise<{ written: Promise<void> } | undefined> {
+async function insertBatch(ctx: RangeContext, r: number, b: Pending, stats: RangeStats): Promise<{ written: Promise<void> } | undefined> {
   const t0 = performance.now();
   const { tokens, matrix } = await ctx.signer.featurize(b.texts);
   const keep: number[] = [];
@@ -174,6 +169,7 @@ async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Pr
   stats.ms.featurize += t1 - t0;
   return insertRows(
     ctx,
+    r,
     Uint32Array.from(keep, (x) => b.ids[x]),
     idList(keep.map((x) => b.names[x])),
     matrix,
@@ -189,6 +185,7 @@ async function insertBatch(ctx: RangeContext, b: Pending, stats: RangeStats): Pr
  */
 async function blockRange(
   ctx: RangeContext,
+  r: number,
   range: Extract<Range, { kind: 'records' }>,
   buf: Buffer,
   lines: number,
@@ -228,20 +225,20 @@ async function blockRange(
     reader: blocks.reader,
     onReader: ctx.onReader,
     blockBytes,
-    onBlock: async (r) => {
+    onBlock: async (block) => {
       stats.ms.featurize += performance.now() - t;
-      stats.documents += r.documents;
-      stats.tooSmall += r.tooSmall;
-      const ids = Uint32Array.from(r.lines, (l) => range.idBase + l);
+      stats.documents += block.documents;
+      stats.tooSmall += block.tooSmall;
+      const ids = Uint32Array.from(block.lines, (l) => range.idBase + l);
       stats.rows += ids.length;
-      const matrix = { rows: ids.length, cols: 2 ** blocks.bits, indptr: r.rows.indptr, indices: r.rows.indices };
-      const next = (await insertRows(ctx, ids, r.ids, matrix, stats))?.written;
+      const matrix = { rows: ids.length, cols: 2 ** blocks.bits, indptr: block.rows.indptr, indices: block.rows.indices };
+      const next = (await insertRows(ctx, r, ids, block.ids, matrix, stats))?.written;
       if (writing) {
         await writing;
         ctx.onBatch?.(records);
       }
       writing = next;
-      records += r.documents;
+      records += block.documents;
       t = performance.now();
     },
   });
@@ -268,7 +265,7 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
   let writing: Promise<void> | undefined;
   let written = 0;
   const flush = async (last: boolean): Promise<void> => {
-    const next = b.ids.length ? (await insertBatch(ctx, b, stats))?.written : undefined;
+    const next = b.ids.length ? (await insertBatch(ctx, r, b, stats))?.written : undefined;
     if (writing) {
       await writing;
       ctx.onBatch?.(written);
@@ -290,7 +287,7 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
     stats.idHi = range.idBase + range.linesBefore + newlines + 2;
     stats.ms.read += performance.now() - t;
     if (ctx.signer.blocks && (range.format === 'jsonl' || range.format === 'lines')) {
-      await blockRange(ctx, range, buf, newlines, ctx.signer.blocks, stats);
+      await blockRange(ctx, r, range, buf, newlines, ctx.signer.blocks, stats);
       return roundMs(stats);
     }
     const input = Readable.from(header ? [header, buf] : [buf], { objectMode: false });

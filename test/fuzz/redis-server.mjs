@@ -32,7 +32,7 @@ export function serverArgs(port, dir) {
   return ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'no'];
 }
 
-/** { url, stop() }, or undefined when redis-server (or the binary `bin`, a path or a name on PATH) is not installed. */
+/** { url, pid, stop() }, or undefined when redis-server (or the binary `bin`, a path or a name on PATH) is not installed. */
 export async function startRedisServer(bin = 'redis-server') {
   if (spawnSync('sh', ['-c', 'command -v "$0"', bin]).status !== 0) return undefined;
   const dir = mkdtempSync(path.join(tmpdir(), 'cusim-fuzz-redis-'));
@@ -45,6 +45,7 @@ export async function startRedisServer(bin = 'redis-server') {
       if (await answersPing(port)) {
         return {
           url: `redis://127.0.0.1:${port}`,
+          pid: p.pid,
           async stop() {
             if (p.exitCode === null && p.signalCode === null) {
               p.kill('SIGKILL');
