@@ -119,9 +119,10 @@ class StageClock {
 // their global rank (ascending document frequency, ties by token id), each row
 // sorted by rank, rows sorted by (size, input id), empty rows dropped.
 struct Collection {
-  std::vector<uint64_t> offsets;  // n + 1
-  UninitVector<uint32_t> tokens;  // filled in parallel by Prepare
-  std::vector<uint32_t> ids;      // input row id of each sorted position
+  // All three filled in parallel by Prepare: no serial zero fill first.
+  UninitVector<uint64_t> offsets;  // n + 1
+  UninitVector<uint32_t> tokens;
+  UninitVector<uint32_t> ids;  // input row id of each sorted position
   uint64_t n() const { return ids.size(); }
   uint32_t size(uint64_t i) const { return uint32_t(offsets[i + 1] - offsets[i]); }
   const uint32_t* row(uint64_t i) const { return tokens.data() + offsets[i]; }

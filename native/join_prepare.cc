@@ -105,14 +105,19 @@ class RowBitmap {
 // row seen" tag per column. Blocks of rows count in parallel into private
 // arrays, as many blocks as keeps those arrays within a few times the token
 // count.
-std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, std::vector<uint32_t>* sizes) {
+std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector<uint32_t>* sizes) {
   uint64_t rows = 0, nnz = 0;
   for (int i = 0; i < k; i++) {
     rows += src[i].rows, nnz += src[i].nnz();
-    sizes[i].assign(src[i].rows, 0);
+    // Unset: the blocks below write every row's size (a serial zero fill of
+    // 4 bytes a row would come first otherwise).
+    sizes[i].resize(src[i].rows);
   }
   std::vector<uint32_t> df(V, 0);
-  if (nnz == 0) return df;
+  if (nnz == 0) {
+    for (int i = 0; i < k; i++) std::fill(sizes[i].begin(), sizes[i].end(), 0u);
+    return df;
+  }
   const uint64_t blocks = std::max<uint64_t>(
       1, std::min<uint64_t>({uint64_t(NumThreads()), rows, 2 * nnz / std::max<uint64_t>(V, 1), nnz / 16384}));
   std::vector<std::vector<uint32_t>> counts(blocks);
@@ -203,7 +208,7 @@ void SortShort(const uint32_t* in, uint32_t n, uint32_t* out) {
 // rows). A stable counting sort by size, blocks of rows counting and
 // scattering in parallel; a size's rows are contiguous and all that long, so
 // each offset follows from its size's first position with no serial scan.
-void OrderRows(const std::vector<uint32_t>& size, Collection* c, UninitVector<uint32_t>* pos) {
+void OrderRows(const UninitVector<uint32_t>& size, Collection* c, UninitVector<uint32_t>* pos) {
   const uint64_t R = size.size();
   const size_t threads = NumThreads();
   const size_t grain = 1 << 16;
@@ -265,7 +270,7 @@ void OrderRows(const std::vector<uint32_t>& size, Collection* c, UninitVector<ui
 }
 
 // Rows in (size, input id) order, empty rows dropped.
-Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::vector<uint32_t>& rankOf,
+Collection Build(const Source& s, const UninitVector<uint32_t>& size, const std::vector<uint32_t>& rankOf,
                  uint32_t ranks) {
   Collection c;
   UninitVector<uint32_t> pos;
@@ -409,7 +414,7 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
     log.Mark("vocabulary");
   }
   // Rare tokens first, so prefixes hold the most selective tokens.
-  std::vector<uint32_t> sizes[2];  // distinct tokens per row
+  UninitVector<uint32_t> sizes[2];  // distinct tokens per row
   std::vector<uint32_t> rankOf;
   const std::vector<uint32_t> df = DocFreq(src, k, V, sizes);
   log.Mark("docfreq");
