@@ -141,6 +141,10 @@ struct Prepared {
   }
 };
 
+// Indices i of the nonzero key[i], by ascending key and then i (the token
+// order's sort; exported for its test against a plain stable sort).
+UninitVector<uint32_t> OrderByKey(const uint32_t* key, uint64_t n);
+
 // Charges its time to clock's prepare and build stages (clock may be null).
 std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t,
                                   StageClock* clock = nullptr);

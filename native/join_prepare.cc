@@ -161,31 +161,67 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector
   return df;
 }
 
-// Indices of the nonzero keys, by ascending key and then index: a stable
-// counting sort, since keys (document frequencies, row sizes) are small.
-std::vector<uint32_t> OrderByKey(const std::vector<uint32_t>& key) {
-  uint32_t maxKey = 0;
-  for (uint32_t k : key) maxKey = std::max(maxKey, k);
-  std::vector<uint64_t> pos(uint64_t(maxKey) + 1, 0);
-  for (uint32_t k : key) pos[k]++;
+}  // namespace
+
+// Indices of the nonzero keys, by ascending key and then index. Keys below
+// kDense (nearly all: keys sum to at most the token count) take a stable
+// counting sort, blocks of keys counting and scattering in parallel; the few
+// larger ones are sorted as (key, index) pairs and go last. A counting array
+// as long as the largest key (a Zipf corpus's commonest token is in most
+// rows) would be a serial zero fill and prefix scan of that length.
+UninitVector<uint32_t> OrderByKey(const uint32_t* key, uint64_t n) {
+  constexpr uint64_t kDense = 4096;
+  const uint64_t blocks = std::max<uint64_t>(1, std::min<uint64_t>(4 * NumThreads(), n >> 16));
+  std::vector<uint64_t> hist(blocks * kDense, 0);
+  std::vector<std::vector<uint64_t>> big(blocks);
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t* h = hist.data() + blk * kDense;
+      for (uint64_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) {
+        const uint32_t k = key[i];
+        if (k < kDense)
+          h[k]++;
+        else
+          big[blk].push_back(uint64_t(k) << 32 | i);
+      }
+    }
+  });
+  // Key-major, block-minor exclusive starts; key 0 is dropped.
   uint64_t run = 0;
-  for (uint64_t k = 1; k <= maxKey; k++) {
-    const uint64_t c = pos[k];
-    pos[k] = run;
-    run += c;
+  for (uint64_t k = 1; k < kDense; k++) {
+    for (uint64_t blk = 0; blk < blocks; blk++) {
+      const uint64_t c = hist[blk * kDense + k];
+      hist[blk * kDense + k] = run;
+      run += c;
+    }
   }
-  std::vector<uint32_t> order(run);
-  for (size_t i = 0; i < key.size(); i++)
-    if (key[i]) order[pos[key[i]]++] = uint32_t(i);
+  std::vector<uint64_t> large;
+  for (const auto& v : big) large.insert(large.end(), v.begin(), v.end());
+  std::sort(large.begin(), large.end());
+  UninitVector<uint32_t> order(run + large.size());
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t* at = hist.data() + blk * kDense;
+      for (uint64_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) {
+        const uint32_t k = key[i];
+        if (k != 0 && k < kDense) order[at[k]++] = uint32_t(i);
+      }
+    }
+  });
+  for (uint64_t j = 0; j < large.size(); j++) order[run + j] = uint32_t(large[j]);
   return order;
 }
+
+namespace {
 
 // Rank of each present column: ascending df, ties by column id. Returns the
 // ranks used.
 uint32_t Rank(const std::vector<uint32_t>& df, std::vector<uint32_t>* rankOf) {
-  const std::vector<uint32_t> order = OrderByKey(df);
+  const UninitVector<uint32_t> order = OrderByKey(df.data(), df.size());
   rankOf->resize(df.size());
-  for (size_t k = 0; k < order.size(); k++) (*rankOf)[order[k]] = uint32_t(k);
+  ParallelFor(order.size(), 1 << 16, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; k++) (*rankOf)[order[k]] = uint32_t(k);
+  });
   return uint32_t(order.size());
 }
 
