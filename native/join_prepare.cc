@@ -362,26 +362,68 @@ Collection Build(const Source& s, const UninitVector<uint32_t>& size, const std:
 class Vocabulary {
  public:
   Vocabulary(const Source* src, int k) {
+    // Both collections' tokens end to end, cut into fixed parts (so the
+    // bucket order below does not depend on the thread count): the largest
+    // id, then a stable counting scatter by top bits, parts counting and
+    // scattering in parallel, where serial passes over every token were.
     uint64_t nnz = 0;
-    uint32_t maxId = 0;
-    for (int i = 0; i < k; i++) {
-      nnz += src[i].nnz();
-      for (uint64_t j = 0; j < src[i].nnz(); j++) maxId = std::max(maxId, src[i].tok[j]);
-    }
+    for (int i = 0; i < k; i++) nnz += src[i].nnz();
+    auto token = [&](uint64_t g) { return g < src[0].nnz() ? src[0].tok[g] : src[1].tok[g - src[0].nnz()]; };
+    constexpr uint64_t kPart = 1 << 18;
+    const uint64_t parts = std::max<uint64_t>(1, (nnz + kPart - 1) / kPart);
+    std::vector<uint32_t> partMax(parts, 0);
+    ParallelFor(parts, 1, [&](size_t b, size_t e) {
+      for (size_t q = b; q < e; q++) {
+        uint32_t m = 0;
+        for (uint64_t g = q * kPart, end = std::min(nnz, g + kPart); g < end; g++) m = std::max(m, token(g));
+        partMax[q] = m;
+      }
+    });
+    const uint32_t maxId = *std::max_element(partMax.begin(), partMax.end());
     // About 16 tokens a bucket, at most 2^16 buckets.
     const uint64_t want = std::min<uint64_t>(uint64_t(1) << 16, std::max<uint64_t>(1, nnz / 16));
     while ((uint64_t(maxId) >> shift_) + 1 > want) shift_++;
     const uint64_t buckets = (uint64_t(maxId) >> shift_) + 1;
+    // Per-block histograms: blocks of parts, as many as keeps them within
+    // about the token count.
+    const uint64_t blocks = std::max<uint64_t>(1, std::min<uint64_t>({4 * NumThreads(), parts, nnz / buckets}));
+    std::vector<uint64_t> hist(blocks * buckets, 0);
+    auto blockRange = [&](uint64_t blk, uint64_t* lo, uint64_t* hi) {
+      *lo = std::min(nnz, parts * blk / blocks * kPart);
+      *hi = std::min(nnz, parts * (blk + 1) / blocks * kPart);
+    };
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint64_t lo, hi;
+        blockRange(blk, &lo, &hi);
+        uint64_t* h = hist.data() + blk * buckets;
+        for (uint64_t g = lo; g < hi; g++) h[Bucket(token(g))]++;
+      }
+    });
+    // Bucket-major, block-minor exclusive starts.
     std::vector<uint64_t> at(buckets + 1, 0);
-    for (int i = 0; i < k; i++)
-      for (uint64_t j = 0; j < src[i].nnz(); j++) at[(src[i].tok[j] >> shift_) + 1]++;
-    for (uint64_t b = 0; b < buckets; b++) at[b + 1] += at[b];
-    std::vector<uint32_t> all(nnz);
-    {
-      std::vector<uint64_t> fill(at.begin(), at.end() - 1);
-      for (int i = 0; i < k; i++)
-        for (uint64_t j = 0; j < src[i].nnz(); j++) all[fill[src[i].tok[j] >> shift_]++] = src[i].tok[j];
+    uint64_t run = 0;
+    for (uint64_t v = 0; v < buckets; v++) {
+      at[v] = run;
+      for (uint64_t blk = 0; blk < blocks; blk++) {
+        const uint64_t c = hist[blk * buckets + v];
+        hist[blk * buckets + v] = run;
+        run += c;
+      }
     }
+    at[buckets] = run;
+    UninitVector<uint32_t> all(nnz);
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint64_t lo, hi;
+        blockRange(blk, &lo, &hi);
+        uint64_t* fill = hist.data() + blk * buckets;
+        for (uint64_t g = lo; g < hi; g++) {
+          const uint32_t t = token(g);
+          all[fill[Bucket(t)]++] = t;
+        }
+      }
+    });
     std::vector<uint64_t> distinct(buckets + 1, 0);
     ParallelFor(buckets, 64, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; v++) {
@@ -390,7 +432,7 @@ class Vocabulary {
       }
     });
     for (uint64_t b = 0; b < buckets; b++) distinct[b + 1] += distinct[b];
-    ids_.resize(distinct[buckets]);
+    ids_.resize(distinct[buckets]);  // 2^16 buckets at most: a short serial scan
     ParallelFor(buckets, 64, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; v++)
         std::copy_n(all.begin() + at[v], distinct[v + 1] - distinct[v], ids_.begin() + distinct[v]);
@@ -398,15 +440,19 @@ class Vocabulary {
     start_ = std::move(distinct);
   }
   uint64_t size() const { return ids_.size(); }
+  // An id's bucket. In 64 bits: a few tokens with large ids make the shift 32,
+  // which on a 32-bit id is undefined (on x86 a shift by 0: a bucket far past
+  // the table, and a crash).
+  uint64_t Bucket(uint32_t id) const { return uint64_t(id) >> shift_; }
   // Index of an id that occurs.
   uint32_t Index(uint32_t id) const {
-    const uint64_t b = id >> shift_;
+    const uint64_t b = Bucket(id);
     return uint32_t(std::lower_bound(ids_.begin() + start_[b], ids_.begin() + start_[b + 1], id) - ids_.begin());
   }
 
  private:
   int shift_ = 0;
-  std::vector<uint32_t> ids_;
+  UninitVector<uint32_t> ids_;   // every entry copied in by the constructor
   std::vector<uint64_t> start_;  // per bucket, into ids_
 };
 
