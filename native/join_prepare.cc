@@ -120,13 +120,17 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector
   }
   const uint64_t blocks = std::max<uint64_t>(
       1, std::min<uint64_t>({uint64_t(NumThreads()), rows, 2 * nnz / std::max<uint64_t>(V, 1), nnz / 16384}));
-  std::vector<std::vector<uint32_t>> counts(blocks);
+  // A column's tag and count side by side: one cache line per token where
+  // two arrays took two misses (the columns are read at random).
+  struct TagCount {
+    uint32_t tag, count;
+  };
+  std::vector<std::vector<TagCount>> counts(blocks);
   ParallelFor(blocks, 1, [&](size_t b, size_t e) {
-    std::vector<uint32_t> tag(V, 0);
-    uint32_t now = 0;
     for (size_t blk = b; blk < e; blk++) {
-      std::vector<uint32_t>& cnt = blk == 0 ? df : counts[blk];
-      if (blk) cnt.assign(V, 0);
+      std::vector<TagCount>& tc = counts[blk];
+      tc.assign(V, TagCount{0, 0});
+      uint32_t now = 0;
       // Rows [lo, hi) of both collections laid end to end.
       const uint64_t lo = rows * blk / blocks, hi = rows * (blk + 1) / blocks;
       uint64_t first = 0;
@@ -134,17 +138,17 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector
         const uint64_t rb = std::max(lo, first), re = std::min(hi, first + src[i].rows);
         for (uint64_t g = rb; g < re; g++) {
           if (++now == 0) {  // tags wrapped: forget them all
-            std::fill(tag.begin(), tag.end(), 0);
+            for (TagCount& x : tc) x.tag = 0;
             now = 1;
           }
           const uint64_t r = g - first;
           const uint32_t* t = src[i].row(r);
           uint32_t distinct = 0;
           for (uint32_t j = 0, len = src[i].len(r); j < len; j++) {
-            const uint32_t c = t[j];
-            const bool fresh = tag[c] != now;
-            tag[c] = now;
-            cnt[c] += fresh;
+            TagCount& x = tc[t[j]];
+            const bool fresh = x.tag != now;
+            x.tag = now;
+            x.count += fresh;
             distinct += fresh;
           }
           sizes[i][r] = distinct;
@@ -152,12 +156,10 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector
       }
     }
   });
-  if (blocks > 1) {
-    ParallelFor(V, 8192, [&](size_t b, size_t e) {
-      for (uint64_t blk = 1; blk < blocks; blk++)
-        for (size_t v = b; v < e; v++) df[v] += counts[blk][v];
-    });
-  }
+  ParallelFor(V, 8192, [&](size_t b, size_t e) {
+    for (uint64_t blk = 0; blk < blocks; blk++)
+      for (size_t v = b; v < e; v++) df[v] += counts[blk][v].count;
+  });
   return df;
 }
 
