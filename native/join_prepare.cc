@@ -321,6 +321,14 @@ Collection Build(const Source& s, const UninitVector<uint32_t>& size, const std:
     std::unique_ptr<RowBitmap> bits;
     std::vector<uint32_t> tmp, tmp2;
     for (size_t r = b; r < e; r++) {
+      // The loads that miss: a later row's ranks (rankOf is read at random)
+      // and its sorted place (offsets at a scattered position), requested
+      // while this row is sorted.
+      if (r + 2 < e) {
+        const uint32_t* next = s.row(r + 2);
+        for (uint32_t j = 0, l = std::min<uint32_t>(s.len(r + 2), 64); j < l; j++) __builtin_prefetch(&rankOf[next[j]]);
+      }
+      if (r + 8 < e && size[r + 8] != 0) __builtin_prefetch(&c.offsets[pos[r + 8]]);
       const uint32_t n = size[r];
       if (n == 0) continue;
       const uint32_t* in = s.row(r);
