@@ -142,6 +142,11 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector
             now = 1;
           }
           const uint64_t r = g - first;
+          if (g + 2 < re) {  // a later row's columns, requested while this row counts
+            const uint32_t* next = src[i].row(r + 2);
+            for (uint32_t j = 0, l = std::min<uint32_t>(src[i].len(r + 2), 64); j < l; j++)
+              __builtin_prefetch(&tc[next[j]]);
+          }
           const uint32_t* t = src[i].row(r);
           uint32_t distinct = 0;
           for (uint32_t j = 0, len = src[i].len(r); j < len; j++) {
