@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../native/host_buffer.h"
 #include "../native/join.h"
 #include "../native/join_plan.h"
 #include "../native/parallel.h"
@@ -536,6 +537,13 @@ class CudaJoiner final : public Joiner {
 
   unsigned Grid(uint64_t work) const { return gpu::GridFor(work, kThreads, sms_ * 16); }
 
+  // Grows a page-locked staging buffer by half again at least, so blocks of
+  // slowly rising probe counts do not pin memory anew each time.
+  template <typename T>
+  static void Grow(gpu::PinnedBuffer<T>* b, uint64_t n, const char* what) {
+    if (n > b->size()) b->reserve(std::max<uint64_t>(n, b->size() + b->size() / 2), what);
+  }
+
   // First position in [lo, hi) of `c` whose size satisfies pred (pred monotone).
   template <typename Pred>
   static uint64_t FirstWhere(const Collection& c, uint64_t lo, uint64_t hi, Pred pred) {
@@ -603,7 +611,13 @@ class CudaJoiner final : public Joiner {
     // size order, so the window's ends are searched once per distinct size
     // (per slice of probes, on all cores).
     const uint64_t np = pHi - pLo;
-    UninitVector<uint32_t> lo(np), hi(np);
+    // Page-locked and kept across blocks: pageable copies are staged by the
+    // driver on one thread (with a sync), and fresh buffers per block fault
+    // their pages in again.
+    Grow(&hLo_, np, "join probe windows (host)");
+    Grow(&hHi_, np, "join probe windows (host)");
+    uint32_t* const lo = hLo_.data();
+    uint32_t* const hi = hHi_.data();
     ParallelFor(np, 8192, [&](size_t b, size_t e) {
       uint32_t lastA = 0;
       uint64_t wl = 0, wh = 0;
@@ -624,8 +638,8 @@ class CudaJoiner final : public Joiner {
     Mark("block windows", kPlan);
     winLo_.reserve(np, "join probe windows");
     winHi_.reserve(np, "join probe windows");
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo.data(), np * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winHi_.data(), hi.data(), np * 4, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winLo_.data(), lo, np * 4, cudaMemcpyHostToDevice, stream_));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(winHi_.data(), hi, np * 4, cudaMemcpyHostToDevice, stream_));
     hits_.reserve(np, "join postings per probe");
     // Kernel time excludes the gap where the GPU may wait for the windows.
     gpu::Event e2, e3;
@@ -634,8 +648,9 @@ class CudaJoiner final : public Joiner {
                                                                winLo_.data(), winHi_.data(), hits_.data());
     CUSIM_LAUNCH_CHECK();
     e3.record(stream_);
-    UninitVector<uint64_t> hits(np);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(hits.data(), hits_.data(), np * 8, cudaMemcpyDeviceToHost, stream_));
+    Grow(&hHits_, np, "join postings per probe (host)");
+    const uint64_t* const hits = hHits_.data();
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(hHits_.data(), hits_.data(), np * 8, cudaMemcpyDeviceToHost, stream_));
     stream_.sync();
     out->kernelMs += gpu::ElapsedMs(e0, e1) + gpu::ElapsedMs(e2, e3);
     blockP0_ = pLo;
@@ -644,8 +659,10 @@ class CudaJoiner final : public Joiner {
     // Plan batches: per probe a power-of-two table at least 1.5x its distinct
     // candidates, bounded by its in-window postings (which count a candidate
     // once per shared prefix token) and the window's width: loaded at most 2/3.
-    UninitVector<uint8_t> lg(np);  // log2 of the capacity; 0: no candidates
-    UninitVector<uint64_t> most(np);
+    lg_.resize(np);  // log2 of the capacity; 0: no candidates
+    most_.resize(np);
+    uint8_t* const lg = lg_.data();
+    uint64_t* const most = most_.data();
     ParallelFor(np, 8192, [&](size_t b, size_t e) {
       for (size_t j = b; j < e; j++) {
         const uint64_t distinct = std::min<uint64_t>(hits[j], hi[j] - lo[j]);
@@ -654,16 +671,32 @@ class CudaJoiner final : public Joiner {
       }
     });
     // The cut on all cores (join_plan.h), the same as a serial greedy scan.
-    PlanBatches(lg.data(), most.data(), np, pLo, tableBudget_, kMaxBatchProbes, &plan_);
+    PlanBatches(lg, most, np, pLo, tableBudget_, kMaxBatchProbes, &plan_);
     batches_.resize(plan_.batches());
     for (uint64_t b = 0; b < batches_.size(); b++) {
       Batch& cur = batches_[b];
       cur.n = plan_.start[b + 1] - plan_.start[b];
-      cur.probes = plan_.probes.data() + plan_.start[b];
+      cur.at = plan_.start[b];
       cur.tableOff = plan_.tableOff.data() + plan_.start[b] + b;
       cur.maxCands = plan_.maxCands[b];
     }
     Mark("block plan", kPlan);
+    // The whole block's probes and table offsets go up in one copy from
+    // page-locked memory (the batches' filters are ordered after it on the
+    // stream), not in two pageable copies per batch. The staging is rewritten
+    // only by the next block, after every batch's sync.
+    const uint64_t K = plan_.probes.size(), nt = plan_.tableOff.size();
+    if (K > 0) {
+      Grow(&hProbes_, K, "join batch probes (host)");
+      Grow(&hTableOff_, nt, "join batch table offsets (host)");
+      ParallelCopy(hProbes_.data(), plan_.probes.data(), K * 4);
+      ParallelCopy(hTableOff_.data(), plan_.tableOff.data(), nt * 8);
+      probes_.reserve(K, "join batch probes");
+      tableOff_.reserve(nt, "join batch table offsets");
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), hProbes_.data(), K * 4, cudaMemcpyHostToDevice, stream_));
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), hTableOff_.data(), nt * 8, cudaMemcpyHostToDevice, stream_));
+    }
+    Mark("block plan upload", kTransfer);
   }
 
   // Filters one batch into cands_; reads back its candidate count.
@@ -671,20 +704,16 @@ class CudaJoiner final : public Joiner {
     const Prepared& p = *p_;
     const Batch& b = batches_[bi];
     const uint64_t n = b.n, slots = b.tableOff[n];
-    probes_.reserve(n, "join batch probes");
-    tableOff_.reserve(n + 1, "join batch table offsets");
     const uint64_t slotBytes = compact_ ? 8 : sizeof(Slot);
     table_.reserve((slots * slotBytes + sizeof(Slot) - 1) / sizeof(Slot), "join candidate tables");
     cands_.reserve(b.maxCands, "join candidates");
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(probes_.data(), b.probes, n * 4, cudaMemcpyHostToDevice, stream_));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(tableOff_.data(), b.tableOff, (n + 1) * 8, cudaMemcpyHostToDevice, stream_));
     gpu::Event e0, e1;
     e0.record(stream_);
     CUSIM_CUDA_CHECK(cudaMemsetAsync(table_.data(), 0, slots * slotBytes, stream_));
     auto filter = compact_ ? FilterKernel<true> : FilterKernel<false>;
-    filter<<<Grid(n * 32), kThreads, 0, stream_>>>(Ptok(), Poff(), Ioff(), start_.data(), lists_, probes_.data(),
-                                                   tableOff_.data(), n, blockP0_, winLo_.data(), winHi_.data(),
-                                                   p.bounds, packed_, table_.data(), cands_.data(), counters_.data());
+    filter<<<Grid(n * 32), kThreads, 0, stream_>>>(
+        Ptok(), Poff(), Ioff(), start_.data(), lists_, probes_.data() + b.at, tableOff_.data() + b.at + bi, n, blockP0_,
+        winLo_.data(), winHi_.data(), p.bounds, packed_, table_.data(), cands_.data(), counters_.data());
     CUSIM_LAUNCH_CHECK();
     e1.record(stream_);
     unsigned long long nc = 0;
@@ -782,8 +811,8 @@ class CudaJoiner final : public Joiner {
   // A batch's slices of plan_.
   struct Batch {
     uint64_t n = 0;
-    const uint32_t* probes = nullptr;
-    const uint64_t* tableOff = nullptr;  // n + 1
+    uint64_t at = 0;                     // its first probe in plan_.probes (and in probes_ on the device)
+    const uint64_t* tableOff = nullptr;  // n + 1 (host)
     uint64_t maxCands = 0;
   };
 
@@ -806,6 +835,11 @@ class CudaJoiner final : public Joiner {
   gpu::DeviceBuffer<uint64_t> hits_;
   gpu::DeviceBuffer<uint32_t> probes_;
   gpu::DeviceBuffer<uint64_t> tableOff_;
+  // Host staging kept across blocks (page-locked) and the plan's inputs.
+  gpu::PinnedBuffer<uint32_t> hLo_, hHi_, hProbes_;
+  gpu::PinnedBuffer<uint64_t> hHits_, hTableOff_;
+  UninitVector<uint8_t> lg_;
+  UninitVector<uint64_t> most_;
   gpu::DeviceBuffer<Slot> table_;
   gpu::DeviceBuffer<Cand> cands_;
   gpu::DeviceBuffer<unsigned long long> keys_, vals_, keysAlt_, valsAlt_;

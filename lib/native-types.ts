@@ -489,6 +489,7 @@ export interface Addon extends LshFunctions {
   /** Sorts the four parallel arrays by (left, right), in place. */
   joinSortPairs(left: Uint32Array, right: Uint32Array, overlap: Uint32Array, similarity: Float32Array): Promise<void>;
   joinPlanBatches(lg: Uint8Array, cands: Float64Array, p0: number, budget: number, maxProbes: number): JoinBatchPlan;
+  joinOrderByKey(keys: Uint32Array): Uint32Array;
 
   // text_napi.cc: TextTokenizer is absent from builds older than the native tokenizer.
   TextTokenizer?: NativeClass<TextTokenizerOptions, TextTokenizerNative>;

@@ -119,9 +119,10 @@ class StageClock {
 // their global rank (ascending document frequency, ties by token id), each row
 // sorted by rank, rows sorted by (size, input id), empty rows dropped.
 struct Collection {
-  std::vector<uint64_t> offsets;  // n + 1
-  UninitVector<uint32_t> tokens;  // filled in parallel by Prepare
-  std::vector<uint32_t> ids;      // input row id of each sorted position
+  // All three filled in parallel by Prepare: no serial zero fill first.
+  UninitVector<uint64_t> offsets;  // n + 1
+  UninitVector<uint32_t> tokens;
+  UninitVector<uint32_t> ids;  // input row id of each sorted position
   uint64_t n() const { return ids.size(); }
   uint32_t size(uint64_t i) const { return uint32_t(offsets[i + 1] - offsets[i]); }
   const uint32_t* row(uint64_t i) const { return tokens.data() + offsets[i]; }
@@ -139,6 +140,10 @@ struct Prepared {
     return self ? bounds.IndexPrefix(a) : bounds.ProbePrefix(a);
   }
 };
+
+// Indices i of the nonzero key[i], by ascending key and then i (the token
+// order's sort; exported for its test against a plain stable sort).
+UninitVector<uint32_t> OrderByKey(const uint32_t* key, uint64_t n);
 
 // Charges its time to clock's prepare and build stages (clock may be null).
 std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, Measure m, double t,

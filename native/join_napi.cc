@@ -266,7 +266,21 @@ Napi::Value PlanBatches(const Napi::CallbackInfo& info) {
   });
 }
 
+// orderByKey(keys: Uint32Array) -> Uint32Array: the indices of the nonzero
+// keys by (key, index), the join's token order (join.h), for its test against
+// a plain stable sort. Small inputs only (tests): synchronous.
+Napi::Value OrderByKey(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array)
+      ThrowInvalid("orderByKey: keys must be a Uint32Array");
+    auto keys = info[0].As<Napi::Uint32Array>();
+    const UninitVector<uint32_t> order = join::OrderByKey(keys.Data(), keys.ElementLength());
+    return ToTyped(info.Env(), std::vector<uint32_t>(order.begin(), order.end()));
+  });
+}
+
 void Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("joinOrderByKey", Napi::Function::New(env, OrderByKey, "joinOrderByKey"));
   exports.Set("joinPlanBatches", Napi::Function::New(env, PlanBatches, "joinPlanBatches"));
   exports.Set("JoinHandle", JoinHandle::Define(env));
   exports.Set("joinSortPairs", Napi::Function::New(env, SortPairs, "joinSortPairs"));

@@ -42,7 +42,10 @@ void PlanBatches(const uint8_t* lg, const uint64_t* cands, uint64_t np, uint64_t
   const uint64_t K = kept[slices];
   out->probes.resize(K);
   // Inclusive sums over the kept probes: C[k] = capacity of kept probes [0, k).
-  UninitVector<uint64_t> C(K + 1), M(K + 1);
+  UninitVector<uint64_t>& C = out->capSum;
+  UninitVector<uint64_t>& M = out->candSum;
+  C.resize(K + 1);
+  M.resize(K + 1);
   C[0] = 0, M[0] = 0;
   ParallelFor(slices, 1, [&](size_t b, size_t e) {
     for (size_t s = b; s < e; s++) {

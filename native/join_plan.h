@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "uninit_vector.h"
+
 namespace cusim {
 namespace join {
 
@@ -17,6 +19,10 @@ struct BatchPlan {
   std::vector<uint64_t> start;     // batch b holds probes[start[b], start[b + 1])
   std::vector<uint64_t> tableOff;  // batch b: its n + 1 table offsets (from 0) at tableOff[start[b] + b]
   std::vector<uint64_t> maxCands;  // per batch: the most candidates its probes may yield
+  // Scratch kept across calls (the GPU joiner plans one block after another):
+  // the kept probes' capacity and candidate sums, not allocated and faulted
+  // in again per block.
+  UninitVector<uint64_t> capSum, candSum;
   uint64_t batches() const { return start.empty() ? 0 : start.size() - 1; }
 };
 

@@ -105,23 +105,32 @@ class RowBitmap {
 // row seen" tag per column. Blocks of rows count in parallel into private
 // arrays, as many blocks as keeps those arrays within a few times the token
 // count.
-std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, std::vector<uint32_t>* sizes) {
+std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, UninitVector<uint32_t>* sizes) {
   uint64_t rows = 0, nnz = 0;
   for (int i = 0; i < k; i++) {
     rows += src[i].rows, nnz += src[i].nnz();
-    sizes[i].assign(src[i].rows, 0);
+    // Unset: the blocks below write every row's size (a serial zero fill of
+    // 4 bytes a row would come first otherwise).
+    sizes[i].resize(src[i].rows);
   }
   std::vector<uint32_t> df(V, 0);
-  if (nnz == 0) return df;
+  if (nnz == 0) {
+    for (int i = 0; i < k; i++) std::fill(sizes[i].begin(), sizes[i].end(), 0u);
+    return df;
+  }
   const uint64_t blocks = std::max<uint64_t>(
       1, std::min<uint64_t>({uint64_t(NumThreads()), rows, 2 * nnz / std::max<uint64_t>(V, 1), nnz / 16384}));
-  std::vector<std::vector<uint32_t>> counts(blocks);
+  // A column's tag and count side by side: one cache line per token where
+  // two arrays took two misses (the columns are read at random).
+  struct TagCount {
+    uint32_t tag, count;
+  };
+  std::vector<std::vector<TagCount>> counts(blocks);
   ParallelFor(blocks, 1, [&](size_t b, size_t e) {
-    std::vector<uint32_t> tag(V, 0);
-    uint32_t now = 0;
     for (size_t blk = b; blk < e; blk++) {
-      std::vector<uint32_t>& cnt = blk == 0 ? df : counts[blk];
-      if (blk) cnt.assign(V, 0);
+      std::vector<TagCount>& tc = counts[blk];
+      tc.assign(V, TagCount{0, 0});
+      uint32_t now = 0;
       // Rows [lo, hi) of both collections laid end to end.
       const uint64_t lo = rows * blk / blocks, hi = rows * (blk + 1) / blocks;
       uint64_t first = 0;
@@ -129,17 +138,22 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, std::vector<
         const uint64_t rb = std::max(lo, first), re = std::min(hi, first + src[i].rows);
         for (uint64_t g = rb; g < re; g++) {
           if (++now == 0) {  // tags wrapped: forget them all
-            std::fill(tag.begin(), tag.end(), 0);
+            for (TagCount& x : tc) x.tag = 0;
             now = 1;
           }
           const uint64_t r = g - first;
+          if (g + 2 < re) {  // a later row's columns, requested while this row counts
+            const uint32_t* next = src[i].row(r + 2);
+            for (uint32_t j = 0, l = std::min<uint32_t>(src[i].len(r + 2), 64); j < l; j++)
+              __builtin_prefetch(&tc[next[j]]);
+          }
           const uint32_t* t = src[i].row(r);
           uint32_t distinct = 0;
           for (uint32_t j = 0, len = src[i].len(r); j < len; j++) {
-            const uint32_t c = t[j];
-            const bool fresh = tag[c] != now;
-            tag[c] = now;
-            cnt[c] += fresh;
+            TagCount& x = tc[t[j]];
+            const bool fresh = x.tag != now;
+            x.tag = now;
+            x.count += fresh;
             distinct += fresh;
           }
           sizes[i][r] = distinct;
@@ -147,40 +161,74 @@ std::vector<uint32_t> DocFreq(const Source* src, int k, uint64_t V, std::vector<
       }
     }
   });
-  if (blocks > 1) {
-    ParallelFor(V, 8192, [&](size_t b, size_t e) {
-      for (uint64_t blk = 1; blk < blocks; blk++)
-        for (size_t v = b; v < e; v++) df[v] += counts[blk][v];
-    });
-  }
+  ParallelFor(V, 8192, [&](size_t b, size_t e) {
+    for (uint64_t blk = 0; blk < blocks; blk++)
+      for (size_t v = b; v < e; v++) df[v] += counts[blk][v].count;
+  });
   return df;
 }
 
-// Indices of the nonzero keys, by ascending key and then index: a stable
-// counting sort, since keys (document frequencies, row sizes) are small.
-std::vector<uint32_t> OrderByKey(const std::vector<uint32_t>& key) {
-  uint32_t maxKey = 0;
-  for (uint32_t k : key) maxKey = std::max(maxKey, k);
-  std::vector<uint64_t> pos(uint64_t(maxKey) + 1, 0);
-  for (uint32_t k : key) pos[k]++;
+}  // namespace
+
+// Indices of the nonzero keys, by ascending key and then index. Keys below
+// kDense (nearly all: keys sum to at most the token count) take a stable
+// counting sort, blocks of keys counting and scattering in parallel; the few
+// larger ones are sorted as (key, index) pairs and go last. A counting array
+// as long as the largest key (a Zipf corpus's commonest token is in most
+// rows) would be a serial zero fill and prefix scan of that length.
+UninitVector<uint32_t> OrderByKey(const uint32_t* key, uint64_t n) {
+  constexpr uint64_t kDense = 4096;
+  const uint64_t blocks = std::max<uint64_t>(1, std::min<uint64_t>(4 * NumThreads(), n >> 16));
+  std::vector<uint64_t> hist(blocks * kDense, 0);
+  std::vector<std::vector<uint64_t>> big(blocks);
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t* h = hist.data() + blk * kDense;
+      for (uint64_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) {
+        const uint32_t k = key[i];
+        if (k < kDense)
+          h[k]++;
+        else
+          big[blk].push_back(uint64_t(k) << 32 | i);
+      }
+    }
+  });
+  // Key-major, block-minor exclusive starts; key 0 is dropped.
   uint64_t run = 0;
-  for (uint64_t k = 1; k <= maxKey; k++) {
-    const uint64_t c = pos[k];
-    pos[k] = run;
-    run += c;
+  for (uint64_t k = 1; k < kDense; k++) {
+    for (uint64_t blk = 0; blk < blocks; blk++) {
+      const uint64_t c = hist[blk * kDense + k];
+      hist[blk * kDense + k] = run;
+      run += c;
+    }
   }
-  std::vector<uint32_t> order(run);
-  for (size_t i = 0; i < key.size(); i++)
-    if (key[i]) order[pos[key[i]]++] = uint32_t(i);
+  std::vector<uint64_t> large;
+  for (const auto& v : big) large.insert(large.end(), v.begin(), v.end());
+  std::sort(large.begin(), large.end());
+  UninitVector<uint32_t> order(run + large.size());
+  ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+    for (size_t blk = b; blk < e; blk++) {
+      uint64_t* at = hist.data() + blk * kDense;
+      for (uint64_t i = n * blk / blocks, end = n * (blk + 1) / blocks; i < end; i++) {
+        const uint32_t k = key[i];
+        if (k != 0 && k < kDense) order[at[k]++] = uint32_t(i);
+      }
+    }
+  });
+  for (uint64_t j = 0; j < large.size(); j++) order[run + j] = uint32_t(large[j]);
   return order;
 }
+
+namespace {
 
 // Rank of each present column: ascending df, ties by column id. Returns the
 // ranks used.
 uint32_t Rank(const std::vector<uint32_t>& df, std::vector<uint32_t>* rankOf) {
-  const std::vector<uint32_t> order = OrderByKey(df);
+  const UninitVector<uint32_t> order = OrderByKey(df.data(), df.size());
   rankOf->resize(df.size());
-  for (size_t k = 0; k < order.size(); k++) (*rankOf)[order[k]] = uint32_t(k);
+  ParallelFor(order.size(), 1 << 16, [&](size_t b, size_t e) {
+    for (size_t k = b; k < e; k++) (*rankOf)[order[k]] = uint32_t(k);
+  });
   return uint32_t(order.size());
 }
 
@@ -203,7 +251,7 @@ void SortShort(const uint32_t* in, uint32_t n, uint32_t* out) {
 // rows). A stable counting sort by size, blocks of rows counting and
 // scattering in parallel; a size's rows are contiguous and all that long, so
 // each offset follows from its size's first position with no serial scan.
-void OrderRows(const std::vector<uint32_t>& size, Collection* c, UninitVector<uint32_t>* pos) {
+void OrderRows(const UninitVector<uint32_t>& size, Collection* c, UninitVector<uint32_t>* pos) {
   const uint64_t R = size.size();
   const size_t threads = NumThreads();
   const size_t grain = 1 << 16;
@@ -265,7 +313,7 @@ void OrderRows(const std::vector<uint32_t>& size, Collection* c, UninitVector<ui
 }
 
 // Rows in (size, input id) order, empty rows dropped.
-Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::vector<uint32_t>& rankOf,
+Collection Build(const Source& s, const UninitVector<uint32_t>& size, const std::vector<uint32_t>& rankOf,
                  uint32_t ranks) {
   Collection c;
   UninitVector<uint32_t> pos;
@@ -278,6 +326,14 @@ Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::
     std::unique_ptr<RowBitmap> bits;
     std::vector<uint32_t> tmp, tmp2;
     for (size_t r = b; r < e; r++) {
+      // The loads that miss: a later row's ranks (rankOf is read at random)
+      // and its sorted place (offsets at a scattered position), requested
+      // while this row is sorted.
+      if (r + 2 < e) {
+        const uint32_t* next = s.row(r + 2);
+        for (uint32_t j = 0, l = std::min<uint32_t>(s.len(r + 2), 64); j < l; j++) __builtin_prefetch(&rankOf[next[j]]);
+      }
+      if (r + 8 < e && size[r + 8] != 0) __builtin_prefetch(&c.offsets[pos[r + 8]]);
       const uint32_t n = size[r];
       if (n == 0) continue;
       const uint32_t* in = s.row(r);
@@ -321,26 +377,68 @@ Collection Build(const Source& s, const std::vector<uint32_t>& size, const std::
 class Vocabulary {
  public:
   Vocabulary(const Source* src, int k) {
+    // Both collections' tokens end to end, cut into fixed parts (so the
+    // bucket order below does not depend on the thread count): the largest
+    // id, then a stable counting scatter by top bits, parts counting and
+    // scattering in parallel, where serial passes over every token were.
     uint64_t nnz = 0;
-    uint32_t maxId = 0;
-    for (int i = 0; i < k; i++) {
-      nnz += src[i].nnz();
-      for (uint64_t j = 0; j < src[i].nnz(); j++) maxId = std::max(maxId, src[i].tok[j]);
-    }
+    for (int i = 0; i < k; i++) nnz += src[i].nnz();
+    auto token = [&](uint64_t g) { return g < src[0].nnz() ? src[0].tok[g] : src[1].tok[g - src[0].nnz()]; };
+    constexpr uint64_t kPart = 1 << 18;
+    const uint64_t parts = std::max<uint64_t>(1, (nnz + kPart - 1) / kPart);
+    std::vector<uint32_t> partMax(parts, 0);
+    ParallelFor(parts, 1, [&](size_t b, size_t e) {
+      for (size_t q = b; q < e; q++) {
+        uint32_t m = 0;
+        for (uint64_t g = q * kPart, end = std::min(nnz, g + kPart); g < end; g++) m = std::max(m, token(g));
+        partMax[q] = m;
+      }
+    });
+    const uint32_t maxId = *std::max_element(partMax.begin(), partMax.end());
     // About 16 tokens a bucket, at most 2^16 buckets.
     const uint64_t want = std::min<uint64_t>(uint64_t(1) << 16, std::max<uint64_t>(1, nnz / 16));
     while ((uint64_t(maxId) >> shift_) + 1 > want) shift_++;
     const uint64_t buckets = (uint64_t(maxId) >> shift_) + 1;
+    // Per-block histograms: blocks of parts, as many as keeps them within
+    // about the token count.
+    const uint64_t blocks = std::max<uint64_t>(1, std::min<uint64_t>({4 * NumThreads(), parts, nnz / buckets}));
+    std::vector<uint64_t> hist(blocks * buckets, 0);
+    auto blockRange = [&](uint64_t blk, uint64_t* lo, uint64_t* hi) {
+      *lo = std::min(nnz, parts * blk / blocks * kPart);
+      *hi = std::min(nnz, parts * (blk + 1) / blocks * kPart);
+    };
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint64_t lo, hi;
+        blockRange(blk, &lo, &hi);
+        uint64_t* h = hist.data() + blk * buckets;
+        for (uint64_t g = lo; g < hi; g++) h[Bucket(token(g))]++;
+      }
+    });
+    // Bucket-major, block-minor exclusive starts.
     std::vector<uint64_t> at(buckets + 1, 0);
-    for (int i = 0; i < k; i++)
-      for (uint64_t j = 0; j < src[i].nnz(); j++) at[(src[i].tok[j] >> shift_) + 1]++;
-    for (uint64_t b = 0; b < buckets; b++) at[b + 1] += at[b];
-    std::vector<uint32_t> all(nnz);
-    {
-      std::vector<uint64_t> fill(at.begin(), at.end() - 1);
-      for (int i = 0; i < k; i++)
-        for (uint64_t j = 0; j < src[i].nnz(); j++) all[fill[src[i].tok[j] >> shift_]++] = src[i].tok[j];
+    uint64_t run = 0;
+    for (uint64_t v = 0; v < buckets; v++) {
+      at[v] = run;
+      for (uint64_t blk = 0; blk < blocks; blk++) {
+        const uint64_t c = hist[blk * buckets + v];
+        hist[blk * buckets + v] = run;
+        run += c;
+      }
     }
+    at[buckets] = run;
+    UninitVector<uint32_t> all(nnz);
+    ParallelFor(blocks, 1, [&](size_t b, size_t e) {
+      for (size_t blk = b; blk < e; blk++) {
+        uint64_t lo, hi;
+        blockRange(blk, &lo, &hi);
+        uint64_t* fill = hist.data() + blk * buckets;
+        for (uint64_t g = lo; g < hi; g++) {
+          const uint32_t t = token(g);
+          all[fill[Bucket(t)]++] = t;
+        }
+      }
+    });
     std::vector<uint64_t> distinct(buckets + 1, 0);
     ParallelFor(buckets, 64, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; v++) {
@@ -349,7 +447,7 @@ class Vocabulary {
       }
     });
     for (uint64_t b = 0; b < buckets; b++) distinct[b + 1] += distinct[b];
-    ids_.resize(distinct[buckets]);
+    ids_.resize(distinct[buckets]);  // 2^16 buckets at most: a short serial scan
     ParallelFor(buckets, 64, [&](size_t b, size_t e) {
       for (size_t v = b; v < e; v++)
         std::copy_n(all.begin() + at[v], distinct[v + 1] - distinct[v], ids_.begin() + distinct[v]);
@@ -357,15 +455,19 @@ class Vocabulary {
     start_ = std::move(distinct);
   }
   uint64_t size() const { return ids_.size(); }
+  // An id's bucket. In 64 bits: a few tokens with large ids make the shift 32,
+  // which on a 32-bit id is undefined (on x86 a shift by 0: a bucket far past
+  // the table, and a crash).
+  uint64_t Bucket(uint32_t id) const { return uint64_t(id) >> shift_; }
   // Index of an id that occurs.
   uint32_t Index(uint32_t id) const {
-    const uint64_t b = id >> shift_;
+    const uint64_t b = Bucket(id);
     return uint32_t(std::lower_bound(ids_.begin() + start_[b], ids_.begin() + start_[b + 1], id) - ids_.begin());
   }
 
  private:
   int shift_ = 0;
-  std::vector<uint32_t> ids_;
+  UninitVector<uint32_t> ids_;   // every entry copied in by the constructor
   std::vector<uint64_t> start_;  // per bucket, into ids_
 };
 
@@ -409,7 +511,7 @@ std::shared_ptr<Prepared> Prepare(const CsrView& sets, const CsrView* against, M
     log.Mark("vocabulary");
   }
   // Rare tokens first, so prefixes hold the most selective tokens.
-  std::vector<uint32_t> sizes[2];  // distinct tokens per row
+  UninitVector<uint32_t> sizes[2];  // distinct tokens per row
   std::vector<uint32_t> rankOf;
   const std::vector<uint32_t> df = DocFreq(src, k, V, sizes);
   log.Mark("docfreq");
