@@ -15,6 +15,7 @@ import { rangeError, typeError } from './errors.js';
 import { CONNECT_DEFAULTS, checkTls, RedisSession, storageError, type RedisTlsOptions } from './redis-connect.js';
 import { describe, isObject, toCsr, type CsrMatrix } from './validate.js';
 import { checkInt } from './validate.js';
+import { sortedHas } from './sorted.js';
 
 export { connectRedis, storageError } from './redis-connect.js';
 
@@ -482,14 +483,7 @@ export class RedisLsh {
       const removed = await this.#removed(c);
       if (removed.length) {
         for (const id of ids) {
-          let lo = 0;
-          let hi = removed.length;
-          while (lo < hi) {
-            const mid = (lo + hi) >>> 1;
-            if (removed[mid] < id) lo = mid + 1;
-            else hi = mid;
-          }
-          if (removed[lo] === id) throw rangeError(`id ${id} was removed from this Redis index; removed ids are not reused`);
+          if (sortedHas(removed, id)) throw rangeError(`id ${id} was removed from this Redis index; removed ids are not reused`);
         }
       }
       let pending: Promise<void> | undefined;

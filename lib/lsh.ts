@@ -25,6 +25,7 @@ import {
   asTyped,
 } from './validate.js';
 import type { CallControl, LshCallOptions, Staged } from './native-types.js';
+import { sortedHas } from './sorted.js';
 
 export interface LshParams {
   bands: number;
@@ -622,15 +623,7 @@ export class MinHashLSH implements Disposable {
     const keep = new Uint8Array(have.length);
     let kept = 0;
     for (let i = 0; i < have.length; i++) {
-      // binary search in the sorted removal list
-      let lo = 0;
-      let hi = drop.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (drop[mid] < have[i]) lo = mid + 1;
-        else hi = mid;
-      }
-      keep[i] = lo < drop.length && drop[lo] === have[i] ? 0 : 1;
+      keep[i] = sortedHas(drop, have[i]) ? 0 : 1;
       kept += keep[i];
     }
     const removed = have.length - kept;

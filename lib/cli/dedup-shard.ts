@@ -38,6 +38,7 @@ import type { Job } from '../queue/job.js';
 import type { DedupReport } from './report.js';
 import { MAX_DOC_BYTES, displayPath, expandPaths, readDoc } from './sources.js';
 import type { Doc, Skip } from './sources.js';
+import { lowerBound } from '../sorted.js';
 
 export type ShardOptions = Omit<DedupCommandOptions, 'redis' | 'backend'> & {
   redis: string;
@@ -387,16 +388,7 @@ export async function reportCommand(o: ShardOptions, io: Io): Promise<number> {
         });
       }
     }
-    const rowOf = (id: number): number => {
-      let lo = 0;
-      let hi = g.ids.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (g.ids[mid] < id) lo = mid + 1;
-        else hi = mid;
-      }
-      return lo;
-    };
+    const rowOf = (id: number): number => lowerBound(g.ids, id);
     const result = {
       group: g.group,
       count: g.count,

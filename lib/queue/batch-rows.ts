@@ -19,6 +19,7 @@ import { storageError } from '../lsh-redis.js';
 import type { CsrMatrix } from '../validate.js';
 import type { IdList } from '../dedup/ids.js';
 import type { RangeStats } from './job.js';
+import { lowerBound, sortedHas } from '../sorted.js';
 
 const MAGIC = 0x31776f72; // 'row1'
 const HEAD = 5;
@@ -85,14 +86,7 @@ function parseRows(blob: Buffer, key: string): Parsed {
 
 /** Index of `id` in ascending `ids`, or -1. */
 function find(ids: Uint32Array, id: number): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (ids[mid] < id) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < ids.length && ids[lo] === id ? lo : -1;
+  return sortedHas(ids, id) ? lowerBound(ids, id) : -1;
 }
 
 // Blobs read at once: each is a batch (~16K documents, a few MB).

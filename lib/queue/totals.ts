@@ -7,6 +7,7 @@ import { CliError } from '../cli/errors.js';
 import { storageError } from '../lsh-redis.js';
 import { finishedRanges, readRange, readSettings } from './job.js';
 import type { RangeSettings, RangeStats } from './job.js';
+import { lowerBound } from '../sorted.js';
 
 export interface RangeJob {
   settings: RangeSettings;
@@ -41,16 +42,7 @@ export async function finishedJob(c: Redis | Cluster, prefix: string): Promise<R
 
 /** Throws CUSIM_STORAGE_ERROR naming each range whose records the index no longer holds in full. `ids`: the live ids, ascending. */
 export function checkRangeTotals(job: RangeJob, ids: Uint32Array): void {
-  const lower = (x: number): number => {
-    let lo = 0;
-    let hi = ids.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (ids[mid] < x) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
+  const lower = (x: number): number => lowerBound(ids, x);
   const short: string[] = [];
   let missing = 0;
   job.done.forEach((s, r) => {
