@@ -446,7 +446,7 @@ class CudaTokenHasher : public TokenHasher {
     stop_ = HostList<uint16_t>();
     keywords_ = HostList<uint8_t>();
     stage1_.release();
-    for (auto* b : {&blocks_, &extra_, &dHashes_}) b->release();
+    for (auto* b : {&blocks_, &extra_, &dHashes_, &dSorted_}) b->release();
     for (auto* b : {&dOff_, &dCounts_, &dAt_, &dUlen_}) b->release();
     dBytes_.release();
     dTemp_.release();
@@ -455,7 +455,8 @@ class CudaTokenHasher : public TokenHasher {
     pinnedOff_.release();
   }
 
-  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, TokenHashes* out) override {
+  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted,
+            TokenHashes* out) override {
     std::lock_guard<std::mutex> lock(mu_);  // one call at a time owns the buffers
     gpu::DeviceGuard g(device_);
     out->indptr.assign(1, 0);
@@ -468,14 +469,14 @@ class CudaTokenHasher : public TokenHasher {
       // Documents [d0, d1): about chunk_ bytes, at least one document.
       size_t d1 = d0 + 1;
       while (d1 < docs && offsets[d1 + 1] - offsets[d0] <= chunk_) ++d1;
-      RunChunk(bytes, offsets, d0, d1, pr, t, out);
+      RunChunk(bytes, offsets, d0, d1, pr, t, sorted, out);
       d0 = d1;
     }
   }
 
  private:
   void RunChunk(const uint8_t* bytes, const uint64_t* offsets, size_t d0, size_t d1, const Params& pr,
-                const dev::Tables& t, TokenHashes* out) {
+                const dev::Tables& t, bool sorted, TokenHashes* out) {
     const uint64_t n = d1 - d0, base = offsets[d0], len = offsets[d1] - base;
     const uint64_t cap = std::max<uint64_t>(len, 1);
     pinned_.reserve(cap, "text chunk staging");
@@ -522,8 +523,21 @@ class CudaTokenHasher : public TokenHasher {
       TokenKernel<<<grid, kThreads, 0, st>>>(dBytes_.data(), dOff_.data(), n, dUnits_.data(), dUlen_.data(), t,
                                              stop_.View(), keywords_.View(), pr, nullptr, dAt_.data(), dHashes_.data());
       CUSIM_LAUNCH_CHECK();
-      CUSIM_CUDA_CHECK(
-          cudaMemcpyAsync(out->hashes.data() + at0, dHashes_.data(), total * 4, cudaMemcpyDeviceToHost, st));
+      const uint32_t* back = dHashes_.data();
+      if (sorted) {
+        // Each document's hashes ascending, segment by segment, before they come back.
+        dSorted_.reserve(total, "text token hashes, sorted");
+        size_t sortBytes = 0;
+        CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, sortBytes, dHashes_.data(), dSorted_.data(),
+                                                            int64_t(total), int64_t(n), dAt_.data(), dAt_.data() + 1,
+                                                            st));
+        dTemp_.reserve(std::max<size_t>(sortBytes, 1), "text sort");
+        CUSIM_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(dTemp_.data(), sortBytes, dHashes_.data(), dSorted_.data(),
+                                                            int64_t(total), int64_t(n), dAt_.data(), dAt_.data() + 1,
+                                                            st));
+        back = dSorted_.data();
+      }
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->hashes.data() + at0, back, total * 4, cudaMemcpyDeviceToHost, st));
     }
     std::vector<uint64_t> at(n + 1);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(at.data(), dAt_.data(), (n + 1) * 8, cudaMemcpyDeviceToHost, st));
@@ -547,7 +561,7 @@ class CudaTokenHasher : public TokenHasher {
   gpu::DeviceBuffer<uint64_t> dOff_, dCounts_, dAt_, dUlen_;
   gpu::DeviceBuffer<uint16_t> dUnits_;
   gpu::DeviceBuffer<uint8_t> dTemp_;
-  gpu::DeviceBuffer<uint32_t> dHashes_;
+  gpu::DeviceBuffer<uint32_t> dHashes_, dSorted_;
 };
 
 }  // namespace

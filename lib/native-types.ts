@@ -384,6 +384,23 @@ export interface NativeRecordOptions {
   handed?: boolean;
   /** Return the rows' values (token counts; default true): classic MinHash reads column ids only. */
   values?: boolean;
+  /**
+   * Split and hash the block's texts with this TokenHasher (made with the
+   * tokenizer's options; a GPU's), one call per block, instead of the
+   * tokenizer: the same rows.
+   */
+  hasher?: TokenHasherNative;
+}
+
+/** text_napi.cc TokenHasher. */
+export interface TokenHasherNative {
+  /** Per document, hashToken() of every token (repeats kept); `sorted`: ascending per document, else in the backend's order. */
+  hashAsync(
+    bytes: Uint8Array,
+    offsets: Uint32Array,
+    options?: { sorted?: boolean },
+  ): Promise<{ indptr: BigUint64Array; hashes: Uint32Array }>;
+  dispose(): void;
 }
 
 /**
@@ -497,13 +514,7 @@ export interface Addon extends LshFunctions {
    * text_napi.cc TokenHasher: per document, hashToken() of every token (repeats kept,
    * order unspecified), on the CPU (device -1) or one GPU; absent from older builds.
    */
-  TokenHasher?: new (
-    options: TextTokenizerOptions,
-    backend?: { device?: number; chunkBytes?: number },
-  ) => {
-    hashAsync(bytes: Uint8Array, offsets: Uint32Array): Promise<{ indptr: BigUint64Array; hashes: Uint32Array }>;
-    dispose(): void;
-  };
+  TokenHasher?: new (options: TextTokenizerOptions, backend?: { device?: number; chunkBytes?: number }) => TokenHasherNative;
   /** Installs lib/text/unicode-tables.ts's tables (the first call wins); absent from older builds. */
   setUnicodeTables?(stage1: Uint16Array, blocks: Uint32Array, extra: Uint32Array): void;
   /** The native record reader's parser ('simdjson 3.0.1'); absent from builds without it. */

@@ -82,8 +82,12 @@ struct Block {
 };
 
 // `bytes` holds n bytes of whole lines followed by at least Padding() readable
-// bytes. Multi-threaded (ParallelFor) over chunks of lines.
-void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const Options& o, Block* out);
+// bytes. Multi-threaded (ParallelFor) over chunks of lines. With a `hasher`
+// (made with tok's options; a GPU's), the documents' tokens are split and
+// hashed by it, in one call for the block, instead of by `tok`: the rows are
+// the same (the hasher's tables must be installed, so no kJsTokens entry).
+void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint8_t* bytes, size_t n, const Options& o,
+               Block* out);
 
 // Bytes ReadBlock may read past the end of the block.
 size_t Padding();

@@ -2,7 +2,9 @@
 // lines; each chunk is parsed (simdjson's DOM parser, which validates the
 // whole line, UTF-8 included, as JSON.parse does), its texts tokenized and
 // hashed (text.h: the same Run + AssembleHashedRows that hashedRows() uses),
-// all on the thread pool; the chunks are then joined in line order.
+// all on the thread pool; the chunks are then joined in line order. With a
+// token hasher (the GPU's), the parsed texts of the whole block are hashed
+// in one call instead, and the rows built from the hashes.
 #include "records.h"
 
 #ifdef CUSIM_WITH_SIMDJSON
@@ -15,7 +17,9 @@
 
 #include "common.h"
 #include "parallel.h"
+#include "phase_log.h"
 #include "simdjson.h"
+#include "uninit_vector.h"
 
 namespace cusim {
 namespace records {
@@ -44,9 +48,20 @@ inline bool HasHigh(const uint8_t* p, size_t n) {
   return false;
 }
 
+// A chunk's documents for the tokenizer: their texts back to back, and the
+// entry each one is.
+struct Texts {
+  std::vector<uint8_t> bytes;
+  std::vector<uint32_t> offsets;
+  std::vector<uint32_t> docEntry;
+};
+
 struct Part {
   uint64_t lines = 0;
   Block b;
+  // With a token hasher: the chunk's texts, kept until the block's one hash call.
+  Texts texts;
+  uint64_t firstDoc = 0, firstByte = 0;
 };
 
 void Append(std::vector<uint8_t>& v, const void* p, size_t n) {
@@ -54,17 +69,16 @@ void Append(std::vector<uint8_t>& v, const void* p, size_t n) {
   v.insert(v.end(), c, c + n);
 }
 
-// Lines [begin, end) of the block (begin at a line start, end at one or at n).
-void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, size_t end, const Options& o,
-               Part* part) {
+// Lines [begin, end) of the block (begin at a line start, end at one or at
+// n) parsed: their entries into part->b, their documents' texts into *t.
+void ParseChunk(const uint8_t* bytes, size_t begin, size_t end, const Options& o, Part* part, Texts* t) {
   Block& b = part->b;
-  // Kept per thread across chunks and blocks: a fresh parser and fresh
-  // multi-MB buffers per chunk cost more in page faults and zeroing than
-  // the parse itself (perf: ~20% of a block in the kernel's fault path).
+  // Kept per thread across chunks and blocks: a fresh parser costs more in
+  // page faults and zeroing than the parse itself.
   thread_local simdjson::dom::parser parser;
-  thread_local std::vector<uint8_t> texts;
-  thread_local std::vector<uint32_t> offsets;
-  thread_local std::vector<uint32_t> docEntry;  // entry of each document given to the tokenizer
+  std::vector<uint8_t>& texts = t->bytes;
+  std::vector<uint32_t>& offsets = t->offsets;
+  std::vector<uint32_t>& docEntry = t->docEntry;  // entry of each document given to the tokenizer
   texts.clear();
   offsets.assign(1, 0);
   docEntry.clear();
@@ -191,13 +205,16 @@ void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, s
     start = next;
   }
   part->lines = line;
+}
 
-  // Tokenized and hashed as hashedRows() does (nested ParallelFor runs inline).
+// A parsed chunk finished with its documents' token counts (tokens[d], or
+// kFallback) and the rows of those with at least minTokens (in order).
+void FinishChunk(const Texts& t, const uint32_t* tokens, text::Rows&& rows, const Options& o, Block* out) {
+  Block& b = *out;
+  const std::vector<uint8_t>& texts = t.bytes;
+  const std::vector<uint32_t>& offsets = t.offsets;
+  const std::vector<uint32_t>& docEntry = t.docEntry;
   const size_t docs = docEntry.size();
-  text::Batch batch;
-  tok.Run(texts.data(), offsets.data(), docs, o.minTokens, &batch);
-  text::Rows rows;
-  text::AssembleHashedRows(batch, o.minTokens, o.mask, &rows);
   const size_t kept = rows.rowPtr.empty() ? 0 : rows.rowPtr.size() - 1;
   b.keptIdKind.reserve(kept);
   b.keptIdA.reserve(kept);
@@ -205,13 +222,13 @@ void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, s
   b.keptLine.reserve(kept);
   for (size_t d = 0; d < docs; ++d) {
     const uint32_t e = docEntry[d];
-    b.tokens[e] = batch.tokens[d];
-    if (batch.tokens[d] == text::kFallback) {
+    b.tokens[e] = tokens[d];
+    if (tokens[d] == text::kFallback) {
       b.kind[e] = kJsTokens;
       b.tokens[e] = 0;
       Append(b.jsText, texts.data() + offsets[d], offsets[d + 1] - offsets[d]);
       b.jsTextEnds.push_back(uint32_t(b.jsText.size()));
-    } else if (batch.tokens[d] >= o.minTokens) {
+    } else if (tokens[d] >= o.minTokens) {
       // A row (AssembleHashedRows keeps these, in this order).
       b.keptIdKind.push_back(b.idKind[e]);
       b.keptIdA.push_back(b.idKind[e] == kIdLine ? b.line[e] : b.idA[e]);
@@ -225,12 +242,108 @@ void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, s
   if (o.values) b.values = std::move(rows.values);
 }
 
+// A chunk read with the tokenizer: tokenized and hashed as hashedRows() does
+// (the nested ParallelFor runs inline).
+void ReadChunk(const text::Tokenizer& tok, const uint8_t* bytes, size_t begin, size_t end, const Options& o,
+               Part* part) {
+  // Kept per thread across chunks and blocks: fresh multi-MB buffers per
+  // chunk cost more in page faults than the parse (perf: ~20% of a block).
+  thread_local Texts texts;
+  ParseChunk(bytes, begin, end, o, part, &texts);
+  text::Batch batch;
+  tok.Run(texts.bytes.data(), texts.offsets.data(), texts.docEntry.size(), o.minTokens, &batch);
+  text::Rows rows;
+  text::AssembleHashedRows(batch, o.minTokens, o.mask, &rows);
+  FinishChunk(texts, batch.tokens.data(), std::move(rows), o, &part->b);
+}
+
+// The rows AssembleHashedRows gives, from each document's token hashes
+// (h.hashes[h.indptr[first + d], ...), ascending when `sorted`): columns
+// hash & mask, distinct and ascending, each valued by its count.
+void HashedChunkRows(const text::TokenHashes& h, uint64_t first, size_t docs, bool sorted, const Options& o,
+                     std::vector<uint32_t>* tokens, text::Rows* rows) {
+  tokens->resize(docs);
+  rows->rowPtr.assign(1, 0);
+  std::vector<uint32_t> scratch;
+  for (size_t d = 0; d < docs; ++d) {
+    const uint64_t a = h.indptr[first + d], z = h.indptr[first + d + 1];
+    if (z - a >= text::kFallback) ThrowInvalid("a document has 2^32 - 1 tokens or more");
+    (*tokens)[d] = uint32_t(z - a);
+    if (z - a < o.minTokens) continue;
+    const uint32_t* v = h.hashes.data() + a;
+    if (!sorted || o.mask != 0xffffffffu) {
+      scratch.resize(z - a);
+      for (uint64_t k = 0; k < z - a; ++k) scratch[k] = v[k] & o.mask;
+      std::sort(scratch.begin(), scratch.end());
+      v = scratch.data();
+    }
+    for (uint64_t k = 0; k < z - a;) {
+      uint64_t r = k + 1;
+      while (r < z - a && v[r] == v[k]) ++r;
+      rows->cols.push_back(v[k]);
+      if (o.values) rows->values.push_back(float(r - k));
+      k = r;
+    }
+    rows->kept += z - a;
+    rows->rowPtr.push_back(uint32_t(rows->cols.size()));
+  }
+}
+
 template <typename T>
 void Concat(std::vector<T>& dst, const std::vector<T>& src, T add = T()) {
   const size_t at = dst.size();
   dst.insert(dst.end(), src.begin(), src.end());
   if (add != T())
     for (size_t i = at; i < dst.size(); ++i) dst[i] += add;
+}
+
+// The chunks parsed on the pool, then every document's text hashed in one
+// call (on the GPU: one upload, each document's hashes sorted there), then
+// the rows assembled on the pool.
+void HashBlock(text::TokenHasher& hasher, const uint8_t* bytes, const std::vector<size_t>& cut, const Options& o,
+               std::vector<Part>* out, PhaseLog* log) {
+  std::vector<Part>& parts = *out;
+  ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
+    for (size_t c = lo; c < hi; ++c) ParseChunk(bytes, cut[c], cut[c + 1], o, &parts[c], &parts[c].texts);
+  });
+  log->Mark("parse");
+  uint64_t docs = 0, textBytes = 0;
+  for (Part& p : parts) {
+    p.firstDoc = docs;
+    p.firstByte = textBytes;
+    docs += p.texts.docEntry.size();
+    textBytes += p.texts.bytes.size();
+  }
+  UninitVector<uint8_t> all(textBytes);
+  UninitVector<uint64_t> offsets(docs + 1);
+  offsets[docs] = textBytes;
+  ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
+    for (size_t c = lo; c < hi; ++c) {
+      const Texts& t = parts[c].texts;
+      if (!t.bytes.empty()) std::memcpy(all.data() + parts[c].firstByte, t.bytes.data(), t.bytes.size());
+      for (size_t d = 0; d < t.docEntry.size(); ++d) offsets[parts[c].firstDoc + d] = parts[c].firstByte + t.offsets[d];
+    }
+  });
+  log->Mark("gather");
+  text::TokenHashes h;
+  const bool sorted = o.mask == 0xffffffffu;
+  if (docs)
+    hasher.Hash(all.data(), offsets.data(), docs, /*wtf8=*/false, sorted, &h);
+  else
+    h.indptr.assign(1, 0);
+  if (h.indptr.size() != docs + 1) ThrowInvalid("records: the token hasher returned the wrong number of documents");
+  log->Mark("hash");
+  ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
+    std::vector<uint32_t> tokens;
+    for (size_t c = lo; c < hi; ++c) {
+      Part& p = parts[c];
+      text::Rows rows;
+      HashedChunkRows(h, p.firstDoc, p.texts.docEntry.size(), sorted, o, &tokens, &rows);
+      FinishChunk(p.texts, tokens.data(), std::move(rows), o, &p.b);
+      p.texts = Texts();
+    }
+  });
+  log->Mark("rows");
 }
 
 }  // namespace
@@ -241,7 +354,8 @@ size_t Padding() { return simdjson::SIMDJSON_PADDING; }
 #define CUSIM_STR(a) CUSIM_STR_(a)
 const char* SimdjsonVersion() { return CUSIM_STR(SIMDJSON_VERSION); }
 
-void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const Options& o, Block* out) {
+void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint8_t* bytes, size_t n, const Options& o,
+               Block* out) {
   if (n >= (uint64_t(1) << 32)) ThrowInvalid("a record block must be under 4 GiB");
   // Chunks of whole lines: several per thread so uneven lines balance, none
   // so small that the per-chunk cost shows.
@@ -255,9 +369,16 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
   }
   cut.push_back(n);
   std::vector<Part> parts(cut.size() - 1);
-  ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
-    for (size_t c = lo; c < hi; ++c) ReadChunk(tok, bytes, cut[c], cut[c + 1], o, &parts[c]);
-  });
+  // CUSIM_PROFILE=1: one line per block on stderr.
+  PhaseLog log(hasher ? "records block (token hasher)" : "records block");
+  if (hasher) {
+    HashBlock(*hasher, bytes, cut, o, &parts, &log);
+  } else {
+    ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
+      for (size_t c = lo; c < hi; ++c) ReadChunk(tok, bytes, cut[c], cut[c + 1], o, &parts[c]);
+    });
+    log.Mark("parse + tokenize");
+  }
 
   Block& b = *out;
   b = Block();
@@ -327,6 +448,7 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
     b.lines += part.lines;
   }
   parts.clear();
+  log.Mark("join");
 #if defined(__GLIBC__)
   // A block's scratch (parser output, token batches, the chunks joined
   // above) is freed in every thread's malloc arena, between allocations
@@ -334,6 +456,7 @@ void ReadBlock(const text::Tokenizer& tok, const uint8_t* bytes, size_t n, const
   // resident (2 threads: RSS after reading 200K documents 354 -> 265 MB).
   // Handing them back once per block costs a walk of the arenas.
   malloc_trim(0);
+  log.Mark("trim");
 #endif
 }
 

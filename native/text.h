@@ -115,8 +115,11 @@ class TokenHasher {
   virtual ~TokenHasher() = default;
   // Documents are bytes[offsets[d], offsets[d+1]) in UTF-8 (wtf8: see
   // Tokenizer::Run). 'words' and 'qgrams' need the Unicode tables installed
-  // (text_unicode.h) when any byte is >= 0x80.
-  virtual void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, TokenHashes* out) = 0;
+  // (text_unicode.h) when any byte is >= 0x80. sorted: each document's
+  // hashes ascending (a set's reader then only drops repeats; the GPU sorts
+  // them where they already are).
+  virtual void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted,
+                    TokenHashes* out) = 0;
 };
 
 std::unique_ptr<TokenHasher> MakeCpuTokenHasher(const Options& options);

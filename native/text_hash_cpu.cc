@@ -1,5 +1,6 @@
 // The CPU token hasher (text_hash.h): the tokenizer's batch, each distinct
 // token hashed once and repeated by its count.
+#include <algorithm>
 #include <string>
 
 #include "common.h"
@@ -13,7 +14,8 @@ namespace {
 class CpuTokenHasher : public TokenHasher {
  public:
   explicit CpuTokenHasher(const Options& o) : tok_(o) {}
-  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, TokenHashes* out) override {
+  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted,
+            TokenHashes* out) override {
     // The tokenizer takes 32-bit offsets: a document set over 4 GiB goes in parts.
     out->indptr.assign(1, 0);
     out->hashes.clear();
@@ -33,8 +35,10 @@ class CpuTokenHasher : public TokenHasher {
       }
       for (size_t d = 0; d < d1 - d0; ++d) {
         if (b.tokens[d] == kFallback) ThrowInvalid("the Unicode tables are not installed");
+        const size_t at = out->hashes.size();
         for (uint32_t k = b.indptr[d]; k < b.indptr[d + 1]; ++k)
           out->hashes.insert(out->hashes.end(), b.counts[k], termHash[b.ids[k]]);
+        if (sorted) std::sort(out->hashes.begin() + at, out->hashes.end());
         out->indptr.push_back(out->hashes.size());
       }
       d0 = d1;

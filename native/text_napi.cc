@@ -149,6 +149,9 @@ text::Options ParseOptions(const Napi::Object& o) {
   return opt;
 }
 
+// The hasher of a TokenHasher object (null: not one, or disposed).
+std::shared_ptr<text::TokenHasher> TokenHasherOf(const Napi::Value& v);
+
 class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -264,6 +267,11 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
         ThrowInvalid("options.firstLine must be a non-negative integer");
       const bool handed = BoolPropOr(o, "handed", false);
       opt.values = BoolPropOr(o, "values", true);
+      // A TokenHasher (made with this tokenizer's options) splits and hashes instead.
+      std::shared_ptr<text::TokenHasher> hasher;
+      Napi::Value h = o.Get("hasher");
+      if (!h.IsUndefined() && !(hasher = TokenHasherOf(h)))
+        ThrowInvalid("options.hasher must be a TokenHasher", "TypeError");
       Inputs in(Inputs::Use::Sync);
       auto block = in.Array<uint8_t>(info[0], "block");
       const size_t n = block.length;
@@ -296,7 +304,7 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       }
       auto out = std::make_shared<records::Block>();
       return RunAsync(
-          info.Env(), [=] { records::ReadBlock(*impl, bytes.get(), n, opt, out.get()); },
+          info.Env(), [=] { records::ReadBlock(*impl, hasher.get(), bytes.get(), n, opt, out.get()); },
           [=](Napi::Env env) -> Napi::Value {
             records::Block& b = *out;
             auto r = Napi::Object::New(env);
@@ -332,10 +340,15 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
 };
 
 // new TokenHasher(options, { device, chunkBytes }): per document, the hashToken()
-// of every token (text_hash.h), on the CPU (device -1, the default) or on one
-// GPU, made once here. hashAsync(bytes, offsets) -> Promise<{ indptr: BigUint64Array, hashes }>.
+// of every token (text.h), on the CPU (device -1, the default) or on one
+// GPU, made once here. hashAsync(bytes, offsets, { sorted }?) -> Promise<{ indptr: BigUint64Array, hashes }>.
+// recordsAsync's `hasher` option takes one (TokenHasherOf).
+const napi_type_tag kHasherTag = {0x6375736968617368ull, 0x6572746f6b656e31ull};
+
 class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> {
  public:
+  std::shared_ptr<text::TokenHasher> hasher() const { return impl_; }
+
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "TokenHasher",
                        {InstanceMethod("hashAsync", &TokenHasherWrap::HashAsync),
@@ -343,6 +356,7 @@ class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> 
   }
 
   explicit TokenHasherWrap(const Napi::CallbackInfo& info) : ResourceWrap(info) {
+    napi_type_tag_object(info.Env(), info.This(), &kHasherTag);
     try {
       Args args(info);
       const text::Options opt = ParseOptions(args.Obj(0, "options"));
@@ -371,10 +385,12 @@ class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> 
       auto impl = Get("TokenHasher");
       auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
       Input in = ReadInput(info, *owned);
+      const bool sorted =
+          info.Length() > 2 && info[2].IsObject() && BoolPropOr(info[2].As<Napi::Object>(), "sorted", false);
       auto off = std::make_shared<std::vector<uint64_t>>(in.offsets, in.offsets + in.docs + 1);
       auto out = std::make_shared<text::TokenHashes>();
       return RunAsync(
-          info.Env(), [=] { impl->Hash(in.bytes, off->data(), in.docs, /*wtf8=*/true, out.get()); },
+          info.Env(), [=] { impl->Hash(in.bytes, off->data(), in.docs, /*wtf8=*/true, sorted, out.get()); },
           [=](Napi::Env env) -> Napi::Value {
             auto r = Napi::Object::New(env);
             r.Set("indptr", Typed(env, std::move(out->indptr)));
@@ -385,6 +401,13 @@ class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> 
     });
   }
 };
+
+std::shared_ptr<text::TokenHasher> TokenHasherOf(const Napi::Value& v) {
+  bool tagged = false;
+  if (!v.IsObject() || napi_check_object_type_tag(v.Env(), v, &kHasherTag, &tagged) != napi_ok || !tagged)
+    return nullptr;
+  return TokenHasherWrap::Unwrap(v.As<Napi::Object>())->hasher();
+}
 
 // assembleRows(indptr, tokens, minTokens, ids, counts, remap) -> { rowPtr, cols, values, kept }
 Napi::Value AssembleRows(const Napi::CallbackInfo& info) {

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { cusim, ensureDist, root } from './cli-helpers.js';
-import { rng, randInt } from './helpers.js';
+import { hasGpu, rng, randInt } from './helpers.js';
 
 type Dist = {
   blocks: typeof import('../lib/cli/record-blocks.js');
@@ -417,5 +417,60 @@ describe('the native record reader', () => {
     ];
     const got = (await same(Buffer.concat(lines), { format: 'jsonl' })) as Read;
     expect(got.ids).toEqual(['1', 'a\uFFFD', '3']);
+  });
+});
+
+// A token hasher in place of the tokenizer (the GPU path of `cusim dedup
+// --backend cuda`): one hash call per block, the rows built from the hashes.
+// The CPU hasher checks the assembly (masking, sorting, repeats, counts,
+// minTokens, ids); the GPU hasher must give the very same blocks.
+describe('the native record reader with a token hasher', () => {
+  const MODES = [{ mode: 'words' as const }, { mode: 'qgrams' as const, q: 3 }, { mode: 'code' as const }];
+  const devicesToTry = (): { device: number; name: string }[] => [
+    { device: -1, name: 'CPU hasher' },
+    ...(hasGpu ? [{ device: 0, name: 'GPU hasher' }] : []),
+  ];
+  for (const m of MODES) {
+    it(`gives the tokenizer's blocks (${m.mode}; ASCII, non-ASCII, escapes, hostile lines; bits 32 and 12; values; minTokens 0-3)${hasGpu ? '' : ' (GPU: skipped, no usable GPU)'}`, async () => {
+      const feat = new d.text.TextFeaturizer(m);
+      const reader = feat.nativeHandle!;
+      for (const { device, name } of devicesToTry()) {
+        const hasher = feat.nativeTokenHasher(device)!;
+        expect(hasher, name).toBeDefined();
+        try {
+          for (const seed of [11, 12]) {
+            const block = Buffer.from(jsonlCorpus(seed, 1500));
+            for (const [bits, values, minTokens] of [
+              [32, false, 1],
+              [32, true, 0],
+              [12, true, 3],
+              [12, false, 2],
+            ] as const) {
+              const options = { jsonl: true, field: 'text', idField: 'id', maxRecordBytes: 1 << 20, minTokens, bits, values };
+              const want = await reader.recordsAsync!(block, options);
+              const got = await reader.recordsAsync!(block, { ...options, hasher });
+              expect(want.rowPtr.length, 'rows').toBeGreaterThan(500);
+              expect(got, `${name}, seed ${seed}, bits ${bits}, values ${values}, minTokens ${minTokens}`).toEqual(want);
+            }
+          }
+          // Plain lines, and a block with no document at all.
+          const lines = { jsonl: false, field: 'text', idField: 'id', maxRecordBytes: 1 << 20, minTokens: 1, bits: 32 };
+          const plain = plainCorpus(13, 800);
+          expect(await reader.recordsAsync!(plain, { ...lines, hasher }), name).toEqual(await reader.recordsAsync!(plain, lines));
+          const blank = Buffer.from('\n  \n\n');
+          expect(await reader.recordsAsync!(blank, { ...lines, hasher }), name).toEqual(await reader.recordsAsync!(blank, lines));
+        } finally {
+          hasher.dispose();
+        }
+      }
+    }, 120_000);
+  }
+
+  it('refuses a hasher that is not one', async () => {
+    const reader = new d.text.TextFeaturizer({ mode: 'words' }).nativeHandle!;
+    const options = { jsonl: true, field: 'text', idField: 'id', maxRecordBytes: 1 << 20, minTokens: 1, bits: 32 };
+    await expect(async () => reader.recordsAsync!(Buffer.from('{"text":"a b"}'), { ...options, hasher: {} as never })).rejects.toThrow(
+      /options\.hasher must be a TokenHasher/,
+    );
   });
 });

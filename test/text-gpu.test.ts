@@ -93,7 +93,10 @@ describe.skipIf(typeof Hasher !== 'function')('token hashes per document', () =>
 
       it(`CPU: ${label}: hashToken() of the JavaScript tokens`, async () => {
         const { bytes, offsets } = encode(texts, true);
-        const cpu = sortedRows(await new Hasher!(c.options).hashAsync(bytes, offsets));
+        const hasher = new Hasher!(c.options);
+        const cpu = sortedRows(await hasher.hashAsync(bytes, offsets));
+        // { sorted: true }: the same hashes, ascending per document as they come.
+        expect(Array.from((await hasher.hashAsync(bytes, offsets, { sorted: true })).hashes)).toEqual(cpu.flat());
         texts.forEach((t, d) =>
           expect(cpu[d], `${label}, document ${d}`).toEqual(
             c
@@ -114,6 +117,10 @@ describe.skipIf(typeof Hasher !== 'function')('token hashes per document', () =>
           const got = await gpu.hashAsync(bytes, offsets);
           expect(Array.from(got.indptr)).toEqual(Array.from(cpu.indptr));
           expect(sortedRows(got)).toEqual(sortedRows(cpu));
+          // Sorted on the device: each document's hashes come back ascending, as they are.
+          const sorted = await gpu.hashAsync(bytes, offsets, { sorted: true });
+          expect(Array.from(sorted.indptr)).toEqual(Array.from(cpu.indptr));
+          expect(Array.from(sorted.hashes)).toEqual(sortedRows(cpu).flat());
           gpu.dispose();
         },
         120_000,

@@ -7,7 +7,7 @@ import { createReadStream, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import { native, packageRoot } from '../addon.js';
-import { devices, resolveBackend } from '../backend.js';
+import { devices, resolveBackend, resolveDevices } from '../backend.js';
 import { recallCurve, recallParams } from '../lsh.js';
 import type { LshParams, SignatureKind } from '../lsh.js';
 import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
@@ -126,6 +126,8 @@ async function featurize(
   method: SignatureKind,
   push: (b: DedupBlock) => Promise<void>,
   stop: AbortSignal,
+  /** GPUs that split and hash the records' tokens (readRecordBlocks' tokenDevices). */
+  tokenDevices: readonly number[],
 ): Promise<ReadStats> {
   const feat = new TextFeaturizer(featOptions);
   // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
@@ -183,6 +185,7 @@ async function featurize(
           threads: o.threads,
           signal: io.signal ? AbortSignal.any([io.signal, stop]) : stop,
           reader: o.reader,
+          tokenDevices,
           onReader: (d) => {
             if (o.verbose && !o.quiet && !toldReader) io.stderr.write(`cusim: records read by the ${d} reader\n`);
             toldReader = true;
@@ -366,6 +369,8 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
       method,
       (b) => queue.push(b),
       queue.stopped.signal,
+      // On the CUDA backend the GPUs that hash also split and hash the tokens.
+      backend === 'cuda' ? (resolveDevices(o.devices ?? 'all') ?? devices().gpus.map((_, i) => i)) : [],
     );
   } catch (e) {
     queue.close();

@@ -35,6 +35,12 @@ export interface RecordBlockOptions {
    * definition, which tests compare against).
    */
   reader?: RecordReader;
+  /**
+   * GPUs that split and hash the native reader's texts (blocks dealt round
+   * robin, one hash call per block): the rows are the same as the CPU
+   * tokenizer's. Unset or empty: the tokenizer, on the thread pool.
+   */
+  tokenDevices?: readonly number[];
   /** Told which reader runs: 'native (simdjson 3.0.1)' or 'JavaScript (why)'. */
   onReader?: (description: string) => void;
   signal?: AbortSignal;
@@ -135,7 +141,11 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   const { onBytes, ...records } = o.records;
   const feat = new TextFeaturizer(o.features);
   const { reader, why } = o.reader === 'js' ? { reader: undefined, why: 'reader: js' } : nativeRecordReader(feat, records);
-  o.onReader?.(reader ? `native (${why})` : `JavaScript (${why})`);
+  // One token hasher per GPU: each block's texts go up once, are split, hashed and sorted there.
+  const hashers = reader ? (o.tokenDevices ?? []).map((d) => feat.nativeTokenHasher(d)).filter((h) => h !== undefined) : [];
+  const where = hashers.length ? `, tokens hashed on ${hashers.length === 1 ? 'the GPU' : `${hashers.length} GPUs`}` : '';
+  o.onReader?.(reader ? `native (${why}${where})` : `JavaScript (${why})`);
+  let dealt = 0;
   // Native blocks in flight: each runs on every core, so a few keep the pool
   // busy while the next block is read.
   const inFlight: Promise<BlockResult>[] = [];
@@ -228,7 +238,8 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.
     if (reader && block.length < 2 ** 32) {
       // The block's buffer is its own (cut below), padded, and not touched until this settles.
-      const p = featurizeNativeBlock(t, reader, feat, hashTexts, true);
+      const hasher = hashers.length ? hashers[dealt++ % hashers.length] : undefined;
+      const p = featurizeNativeBlock(t, reader, feat, hashTexts, true, hasher);
       p.then(
         () => recycle(block),
         () => {},
@@ -327,5 +338,7 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   } finally {
     closing = true;
     await Promise.all([...workers.map((w) => w.terminate()), textPool?.close()]);
+    // A block still in flight keeps its hasher alive until its native call ends.
+    for (const h of hashers) h.dispose();
   }
 }

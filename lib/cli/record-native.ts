@@ -8,7 +8,7 @@
 // does; both are spliced in at their place, so the rows, ids and first error
 // are those of the JavaScript reader.
 import { native } from '../addon.js';
-import type { NativeRecordBlock, TextTokenizerNative } from '../native-types.js';
+import type { NativeRecordBlock, TextTokenizerNative, TokenHasherNative } from '../native-types.js';
 import type { HashedRows, TextFeaturizer } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
 import { blockLine, lineId } from './records.js';
@@ -106,6 +106,8 @@ export async function featurizeNativeBlock(
   hashTexts: HashTexts = (texts, minTokens, bits) => feat.hashedRows(texts, { minTokens, bits }),
   /** NativeRecordOptions.handed: t.block's buffer is the block's alone, padded, and left alone until this settles. */
   handed = false,
+  /** NativeRecordOptions.hasher: splits and hashes the block's texts (a GPU's) instead of `reader`. */
+  hasher?: TokenHasherNative,
 ): Promise<BlockResult> {
   const r = await reader.recordsAsync!(t.block, {
     jsonl: t.format === 'jsonl',
@@ -117,6 +119,7 @@ export async function featurizeNativeBlock(
     values: t.values !== false,
     firstLine: t.firstLine,
     handed,
+    ...(hasher ? { hasher } : {}),
   });
   const records = t.records as RecordOptions;
   const entries = r.entries ?? r.kind!.length;

@@ -4,7 +4,7 @@
 // the documents it can handle exactly; the rest go through the JavaScript
 // tokenizers and are merged in, in document order.
 import { native } from '../addon.js';
-import type { NativeTokenBatch, TextRows, TextTokenizerNative, TextTokenizerOptions } from '../native-types.js';
+import type { NativeTokenBatch, TextRows, TextTokenizerNative, TextTokenizerOptions, TokenHasherNative } from '../native-types.js';
 import { rangeError, typeError } from '../errors.js';
 import { hashToken } from './vocabulary.js';
 import { unicodeTables } from './unicode-tables.js';
@@ -173,7 +173,7 @@ export class NativeTokenizer {
   /** The addon's tokenizer object (the native record reader runs on it). */
   readonly handle: TextTokenizerNative;
 
-  constructor(options: TextTokenizerOptions) {
+  constructor(readonly options: TextTokenizerOptions) {
     const Tokenizer = native().TextTokenizer;
     if (typeof Tokenizer !== 'function') {
       throw typeError(
@@ -181,6 +181,16 @@ export class NativeTokenizer {
       );
     }
     this.handle = new Tokenizer(options);
+  }
+
+  /**
+   * A token hasher with these options on GPU `device` (the native record
+   * reader's `hasher`: the same rows as this tokenizer gives), or undefined
+   * where the addon has none.
+   */
+  tokenHasher(device: number): TokenHasherNative | undefined {
+    const Hasher = native().TokenHasher;
+    return typeof Hasher === 'function' ? new Hasher(this.options, { device }) : undefined;
   }
 
   /**

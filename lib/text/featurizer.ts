@@ -8,7 +8,7 @@ import { checkEnum, checkInt, describe, isObject, checkTyped } from '../validate
 import type { CsrMatrix } from '../validate.js';
 import { NativeTokenizer, assembleRows, countTokenLists, hashedRows, installUnicodeTables } from './batch.js';
 import type { HashedRows, TokenBatch } from './batch.js';
-import type { TextTokenizerNative } from '../native-types.js';
+import type { TextTokenizerNative, TokenHasherNative } from '../native-types.js';
 import { CODE_KEYWORDS, codeTokens, qgramTokens, stopWordSet, wordTokens } from './tokenize.js';
 import { BaseVocabulary, HashedVocabulary, MAX_HASH_BITS, Vocabulary } from './vocabulary.js';
 
@@ -209,6 +209,18 @@ export class TextFeaturizer {
     // The reader's text is never seen here: non-ASCII must be ready for.
     if (this.nativeTokenizer && this.options.mode !== 'code') installUnicodeTables();
     return this.nativeTokenizer?.handle;
+  }
+
+  /**
+   * @internal A token hasher on GPU `device` with this featurizer's options
+   * (the native record reader hashes a block's texts with it), where the
+   * documents are tokenized natively and the addon has one.
+   */
+  nativeTokenHasher(device: number): TokenHasherNative | undefined {
+    if (!this.nativeTokenizer) return undefined;
+    // The reader's text is never seen here: non-ASCII must be ready for.
+    if (this.options.mode !== 'code') installUnicodeTables();
+    return this.nativeTokenizer.tokenHasher(device);
   }
 
   /** The tokens of one document, before mapping to columns. */
