@@ -43,7 +43,7 @@ export type {
   GroupsOptions,
 } from './lsh.js';
 export { dedup } from './dedup/matrix.js';
-export { dedupRecords, indexRecords, recordIndexer } from './dedup/records.js';
+export { SPILL_AFTER_BYTES, dedupRecords, indexRecords, recordIndexer } from './dedup/records.js';
 export type { DedupRecordsOptions, DedupRecordsResult, IndexBlock, IndexRecordsOptions, RecordIndexer } from './dedup/records.js';
 export { DEDUP_DEFAULTS, dedupParams } from './dedup/defaults.js';
 export type { DedupParamsOptions } from './dedup/defaults.js';

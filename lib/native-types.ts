@@ -309,9 +309,12 @@ export interface LshFunctions {
   lshGroupsFromKeys(
     keys: BigUint64Array | Staged,
     empty: Uint8Array | Staged,
-    matrix: (CsrMatrix | Staged)[],
+    /** Row blocks in order: CSR blocks (staged or not), and a RowSpill's rows after those kept in memory. */
+    matrix: (CsrMatrix | Staged | RowSpillNative)[],
     options: { bands: number; threshold: number; sets: boolean } & Placement & CallControl,
   ): Promise<LshGroupsNativeResult>;
+  /** row_spill_napi.cc: rows written to an unlinked file in `dir` (weights too when `values`). */
+  RowSpill: new (dir: string, values: boolean) => RowSpillNative;
   lshStoreEntries(signatures: Uint32Array, ids: Uint32Array, options: LshShape & { partitions: number }): Promise<LshStoreEntries>;
   lshStoreQuery(
     stored: Uint8Array[],
@@ -390,6 +393,15 @@ export interface NativeRecordOptions {
    * tokenizer: the same rows.
    */
   hasher?: TokenHasherNative;
+}
+
+/** row_spill_napi.cc RowSpill: staged CSR blocks appended to a file, read back row by row. */
+export interface RowSpillNative {
+  /** Appends the block's rows on a worker; the block may be disposed once this settles. */
+  spillAsync(staged: Staged): Promise<void>;
+  readonly rows: number;
+  readonly bytes: number;
+  dispose(): void;
 }
 
 /** text_napi.cc TokenHasher. */

@@ -16,6 +16,8 @@
 #include "parallel.h"
 
 namespace cusim {
+class RowFile;  // row_file.h
+
 namespace lsh {
 
 // A signature sample (k, t) of an empty row; a row whose samples all equal it
@@ -49,7 +51,8 @@ struct KeyView {
 };
 
 // A CSR matrix held as consecutive blocks of rows (a dedup's token sets arrive
-// block by block and are never joined into one matrix).
+// block by block and are never joined into one matrix); blocks past a dedup's
+// memory budget are kept in a file (row_file.h) and read back row by row.
 class RowBlocks {
  public:
   struct Row {
@@ -61,23 +64,28 @@ class RowBlocks {
   explicit RowBlocks(const CsrView& m) { Add(m); }
   void Add(const CsrView& m) {
     parts_.push_back(m);
+    files_.push_back(nullptr);
     first_.push_back(rows_);
     rows_ += m.rows;
   }
+  // Every row of `f` (which is not appended to any more), after those added so far.
+  void AddFile(std::shared_ptr<const RowFile> f);
   uint64_t rows() const { return rows_; }
   size_t parts() const { return parts_.size(); }
+  // Part k in memory (file parts have no view: rows only).
+  bool inFile(size_t k) const { return files_[k] != nullptr; }
   const CsrView& part(size_t k) const { return parts_[k]; }
-  Row row(uint64_t r) const {
-    size_t k = 0;
-    if (parts_.size() > 1) k = size_t(std::upper_bound(first_.begin(), first_.end(), r) - first_.begin()) - 1;
-    const CsrView& m = parts_[k];
-    const uint64_t i = r - first_[k];
-    const uint32_t b = m.indptr[i], e = m.indptr[i + 1];
-    return {m.indices + b, m.values ? m.values + b : nullptr, e - b};
-  }
+  uint32_t Length(uint64_t r) const;
+  // Row r: a view of memory, or read from its file into *idx and *val (which
+  // the returned row then points into; values null where none are kept).
+  Row Fetch(uint64_t r, std::vector<uint32_t>* idx, std::vector<float>* val) const;
 
  private:
+  size_t PartOf(uint64_t r) const {
+    return parts_.size() > 1 ? size_t(std::upper_bound(first_.begin(), first_.end(), r) - first_.begin()) - 1 : 0;
+  }
   std::vector<CsrView> parts_;
+  std::vector<std::shared_ptr<const RowFile>> files_;
   std::vector<uint64_t> first_;
   uint64_t rows_ = 0;
 };

@@ -19,6 +19,7 @@
 
 #include "lsh.h"
 #include "parallel.h"
+#include "phase_log.h"
 
 namespace cusim {
 namespace lsh {
@@ -274,19 +275,21 @@ class NormRows {
         todo.size(),
         [&](size_t b, size_t e) {
           size_t m = 0;
-          for (size_t k = b; k < e; ++k) m += m_.row(RowOf(todo[k])).length;
+          for (size_t k = b; k < e; ++k) m += m_.Length(RowOf(todo[k]));
           return m;
         },
         [](size_t) {},
         [&](size_t b, size_t e, size_t w) {
-          for (size_t k = b; k < e; ++k) off[k + 1] = col_.size() + (w += m_.row(RowOf(todo[k])).length);
+          for (size_t k = b; k < e; ++k) off[k + 1] = col_.size() + (w += m_.Length(RowOf(todo[k])));
         });
     col_.resize(off.back());
     if (!sets_) val_.resize(off.back());
     ParallelFor(todo.size(), 256, [&](size_t b, size_t e) {
       std::vector<std::pair<uint32_t, double>> tmp;
+      std::vector<uint32_t> idx;  // a row read from a file
+      std::vector<float> val;
       for (size_t k = b; k < e; ++k) {
-        const RowBlocks::Row r = m_.row(RowOf(todo[k]));
+        const RowBlocks::Row r = m_.Fetch(RowOf(todo[k]), &idx, sets_ ? nullptr : &val);
         tmp.clear();
         for (uint32_t j = 0; j < r.length; ++j) {
           const float w = r.values && !sets_ ? r.values[j] : 1.0f;
@@ -653,18 +656,24 @@ GroupsResult GroupsFromKeys(const KeyView& keys, const uint8_t* empty, double th
   if (rows.rows() != n)
     ThrowInvalid("the token sets hold " + std::to_string(rows.rows()) + " rows, the band keys " + std::to_string(n));
   cancel.begin(0, 0);
+  PhaseLog log("lsh groups from keys");  // CUSIM_PROFILE=1
   NormRows norm(rows, nullptr, n, sets);
   Classes c = ExactClasses(KeyRows{keys, empty}, norm);
+  log.Mark("classes");
   cancel.check();
   std::vector<uint64_t> rp = bucketer.RepPairsFromKeys(keys, c.reps, timing);
+  log.Mark("candidate pairs");
   cancel.check();
   std::vector<float> sim;
   std::vector<uint8_t> keep;
   VerifyExact(rp, norm, threshold, cancel, &sim, &keep);
+  log.Mark("verify");
   cancel.check();
   std::vector<uint32_t> ids(n);
   ParallelFor(n, 1 << 16, [&](size_t b, size_t e) { std::iota(ids.begin() + b, ids.begin() + e, uint32_t(b)); });
-  return KeptComponents(c, rp, sim, keep, ids.data());
+  GroupsResult out = KeptComponents(c, rp, sim, keep, ids.data());
+  log.Mark("components");
+  return out;
 }
 
 void BandKeys(const SigView& sig, const Params& p, uint64_t* keys, uint8_t* empty) {

@@ -4,6 +4,7 @@
 #include "lsh.h"
 #include "napi_util.h"
 #include "owned.h"
+#include "row_spill_napi.h"
 
 namespace cusim {
 namespace {
@@ -227,8 +228,14 @@ Napi::Value GroupsFromKeys(const Napi::CallbackInfo& info) {
                                 : lsh::MakeCudaBucketer(ResolveDevices(DevicesProp(opts)).at(0));
     if (!info[2].IsArray()) ThrowInvalid("matrix must be an array of CSR row blocks", "TypeError");
     auto list = info[2].As<Napi::Array>();
+    // Each entry a CSR block (a Staged one) or a RowSpill (rows in a file).
     std::vector<CsrSource> sources;
-    for (uint32_t i = 0; i < list.Length(); ++i) sources.push_back(ReadCsr(list.Get(i), "matrix", !sets));
+    std::vector<std::shared_ptr<const RowFile>> files;
+    for (uint32_t i = 0; i < list.Length(); ++i) {
+      auto file = RowSpillOf(list.Get(i));
+      files.push_back(file);
+      sources.push_back(file ? CsrSource{} : ReadCsr(list.Get(i), "matrix", !sets));
+    }
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     CancelToken cancel = in->Cancel(opts);
     in->ForGpu(backend == Backend::Cuda);
@@ -241,14 +248,21 @@ Napi::Value GroupsFromKeys(const Napi::CallbackInfo& info) {
                    " but empty.length * bands = " + std::to_string(keys.n * bands));
     if (keys.n > 0xFFFFFFFFull) ThrowInvalid("more than 2^32 - 1 rows");
     auto rows = std::make_shared<lsh::RowBlocks>();
-    for (const CsrSource& src : sources) rows->Add(in->Csr(src, 0, src.rows));
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (files[i])
+        rows->AddFile(files[i]);
+      else
+        rows->Add(in->Csr(sources[i], 0, sources[i].rows));
+    }
     const uint8_t* emptyData = e.data;
     auto out = std::make_shared<lsh::GroupsResult>();
     auto timing = std::make_shared<lsh::Timing>();
     return RunAsync(
         info.Env(),
         [=] {
-          for (uint64_t i = 0; i < rows->parts(); ++i) ValidateCsr(rows->part(i), "matrix");
+          // Rows in a file were checked when they were staged.
+          for (uint64_t i = 0; i < rows->parts(); ++i)
+            if (!rows->inFile(i)) ValidateCsr(rows->part(i), "matrix");
           *out = lsh::GroupsFromKeys(keys, emptyData, threshold, *rows, sets, *bucketer, cancel, timing.get());
         },
         [=](Napi::Env env) -> Napi::Value { return GroupsValue(env, std::move(*out), *timing); }, {}, in);

@@ -251,6 +251,70 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
     120_000,
   );
 
+  it.each(['weighted', 'classic'] as const)(
+    '%s: vectors spilled to a file past spill.afterBytes give the groups, pairs and similarities of vectors kept in memory',
+    async (method) => {
+      const r = rng(31);
+      const rows: [number[], number[]][] = [];
+      while (rows.length < 3000) {
+        const cols = Array.from({ length: 2 + randInt(r, 30) }, () => randInt(r, 5000));
+        const vals = cols.map(() => 1 + randInt(r, 3));
+        rows.push([cols, vals]);
+        if (r() < 0.1) rows.push([cols, vals]);
+        if (r() < 0.1) rows.push([cols.slice(1), vals.slice(1)]);
+        if (r() < 0.01) rows.push([[], []]);
+      }
+      const m = fromRows(rows, 5000);
+      // Blocks of 250 rows: with afterBytes 0 every block goes to the file, with 100,000 the first few stay.
+      const blocks = (): DedupBlock[] =>
+        blocksOf(
+          m,
+          Array.from({ length: m.rows }, (_, i) => String(i)),
+          250,
+        );
+      for (const backend of backends) {
+        const full = await dedup(m, { method, threshold: 0.8, backend, returnSignatures: true });
+        expect(full.count).toBeGreaterThan(100);
+        const kept = await dedupRecords(blocks(), { method, threshold: 0.8, backend });
+        expect(kept.spilledBytes).toBe(0);
+        for (const afterBytes of [0, 100_000]) {
+          const spilled = await dedupRecords(blocks(), { method, threshold: 0.8, backend, spill: { afterBytes } });
+          // Every vector past the budget, columns (and weights): all of them at 0, some at 100,000.
+          const all = (method === 'weighted' ? 8 : 4) * m.indices.length;
+          expect(spilled.spilledBytes).toBeGreaterThan(0);
+          expect(spilled.spilledBytes).toBeLessThanOrEqual(all);
+          if (afterBytes === 0) expect(spilled.spilledBytes).toBe(all);
+          else expect(spilled.spilledBytes).toBeLessThan(all);
+          expect(spilled.group).toEqual(full.group);
+          expect(spilled.pairs).toEqual(full.pairs);
+        }
+      }
+    },
+    120_000,
+  );
+
+  it('a spill directory that cannot hold a file, and a bad spill option, are errors', async () => {
+    const m = fromRows(
+      Array.from(
+        { length: 50 },
+        (_, i) =>
+          [
+            [i, i + 1, i + 2],
+            [1, 1, 1],
+          ] as [number[], number[]],
+      ),
+      100,
+    );
+    const one = async function* (): AsyncGenerator<DedupBlock> {
+      yield { rows: m };
+    };
+    await expect(dedupRecords(one(), { spill: { afterBytes: 0, dir: '/nonexistent/cusim-spill' } })).rejects.toThrow(
+      /cannot make a file for spilled token sets in \/nonexistent\/cusim-spill/,
+    );
+    await expect(dedupRecords(one(), { spill: { afterBytes: -1 } })).rejects.toThrow(RangeError);
+    await expect(dedupRecords(one(), { spill: 'tmp' as never })).rejects.toThrow(TypeError);
+  });
+
   it('band keys of handed signatures (read in place) equal those of copied ones, and the signatures are left as they were', async () => {
     const r = rng(5);
     const shape = { samples: 108, bands: 6, rows: 18, width: 1 as const };

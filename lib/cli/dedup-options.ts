@@ -31,6 +31,8 @@ export interface DedupCommandOptions
   exclude: string[];
   gitignore: boolean;
   maxSize: number;
+  /** Bytes of token sets kept in memory (dedupRecords' spill.afterBytes). */
+  spillAfter: number;
   minTokens?: number;
   limit: number;
   threads: number;

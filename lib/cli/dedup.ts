@@ -14,7 +14,7 @@ import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
 import { idList, toIdList } from '../dedup/ids.js';
 import type { IdList } from '../dedup/ids.js';
 import type { DedupBlock } from '../dedup/options.js';
-import { dedupRecords } from '../dedup/records.js';
+import { SPILL_AFTER_BYTES, dedupRecords } from '../dedup/records.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode } from '../text/index.js';
 import { BlockQueue } from './block-queue.js';
@@ -348,6 +348,7 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
     backend,
     devices: o.devices,
     signal: io.signal,
+    spill: { afterBytes: o.spillAfter },
     // While reading, the reading bar is the job's progress.
     onProgress: listen && ((e) => !reading && listen(e)),
   });
@@ -565,6 +566,12 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--exclude <glob>', 'leave out paths matching this glob in directory walks (repeatable), e.g. "**/test/**"', collect, [])
     .option('--no-gitignore', 'walk files that .gitignore files exclude')
     .option('--max-size <bytes>', 'skip files (and records) larger than this', integer('max-size', 1, 2 ** 31), 4 * 1024 * 1024)
+    .option(
+      '--spill-after <bytes>',
+      'token sets kept in memory for verification; the rest go to an unlinked file in the temporary directory (TMPDIR)',
+      integer('spill-after', 0, Number.MAX_SAFE_INTEGER),
+      SPILL_AFTER_BYTES,
+    )
     .option(
       '--min-tokens <n>',
       'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)',

@@ -141,9 +141,12 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   const { onBytes, ...records } = o.records;
   const feat = new TextFeaturizer(o.features);
   const { reader, why } = o.reader === 'js' ? { reader: undefined, why: 'reader: js' } : nativeRecordReader(feat, records);
-  // One token hasher per GPU: each block's texts go up once, are split, hashed and sorted there.
-  const hashers = reader ? (o.tokenDevices ?? []).map((d) => feat.nativeTokenHasher(d)).filter((h) => h !== undefined) : [];
-  const where = hashers.length ? `, tokens hashed on ${hashers.length === 1 ? 'the GPU' : `${hashers.length} GPUs`}` : '';
+  // Two token hashers per GPU (a hasher runs one block at a time, on its
+  // own stream): one block's upload and sort overlap another's kernels.
+  // Each block's texts go up once and are split, hashed and sorted there.
+  const gpus = reader ? (o.tokenDevices ?? []) : [];
+  const hashers = gpus.flatMap((d) => [d, d]).flatMap((d) => feat.nativeTokenHasher(d) ?? []);
+  const where = hashers.length ? `, tokens hashed on ${gpus.length === 1 ? 'the GPU' : `${gpus.length} GPUs`}` : '';
   o.onReader?.(reader ? `native (${why}${where})` : `JavaScript (${why})`);
   let dealt = 0;
   // Native blocks in flight: each runs on every core, so a few keep the pool

@@ -9,7 +9,7 @@ import { native } from '../addon.js';
 import type { Backend } from '../backend.js';
 import { withCancel } from '../cancel.js';
 import type { LshParams, GroupsResult } from '../lsh.js';
-import type { Staged } from '../native-types.js';
+import type { RowSpillNative, Staged } from '../native-types.js';
 import { ProgressReporter, withNativeProgress } from '../progress.js';
 import type { CsrMatrix } from '../validate.js';
 
@@ -18,16 +18,32 @@ export interface BandIndexOptions extends LshParams {
   width: 1 | 2;
   backend: Backend;
   devices?: number[];
+  /**
+   * Rows' vectors past `afterBytes` in memory go to an unlinked file in
+   * `dir` once hashed (settle()); verification reads back only the rows of
+   * candidate pairs. Default: all in memory.
+   */
+  spill?: { afterBytes: number; dir: string };
 }
 
 export class BandIndex implements Disposable {
   #keys: Staged[] = [];
   #empty: Staged[] = [];
+  // The vectors in memory, in row order, before those in #spill.
   #rows: Staged[] = [];
+  #bytes = new Map<Staged, number>();
+  #inMemory = 0;
+  #spill: RowSpillNative | undefined;
+  #spilling: Promise<void>[] = [];
   #size = 0;
   #vectorRows = 0;
 
   constructor(private readonly o: BandIndexOptions) {}
+
+  /** Bytes of vectors written to the spill file so far. */
+  get spilledBytes(): number {
+    return this.#spill?.bytes ?? 0;
+  }
 
   /** Rows added. */
   get size(): number {
@@ -58,13 +74,39 @@ export class BandIndex implements Disposable {
     if (m.rows === 0) return undefined;
     const staged = await native().stageCsrAsync(m, this.o.width === 2);
     this.#rows.push(staged);
+    const bytes = 4 * (m.rows + 1) + 4 * this.o.width * (m.indptr[m.rows] - m.indptr[0]);
+    this.#bytes.set(staged, bytes);
+    this.#inMemory += bytes;
     this.#vectorRows += m.rows;
     return staged;
+  }
+
+  /**
+   * Called once `staged` (an addVectors() copy) has been hashed: past the
+   * memory budget, it is written to the spill file (in the background; this
+   * block and every later one, so the rows in memory stay a prefix) and freed.
+   */
+  settle(staged: Staged): void {
+    const spill = this.o.spill;
+    if (!spill || (!this.#spill && this.#inMemory <= spill.afterBytes)) return;
+    this.#spill ??= new (native().RowSpill)(spill.dir, this.o.width === 2);
+    const at = this.#rows.indexOf(staged);
+    if (at < 0) return;
+    this.#rows.splice(at, 1);
+    this.#inMemory -= this.#bytes.get(staged) ?? 0;
+    this.#bytes.delete(staged);
+    // Appends run in order (the native file serializes them); each block is freed once written.
+    const p = this.#spill.spillAsync(staged).finally(() => staged.dispose());
+    p.catch(() => {});
+    this.#spilling.push(p);
   }
 
   /** Verified groups of every row added (ids are row numbers), as MinHashLSH.groups({ verify: 'exact' }). */
   async groups(threshold: number, reporter: ProgressReporter, signal?: AbortSignal): Promise<Omit<GroupsResult, 'ids'>> {
     if (this.#vectorRows !== this.#size) throw new Error(`${this.#size} rows were hashed but ${this.#vectorRows} have vectors`);
+    await Promise.all(this.#spilling);
+    this.#spilling = [];
+    const rows: (Staged | RowSpillNative)[] = this.#spill ? [...this.#rows, this.#spill] : this.#rows;
     // One block of keys (the chunks are released as they are copied).
     const keys = native().stageArray(this.#keys.length ? this.#keys : [new BigUint64Array(0)], true);
     const empty = native().stageArray(this.#empty.length ? this.#empty : [new Uint8Array(0)], true);
@@ -73,7 +115,7 @@ export class BandIndex implements Disposable {
     const { bands, backend, devices } = this.o;
     const r = await withCancel(signal, (cancel) =>
       withNativeProgress(reporter, ['candidates', 'verify'], (progress) =>
-        native().lshGroupsFromKeys(keys, empty, this.#rows, {
+        native().lshGroupsFromKeys(keys, empty, rows, {
           bands,
           threshold,
           sets: this.o.width === 1,
@@ -98,6 +140,9 @@ export class BandIndex implements Disposable {
     this.#keys = [];
     this.#empty = [];
     this.#rows = [];
+    this.#bytes.clear();
+    this.#spill?.dispose();
+    this.#spill = undefined;
   }
 
   [Symbol.dispose](): void {

@@ -5,6 +5,7 @@
 // keys and the rows' vectors (band-index.ts), never the signature matrix;
 // signatures are made 64K rows at a time into one reused buffer. dedup(),
 // `cusim dedup` and its --shard workers (indexRecords) all run through here.
+import { tmpdir } from 'node:os';
 import { abortError, rangeError, typeError } from '../errors.js';
 import { MinHashLSH } from '../lsh.js';
 import { ProgressReporter } from '../progress.js';
@@ -23,6 +24,26 @@ const HASH_ROWS = 1 << 16;
 export interface DedupRecordsOptions extends DedupOptions {
   /** Rows the source will yield, when known: the total of the 'hash' progress events. */
   totalRows?: number;
+  /**
+   * Exact verification keeps each row's vector (its token set) until the
+   * groups are made. Past `afterBytes` of them in memory (default 2 GiB),
+   * the rest go to an unlinked temporary file in `dir` (default the OS's
+   * temporary directory) as soon as they are hashed, and verification
+   * reads back only the rows of candidate pairs: what bounds memory at
+   * 100M documents. The groups are the same either way.
+   */
+  spill?: { afterBytes?: number; dir?: string };
+}
+
+/** Default DedupRecordsOptions.spill.afterBytes: 2 GiB of vectors in memory. */
+export const SPILL_AFTER_BYTES = 2 ** 31;
+
+function checkSpill(spill: DedupRecordsOptions['spill']): { afterBytes: number; dir: string } {
+  if (spill !== undefined && !isObject(spill)) throw typeError(`spill must be an object { afterBytes?, dir? }, got ${describe(spill)}`);
+  const afterBytes = checkInt(spill?.afterBytes ?? SPILL_AFTER_BYTES, 'spill.afterBytes', 0, Number.MAX_SAFE_INTEGER);
+  const dir = spill?.dir ?? tmpdir();
+  if (typeof dir !== 'string' || dir === '') throw typeError(`spill.dir must be a directory path, got ${describe(dir)}`);
+  return { afterBytes, dir };
 }
 
 export interface DedupRecordsResult extends DedupResult {
@@ -30,6 +51,8 @@ export interface DedupRecordsResult extends DedupResult {
   ids: IdList;
   /** Wall time (ms) from the call to the last signature, and of banding plus verification. */
   ms: { hash: number; groups: number };
+  /** Bytes of vectors written to the spill file (0: all kept in memory; see options.spill). */
+  spilledBytes: number;
 }
 
 type Source<T> = AsyncIterable<T> | Iterable<T>;
@@ -65,6 +88,8 @@ interface SliceSink<B> {
   /** Told each block first; a staged copy of `input` it returns is what the block's rows are hashed from. */
   block?: (b: B, k: number, input: CsrMatrix, raw: CsrMatrix) => void | Promise<Staged | undefined>;
   slice: (signatures: Uint32Array, raw: CsrMatrix, start: number, end: number, b: B) => Promise<void> | void;
+  /** Told once every row of a block `block` staged has been hashed from its staged copy. */
+  hashed?: (staged: Staged) => void;
 }
 
 /**
@@ -125,6 +150,7 @@ class BlockSigner<B extends { rows: unknown }> {
       this.rows += e - s;
       reporter.update('hash', this.rows, total);
     }
+    if (staged) this.each.hashed?.(staged);
   }
 
   dispose(): void {
@@ -192,7 +218,10 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
   // 'none' compare signatures, and returnSignatures returns them.
   const compact = o.verify === 'exact' && !o.returnSignatures;
   const devices = o.backend === 'cuda' ? resolveDevices(o.devices ?? 'all') : undefined;
-  const band = compact ? new BandIndex({ ...params, width: o.method === 'classic' ? 1 : 2, backend: o.backend, devices }) : undefined;
+  const spill = checkSpill(options.spill);
+  const band = compact
+    ? new BandIndex({ ...params, width: o.method === 'classic' ? 1 : 2, backend: o.backend, devices, spill })
+    : undefined;
   const lsh = compact
     ? undefined
     : new MinHashLSH({
@@ -222,6 +251,7 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
       lsh!.insert(rowIds, sigs);
       if (o.returnSignatures) signatures.push(sigs.slice());
     },
+    hashed: (staged) => band?.settle(staged),
   });
   try {
     await signAll(source, signer, o.signal);
@@ -235,6 +265,7 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
       lsh: params,
       ids,
       ms: { hash: tHash - t0, groups: 0 },
+      spilledBytes: 0,
     };
     if (signed.rows > 0) {
       const g = band
@@ -251,6 +282,7 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
       result.pairs = g.pairs;
     }
     if (o.returnSignatures) result.signatures = joinU32(signatures);
+    result.spilledBytes = band?.spilledBytes ?? 0;
     result.ms.groups = performance.now() - tHash;
     return result;
   } finally {
