@@ -58,6 +58,11 @@ export function resolveDevices(requested: unknown, name = 'devices'): number[] |
   return requested as number[];
 }
 
+/** The GPU indices `requested` names ('all' or undefined: every GPU of this host). */
+export function gpuIndices(requested: 'all' | number[] | undefined, name = 'devices'): number[] {
+  return resolveDevices(requested ?? 'all', name) ?? devices().gpus.map((_, i) => i);
+}
+
 /**
  * The GPU option of an engine that runs on one GPU: `devices` as every engine
  * takes it ('all' or GPU indices; here at most one index, 'all' meaning the

@@ -7,7 +7,7 @@ import { createReadStream, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import { native, packageRoot } from '../addon.js';
-import { devices, resolveBackend, resolveDevices } from '../backend.js';
+import { devices, gpuIndices, resolveBackend } from '../backend.js';
 import { recallCurve, recallParams } from '../lsh.js';
 import type { LshParams, SignatureKind } from '../lsh.js';
 import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
@@ -371,7 +371,7 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
       (b) => queue.push(b),
       queue.stopped.signal,
       // On the CUDA backend the GPUs that hash also split and hash the tokens.
-      backend === 'cuda' ? (resolveDevices(o.devices ?? 'all') ?? devices().gpus.map((_, i) => i)) : [],
+      backend === 'cuda' ? gpuIndices(o.devices) : [],
     );
   } catch (e) {
     queue.close();

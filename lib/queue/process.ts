@@ -7,7 +7,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import { hostname } from 'node:os';
 import { Readable } from 'node:stream';
-import type { Backend } from '../backend.js';
+import { gpuIndices, type Backend } from '../backend.js';
 import { MinHashLSH } from '../lsh.js';
 import { packRows } from './batch-rows.js';
 import { dedupParams } from '../dedup/defaults.js';
@@ -47,7 +47,7 @@ export interface Signer {
    * Classic only: what the block reader (lib/cli/record-blocks.ts) needs to
    * featurize line records as featurize() does, natively on the thread pool.
    */
-  blocks?: { features: TextFeaturizerOptions; bits: number; reader: RecordReader };
+  blocks?: { features: TextFeaturizerOptions; bits: number; reader: RecordReader; tokenDevices: number[] };
 }
 
 /**
@@ -76,7 +76,8 @@ export function makeSigner(s: RangeSettings, backend: Backend, devices: 'all' | 
       },
       hash,
       dispose,
-      blocks: { features, bits: s.hashBits, reader: native ? 'native' : 'js' },
+      // On the CUDA backend the GPUs that hash also split and hash the tokens.
+      blocks: { features, bits: s.hashBits, reader: native ? 'native' : 'js', tokenDevices: backend === 'cuda' ? gpuIndices(devices) : [] },
     };
   }
   feat.freeze();
@@ -223,6 +224,7 @@ async function blockRange(
     // Texts the native tokenizer leaves to JavaScript are featurized on this thread (no worker threads).
     threads: 1,
     reader: blocks.reader,
+    tokenDevices: blocks.tokenDevices,
     onReader: ctx.onReader,
     blockBytes,
     onBlock: async (block) => {
