@@ -125,14 +125,13 @@ class BlockPool {
     void* p;
     uint64_t bytes, stamp;
   };
-  // 2 MB granules; above 64 MB a 1/16 step of the next power of two, so a
-  // stream of slightly different sizes reuses blocks.
+  // A 1/16 step of the next power of two (64 KB at least), so a stream of
+  // slightly different sizes reuses blocks, and a block held for long (a
+  // dedup's staged band keys and token sets, thousands of 3-5 MB blocks)
+  // wastes at most 1/16 of its size: 2 MB granules made a 4.3 MB block 6 MB.
   static uint64_t Round(uint64_t b) {
-    uint64_t g = uint64_t(2) << 20;
-    if (b > (uint64_t(64) << 20)) {
-      uint64_t p2 = uint64_t(1) << (64 - __builtin_clzll(b - 1));
-      g = std::max(g, p2 / 16);
-    }
+    const uint64_t p2 = uint64_t(1) << (64 - __builtin_clzll(b - 1));
+    const uint64_t g = std::max<uint64_t>(uint64_t(64) << 10, p2 / 16);
     return (b + g - 1) / g * g;
   }
   void Return(void* p, uint64_t cap) {
