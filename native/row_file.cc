@@ -45,7 +45,10 @@ RowFile::RowFile(const std::string& dir, bool values) : values_(values) {
     // No O_TMPFILE (older kernels, some file systems): a unique name, unlinked at once.
     std::string path = dir + "/cusim-rows-XXXXXX";
     fd_ = ::mkostemp(path.data(), O_CLOEXEC);
-    if (fd_ < 0) Fail("cannot make a file for spilled token sets in " + dir);
+    if (fd_ < 0)
+      ThrowInvalid("cannot make a file for spilled token sets in " + dir + " (" + std::strerror(errno) +
+                       "): point TMPDIR (spill.dir) at a writable directory, or raise --spill-after (spill.afterBytes)",
+                   "Error");
     ::unlink(path.c_str());
   }
 }
