@@ -83,6 +83,11 @@ struct CsrSource {
 // calls given one read it in place, wherever a CSR matrix or an array of the
 // same type is expected.
 CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues = true);
+// A Staged array of `length` elements of `type` at `data`, memory that `owner`
+// holds: a result that later calls read in place (lshBandKeys' band keys),
+// with no typed array, copy or finalizer on the JavaScript thread.
+Napi::Value NewStagedArray(Napi::Env env, std::shared_ptr<Inputs> owner, const void* data, uint64_t length,
+                           napi_typedarray_type type);
 
 // A CSR source's rows [rowStart, rowEnd) with its arrays resolved, their
 // lengths checked; their contents not yet read.
