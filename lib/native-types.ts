@@ -77,6 +77,8 @@ export interface MinHashHashOptions extends CallControl {
   out?: Uint32Array;
   /** The matrix's buffers were transferred to the call (HashOptions.transfer): read in place, not copied. */
   handed?: boolean;
+  /** `out` is given over until the call settles (HashOptions.outHanded): written in place. */
+  outHanded?: boolean;
 }
 
 export interface MinHashHashResult extends GpuTiming {

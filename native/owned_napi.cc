@@ -887,7 +887,7 @@ CancelToken Inputs::Cancel(const Napi::Object& options) {
 }
 
 OutputArray::OutputArray(const Napi::Value& v, napi_typedarray_type type, uint64_t count, const std::string& name,
-                         Inputs& in)
+                         Inputs& in, bool handed)
     : type_(type), count_(count), name_(name) {
   const ArrayRef a = ResolveArray(v, type, name);
   if (a.length < count)
@@ -897,6 +897,13 @@ OutputArray::OutputArray(const Napi::Value& v, napi_typedarray_type type, uint64
   if (!a.shared) {
     if (auto lent = FindLent(a.data, bytes_)) {
       in.Hold(std::move(lent));
+      target_ = a.data;
+      inPlace_ = true;
+      return;
+    }
+    if (handed) {
+      // The reference keeps the array (and so its memory) alive until the call's result is built.
+      ref_ = std::make_shared<Napi::Reference<Napi::Value>>(Napi::Persistent(v));
       target_ = a.data;
       inPlace_ = true;
       return;

@@ -114,7 +114,9 @@ class BlockSigner<B extends { rows: unknown }> {
       const options = {
         rowStart: s,
         rowEnd: e,
+        // The buffer is this signer's own, read by `each.slice` only after the call settles.
         out: this.#out,
+        outHanded: true,
         signal: o.signal,
         onProgress: reporter.enabled ? (p: { done: number }) => reporter.update('hash', base + p.done, total) : undefined,
       };
