@@ -6,6 +6,7 @@
 // rows, ids and the first error reported are those of a sequential pass;
 // memory holds at most two blocks per worker. Input that fits in one block
 // is done on this thread, with no workers started.
+import { open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
@@ -129,8 +130,14 @@ function textWorkers(threads: number, features: TextFeaturizerOptions): { hash: 
 /** Fewer texts than this are featurized on this thread (posting them would cost more). */
 const WORKER_TEXTS = 64;
 
+/** Where records come from: a stream (stdin), or a file, read straight into the blocks. */
+export type RecordInput = Readable | { file: string };
+
+/** Bytes read at a time past a block's end, while a line longer than a block is gathered. */
+const LONG_LINE_READ = 1 << 20;
+
 /** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
-export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): Promise<void> {
+export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions): Promise<void> {
   const blockBytes = o.blockBytes ?? 8 << 20;
   const { onBytes, ...records } = o.records;
   const feat = new TextFeaturizer(o.features);
@@ -266,20 +273,25 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     bytes <= capacity && spare.length ? spare.pop()! : Buffer.allocUnsafeSlow(Math.max(bytes, capacity));
   let buf = fresh(capacity);
   let filled = 0;
-  const append = (chunk: Uint8Array): void => {
-    if (filled + chunk.length + PADDING > buf.length) {
+  // Room for `bytes` more at `filled`.
+  const reserve = (bytes: number): void => {
+    if (filled + bytes + PADDING > buf.length) {
       // A line longer than a block (up to maxRecordBytes), or a chunk larger than one.
-      const grown = Buffer.allocUnsafeSlow(Math.max(2 * buf.length, filled + chunk.length + PADDING));
+      const grown = Buffer.allocUnsafeSlow(Math.max(2 * buf.length, filled + bytes + PADDING));
       buf.copy(grown, 0, 0, filled);
       buf = grown;
     }
+  };
+  const append = (chunk: Uint8Array): void => {
+    reserve(chunk.length);
     buf.set(chunk, filled);
     filled += chunk.length;
   };
   // Hands over the whole lines gathered (all that is left, at the end).
-  const cut = (final: boolean): void => {
+  // `at`: where the block ends (after a line break), when the caller knows.
+  const cut = (final: boolean, at?: number): void => {
     if (filled === 0) return;
-    const end = final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1;
+    const end = at ?? (final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
     if (end === 0) {
       if (filled > records.maxRecordBytes) throw tooLongError(o.records, lines + 1);
       return;
@@ -298,9 +310,50 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     if (spare.length < 2 && block.buffer.byteLength === capacity) spare.push(Buffer.from(block.buffer, 0, capacity));
   };
 
-  try {
-    for await (const chunk of input as AsyncIterable<Buffer | string>) {
-      if (o.signal?.aborted) return;
+  // A full block is cut and handed on; reading waits while enough are in flight.
+  const flush = async (at?: number): Promise<void> => {
+    if (filled < blockBytes) return;
+    cut(false, at);
+    if (workers.length) await drain(2 * o.threads);
+    await nativeDrain(2);
+  };
+  // Cuts what was read into blocks of whole lines, each of at most blockBytes
+  // or one longer line, as from a stream; a line not yet ended gathers on.
+  const flushBlocks = async (): Promise<void> => {
+    while (filled >= blockBytes) {
+      let end = buf.lastIndexOf(NEWLINE, blockBytes - 1) + 1;
+      if (end === 0) {
+        const nl = buf.subarray(0, filled).indexOf(NEWLINE, blockBytes);
+        // No line break yet: cut refuses a line past maxRecordBytes, else reading goes on.
+        if (nl < 0) return cut(false);
+        end = nl + 1;
+      }
+      await flush(end);
+    }
+  };
+  // A file is read straight into the block buffer, a block at a time: no
+  // stream chunk to allocate and copy again on this thread. False: aborted.
+  const readFile = async (file: string): Promise<boolean> => {
+    const fh = await open(file, 'r');
+    try {
+      for (;;) {
+        if (o.signal?.aborted) return false;
+        // Past blockBytes (a line longer than a block): a stream chunk's worth more at a time.
+        const want = filled < blockBytes ? blockBytes - filled : LONG_LINE_READ;
+        reserve(want);
+        const { bytesRead } = await fh.read(buf, filled, want, null);
+        if (bytesRead === 0) return true;
+        onBytes?.(bytesRead);
+        filled += bytesRead;
+        await flushBlocks();
+      }
+    } finally {
+      await fh.close();
+    }
+  };
+  const readStream = async (stream: Readable): Promise<boolean> => {
+    for await (const chunk of stream as AsyncIterable<Buffer | string>) {
+      if (o.signal?.aborted) return false;
       let bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
       onBytes?.(bytes.length);
       // Filled up to blockBytes, cut, and the chunk's rest goes on into the next block.
@@ -309,13 +362,14 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
         const take = filled < blockBytes ? Math.min(bytes.length, blockBytes - filled) : bytes.indexOf(NEWLINE) + 1 || bytes.length;
         append(take === bytes.length ? bytes : bytes.subarray(0, take));
         bytes = bytes.subarray(take);
-        if (filled >= blockBytes) {
-          cut(false);
-          if (workers.length) await drain(2 * o.threads);
-          await nativeDrain(2);
-        }
+        await flush();
       }
     }
+    return true;
+  };
+
+  try {
+    if (!(await ('file' in input ? readFile(input.file) : readStream(input)))) return;
     cut(true);
     if (o.signal?.aborted) return;
     await nativeDrain(0);
