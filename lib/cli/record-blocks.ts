@@ -13,7 +13,7 @@ import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import { CliError } from './errors.js';
 import { idList } from '../dedup/ids.js';
-import { featurizeNativeBlock, nativeRecordReader } from './record-native.js';
+import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
 import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
@@ -155,6 +155,12 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   let format: 'lines' | 'jsonl' | undefined;
   // Line numbers go on from lineOffset (a range of a longer input), as readRecords numbers them.
   let lines = records.lineOffset ?? 0;
+  // With the native reader, the lines before the next block: each block's
+  // count comes back from its native read, so no block is scanned for line
+  // breaks on this thread (each block's lines are numbered once the counts
+  // before it are in).
+  let lineBase: Promise<number> | undefined = reader ? Promise.resolve(lines) : undefined;
+  const linesSoFar = async (): Promise<number> => (lineBase ? await lineBase : lines);
   const tasks: BlockTask[] = [];
   const done = new Map<number, BlockMessage | BlockFailure>();
   let merged = 0;
@@ -231,11 +237,17 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
       bits: o.bits,
       values: o.values,
     };
-    lines += countLines(block);
+    const before = lineBase;
+    if (!before) lines += countLines(block);
     // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.
-    if (reader && block.length < 2 ** 32) {
-      // The block's buffer is its own (cut below), padded, and not touched until this settles.
-      const p = featurizeNativeBlock(t, reader, feat, hashTexts, true);
+    if (reader && before && block.length < 2 ** 32) {
+      // The block's buffer is its own (cut below), padded, and not touched
+      // until this settles. Read with lines numbered from 0, then from `base`.
+      const read = readNativeBlock({ ...t, firstLine: 0 }, reader, true);
+      const counted = Promise.all([before, read]);
+      lineBase = counted.then(([base, r]) => base + r.lines);
+      lineBase.catch(() => {});
+      const p = counted.then(([base, r]) => nativeBlockResult({ ...t, firstLine: base }, r, hashTexts, base));
       p.then(
         () => recycle(block),
         () => {},
@@ -245,8 +257,10 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
       inFlight.push(p);
       return;
     }
-    if (reader) {
-      const p = featurizeBlock(t, feat).then(fromMessage);
+    if (reader && before) {
+      const p = before.then((base) => featurizeBlock({ ...t, firstLine: base }, feat)).then(fromMessage);
+      lineBase = before.then((base) => base + countLines(block));
+      lineBase.catch(() => {});
       p.catch(() => {});
       inFlight.push(p);
       return;
@@ -289,13 +303,11 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   };
   // Hands over the whole lines gathered (all that is left, at the end).
   // `at`: where the block ends (after a line break), when the caller knows.
-  const cut = (final: boolean, at?: number): void => {
-    if (filled === 0) return;
+  // False: no line break yet in a line already past maxRecordBytes.
+  const cut = (final: boolean, at?: number): boolean => {
+    if (filled === 0) return true;
     const end = at ?? (final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
-    if (end === 0) {
-      if (filled > records.maxRecordBytes) throw tooLongError(o.records, lines + 1);
-      return;
-    }
+    if (end === 0) return filled <= records.maxRecordBytes;
     const full = buf;
     const rest = filled - end;
     buf = fresh(rest + PADDING);
@@ -304,6 +316,11 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
     full.fill(0, end, end + PADDING);
     filled = rest;
     submit(full.subarray(0, end));
+    return true;
+  };
+  // cut(false, at), refusing a line past maxRecordBytes (numbered once the lines before it are counted).
+  const cutWhole = async (at?: number): Promise<void> => {
+    if (!cut(false, at)) throw tooLongError(o.records, (await linesSoFar()) + 1);
   };
   // The native reader is done with a block's buffer once its promise settles.
   const recycle = (block: Uint8Array): void => {
@@ -313,7 +330,7 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // A full block is cut and handed on; reading waits while enough are in flight.
   const flush = async (at?: number): Promise<void> => {
     if (filled < blockBytes) return;
-    cut(false, at);
+    await cutWhole(at);
     if (workers.length) await drain(2 * o.threads);
     await nativeDrain(2);
   };
@@ -325,7 +342,7 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
       if (end === 0) {
         const nl = buf.subarray(0, filled).indexOf(NEWLINE, blockBytes);
         // No line break yet: cut refuses a line past maxRecordBytes, else reading goes on.
-        if (nl < 0) return cut(false);
+        if (nl < 0) return cutWhole();
         end = nl + 1;
       }
       await flush(end);

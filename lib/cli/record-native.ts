@@ -107,7 +107,16 @@ export async function featurizeNativeBlock(
   /** NativeRecordOptions.handed: t.block's buffer is the block's alone, padded, and left alone until this settles. */
   handed = false,
 ): Promise<BlockResult> {
-  const r = await reader.recordsAsync!(t.block, {
+  return nativeBlockResult(t, await readNativeBlock(t, reader, handed), hashTexts);
+}
+
+/**
+ * The native read of a block (the first half of featurizeNativeBlock), its
+ * lines numbered from t.firstLine. Its `lines` (the block's line count) lets
+ * a reader number the next block's lines from it instead of counting them.
+ */
+export function readNativeBlock(t: BlockTask, reader: TextTokenizerNative, handed = false): Promise<NativeRecordBlock> {
+  return reader.recordsAsync!(t.block, {
     jsonl: t.format === 'jsonl',
     field: t.records.field,
     idField: t.records.idField,
@@ -118,6 +127,15 @@ export async function featurizeNativeBlock(
     firstLine: t.firstLine,
     handed,
   });
+}
+
+/**
+ * The block's result from its native read (the second half of
+ * featurizeNativeBlock). `base`: the read numbered lines from 0, and they go
+ * on from t.firstLine = base, added here.
+ */
+export async function nativeBlockResult(t: BlockTask, r: NativeRecordBlock, hashTexts: HashTexts, base = 0): Promise<BlockResult> {
+  if (base !== 0) for (let i = 0; i < r.keptLine.length; i++) r.keptLine[i] += base;
   const records = t.records as RecordOptions;
   const entries = r.entries ?? r.kind!.length;
   // No entry left to JavaScript: the native arrays are the block's, as they come.
