@@ -65,6 +65,14 @@ export interface HashOptions {
    * staging copy); reuse it across calls.
    */
   out?: Uint32Array;
+  /**
+   * `out` is a buffer of the caller's own that nothing reads, writes or
+   * detaches until this call settles (dedup's reused signature buffer): the
+   * call writes it in place, instead of into its own memory that is copied in
+   * on this thread when it ends.
+   * @internal
+   */
+  outHanded?: boolean;
   /** Rows hashed so far: `{ stage: 'hash', done, total }` (see ProgressEvent). */
   onProgress?: OnProgress;
   /**
@@ -352,6 +360,7 @@ function callHash(
   if (given && given.length < need) throw rangeError(`out has length ${given.length} but rows ${rowStart}..${rowEnd} need ${need}`);
   const out = given ?? largeOutput(need, 'signatures');
   const handed = checkBool(options.transfer ?? false, 'transfer');
+  const outHanded = given !== undefined && checkBool(options.outHanded ?? false, 'outHanded');
   const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
   // Without `out` the native call allocates and returns the signatures. The
   // buffers go (handOver) only when the native call is made, synchronously,
@@ -361,7 +370,8 @@ function callHash(
     withNativeProgress(
       reporter,
       ['hash'],
-      (progress) => h.hash(handed ? handOver(m as CsrMatrix) : m, { rowStart, rowEnd, cancel, out, progress, handed }) as Promise<Raw>,
+      (progress) =>
+        h.hash(handed ? handOver(m as CsrMatrix) : m, { rowStart, rowEnd, cancel, out, progress, handed, outHanded }) as Promise<Raw>,
       rowEnd - rowStart,
     ),
   );

@@ -77,6 +77,8 @@ export interface MinHashHashOptions extends CallControl {
   out?: Uint32Array;
   /** The matrix's buffers were transferred to the call (HashOptions.transfer): read in place, not copied. */
   handed?: boolean;
+  /** `out` is given over until the call settles (HashOptions.outHanded): written in place. */
+  outHanded?: boolean;
 }
 
 export interface MinHashHashResult extends GpuTiming {
@@ -304,7 +306,12 @@ export interface LshFunctions {
   ): Promise<{ indptr: Uint32Array; ids: Uint32Array }>;
   /** Each row's band keys (rows × bands, row-major) and whether its signature is empty. */
   /** handed: `signatures` are lib/'s own and left alone until the call settles (read in place). */
-  lshBandKeys(signatures: Uint32Array, options: LshShape & { handed?: boolean }): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
+  lshBandKeys(
+    signatures: Uint32Array,
+    options: LshShape & { handed?: boolean; staged?: false },
+  ): Promise<{ keys: BigUint64Array; empty: Uint8Array }>;
+  /** The same, kept in native memory (Staged arrays: BigUint64 keys, Uint8 empty). */
+  lshBandKeys(signatures: Uint32Array, options: LshShape & { handed?: boolean; staged: true }): Promise<{ keys: Staged; empty: Staged }>;
   /** lshGroups with verify 'exact' and ids 0..n-1, from band keys and the rows as consecutive blocks. */
   lshGroupsFromKeys(
     keys: BigUint64Array | Staged,
@@ -495,6 +502,8 @@ export interface Addon extends LshFunctions {
   stageCsrAsync(matrix: CsrMatrix, wantValues?: boolean, gpu?: boolean): Promise<Staged>;
   /** The parts end to end, all of one element type; consume disposes each staged part once copied. */
   stageArray(parts: (ArrayBufferView | Staged)[], consume?: boolean): Staged;
+  /** stageArray of staged parts, copied on a worker (consume: the parts are disposed at once). */
+  stageArrayAsync(parts: Staged[], consume?: boolean): Promise<Staged>;
   /** The rows of rowLength elements whose keep[i] is nonzero. */
   stageSelect(staged: Staged, rowLength: number, keep: Uint8Array): Staged;
 

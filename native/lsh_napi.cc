@@ -174,11 +174,13 @@ Napi::Value Query(const Napi::CallbackInfo& info) {
   });
 }
 
-// lshBandKeys(signatures, { samples, bands, rows, width, handed }) -> { keys: BigUint64Array, empty: Uint8Array }:
-// each row's band keys (row-major) and whether its signature is empty, what
-// lshGroupsFromKeys reads in place of the signatures. With `handed`, lib/
-// gave the signatures over (a buffer of its own that nothing writes or
-// detaches until the call settles): read in place, not copied.
+// lshBandKeys(signatures, { samples, bands, rows, width, handed, staged }) -> { keys: BigUint64Array, empty:
+// Uint8Array }: each row's band keys (row-major) and whether its signature is
+// empty, what lshGroupsFromKeys reads in place of the signatures. With
+// `handed`, lib/ gave the signatures over (a buffer of its own that nothing
+// writes or detaches until the call settles): read in place, not copied. With
+// `staged`, keys and empty come as Staged arrays in native memory (what a
+// dedup keeps; no typed array or finalizer on the JavaScript thread).
 Napi::Value BandKeys(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
@@ -187,6 +189,7 @@ Napi::Value BandKeys(const Napi::CallbackInfo& info) {
     const uint32_t width = WidthProp(opts);
     const lsh::Params p = ParamsArg(opts, samples);
     const bool handed = BoolPropOr(opts, "handed", false);
+    const bool staged = BoolPropOr(opts, "staged", false);
     auto in = std::make_shared<Inputs>(handed ? Inputs::Use::Handed : Inputs::Use::Async);
     const lsh::SigView sig = SigRowsArg(*in, info[0], samples, width, true);
     if (sig.n * p.bands > MaxTypedLength())
@@ -202,6 +205,14 @@ Napi::Value BandKeys(const Napi::CallbackInfo& info) {
         },
         [=](Napi::Env env) -> Napi::Value {
           auto r = Napi::Object::New(env);
+          if (staged) {
+            auto own = std::make_shared<Inputs>(Inputs::Use::Async);
+            own->Hold(keys);
+            own->Hold(empty);
+            r.Set("keys", NewStagedArray(env, own, keys->data(), keys->size(), napi_biguint64_array));
+            r.Set("empty", NewStagedArray(env, own, empty->data(), empty->size(), napi_uint8_array));
+            return r;
+          }
           r.Set("keys", ToTyped(env, std::move(*keys)));
           r.Set("empty", ToTyped(env, std::move(*empty)));
           return r;

@@ -67,7 +67,9 @@ HashCall ParseHashCall(const Napi::CallbackInfo& info, uint32_t wordsPerRow, boo
   c.copyInMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t need = c.m.rows * uint64_t(wordsPerRow);
   if (!outArg.IsUndefined()) {
-    c.out->out = std::make_unique<OutputArray>(outArg, napi_uint32_array, need, "out", *c.in);
+    // options.outHanded: lib/ gave `out` over until the call settles (OutputArray).
+    c.out->out = std::make_unique<OutputArray>(outArg, napi_uint32_array, need, "out", *c.in,
+                                               BoolPropOr(opts, "outHanded", false));
     // Signatures written over pinned input the GPU is still reading would
     // change it under the kernels.
     const auto overlaps = [&](const void* p, uint64_t bytes) {

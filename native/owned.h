@@ -83,6 +83,11 @@ struct CsrSource {
 // calls given one read it in place, wherever a CSR matrix or an array of the
 // same type is expected.
 CsrSource ReadCsr(const Napi::Value& v, const char* name, bool wantValues = true);
+// A Staged array of `length` elements of `type` at `data`, memory that `owner`
+// holds: a result that later calls read in place (lshBandKeys' band keys),
+// with no typed array, copy or finalizer on the JavaScript thread.
+Napi::Value NewStagedArray(Napi::Env env, std::shared_ptr<Inputs> owner, const void* data, uint64_t length,
+                           napi_typedarray_type type);
 
 // A CSR source's rows [rowStart, rowEnd) with its arrays resolved, their
 // lengths checked; their contents not yet read.
@@ -161,10 +166,15 @@ ArrayArg<T> Inputs::Array(const Napi::Value& v, const std::string& name, bool bu
 // pinnedArray memory is written in place (held alive). Any other array gets
 // its results in owned memory, copied in on the JavaScript thread when the
 // work is done, provided the array is still attached and long enough then
-// (else Deliver throws a coded error and nothing is written).
+// (else Deliver throws a coded error and nothing is written). A `handed`
+// array is written in place too (held alive): lib/ gave it over, a buffer of
+// its own that nothing reads, writes or detaches until the call settles (the
+// dedup pipeline's reused signature buffer, whose copy-in was ~1 GB of
+// memmove on the JavaScript thread per 3M rows).
 class OutputArray {
  public:
-  OutputArray(const Napi::Value& v, napi_typedarray_type type, uint64_t count, const std::string& name, Inputs& in);
+  OutputArray(const Napi::Value& v, napi_typedarray_type type, uint64_t count, const std::string& name, Inputs& in,
+              bool handed = false);
   void* target() const { return target_; }
   bool inPlace() const { return inPlace_; }
   // Throws the coded error Deliver would, writing nothing.

@@ -234,3 +234,35 @@ describe('help and errors name the subcommand', () => {
     expect(bad.stderr).toBe("bench/corpus.js: Unknown option '--bogus' (see node bench/corpus.js --help)\n");
   });
 });
+
+describe('renderJson', () => {
+  it('writes, a slice of groups at a time, exactly what JSON.stringify(report, null, 2) writes', async () => {
+    const { renderJson } = (await import('../lib/cli/report.js')) as typeof import('../lib/cli/report.js');
+    // More groups than one slice (512), members and pairs nested in each.
+    const groups = Array.from({ length: 1300 }, (_, id) => ({
+      id,
+      size: 2,
+      members: [
+        { id: `d${id}`, similarity: 1 },
+        { id: `d${id}-copy "q"`, similarity: 0.95 },
+      ],
+      pairs: [{ left: `d${id}`, right: `d${id}-copy "q"`, similarity: 0.95 }],
+    }));
+    const report = {
+      schema: 'cusim.dedup/1' as const,
+      backend: 'cpu',
+      gpus: [],
+      options: { threshold: 0.9, samples: 108, seed: 1, mode: 'words', weighting: 'binary', method: 'classic' },
+      input: { source: 'x', documents: 2600, featurized: 2600, tooSmall: 0, skipped: [] },
+      lsh: { bands: 6, rows: 18, samples: 108, recall: [{ similarity: 0.9, probability: 0.99 }] },
+      groups,
+      packages: [],
+      stages: [{ stage: 'read', ms: 1 }],
+      elapsedMs: 5,
+    };
+    for (const n of [1, 512, 513, 1300]) {
+      const r = { ...report, groups: groups.slice(0, n) };
+      expect([...renderJson(r)].join('')).toBe(JSON.stringify(r, null, 2) + '\n');
+    }
+  });
+});

@@ -328,6 +328,17 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
     expect(handed.empty).toEqual(copied.empty);
     expect([...copied.empty.subarray(6, 10)]).toEqual([0, 1, 1, 0]);
     expect(sigs).toEqual(before);
+    // Kept natively (what BandIndex keeps): groups from them equal those from the typed arrays.
+    const staged = await native().lshBandKeys(sigs, { ...shape, handed: true, staged: true });
+    expect(staged.keys.length).toBe(copied.keys.length);
+    expect(staged.empty.length).toBe(copied.empty.length);
+    const rows = randomCsr(rng(6), 300, 50, () => 5, { weights: false });
+    const opts = { bands: shape.bands, threshold: 0.5, sets: true, backend: 'cpu' as const };
+    const fromTyped = await native().lshGroupsFromKeys(copied.keys, copied.empty, [rows], opts);
+    const fromStaged = await native().lshGroupsFromKeys(staged.keys, staged.empty, [rows], opts);
+    expect(fromStaged.group).toEqual(fromTyped.group);
+    staged.keys.dispose();
+    staged.empty.dispose();
   });
 });
 

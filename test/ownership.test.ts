@@ -244,6 +244,23 @@ for (const backend of backends) {
       expect(await wmh.hash(matrix)).toEqual(ref);
     });
 
+    it("hash with a handed `out` (outHanded, the dedup pipeline's own buffer) is written in place: the same signatures, rows by slices", async () => {
+      const ref = await wmh.hash(matrix);
+      const out = new Uint32Array(ref.length + 5).fill(3);
+      const half = Math.floor(matrix.rows / 2);
+      const per = ref.length / matrix.rows;
+      const a = await wmh.hash(matrix, { out, outHanded: true, rowEnd: half });
+      // The prefix of `out` itself, not a copy, holds the first slice.
+      expect(a.buffer).toBe(out.buffer);
+      expect(a).toEqual(ref.subarray(0, half * per));
+      const b = await wmh.hash(matrix, { out, outHanded: true, rowStart: half });
+      expect(b).toEqual(ref.subarray(half * per));
+      expect(out[ref.length - half * per]).toBe(3);
+      using mh = new MinHash({ samples: 32, backend });
+      const c = await mh.hash(matrix, { out, outHanded: true });
+      expect(c).toEqual(await mh.hash(matrix));
+    });
+
     it('pinnedArray buffers transferred or dropped during a call are freed only after it', async () => {
       const ref = await wmh.hash(matrix);
       for (let round = 0; round < 3; round++) {

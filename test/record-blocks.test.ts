@@ -75,7 +75,20 @@ async function sequential(s: string, minTokens: number, maxRecordBytes?: number)
   return { m: stream.matrix(), ids: stream.ids, documents: stream.documents, tooSmall: stream.tooSmall };
 }
 
-async function inBlocks(s: string, minTokens: number, blockBytes: number, maxRecordBytes?: number, input = chunked(s, 2)) {
+/** `s` written to a file of its own: read straight into the blocks, not as a stream. */
+function asFile(s: string): { file: string } {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'cusim-blocks-')), 'records.jsonl');
+  writeFileSync(file, s);
+  return { file };
+}
+
+async function inBlocks(
+  s: string,
+  minTokens: number,
+  blockBytes: number,
+  maxRecordBytes?: number,
+  input: Readable | { file: string } = chunked(s, 2),
+) {
   const feat = new d.text.TextFeaturizer({ mode: 'words' });
   const stream = new d.pipeline.StreamFeaturizer(feat, minTokens, 1 << 12, undefined, undefined, { bits: 32, values: false });
   let blocks = 0;
@@ -112,8 +125,8 @@ describe('records read in blocks on worker threads', () => {
       .filter((x) => x.set.length > 0);
     expect(want.ids).toEqual(docs.map((x) => x.id));
     docs.forEach((x, i) => expect([...want.m.indices.subarray(want.m.indptr[i], want.m.indptr[i + 1])]).toEqual(x.set));
-    for (const blockBytes of [1 << 12, 1 << 13, 1 << 24]) {
-      const got = await inBlocks(s, 1, blockBytes);
+    for (const [blockBytes, file] of [1 << 12, 1 << 13, 1 << 24].flatMap((b) => [[b, false] as const, [b, true] as const])) {
+      const got = await inBlocks(s, 1, blockBytes, undefined, file ? asFile(s) : chunked(s, 2));
       if (blockBytes === 1 << 24) expect(got.blocks).toBe(1);
       else expect(got.blocks).toBeGreaterThan(20);
       expect(got.ids).toEqual(want.ids);
@@ -133,7 +146,7 @@ describe('records read in blocks on worker threads', () => {
     const s = lines.join('\n');
     const want = await sequential(s, 1);
     expect(want.ids).toContain('long70');
-    for (const input of [chunked(s, 3), Readable.from([Buffer.from(s)])]) {
+    for (const input of [chunked(s, 3), Readable.from([Buffer.from(s)]), asFile(s)]) {
       const got = await inBlocks(s, 1, 1 << 12, undefined, input);
       expect(got.blocks).toBeGreaterThan(20);
       expect(got.ids).toEqual(want.ids);
@@ -156,6 +169,10 @@ describe('records read in blocks on worker threads', () => {
     expect((seq as Error).message).toMatch(/^stdin line 1701 is not valid JSON$/);
     for (const blockBytes of [1 << 12, 1 << 24]) {
       await expect(inBlocks(s, 1, blockBytes)).rejects.toMatchObject({ message: (seq as Error).message, exitCode: 1 });
+      await expect(inBlocks(s, 1, blockBytes, undefined, asFile(s))).rejects.toMatchObject({
+        message: (seq as Error).message,
+        exitCode: 1,
+      });
     }
     // A line longer than the record limit, inside a block and across blocks.
     const long = [...good];
@@ -165,6 +182,7 @@ describe('records read in blocks on worker threads', () => {
     expect(seq2.message).toMatch(/^stdin line 901 is longer than 10000 bytes$/);
     for (const blockBytes of [1 << 12, 1 << 24]) {
       await expect(inBlocks(s2, 1, blockBytes, 10_000)).rejects.toMatchObject({ message: seq2.message });
+      await expect(inBlocks(s2, 1, blockBytes, 10_000, asFile(s2))).rejects.toMatchObject({ message: seq2.message });
     }
   });
 

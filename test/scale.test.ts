@@ -128,6 +128,14 @@ describe('every engine past a lowered typed-array limit (2^20 elements or bytes)
     expect(staged.map((s) => s.length)).toEqual([0, 0, 0]);
     expect(joined.length).toBe(sig.length);
     const plain = native().stageArray(parts.map((p) => native().stageArray([p])));
+    // Joined on a worker: the same array; consumed parts are disposed at once.
+    const asyncParts = parts.map((p) => native().stageArray([p]));
+    const joinedAsync = await native().stageArrayAsync(asyncParts, true);
+    expect(asyncParts.map((s) => s.length)).toEqual([0, 0, 0]);
+    expect(joinedAsync.length).toBe(sig.length);
+    expect((await native().lshGroups(joinedAsync, ids, opts)).group).toEqual(one.group);
+    joinedAsync.dispose();
+    expect(() => native().stageArrayAsync([sig as never])).toThrow(/parts\[0\] must be a staged array/);
     const many = await native().lshGroups(joined, ids, opts);
     expect((await native().lshGroups(plain, ids, opts)).group).toEqual(one.group);
     plain.dispose();

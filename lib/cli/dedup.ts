@@ -46,6 +46,8 @@ interface RecordInput {
   name: string;
   format: RecordFormat;
   open: () => Readable;
+  /** The file's path (a file, not stdin): line records are read from it in blocks, not as a stream. */
+  path?: string;
   /** Bytes, when known (files). */
   size?: number;
 }
@@ -69,7 +71,7 @@ function planInputs(paths: string[], o: DedupCommandOptions, io: Io): { records:
     }
     const format = o.format !== 'auto' ? o.format : formatOfFile(p);
     if (st.isFile() && format) {
-      records.push({ name: displayPath(p), format, size: st.size, open: () => readFile(p) });
+      records.push({ name: displayPath(p), format, size: st.size, open: () => readFile(p), path: p });
     } else {
       docRoots.push(p);
     }
@@ -176,7 +178,7 @@ async function featurize(
       if (hashed && (o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) {
         // Line-based records: parsed and featurized block by block (natively, or on worker threads).
         await stream.finish();
-        await readRecordBlocks(input.open(), {
+        await readRecordBlocks(input.path === undefined ? input.open() : { file: input.path }, {
           records: recordOptions,
           features: featOptions,
           minTokens,
@@ -316,7 +318,7 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
   for (const f of files) {
     if (o.format !== 'auto') {
       const name = displayPath(f);
-      records.push({ name, format: o.format, open: () => readFile(f), size: statSync(f).size });
+      records.push({ name, format: o.format, open: () => readFile(f), size: statSync(f).size, path: f });
     } else docFiles.push(f);
   }
   const mode: TextMode = o.mode ?? (docFiles.length === 0 && records.length > 0 ? 'words' : 'code');

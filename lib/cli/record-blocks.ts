@@ -6,13 +6,14 @@
 // rows, ids and the first error reported are those of a sequential pass;
 // memory holds at most two blocks per worker. Input that fits in one block
 // is done on this thread, with no workers started.
+import { open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import { CliError } from './errors.js';
 import { idList } from '../dedup/ids.js';
-import { featurizeNativeBlock, nativeRecordReader } from './record-native.js';
+import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
 import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
@@ -135,8 +136,14 @@ function textWorkers(threads: number, features: TextFeaturizerOptions): { hash: 
 /** Fewer texts than this are featurized on this thread (posting them would cost more). */
 const WORKER_TEXTS = 64;
 
+/** Where records come from: a stream (stdin), or a file, read straight into the blocks. */
+export type RecordInput = Readable | { file: string };
+
+/** Bytes read at a time past a block's end, while a line longer than a block is gathered. */
+const LONG_LINE_READ = 1 << 20;
+
 /** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
-export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): Promise<void> {
+export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions): Promise<void> {
   const blockBytes = o.blockBytes ?? 8 << 20;
   const { onBytes, ...records } = o.records;
   const feat = new TextFeaturizer(o.features);
@@ -150,8 +157,10 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   o.onReader?.(reader ? `native (${why}${where})` : `JavaScript (${why})`);
   let dealt = 0;
   // Native blocks in flight: each runs on every core, so a few keep the pool
-  // busy while the next block is read.
+  // busy while the next block is read; with token hashers, one more per
+  // hasher, so each has a block of its own while others are parsed.
   const inFlight: Promise<BlockResult>[] = [];
+  const inFlightMax = 2 + hashers.length;
   const textPool = reader && o.threads > 1 ? textWorkers(o.threads, o.features) : undefined;
   const hashTexts: HashTexts = (texts, minTokens, bits) =>
     textPool && texts.length >= WORKER_TEXTS ? textPool.hash(texts, minTokens, bits) : feat.hashedRows(texts, { minTokens, bits });
@@ -161,6 +170,12 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
   let format: 'lines' | 'jsonl' | undefined;
   // Line numbers go on from lineOffset (a range of a longer input), as readRecords numbers them.
   let lines = records.lineOffset ?? 0;
+  // With the native reader, the lines before the next block: each block's
+  // count comes back from its native read, so no block is scanned for line
+  // breaks on this thread (each block's lines are numbered once the counts
+  // before it are in).
+  let lineBase: Promise<number> | undefined = reader ? Promise.resolve(lines) : undefined;
+  const linesSoFar = async (): Promise<number> => (lineBase ? await lineBase : lines);
   const tasks: BlockTask[] = [];
   const done = new Map<number, BlockMessage | BlockFailure>();
   let merged = 0;
@@ -237,12 +252,18 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       bits: o.bits,
       values: o.values,
     };
-    lines += countLines(block);
+    const before = lineBase;
+    if (!before) lines += countLines(block);
     // A block of 4 GiB or more (one huge line) is beyond the native reader's offsets.
-    if (reader && block.length < 2 ** 32) {
-      // The block's buffer is its own (cut below), padded, and not touched until this settles.
+    if (reader && before && block.length < 2 ** 32) {
+      // The block's buffer is its own (cut below), padded, and not touched
+      // until this settles. Read with lines numbered from 0, then from `base`.
       const hasher = hashers.length ? hashers[dealt++ % hashers.length] : undefined;
-      const p = featurizeNativeBlock(t, reader, feat, hashTexts, true, hasher);
+      const read = readNativeBlock({ ...t, firstLine: 0 }, reader, true, hasher);
+      const counted = Promise.all([before, read]);
+      lineBase = counted.then(([base, r]) => base + r.lines);
+      lineBase.catch(() => {});
+      const p = counted.then(([base, r]) => nativeBlockResult({ ...t, firstLine: base }, r, hashTexts, base));
       p.then(
         () => recycle(block),
         () => {},
@@ -252,8 +273,10 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
       inFlight.push(p);
       return;
     }
-    if (reader) {
-      const p = featurizeBlock(t, feat).then(fromMessage);
+    if (reader && before) {
+      const p = before.then((base) => featurizeBlock({ ...t, firstLine: base }, feat)).then(fromMessage);
+      lineBase = before.then((base) => base + countLines(block));
+      lineBase.catch(() => {});
       p.catch(() => {});
       inFlight.push(p);
       return;
@@ -280,24 +303,27 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     bytes <= capacity && spare.length ? spare.pop()! : Buffer.allocUnsafeSlow(Math.max(bytes, capacity));
   let buf = fresh(capacity);
   let filled = 0;
-  const append = (chunk: Uint8Array): void => {
-    if (filled + chunk.length + PADDING > buf.length) {
+  // Room for `bytes` more at `filled`.
+  const reserve = (bytes: number): void => {
+    if (filled + bytes + PADDING > buf.length) {
       // A line longer than a block (up to maxRecordBytes), or a chunk larger than one.
-      const grown = Buffer.allocUnsafeSlow(Math.max(2 * buf.length, filled + chunk.length + PADDING));
+      const grown = Buffer.allocUnsafeSlow(Math.max(2 * buf.length, filled + bytes + PADDING));
       buf.copy(grown, 0, 0, filled);
       buf = grown;
     }
+  };
+  const append = (chunk: Uint8Array): void => {
+    reserve(chunk.length);
     buf.set(chunk, filled);
     filled += chunk.length;
   };
   // Hands over the whole lines gathered (all that is left, at the end).
-  const cut = (final: boolean): void => {
-    if (filled === 0) return;
-    const end = final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1;
-    if (end === 0) {
-      if (filled > records.maxRecordBytes) throw tooLongError(o.records, lines + 1);
-      return;
-    }
+  // `at`: where the block ends (after a line break), when the caller knows.
+  // False: no line break yet in a line already past maxRecordBytes.
+  const cut = (final: boolean, at?: number): boolean => {
+    if (filled === 0) return true;
+    const end = at ?? (final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
+    if (end === 0) return filled <= records.maxRecordBytes;
     const full = buf;
     const rest = filled - end;
     buf = fresh(rest + PADDING);
@@ -306,15 +332,61 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
     full.fill(0, end, end + PADDING);
     filled = rest;
     submit(full.subarray(0, end));
+    return true;
+  };
+  // cut(false, at), refusing a line past maxRecordBytes (numbered once the lines before it are counted).
+  const cutWhole = async (at?: number): Promise<void> => {
+    if (!cut(false, at)) throw tooLongError(o.records, (await linesSoFar()) + 1);
   };
   // The native reader is done with a block's buffer once its promise settles.
   const recycle = (block: Uint8Array): void => {
     if (spare.length < 2 && block.buffer.byteLength === capacity) spare.push(Buffer.from(block.buffer, 0, capacity));
   };
 
-  try {
-    for await (const chunk of input as AsyncIterable<Buffer | string>) {
-      if (o.signal?.aborted) return;
+  // A full block is cut and handed on; reading waits while enough are in flight.
+  const flush = async (at?: number): Promise<void> => {
+    if (filled < blockBytes) return;
+    await cutWhole(at);
+    if (workers.length) await drain(2 * o.threads);
+    await nativeDrain(inFlightMax);
+  };
+  // Cuts what was read into blocks of whole lines, each of at most blockBytes
+  // or one longer line, as from a stream; a line not yet ended gathers on.
+  const flushBlocks = async (): Promise<void> => {
+    while (filled >= blockBytes) {
+      let end = buf.lastIndexOf(NEWLINE, blockBytes - 1) + 1;
+      if (end === 0) {
+        const nl = buf.subarray(0, filled).indexOf(NEWLINE, blockBytes);
+        // No line break yet: cut refuses a line past maxRecordBytes, else reading goes on.
+        if (nl < 0) return cutWhole();
+        end = nl + 1;
+      }
+      await flush(end);
+    }
+  };
+  // A file is read straight into the block buffer, a block at a time: no
+  // stream chunk to allocate and copy again on this thread. False: aborted.
+  const readFile = async (file: string): Promise<boolean> => {
+    const fh = await open(file, 'r');
+    try {
+      for (;;) {
+        if (o.signal?.aborted) return false;
+        // Past blockBytes (a line longer than a block): a stream chunk's worth more at a time.
+        const want = filled < blockBytes ? blockBytes - filled : LONG_LINE_READ;
+        reserve(want);
+        const { bytesRead } = await fh.read(buf, filled, want, null);
+        if (bytesRead === 0) return true;
+        onBytes?.(bytesRead);
+        filled += bytesRead;
+        await flushBlocks();
+      }
+    } finally {
+      await fh.close();
+    }
+  };
+  const readStream = async (stream: Readable): Promise<boolean> => {
+    for await (const chunk of stream as AsyncIterable<Buffer | string>) {
+      if (o.signal?.aborted) return false;
       let bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
       onBytes?.(bytes.length);
       // Filled up to blockBytes, cut, and the chunk's rest goes on into the next block.
@@ -323,13 +395,14 @@ export async function readRecordBlocks(input: Readable, o: RecordBlockOptions): 
         const take = filled < blockBytes ? Math.min(bytes.length, blockBytes - filled) : bytes.indexOf(NEWLINE) + 1 || bytes.length;
         append(take === bytes.length ? bytes : bytes.subarray(0, take));
         bytes = bytes.subarray(take);
-        if (filled >= blockBytes) {
-          cut(false);
-          if (workers.length) await drain(2 * o.threads);
-          await nativeDrain(2);
-        }
+        await flush();
       }
     }
+    return true;
+  };
+
+  try {
+    if (!(await ('file' in input ? readFile(input.file) : readStream(input)))) return;
     cut(true);
     if (o.signal?.aborted) return;
     await nativeDrain(0);

@@ -109,7 +109,22 @@ export async function featurizeNativeBlock(
   /** NativeRecordOptions.hasher: splits and hashes the block's texts (a GPU's) instead of `reader`. */
   hasher?: TokenHasherNative,
 ): Promise<BlockResult> {
-  const r = await reader.recordsAsync!(t.block, {
+  return nativeBlockResult(t, await readNativeBlock(t, reader, handed, hasher), hashTexts);
+}
+
+/**
+ * The native read of a block (the first half of featurizeNativeBlock), its
+ * lines numbered from t.firstLine. Its `lines` (the block's line count) lets
+ * a reader number the next block's lines from it instead of counting them.
+ */
+export function readNativeBlock(
+  t: BlockTask,
+  reader: TextTokenizerNative,
+  handed = false,
+  /** NativeRecordOptions.hasher: splits and hashes the block's texts (a GPU's) instead of `reader`. */
+  hasher?: TokenHasherNative,
+): Promise<NativeRecordBlock> {
+  return reader.recordsAsync!(t.block, {
     jsonl: t.format === 'jsonl',
     field: t.records.field,
     idField: t.records.idField,
@@ -121,6 +136,15 @@ export async function featurizeNativeBlock(
     handed,
     ...(hasher ? { hasher } : {}),
   });
+}
+
+/**
+ * The block's result from its native read (the second half of
+ * featurizeNativeBlock). `base`: the read numbered lines from 0, and they go
+ * on from t.firstLine = base, added here.
+ */
+export async function nativeBlockResult(t: BlockTask, r: NativeRecordBlock, hashTexts: HashTexts, base = 0): Promise<BlockResult> {
+  if (base !== 0) for (let i = 0; i < r.keptLine.length; i++) r.keptLine[i] += base;
   const records = t.records as RecordOptions;
   const entries = r.entries ?? r.kind!.length;
   // No entry left to JavaScript: the native arrays are the block's, as they come.

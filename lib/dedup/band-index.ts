@@ -58,9 +58,10 @@ export class BandIndex implements Disposable {
    */
   async addSignatures(signatures: Uint32Array, handed = false): Promise<void> {
     const { samples, bands, rows, width } = this.o;
-    const r = await native().lshBandKeys(signatures, { samples, bands, rows, width, handed });
-    this.#keys.push(native().stageArray([r.keys]));
-    this.#empty.push(native().stageArray([r.empty]));
+    // Kept as the native call made them: no typed array or copy on this thread.
+    const r = await native().lshBandKeys(signatures, { samples, bands, rows, width, handed, staged: true });
+    this.#keys.push(r.keys);
+    this.#empty.push(r.empty);
     this.#size += r.empty.length;
   }
 
@@ -107,10 +108,10 @@ export class BandIndex implements Disposable {
     await Promise.all(this.#spilling);
     this.#spilling = [];
     const rows: (Staged | RowSpillNative)[] = this.#spill ? [...this.#rows, this.#spill] : this.#rows;
-    // One block of keys (the chunks are released as they are copied).
-    const keys = native().stageArray(this.#keys.length ? this.#keys : [new BigUint64Array(0)], true);
-    const empty = native().stageArray(this.#empty.length ? this.#empty : [new Uint8Array(0)], true);
+    // One block of keys, joined on a worker (the chunks are released as they are copied).
+    const keys = this.#keys.length ? await native().stageArrayAsync(this.#keys, true) : native().stageArray([new BigUint64Array(0)]);
     this.#keys = [keys];
+    const empty = this.#empty.length ? await native().stageArrayAsync(this.#empty, true) : native().stageArray([new Uint8Array(0)]);
     this.#empty = [empty];
     const { bands, backend, devices } = this.o;
     const r = await withCancel(signal, (cancel) =>

@@ -16,6 +16,7 @@ import type { Staged } from '../native-types.js';
 import { IdListChain, toIdList, type IdList } from './ids.js';
 import { checkDedupOptions, type CheckedDedupOptions, type DedupBlock, type DedupOptions, type DedupResult } from './options.js';
 import { makeSigner, type Signer } from './signer.js';
+import { pinnedArray } from '../pinned.js';
 
 // Rows per hash call: the one signature buffer holds this many rows
 // (64K × 108 samples × 8 bytes = 57 MB weighted, half that classic).
@@ -126,7 +127,9 @@ class BlockSigner<B extends { rows: unknown }> {
         devices: o.devices,
         dim: raw.cols,
       });
-      this.#out = new Uint32Array(HASH_ROWS * o.params.samples * this.#signer.width);
+      // Page-locked where a GPU is present, so the kernels' results land in
+      // it directly; elsewhere an ordinary array (written in place: outHanded).
+      this.#out = pinnedArray(Uint32Array, HASH_ROWS * o.params.samples * this.#signer.width);
     } else if (raw.cols !== this.#cols) {
       throw rangeError(`blocks[${k}].rows.cols is ${raw.cols} but blocks[0].rows.cols is ${this.#cols}: every block has the same columns`);
     }
@@ -139,7 +142,9 @@ class BlockSigner<B extends { rows: unknown }> {
       const options = {
         rowStart: s,
         rowEnd: e,
+        // The buffer is this signer's own, read by `each.slice` only after the call settles.
         out: this.#out,
+        outHanded: true,
         signal: o.signal,
         onProgress: reporter.enabled ? (p: { done: number }) => reporter.update('hash', base + p.done, total) : undefined,
       };
