@@ -127,14 +127,18 @@ class BlockSigner<B extends { rows: unknown }> {
         devices: o.devices,
         dim: raw.cols,
       });
-      // Page-locked where a GPU is present, so the kernels' results land in
-      // it directly; elsewhere an ordinary array (written in place: outHanded).
-      this.#out = pinnedArray(Uint32Array, HASH_ROWS * o.params.samples * this.#signer.width);
     } else if (raw.cols !== this.#cols) {
       throw rangeError(`blocks[${k}].rows.cols is ${raw.cols} but blocks[0].rows.cols is ${this.#cols}: every block has the same columns`);
     }
     const signer = this.#signer!;
     const input = signer.input(raw);
+    // The slices' one buffer, as large as a slice of this block needs (a
+    // small job does not pin 57 MB): page-locked for the CUDA backend once it
+    // is 1 MB or more, so the kernels' results land in it directly; else an
+    // ordinary array (written in place: outHanded).
+    const need = Math.min(HASH_ROWS, input.rows) * o.params.samples * signer.width;
+    if (!this.#out || this.#out.length < need)
+      this.#out = o.backend === 'cuda' && need >= 1 << 18 ? pinnedArray(Uint32Array, need) : new Uint32Array(need);
     const staged = await this.each.block?.(b, k, input, raw);
     for (let s = 0; s < input.rows; s += HASH_ROWS) {
       const e = Math.min(input.rows, s + HASH_ROWS);
