@@ -46,9 +46,11 @@ RowFile::RowFile(const std::string& dir, bool values) : values_(values) {
     std::string path = dir + "/cusim-rows-XXXXXX";
     fd_ = ::mkostemp(path.data(), O_CLOEXEC);
     if (fd_ < 0)
-      ThrowInvalid("cannot make a file for spilled token sets in " + dir + " (" + std::strerror(errno) +
-                       "): point TMPDIR (spill.dir) at a writable directory, or raise --spill-after (spill.afterBytes)",
-                   "Error");
+      ThrowInvalid(
+          "cannot make a file for spilled token sets in " + dir + " (" + std::strerror(errno) +
+              "): point spill.dir (--spill-dir, default TMPDIR) at a writable directory, or raise spill.afterBytes "
+              "(--spill-after)",
+          "Error");
     ::unlink(path.c_str());
   }
 }

@@ -4,6 +4,9 @@
 // decides (classicTokens), checked against MinHash itself; the compact path
 // (band keys, no signatures kept) equals MinHashLSH over whole signatures;
 // progress and abort; dedup() owns its input.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   DEDUP_DEFAULTS,
@@ -158,6 +161,25 @@ describe('one pipeline: dedup(), dedupRecords() and cusim dedup agree', () => {
       expect(s).toBeGreaterThanOrEqual(t);
       expect(Math.abs(s - wordJaccard(text.get(l)!, text.get(r)!))).toBeLessThan(0.03);
     }
+  });
+
+  it('cusim dedup --spill-after 0 --spill-dir: every token set through the file, the same report; a spill dir that cannot hold one is one coded line', () => {
+    const docs = corpus(12, 150);
+    const input = docs.map((d) => JSON.stringify(d)).join('\n');
+    const args = ['dedup', '-', '--format', 'jsonl', '--backend', 'cpu', '--json', '--quiet', '--threshold', '0.85'];
+    const kept = cusim(args, { input });
+    const spilled = cusim([...args, '--spill-after', '0', '--spill-dir', mkdtempSync(path.join(tmpdir(), 'cusim-spill-'))], { input });
+    expect(kept.status, kept.stderr).toBe(0);
+    expect(spilled.status, spilled.stderr).toBe(0);
+    const groups = (out: string) => (JSON.parse(out) as { groups: unknown[] }).groups;
+    expect(groups(kept.stdout).length).toBeGreaterThan(20);
+    expect(groups(spilled.stdout)).toEqual(groups(kept.stdout));
+    const bad = cusim([...args, '--spill-after', '0', '--spill-dir', '/nonexistent/cusim-spill'], { input });
+    expect(bad.status).toBe(1);
+    expect(bad.stdout).toBe('');
+    expect(bad.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^cusim: cannot make a file for spilled token sets in \/nonexistent\/cusim-spill .*--spill-dir/),
+    ]);
   });
 
   it('weighted rows in blocks equal one matrix, on every backend', async () => {

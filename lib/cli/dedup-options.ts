@@ -33,6 +33,8 @@ export interface DedupCommandOptions
   maxSize: number;
   /** Bytes of token sets kept in memory (dedupRecords' spill.afterBytes). */
   spillAfter: number;
+  /** Where the rest go (dedupRecords' spill.dir). */
+  spillDir?: string;
   minTokens?: number;
   limit: number;
   threads: number;

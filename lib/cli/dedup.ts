@@ -350,7 +350,7 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
     backend,
     devices: o.devices,
     signal: io.signal,
-    spill: { afterBytes: o.spillAfter },
+    spill: { afterBytes: o.spillAfter, ...(o.spillDir === undefined ? {} : { dir: o.spillDir }) },
     // While reading, the reading bar is the job's progress.
     onProgress: listen && ((e) => !reading && listen(e)),
   });
@@ -570,10 +570,11 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     .option('--max-size <bytes>', 'skip files (and records) larger than this', integer('max-size', 1, 2 ** 31), 4 * 1024 * 1024)
     .option(
       '--spill-after <bytes>',
-      'token sets kept in memory for verification; the rest go to an unlinked file in the temporary directory (TMPDIR)',
+      'token sets kept in memory for verification; the rest go to an unlinked file in --spill-dir',
       integer('spill-after', 0, Number.MAX_SAFE_INTEGER),
       SPILL_AFTER_BYTES,
     )
+    .option('--spill-dir <dir>', 'where token sets past --spill-after go (default: the temporary directory, TMPDIR)')
     .option(
       '--min-tokens <n>',
       'ignore documents with fewer tokens (default: 10 for node_modules scans, else 1)',
