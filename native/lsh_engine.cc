@@ -674,7 +674,9 @@ GroupsResult GroupsFromKeys(const KeyView& keys, const uint8_t* empty, double th
     ThrowInvalid("the token sets hold " + std::to_string(rows.rows()) + " rows, the band keys " + std::to_string(n));
   cancel.begin(0, 0);
   PhaseLog log("lsh groups from keys");  // CUSIM_PROFILE=1
+  log.Mark("start");
   NormRows norm(rows, nullptr, n, sets);
+  log.Mark("row slots");
   Classes c = ExactClasses(KeyRows{keys, empty}, norm);
   log.Mark("classes");
   cancel.check();

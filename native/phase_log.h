@@ -1,4 +1,4 @@
-// Opt-in wall-clock phase timings on stderr (CUSIM_PROFILE=1): the host side
+// Opt-in wall-clock phase timings and resident memory on stderr (CUSIM_PROFILE=1): the host side
 // of a call is tuned on a GPU host reached only in batch, with no profiler
 // that sees host threads. Off, a PhaseLog costs one branch per mark.
 #pragma once
@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace cusim {
 
@@ -21,7 +23,7 @@ class PhaseLog {
     std::string line = "cusim " + scope_ + ":";
     char buf[96];
     for (const auto& p : phases_) {
-      std::snprintf(buf, sizeof buf, " %s %.2f ms (%u)", p.name, p.ms, p.calls);
+      std::snprintf(buf, sizeof buf, " %s %.2f ms (%u; RSS %.0f MB)", p.name, p.ms, p.calls, p.rssMB);
       line += buf;
     }
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -42,13 +44,15 @@ class PhaseLog {
     const auto now = Clock::now();
     const double ms = std::chrono::duration<double, std::milli>(now - last_).count();
     last_ = now;
+    const double rss = ResidentMB();
     for (auto& p : phases_)
       if (p.name == phase) {
         p.ms += ms;
         p.calls++;
+        p.rssMB = rss;
         return;
       }
-    phases_.push_back({phase, ms, 1});
+    phases_.push_back({phase, ms, 1, rss});
   }
   // Restarts the clock without charging anything (time between calls).
   void Skip() {
@@ -61,7 +65,20 @@ class PhaseLog {
     const char* name;  // a literal: compared by address
     double ms;
     unsigned calls;
+    double rssMB;  // the process's resident memory at the phase's (last) end
   };
+  // Resident memory now (Linux /proc/self/statm; 0 elsewhere): where a
+  // large job's memory goes, phase by phase.
+  static double ResidentMB() {
+    double mb = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      unsigned long long size = 0, resident = 0;
+      if (std::fscanf(f, "%llu %llu", &size, &resident) == 2)
+        mb = double(resident) * double(sysconf(_SC_PAGESIZE)) / 1048576.0;
+      std::fclose(f);
+    }
+    return mb;
+  }
   std::string scope_;
   bool on_;
   Clock::time_point last_;
