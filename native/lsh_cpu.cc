@@ -20,13 +20,16 @@ std::vector<uint64_t> BandPairs(const std::vector<uint32_t>& reps, uint32_t band
   const size_t R = reps.size();
   const size_t chunks = std::max<size_t>(1, std::min<size_t>(NumThreads() * 8, R >> 12));
   std::vector<uint64_t> all;
-  std::vector<Keyed> keyed(R), tmp;
+  std::vector<Keyed> keyed;
   std::vector<size_t> count(chunks + 1);
   for (uint32_t band = 0; band < bands; ++band) {
-    ParallelFor(R, 1 << 14, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) keyed[i] = {keyOf(band, i), reps[i]};
-    });
-    SortKeyed(keyed, tmp);
+    SortedKeyed(
+        R,
+        [&](size_t i, Keyed* k) {
+          *k = {keyOf(band, i), reps[i]};
+          return true;
+        },
+        &keyed);
     const std::vector<size_t> cut = RunCuts(keyed, chunks);
     // Pairs per chunk, then written in place after what earlier bands found.
     auto runs = [&](size_t c, auto&& emit) { ForRuns(keyed, cut, c, emit); };
@@ -51,7 +54,6 @@ std::vector<uint64_t> BandPairs(const std::vector<uint32_t>& reps, uint32_t band
     });
   }
   std::vector<Keyed>().swap(keyed);
-  std::vector<Keyed>().swap(tmp);
   SortUnique(all, reps.empty() ? 0 : reps.back());
   return all;
 }

@@ -140,18 +140,15 @@ Classes BuildClasses(const Rows& rows, const PrepareFn& prepare, const SameFn& s
     }
   });
   std::vector<Keyed> keyed;
-  ChunkedScan(
-      n, [&](size_t b, size_t e) { return size_t(std::count(empty.begin() + b, empty.begin() + e, 0)); },
-      [&](size_t total) { keyed.resize(total); },
-      [&](size_t b, size_t e, size_t w) {
-        for (size_t i = b; i < e; ++i)
-          if (!empty[i]) keyed[w++] = {rows.hash(i), uint32_t(i)};
-      });
+  SortedKeyed(
+      n,
+      [&](size_t i, Keyed* k) {
+        if (empty[i]) return false;
+        *k = {rows.hash(i), uint32_t(i)};
+        return true;
+      },
+      &keyed);
   UninitVector<uint8_t>().swap(empty);
-  {
-    std::vector<Keyed> tmp;
-    SortKeyed(keyed, tmp);
-  }
   const size_t chunks = std::max<size_t>(1, std::min<size_t>(NumThreads() * 8, keyed.size() >> 12));
   const std::vector<size_t> cut = RunCuts(keyed, chunks);
   auto runs = [&](size_t c, auto&& fn) { ForRuns(keyed, cut, c, fn); };

@@ -1,6 +1,9 @@
 #include "owned.h"
 
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -118,6 +121,24 @@ class BlockPool {
       }
     }
     return std::shared_ptr<void>(p, [this, cap](void* q) { Return(q, cap); });
+  }
+
+  // Frees every idle block now, on this thread, and hands the freed pages
+  // back (glibc keeps freed blocks of a few MB in its heaps): for a caller
+  // that knows they will not be asked for again soon, a join that consumed
+  // its parts. Not for page-locked pools (freeing those synchronizes the GPU).
+  void TrimIdle() {
+    std::vector<void*> drop;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      for (const Block& b : idle_) drop.push_back(b.p);
+      idle_.clear();
+      idleBytes_ = 0;
+    }
+    for (void* q : drop) free_(q);
+#if defined(__GLIBC__)
+    if (!drop.empty()) malloc_trim(0);
+#endif
   }
 
  private:
@@ -502,13 +523,17 @@ Napi::Value StageArrayAsync(const Napi::CallbackInfo& info) {
     auto d = NewArrayData(p->type, p->total);
     return RunAsync(
         info.Env(),
-        [p, d] {
+        [p, d, consume] {
           auto* dst = static_cast<uint8_t*>(d->array.data);
           for (ArrayRef& r : p->refs) {
             ParallelCopy(dst, r.data, r.bytes());
             dst += r.bytes();
             r.owner.reset();  // the last holder of a consumed part frees it here
           }
+          // The consumed parts' blocks went idle in the staging pool (up to
+          // 1 GiB of them stay for reuse): a dedup's band-key chunks are not
+          // asked for again, so they go now.
+          if (consume) PageablePool().TrimIdle();
         },
         [d](Napi::Env env) { return NewStaged(env, d); }, {});
   });
