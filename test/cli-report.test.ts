@@ -266,3 +266,16 @@ describe('renderJson', () => {
     }
   });
 });
+
+describe('safeJson (the JSON report writer)', () => {
+  it('writes DEL, C1 controls and bidi characters as \\u escapes, ASCII-only or not, and parses back to the same strings', async () => {
+    const { safeJson } = (await import(path.join(root, 'dist', 'cli', 'escape.js'))) as typeof import('../lib/cli/escape.js');
+    for (const s of ['plain ascii', 'del \u007f only', 'c1 \u009b and é', 'bidi \u202e', 'sep \u2028', 'mixed \u007f é \u2066']) {
+      const out = safeJson({ s, n: [1, 2] }, 2);
+      expect(out).not.toMatch(/[\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+      expect(JSON.parse(out)).toEqual({ s, n: [1, 2] });
+      if (s === 'plain ascii') expect(out).toBe(JSON.stringify({ s, n: [1, 2] }, null, 2));
+      else if (s.includes('\u007f')) expect(out).toContain('\\u007f');
+    }
+  });
+});

@@ -26,7 +26,11 @@ const JSON_UNSAFE = /[\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\
 
 /** JSON with every control and bidi character as a \u escape: parses back to the same strings. */
 export function safeJson(value: unknown, indent?: number): string {
-  return JSON.stringify(value, null, indent).replace(JSON_UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const json = JSON.stringify(value, null, indent);
+  // Every character to escape is U+007F or above: ASCII output (its UTF-8 as
+  // long as it is, a native count) skips the regular expression's pass.
+  if (Buffer.byteLength(json) === json.length && !json.includes('\u007f')) return json;
+  return json.replace(JSON_UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** One CSV field: escaped as for tables, then quoted where it holds a comma or quote. */
