@@ -5,13 +5,15 @@
 // Turkish dotted I, Cherokee, Georgian, Deseret, emoji, combining marks, lone
 // surrogates, invalid UTF-8) no document falls back to JavaScript and every
 // document's tokens and token hashes are the JavaScript ones.
+import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { native } from '../lib/addon.js';
 import { NativeTokenizer, encode, installUnicodeTables } from '../lib/text/batch.js';
 import { TextFeaturizer } from '../lib/index.js';
 import { CODE_KEYWORDS, ENGLISH_STOP_WORDS, qgramTokens, wordTokens } from '../lib/text/tokenize.js';
-import { ENTRY, UNICODE_BLOCK, unicodeTables } from '../lib/text/unicode-tables.js';
+import { ENTRY, UNICODE_BLOCK, buildUnicodeTables, unicodeTables, type UnicodeTables } from '../lib/text/unicode-tables.js';
 import { hashToken } from '../lib/text/vocabulary.js';
+import { ensureDist } from './cli-helpers.js';
 import { randInt, rng } from './helpers.js';
 
 const FALLBACK = 0xffffffff;
@@ -287,3 +289,21 @@ describe.skipIf(!hasTokenizer || typeof native().recordReader !== 'string')('nat
 function escape(s: string): string {
   return JSON.stringify(s).replace(/[^\x20-\x7e]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
+
+describe('the Unicode tables built on a worker thread (prefetchUnicodeTables)', () => {
+  it('equal the tables this thread builds, array for array', async () => {
+    ensureDist();
+    // The worker as prefetchUnicodeTables starts it (dist/, as the CLI runs it).
+    const w = new Worker(new URL('../dist/text/unicode-worker.js', import.meta.url));
+    const got = await new Promise<UnicodeTables>((resolve, reject) => {
+      w.once('message', resolve);
+      w.once('error', reject);
+    });
+    await w.terminate();
+    const want = buildUnicodeTables();
+    expect(got.stage1).toEqual(want.stage1);
+    expect(got.blocks).toEqual(want.blocks);
+    expect(got.extra).toEqual(want.extra);
+    expect(got.blocks.length).toBeGreaterThan(100 * UNICODE_BLOCK);
+  }, 60_000);
+});

@@ -15,6 +15,7 @@ import { idList, toIdList } from '../dedup/ids.js';
 import type { IdList } from '../dedup/ids.js';
 import type { DedupBlock } from '../dedup/options.js';
 import { SPILL_AFTER_BYTES, dedupRecords } from '../dedup/records.js';
+import { prefetchUnicodeTables } from '../text/unicode-tables.js';
 import { TextFeaturizer } from '../text/index.js';
 import type { TextFeaturizerOptions, TextMode } from '../text/index.js';
 import { BlockQueue } from './block-queue.js';
@@ -278,6 +279,10 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
     stages.push({ stage, ms: Math.round(now - tStage) });
     tStage = now;
   };
+  // Records in 'words' or 'qgrams' are tokenized natively with Unicode tables
+  // taken from this engine (a few hundred ms of one core): built on a worker
+  // while the backend (a GPU's context) starts.
+  const tables = paths.length > 0 && o.mode !== 'code' && o.native ? prefetchUnicodeTables() : undefined;
   const backend = resolveBackend(o.backend, '--backend');
   const params = lshParamsFor(o, say);
   say(backendLine(backend));
@@ -359,6 +364,7 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
   pending.catch(() => queue.abandon());
   let stats: ReadStats;
   try {
+    await tables;
     stats = await featurize(
       records,
       docFiles,

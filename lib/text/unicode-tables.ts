@@ -6,6 +6,8 @@
 // rule (Final_Sigma) reads. Built once per process, when the first native
 // tokenizer for 'words' or 'qgrams' is made.
 
+import { Worker } from 'node:worker_threads';
+
 /** Code points: 0 to 0x10FFFF. */
 const CODE_POINTS = 0x110000;
 /** Code points per second-stage block. */
@@ -27,10 +29,42 @@ export interface UnicodeTables {
 }
 
 let cached: UnicodeTables | undefined;
+let prefetching: Promise<void> | undefined;
 
 /** The tables of this engine's Unicode data (built on the first call, about a second on a loaded core). */
 export function unicodeTables(): UnicodeTables {
   return (cached ??= buildTables());
+}
+
+/**
+ * Builds the tables on a worker thread (the same engine, so the same Unicode
+ * data), for a caller with other startup work to do meanwhile (`cusim dedup`
+ * while the GPU starts); unicodeTables() then returns them at once. Resolves
+ * once they are here, or once the worker failed (unicodeTables() then builds
+ * them on this thread, as without it).
+ */
+export function prefetchUnicodeTables(): Promise<void> {
+  if (cached) return Promise.resolve();
+  return (prefetching ??= new Promise<void>((resolve) => {
+    let w: Worker;
+    try {
+      w = new Worker(new URL('./unicode-worker.js', import.meta.url));
+    } catch {
+      resolve();
+      return;
+    }
+    w.once('message', (t: UnicodeTables) => {
+      cached ??= t;
+      resolve();
+    });
+    w.once('error', () => resolve());
+    w.once('exit', () => resolve());
+  }));
+}
+
+/** @internal The tables built here, for the worker of prefetchUnicodeTables. */
+export function buildUnicodeTables(): UnicodeTables {
+  return buildTables();
 }
 
 const COMMA = 0x2c;
