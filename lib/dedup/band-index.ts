@@ -34,7 +34,9 @@ export class BandIndex implements Disposable {
   #bytes = new Map<Staged, number>();
   #inMemory = 0;
   #spill: RowSpillNative | undefined;
-  #spilling: Promise<void>[] = [];
+  // The spill writes, one after another: a block's rows go to the file after
+  // the block before it (calls started together may run in any order).
+  #spilling: Promise<void> = Promise.resolve();
   #size = 0;
   #vectorRows = 0;
 
@@ -96,17 +98,17 @@ export class BandIndex implements Disposable {
     this.#rows.splice(at, 1);
     this.#inMemory -= this.#bytes.get(staged) ?? 0;
     this.#bytes.delete(staged);
-    // Appends run in order (the native file serializes them); each block is freed once written.
-    const p = this.#spill.spillAsync(staged).finally(() => staged.dispose());
+    // Each append starts once the one before it is done; each block is freed once written.
+    const file = this.#spill;
+    const p = this.#spilling.then(() => file.spillAsync(staged)).finally(() => staged.dispose());
     p.catch(() => {});
-    this.#spilling.push(p);
+    this.#spilling = p;
   }
 
   /** Verified groups of every row added (ids are row numbers), as MinHashLSH.groups({ verify: 'exact' }). */
   async groups(threshold: number, reporter: ProgressReporter, signal?: AbortSignal): Promise<Omit<GroupsResult, 'ids'>> {
     if (this.#vectorRows !== this.#size) throw new Error(`${this.#size} rows were hashed but ${this.#vectorRows} have vectors`);
-    await Promise.all(this.#spilling);
-    this.#spilling = [];
+    await this.#spilling;
     const rows: (Staged | RowSpillNative)[] = this.#spill ? [...this.#rows, this.#spill] : this.#rows;
     // One block of keys, joined on a worker (the chunks are released as they are copied).
     const keys = this.#keys.length ? await native().stageArrayAsync(this.#keys, true) : native().stageArray([new BigUint64Array(0)]);
