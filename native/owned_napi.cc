@@ -128,16 +128,9 @@ class BlockPool {
   // that knows they will not be asked for again soon, a join that consumed
   // its parts. Not for page-locked pools (freeing those synchronizes the GPU).
   void TrimIdle() {
-    std::vector<void*> drop;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      for (const Block& b : idle_) drop.push_back(b.p);
-      idle_.clear();
-      idleBytes_ = 0;
-    }
-    for (void* q : drop) free_(q);
+    if (Trim(0, /*now=*/true) == 0) return;
 #if defined(__GLIBC__)
-    if (!drop.empty()) malloc_trim(0);
+    malloc_trim(0);
 #endif
   }
 
@@ -165,8 +158,9 @@ class BlockPool {
     Trim(idleCap_);
   }
   // Frees idle blocks, oldest first, until at most `keep` bytes stay idle,
-  // in the background (cudaFreeHost synchronizes the device).
-  void Trim(uint64_t keep) {
+  // in the background (cudaFreeHost synchronizes the device), or `now` on
+  // this thread. Returns how many it freed.
+  size_t Trim(uint64_t keep, bool now = false) {
     std::vector<void*> drop;
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -175,7 +169,13 @@ class BlockPool {
       while (idleBytes_ > keep && i < idle_.size()) idleBytes_ -= idle_[i].bytes, drop.push_back(idle_[i++].p);
       idle_.erase(idle_.begin(), idle_.begin() + long(i));
     }
-    for (void* q : drop) ReleaseInBackground([q, f = free_] { f(q); });
+    for (void* q : drop) {
+      if (now)
+        free_(q);
+      else
+        ReleaseInBackground([q, f = free_] { f(q); });
+    }
+    return drop.size();
   }
 
   Alloc alloc_;

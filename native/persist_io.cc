@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "fd_io.h"
 #include "parallel.h"
 #include "persist.h"
 
@@ -83,20 +84,9 @@ uint64_t RandomWord() {
 }
 
 void PreadFull(int fd, uint64_t offset, uint8_t* dst, uint64_t bytes, const std::string& path, bool* shortRead) {
-  while (bytes > 0) {
-    const ssize_t n = pread(fd, dst, size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30)), off_t(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      IoError("reading '" + path + "' failed", errno);
-    }
-    if (n == 0) {
-      *shortRead = true;
-      return;
-    }
-    dst += n;
-    offset += uint64_t(n);
-    bytes -= uint64_t(n);
-  }
+  const int e = PreadAll(fd, offset, dst, bytes);
+  if (e > 0) IoError("reading '" + path + "' failed", e);
+  if (e < 0) *shortRead = true;
 }
 
 uint64_t TableChecksum(const uint8_t* head) {
@@ -206,17 +196,7 @@ void Writer::Fail(const std::string& what, int err) {
 }
 
 void Writer::WriteAt(uint64_t offset, const void* data, uint64_t bytes) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    const ssize_t n = pwrite(fd_, p, size_t(std::min<uint64_t>(bytes, uint64_t(1) << 30)), off_t(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Fail("writing", errno);
-    }
-    p += n;
-    offset += uint64_t(n);
-    bytes -= uint64_t(n);
-  }
+  if (const int e = PwriteAll(fd_, offset, data, bytes)) Fail("writing", e);
 }
 
 void Writer::Begin(uint32_t tag) {

@@ -399,8 +399,11 @@ void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint
   }
   const At& total = at.back();
   for (auto* v : {&b.line, &b.tokens, &b.idA, &b.idB}) v->resize(total.entries);
-  b.kind.resize(total.entries);
-  b.idKind.resize(total.entries);
+  for (auto* v : {&b.kind, &b.idKind}) v->resize(total.entries);
+  for (auto* v : {&b.keptIdA, &b.keptIdB}) v->resize(total.rows);
+  for (auto* v : {&b.jsLineStart, &b.jsLineEnd}) v->resize(total.jsLines);
+  b.keptIdKind.resize(total.rows);
+  b.keptLine.resize(total.rows);
   b.rowPtr.resize(total.rows + 1);
   b.rowPtr[0] = 0;
   b.cols.resize(total.nnz);
@@ -409,12 +412,6 @@ void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint
   b.idBytes.resize(total.idBytes);
   b.jsText.resize(total.jsText);
   b.jsTextEnds.resize(total.jsTexts);
-  b.jsLineStart.resize(total.jsLines);
-  b.jsLineEnd.resize(total.jsLines);
-  b.keptIdKind.resize(total.rows);
-  b.keptIdA.resize(total.rows);
-  b.keptIdB.resize(total.rows);
-  b.keptLine.resize(total.rows);
   b.lines = total.lines;
   auto put = [](auto& dst, size_t off, const auto& src) {
     if (!src.empty()) std::memcpy(dst.data() + off, src.data(), src.size() * sizeof(src[0]));

@@ -1,6 +1,7 @@
-// RowFile (row_file.h): rows appended with write(), read back with pread().
+// RowFile (row_file.h): rows appended and read back at their offsets (fd_io.h).
 #include "row_file.h"
 
+#include "fd_io.h"
 #include "lsh.h"
 
 #include <fcntl.h>
@@ -16,22 +17,16 @@ namespace {
 [[noreturn]] void Fail(const std::string& what) { ThrowInvalid(what + ": " + std::strerror(errno), "Error"); }
 
 void WriteAll(int fd, const void* p, size_t n, uint64_t at) {
-  const auto* c = static_cast<const uint8_t*>(p);
-  while (n) {
-    const ssize_t w = ::pwrite(fd, c, std::min<size_t>(n, size_t(1) << 30), off_t(at));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) Fail("cannot write the spilled token sets");
-    c += w, n -= size_t(w), at += uint64_t(w);
+  if (const int e = PwriteAll(fd, at, p, n)) {
+    errno = e;
+    Fail("cannot write the spilled token sets");
   }
 }
 
 void ReadAll(int fd, void* p, size_t n, uint64_t at) {
-  auto* c = static_cast<uint8_t*>(p);
-  while (n) {
-    const ssize_t r = ::pread(fd, c, n, off_t(at));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) Fail("cannot read the spilled token sets back");
-    c += r, n -= size_t(r), at += uint64_t(r);
+  if (const int e = PreadAll(fd, at, p, n)) {
+    errno = e > 0 ? e : EIO;  // -1: the file ended first
+    Fail("cannot read the spilled token sets back");
   }
 }
 
