@@ -145,7 +145,9 @@ std::vector<uint64_t> RepPairsCuda(const SigView* sig, const KeyView* given, con
   t0.record(stream);
   if (sig) CUSIM_CUDA_CHECK(cudaMemcpyAsync(dSig.data(), sig->data, sigWords * 4, cudaMemcpyHostToDevice, stream));
   if (given)
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(dRowKeys.data(), given->data, keyWords * 8, cudaMemcpyHostToDevice, stream));
+    for (size_t k = 0; k < given->parts(); ++k)
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(dRowKeys.data() + given->partStart(k) * given->bands, given->part(k),
+                                       given->partRows(k) * given->bands * 8, cudaMemcpyHostToDevice, stream));
   CUSIM_CUDA_CHECK(cudaMemcpyAsync(dReps.data(), reps.data(), R * 4, cudaMemcpyHostToDevice, stream));
   t1.record(stream);
 

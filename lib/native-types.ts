@@ -314,7 +314,8 @@ export interface LshFunctions {
   lshBandKeys(signatures: Uint32Array, options: LshShape & { handed?: boolean; staged: true }): Promise<{ keys: Staged; empty: Staged }>;
   /** lshGroups with verify 'exact' and ids 0..n-1, from band keys and the rows as consecutive blocks. */
   lshGroupsFromKeys(
-    keys: BigUint64Array | Staged,
+    /** One array, or consecutive row blocks of keys read where they are (never joined). */
+    keys: BigUint64Array | Staged | (BigUint64Array | Staged)[],
     empty: Uint8Array | Staged,
     /** Row blocks in order: CSR blocks (staged or not), and a RowSpill's rows after those kept in memory. */
     matrix: (CsrMatrix | Staged | RowSpillNative)[],

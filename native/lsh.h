@@ -41,13 +41,48 @@ CUSIM_HD uint64_t SampleValue(const uint32_t* row, uint32_t s, uint32_t width) {
   return width == 2 ? uint64_t(row[2 * s]) | (uint64_t(row[2 * s + 1]) << 32) : uint64_t(row[s]);
 }
 
-// Band keys (BandKey) of n rows, row-major: row i's keys are data[i * bands ...].
-// What the band tables read; a dedup keeps these instead of whole signatures.
-struct KeyView {
-  const uint64_t* data = nullptr;
+// Band keys (BandKey) of n rows, row-major within consecutive row blocks:
+// what the band tables read; a dedup keeps these instead of whole signatures.
+// The blocks are read where they are, never joined: a dedup's keys arrive a
+// slice at a time (4.8 GB at 100M rows), and one joined copy was the peak of
+// its memory.
+class KeyView {
+ public:
   uint64_t n = 0;
   uint32_t bands = 0;
-  const uint64_t* row(uint64_t i) const { return data + i * bands; }
+
+  KeyView() = default;
+  explicit KeyView(uint32_t bands) : bands(bands) {}
+  // One block: rows [n, n + rows) at data.
+  void Add(const uint64_t* data, uint64_t rows) {
+    if (rows == 0) return;
+    data_.push_back(data);
+    start_.push_back(n);
+    n += rows;
+    while ((uint64_t(hint_.size()) << kHintShift) < n) hint_.push_back(uint32_t(data_.size() - 1));
+  }
+  const uint64_t* row(uint64_t i) const {
+    // The block holding row i lies between the blocks holding the hint rows
+    // around it, and is almost always the first of them (blocks are long).
+    const uint64_t j = i >> kHintShift;
+    size_t k = hint_[j];
+    if (k + 1 < start_.size() && start_[k + 1] <= i) {
+      const size_t hi = j + 1 < hint_.size() ? hint_[j + 1] : start_.size() - 1;
+      k = size_t(std::upper_bound(start_.begin() + k + 1, start_.begin() + hi + 1, i) - start_.begin()) - 1;
+    }
+    return data_[k] + (i - start_[k]) * bands;
+  }
+  size_t parts() const { return data_.size(); }
+  const uint64_t* part(size_t k) const { return data_[k]; }
+  uint64_t partStart(size_t k) const { return start_[k]; }
+  uint64_t partRows(size_t k) const { return (k + 1 < start_.size() ? start_[k + 1] : n) - start_[k]; }
+
+ private:
+  static constexpr unsigned kHintShift = 10;
+  std::vector<const uint64_t*> data_;
+  std::vector<uint64_t> start_;
+  // hint_[j]: the block holding row j << kHintShift.
+  std::vector<uint32_t> hint_;
 };
 
 // A CSR matrix held as consecutive blocks of rows (a dedup's token sets arrive

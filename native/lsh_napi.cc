@@ -223,8 +223,8 @@ Napi::Value BandKeys(const Napi::CallbackInfo& info) {
 }
 
 // lshGroupsFromKeys(keys, empty, matrix: (CsrMatrix | Staged)[], { bands, threshold, sets, backend, devices,
-// cancel, progress }): lshGroups with verify 'exact' and ids 0..n-1, from band keys (lshBandKeys) and the
-// rows' vectors as consecutive row blocks.
+// cancel, progress }): lshGroups with verify 'exact' and ids 0..n-1, from band keys (lshBandKeys; one array, or
+// an array of consecutive row blocks of them, read in place) and the rows' vectors as consecutive row blocks.
 Napi::Value GroupsFromKeys(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     Args args(info);
@@ -250,13 +250,22 @@ Napi::Value GroupsFromKeys(const Napi::CallbackInfo& info) {
     auto in = std::make_shared<Inputs>(Inputs::Use::Async);
     CancelToken cancel = in->Cancel(opts);
     in->ForGpu(backend == Backend::Cuda);
-    auto k = in->Array<uint64_t>(info[0], "keys", true);
     auto e = in->Array<uint8_t>(info[1], "empty");
-    lsh::KeyView keys;
-    keys.data = k.data, keys.n = e.length, keys.bands = bands;
-    if (k.length != keys.n * bands)
-      ThrowInvalid("keys has length " + std::to_string(k.length) +
-                   " but empty.length * bands = " + std::to_string(keys.n * bands));
+    // The keys as one array or as consecutive row blocks, read in place.
+    lsh::KeyView keys(bands);
+    const bool parts = info[0].IsArray();
+    const uint32_t count = parts ? info[0].As<Napi::Array>().Length() : 1;
+    for (uint32_t i = 0; i < count; ++i) {
+      const std::string name = parts ? "keys[" + std::to_string(i) + "]" : "keys";
+      auto k = in->Array<uint64_t>(parts ? info[0].As<Napi::Array>().Get(i) : info[0], name, true);
+      if (k.length % bands)
+        ThrowInvalid(name + " has length " + std::to_string(k.length) + ", not whole rows of " + std::to_string(bands) +
+                     " band keys");
+      keys.Add(k.data, k.length / bands);
+    }
+    if (keys.n != e.length)
+      ThrowInvalid("keys hold " + std::to_string(keys.n) + " rows of band keys but empty.length is " +
+                   std::to_string(e.length));
     if (keys.n > 0xFFFFFFFFull) ThrowInvalid("more than 2^32 - 1 rows");
     auto rows = std::make_shared<lsh::RowBlocks>();
     for (size_t i = 0; i < sources.size(); ++i) {

@@ -364,6 +364,56 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
   });
 });
 
+describe('band keys in row blocks (what BandIndex keeps) are read in place', () => {
+  it('keys cut into blocks of every size (empty, one row, many within 1,024 rows, across them) give the groups of one array, on every backend', async () => {
+    const r = rng(41);
+    // 6,000 rows with copies and near copies, so classes and candidate pairs are many.
+    const rows: [number[], number[]][] = [];
+    while (rows.length < 6000) {
+      const cols = Array.from({ length: 4 + randInt(r, 10) }, () => randInt(r, 20_000));
+      rows.push([cols, cols.map(() => 1)]);
+      if (r() < 0.2) rows.push([cols, cols.map(() => 1)]);
+      if (r() < 0.2) rows.push([cols.slice(1), cols.slice(1).map(() => 1)]);
+      if (r() < 0.02) rows.push([[], []]);
+    }
+    const m = fromRows(rows, 20_000);
+    const shape = { samples: 108, bands: 6, rows: 18, width: 1 as const };
+    const mh = new MinHash({ dim: m.cols, samples: shape.samples, seed: 3, backend: 'cpu' });
+    const sigs = await mh.hash(m);
+    mh.dispose();
+    const { keys, empty } = await native().lshBandKeys(sigs, shape);
+    // Cuts: a few long blocks, runs of one-row and empty blocks, and 40 blocks inside one 1,024-row window.
+    const cuts = [0, 0, 1, 2, 2, 3, 700, 1023, 1024, 1025, 1500];
+    for (let c = 1500; c < 1540; c++) cuts.push(c);
+    cuts.push(2100, 4096, 4097, m.rows - 1, m.rows, m.rows);
+    const parts = cuts.slice(1).map((c, k) => keys.slice(cuts[k] * shape.bands, c * shape.bands));
+    parts.unshift(keys.slice(0, 0));
+    let first: unknown;
+    for (const backend of backends) {
+      const opts = { bands: shape.bands, threshold: 0.8, sets: true, backend };
+      const whole = await native().lshGroupsFromKeys(keys, empty, [m], opts);
+      const cut = await native().lshGroupsFromKeys(parts, empty, [m], opts);
+      expect(whole.count).toBeGreaterThan(500);
+      expect(cut.group).toEqual(whole.group);
+      expect([cut.left, cut.right, cut.similarity]).toEqual([whole.left, whole.right, whole.similarity]);
+      first ??= whole.group;
+      expect(whole.group).toEqual(first);
+    }
+    // Blocks that do not hold whole rows, or more or fewer rows than `empty`, are coded errors.
+    const opts = { bands: shape.bands, threshold: 0.8, sets: true, backend: 'cpu' as const };
+    await expect(
+      Promise.resolve().then(() => native().lshGroupsFromKeys([keys.slice(0, 5), keys.slice(5)], empty, [m], opts)),
+    ).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+      message: expect.stringMatching(/keys\[0\] has length 5, not whole rows of 6 band keys/),
+    });
+    await expect(Promise.resolve().then(() => native().lshGroupsFromKeys(parts.slice(0, -2), empty, [m], opts))).rejects.toMatchObject({
+      code: 'CUSIM_INVALID_ARGUMENT',
+      message: expect.stringMatching(/keys hold \d+ rows of band keys but empty.length is 6/),
+    });
+  });
+});
+
 describe('classic MinHash reads token hashes by one rule (classicTokens)', () => {
   it('2^32 columns are token hashes as given; narrower columns are mixed by fmix32 first', async () => {
     const sets = randomCsr(rng(23), 200, 5000, () => 15, { weights: false });
