@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -347,6 +350,45 @@ size_t Padding() { return simdjson::SIMDJSON_PADDING; }
 #define CUSIM_STR(a) CUSIM_STR_(a)
 const char* SimdjsonVersion() { return CUSIM_STR(SIMDJSON_VERSION); }
 
+#if defined(__GLIBC__)
+// A block's scratch (parser output, token batches, the chunks joined) is
+// freed in every thread's malloc arena, between allocations that live on
+// (staged rows, band keys); glibc keeps those freed pages resident (2
+// threads: RSS after reading 200K documents 354 -> 265 MB). Handing them back
+// walks every arena: 2.3 ms a block at 10M documents and 20 ms a trim at 100M
+// on an H200 host, which sat in the latency of every 8th block while only a
+// few blocks are in flight. So one thread of its own trims, once every 8
+// blocks; asks while it trims fold into the next trim. Never joined: it
+// sleeps between asks and ends with the process (its mutex and condition are
+// never destroyed under it).
+static void TrimSoon() {
+  struct Trimmer {
+    std::mutex m;
+    std::condition_variable cv;
+    bool asked = false;
+  };
+  static Trimmer* t = [] {
+    auto* p = new Trimmer;
+    std::thread([p] {
+      std::unique_lock<std::mutex> lock(p->m);
+      for (;;) {
+        p->cv.wait(lock, [p] { return p->asked; });
+        p->asked = false;
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+      }
+    }).detach();
+    return p;
+  }();
+  {
+    std::lock_guard<std::mutex> lock(t->m);
+    t->asked = true;
+  }
+  t->cv.notify_one();
+}
+#endif
+
 void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint8_t* bytes, size_t n, const Options& o,
                Block* out) {
   if (n >= (uint64_t(1) << 32)) ThrowInvalid("a record block must be under 4 GiB");
@@ -453,15 +495,8 @@ void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint
   parts.clear();
   log.Mark("join");
 #if defined(__GLIBC__)
-  // A block's scratch (parser output, token batches, the chunks joined
-  // above) is freed in every thread's malloc arena, between allocations
-  // that live on (staged rows, band keys); glibc keeps those freed pages
-  // resident (2 threads: RSS after reading 200K documents 354 -> 265 MB).
-  // Handing them back walks every arena (about 4 ms a block with 16
-  // threads on an H200 host, in the block's latency): once every 8 blocks.
   static std::atomic<uint32_t> blocks{0};
-  if (blocks.fetch_add(1, std::memory_order_relaxed) % 8 == 7) malloc_trim(0);
-  log.Mark("trim");
+  if (blocks.fetch_add(1, std::memory_order_relaxed) % 8 == 7) TrimSoon();
 #endif
 }
 
