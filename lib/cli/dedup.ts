@@ -34,6 +34,7 @@ import type { Progress } from './progress.js';
 import { formatOfFile, readRecords } from './records.js';
 import type { RecordFormat, RecordOptions } from './records.js';
 import { readRecordBlocks } from './record-blocks.js';
+import { nativeRecordReader } from './record-native.js';
 import { acrossPackages, buildGroups, buildPackagePairs, featureLine, renderCsv, renderJson, renderTable } from './report.js';
 import { attachTexts, fileIds, recordOptionsOf, refuseStdin } from './member-text.js';
 import type { DedupReport } from './report.js';
@@ -176,7 +177,10 @@ async function featurize(
     try {
       // The native reader runs on the thread pool, so it is worth blocks even with --threads 1.
       const nativeReader = o.reader !== 'js' && o.native && native().recordReader !== undefined;
-      if (hashed && (o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) {
+      // CSV and TSV: in blocks only where the native reader reads them (libcsv compiled in, a one-byte delimiter).
+      const tableBlocks =
+        o.reader !== 'js' && o.native && TABLE_FORMATS.has(input.format) && nativeRecordReader(feat, recordOptions).reader;
+      if (hashed && (((o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) || tableBlocks)) {
         // Line-based records: parsed and featurized block by block (natively, or on worker threads).
         await stream.finish();
         await readRecordBlocks(input.path === undefined ? input.open() : { file: input.path }, {
@@ -499,6 +503,7 @@ const OUT_CHARS = 1 << 20;
 const readFile = (p: string): Readable => createReadStream(p, { highWaterMark: 1 << 20 });
 // Record formats read line by line (csv and tsv records may span lines).
 const LINE_FORMATS: ReadonlySet<RecordFormat> = new Set(['auto', 'lines', 'jsonl']);
+const TABLE_FORMATS: ReadonlySet<RecordFormat> = new Set(['csv', 'tsv']);
 
 // Workers pay off once a core is left for the main thread's merge; on two
 // cores or fewer the single-threaded path is faster.

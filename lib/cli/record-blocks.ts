@@ -17,7 +17,7 @@ import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record
 import type { HashTexts, RecordReader } from './record-native.js';
 import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
-import { lineFormat, tooLongError } from './records.js';
+import { headerColumns, lineFormat, tableColumns, tableSlice, tooLongError } from './records.js';
 import type { RecordOptions } from './records.js';
 
 export interface RecordBlockOptions {
@@ -50,6 +50,7 @@ export interface RecordBlockOptions {
 }
 
 const NEWLINE = 0x0a;
+const QUOTE = 0x22;
 /** Bytes simdjson may read past a block (native records::Padding()): each block's buffer has them. */
 const PADDING = 64;
 
@@ -72,6 +73,41 @@ function detect(block: Uint8Array, format: RecordOptions['format']): 'lines' | '
     start = nl + 1;
   }
   return undefined;
+}
+
+/**
+ * CSV/TSV block ends in view (which starts at a record start): after the
+ * last line feed outside quotes at or before `limit` (0: none), and after
+ * the first one past it (-1: none). Quote parity is exact for any input
+ * csv-parse accepts (a doubled quote toggles twice); for any other, the
+ * records cut here are its to reject. A lone \r (also a record end) is not
+ * cut at: input with only those is gathered whole.
+ */
+export function tableEnds(view: Uint8Array, limit: number, quoted: boolean): { last: number; next: number } {
+  const n = view.length;
+  let last = 0;
+  let inQuotes = false;
+  // The first line feed at or after limit, found once.
+  let after = -2;
+  for (let pos = 0; pos < n;) {
+    const q = quoted ? view.indexOf(QUOTE, pos) : -1;
+    const stop = q < 0 ? n : q;
+    if (!inQuotes) {
+      if (pos < limit) {
+        const l = view.lastIndexOf(NEWLINE, Math.min(stop, limit) - 1);
+        if (l >= pos) last = l + 1;
+      }
+      if (stop > limit) {
+        if (after === -2 || (after >= 0 && after < pos)) after = view.indexOf(NEWLINE, Math.max(pos, limit));
+        if (after < 0) return { last, next: -1 };
+        if (after < stop) return { last, next: after + 1 };
+      }
+    }
+    if (q < 0) break;
+    inQuotes = !inQuotes;
+    pos = q + 1;
+  }
+  return { last, next: -1 };
 }
 
 function rethrow(f: BlockFailure): never {
@@ -167,7 +203,19 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   const nativeDrain = async (limit: number): Promise<void> => {
     while (inFlight.length > limit) await o.onBlock(await inFlight.shift()!);
   };
-  let format: 'lines' | 'jsonl' | undefined;
+  const table = records.format === 'csv' || records.format === 'tsv';
+  const quoted = records.format === 'csv';
+  if (table && !reader) throw new Error(`${records.format} blocks are read by the native reader only (${why})`);
+  // CSV/TSV: the text and id columns, known before the first block unless a header row names them.
+  let columns: { text: number; id: number } | undefined;
+  if (table) {
+    const c = tableColumns(o.records);
+    if (c.names) columns = { text: c.ti, id: c.ii };
+  }
+  let tableStarted = false;
+  // CSV/TSV gathered past maxRecordBytes with no record end: bytes last given to csv-parse to judge.
+  let judged = 0;
+  let format: 'lines' | 'jsonl' | 'csv' | 'tsv' | undefined = table ? (records.format as 'csv' | 'tsv') : undefined;
   // Line numbers go on from lineOffset (a range of a longer input), as readRecords numbers them.
   let lines = records.lineOffset ?? 0;
   // With the native reader, the lines before the next block: each block's
@@ -239,13 +287,40 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
     }
   };
 
-  const submit = (block: Uint8Array): void => {
+  // CSV/TSV: a byte-order mark at the start is dropped, and a header row read
+  // with csv-parse (its errors are tableRecords'); the rest of the block goes on.
+  const tableStart = (block: Uint8Array): Uint8Array => {
+    if (!tableStarted) {
+      tableStarted = true;
+      if (block[0] === 0xff && block[1] === 0xfe) {
+        throw new CliError(
+          `${records.source}: UTF-16 ${records.format === 'tsv' ? 'TSV' : 'CSV'} is not read by the native reader`,
+          'pass --reader js, or convert the input to UTF-8',
+          1,
+        );
+      }
+      if (block[0] === 0xef && block[1] === 0xbb && block[2] === 0xbf) block = block.subarray(3);
+    }
+    if (columns) return block;
+    const [head] = tableSlice(block, 0, block.length, 0, { ...records, lineOffset: 0 }, { to: 1 });
+    if (!head) return block.subarray(block.length);
+    const { ti, ii } = headerColumns(head.record, o.records);
+    columns = { text: ti, id: ii };
+    lines += head.line;
+    lineBase = Promise.resolve(lines);
+    return block.subarray(head.bytes);
+  };
+
+  const submit = (whole: Uint8Array): void => {
+    const block = table ? tableStart(whole) : whole;
+    if (table && block.length === 0) return;
     format ??= detect(block, records.format);
     const t: BlockTask = {
       task: tasks.length,
       block,
       firstLine: lines,
       format: format ?? 'lines',
+      ...(columns ? { table: columns } : {}),
       records,
       features: o.features,
       minTokens: o.minTokens,
@@ -322,7 +397,8 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // False: no line break yet in a line already past maxRecordBytes.
   const cut = (final: boolean, at?: number): boolean => {
     if (filled === 0) return true;
-    const end = at ?? (final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
+    const end =
+      at ?? (final ? filled : table ? tableEnds(buf.subarray(0, filled), filled, quoted).last : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
     if (end === 0) return filled <= records.maxRecordBytes;
     const full = buf;
     const rest = filled - end;
@@ -336,7 +412,15 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   };
   // cut(false, at), refusing a line past maxRecordBytes (numbered once the lines before it are counted).
   const cutWhole = async (at?: number): Promise<void> => {
-    if (!cut(false, at)) throw tooLongError(o.records, (await linesSoFar()) + 1);
+    if (cut(false, at)) return;
+    if (!table) throw tooLongError(o.records, (await linesSoFar()) + 1);
+    // A record past maxRecordBytes, or quoting csv-parse rejects: its error
+    // (judged as the bytes double, so the checks cost O(bytes) in all). An
+    // unclosed quote is no verdict yet: more may close it.
+    if (filled < 2 * judged) return;
+    judged = filled;
+    const before = (await linesSoFar()) - (records.lineOffset ?? 0);
+    tableSlice(buf, 0, filled, before, records, { open: true, bom: !tableStarted });
   };
   // The native reader is done with a block's buffer once its promise settles.
   const recycle = (block: Uint8Array): void => {
@@ -354,6 +438,12 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // or one longer line, as from a stream; a line not yet ended gathers on.
   const flushBlocks = async (): Promise<void> => {
     while (filled >= blockBytes) {
+      if (table) {
+        const { last, next } = tableEnds(buf.subarray(0, filled), blockBytes, quoted);
+        if (last === 0 && next < 0) return cutWhole();
+        await flush(last || next);
+        continue;
+      }
       let end = buf.lastIndexOf(NEWLINE, blockBytes - 1) + 1;
       if (end === 0) {
         const nl = buf.subarray(0, filled).indexOf(NEWLINE, blockBytes);
