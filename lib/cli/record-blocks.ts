@@ -93,7 +93,8 @@ export function tableEnds(view: Uint8Array, limit: number, quoted: boolean): { l
     const q = quoted ? view.indexOf(QUOTE, pos) : -1;
     const stop = q < 0 ? n : q;
     if (!inQuotes) {
-      if (pos < limit) {
+      // (A negative offset would count from the end.)
+      if (Math.min(stop, limit) > pos) {
         const l = view.lastIndexOf(NEWLINE, Math.min(stop, limit) - 1);
         if (l >= pos) last = l + 1;
       }
