@@ -6,6 +6,7 @@
 // rows, ids and the first error reported are those of a sequential pass;
 // memory holds at most two blocks per worker. Input that fits in one block
 // is done on this thread, with no workers started.
+import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
@@ -15,10 +16,10 @@ import { CliError } from './errors.js';
 import { idList } from '../dedup/ids.js';
 import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
-import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
+import { RECORD_WORKER, featurizeBlock, featurizeDocs } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
-import { headerColumns, lineFormat, tableColumns, tableSlice, tooLongError } from './records.js';
-import type { RecordOptions } from './records.js';
+import { headerColumns, lineFormat, readRecords, tableColumns, tableSlice, tooLongError } from './records.js';
+import type { Doc, RecordOptions } from './records.js';
 
 export interface RecordBlockOptions {
   records: RecordOptions;
@@ -179,6 +180,26 @@ export type RecordInput = Readable | { file: string };
 /** Bytes read at a time past a block's end, while a line longer than a block is gathered. */
 const LONG_LINE_READ = 1 << 20;
 
+/** CSV/TSV read by csv-parse (readRecords), featurized about blockBytes of text at a time on this thread. */
+async function jsTableBlocks(input: RecordInput, o: RecordBlockOptions, feat: TextFeaturizer): Promise<void> {
+  const blockBytes = o.blockBytes ?? 8 << 20;
+  let docs: Doc[] = [];
+  let chars = 0;
+  let task = 0;
+  const flush = async (): Promise<void> => {
+    if (docs.length) await o.onBlock(fromMessage(await featurizeDocs({ task: task++, minTokens: o.minTokens, bits: o.bits }, docs, feat)));
+    docs = [];
+    chars = 0;
+  };
+  const stream = 'file' in input ? createReadStream(input.file) : input;
+  for await (const d of readRecords(stream, o.records)) {
+    if (o.signal?.aborted) return;
+    docs.push(d);
+    if ((chars += d.text.length) >= blockBytes) await flush();
+  }
+  await flush();
+}
+
 /** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
 export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions): Promise<void> {
   const blockBytes = o.blockBytes ?? 8 << 20;
@@ -206,7 +227,8 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   };
   const table = records.format === 'csv' || records.format === 'tsv';
   const quoted = records.format === 'csv';
-  if (table && !reader) throw new Error(`${records.format} blocks are read by the native reader only (${why})`);
+  // CSV/TSV without the native reader: csv-parse's records (readRecords), featurized in blocks here.
+  if (table && !reader) return jsTableBlocks(input, o, feat);
   // CSV/TSV: the text and id columns, known before the first block unless a header row names them.
   let columns: { text: number; id: number } | undefined;
   if (table) {

@@ -9,7 +9,7 @@ import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
 import { CliError } from './errors.js';
 import { blockRecords } from './records.js';
-import type { RecordOptions } from './records.js';
+import type { Doc, RecordOptions } from './records.js';
 
 export const RECORD_WORKER = 'cusim-record-worker';
 
@@ -57,7 +57,15 @@ export interface BlockFailure {
 }
 
 export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockMessage> {
-  const docs = blockRecords(t.block, t.firstLine, t.format as 'lines' | 'jsonl', t.records);
+  return featurizeDocs(t, blockRecords(t.block, t.firstLine, t.format as 'lines' | 'jsonl', t.records), feat);
+}
+
+/** Documents (with their lines) featurized to a block's rows, ids and counts. */
+export async function featurizeDocs(
+  t: Pick<BlockTask, 'task' | 'minTokens' | 'bits'>,
+  docs: Doc[],
+  feat: TextFeaturizer,
+): Promise<BlockMessage> {
   const rows = await feat.hashedRows(
     docs.map((d) => d.text),
     { minTokens: t.minTokens, bits: t.bits },
