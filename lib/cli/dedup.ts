@@ -602,7 +602,10 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     )
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
     .addOption(
-      new Option('--reader <r>', 'JSONL and line records: native (simdjson, where compiled in) or js (JSON.parse; same output)')
+      new Option(
+        '--reader <r>',
+        'JSONL, line, CSV and TSV records: native (simdjson, libcsv, where compiled in) or js (JSON.parse, csv-parse; same output)',
+      )
         .choices(['native', 'js'])
         .default('native'),
     )
