@@ -297,5 +297,12 @@ describe('the native CSV/TSV reader', () => {
       const js = run('js');
       expect({ groups: nat.groups, input: nat.input }).toEqual({ groups: js.groups, input: js.input });
     }
+    // A UTF-16 file (csv-parse decodes it after its byte-order mark) is left to csv-parse.
+    const wide = path.join(dir, 'wide.csv');
+    writeFileSync(wide, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(rows.slice(0, 200).join('\n'), 'utf16le')]));
+    const out = cusim(['dedup', wide, '--field', 'text', '--json', '-t', '0.8', '--verbose'], { maxBuffer: 1 << 26 });
+    expect(out.status, out.stderr).toBe(0);
+    expect(out.stderr).not.toMatch(/native \(libcsv/);
+    expect((JSON.parse(out.stdout) as { input: { documents: number } }).input.documents).toBe(199);
   });
 });

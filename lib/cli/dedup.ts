@@ -4,6 +4,7 @@
 // verification.
 import { Command, Option } from 'commander';
 import { createReadStream, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import { native, packageRoot } from '../addon.js';
@@ -179,7 +180,11 @@ async function featurize(
       const nativeReader = o.reader !== 'js' && o.native && native().recordReader !== undefined;
       // CSV and TSV: in blocks only where the native reader reads them (libcsv compiled in, a one-byte delimiter).
       const tableBlocks =
-        o.reader !== 'js' && o.native && TABLE_FORMATS.has(input.format) && nativeRecordReader(feat, recordOptions).reader;
+        o.reader !== 'js' &&
+        o.native &&
+        TABLE_FORMATS.has(input.format) &&
+        nativeRecordReader(feat, recordOptions).reader &&
+        !(input.path !== undefined && (await utf16(input.path)));
       if (hashed && (((o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) || tableBlocks)) {
         // Line-based records: parsed and featurized block by block (natively, or on worker threads).
         await stream.finish();
@@ -504,6 +509,17 @@ const readFile = (p: string): Readable => createReadStream(p, { highWaterMark: 1
 // Record formats read line by line (csv and tsv records may span lines).
 const LINE_FORMATS: ReadonlySet<RecordFormat> = new Set(['auto', 'lines', 'jsonl']);
 const TABLE_FORMATS: ReadonlySet<RecordFormat> = new Set(['csv', 'tsv']);
+
+/** Whether a file starts with a UTF-16LE byte-order mark (csv-parse then decodes it as UTF-16; the native reader reads UTF-8 only). */
+async function utf16(file: string): Promise<boolean> {
+  const fh = await open(file, 'r');
+  try {
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(2), 0, 2, 0);
+    return bytesRead === 2 && buffer[0] === 0xff && buffer[1] === 0xfe;
+  } finally {
+    await fh.close();
+  }
+}
 
 // Workers pay off once a core is left for the main thread's merge; on two
 // cores or fewer the single-threaded path is faster.

@@ -13,6 +13,7 @@ import { Worker } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import { CliError } from './errors.js';
+import { escapeText } from './escape.js';
 import { idList } from '../dedup/ids.js';
 import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
@@ -317,7 +318,7 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
       tableStarted = true;
       if (block[0] === 0xff && block[1] === 0xfe) {
         throw new CliError(
-          `${records.source}: UTF-16 ${records.format === 'tsv' ? 'TSV' : 'CSV'} is not read by the native reader`,
+          `${escapeText(records.source)}: UTF-16 ${records.format === 'tsv' ? 'TSV' : 'CSV'} is not read by the native reader`,
           'pass --reader js, or convert the input to UTF-8',
           1,
         );
@@ -337,6 +338,14 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   const submit = (whole: Uint8Array): void => {
     const block = table ? tableStart(whole) : whole;
     if (table && block.length === 0) return;
+    // Only a record of empty fields (which csv-parse holds as no bytes) grows a table block this far.
+    if (table && block.length >= 2 ** 32) {
+      throw new CliError(
+        `${escapeText(records.source)}: a record of 4 GiB or more`,
+        `check the ${format === 'tsv' ? 'TSV' : 'CSV'} or pass --format lines`,
+        1,
+      );
+    }
     format ??= detect(block, records.format);
     const t: BlockTask = {
       task: tasks.length,
