@@ -255,6 +255,23 @@ describe('the native CSV/TSV reader', () => {
     }
   });
 
+  it('equals csv-parse, records or first error, on CSV with quotes added and removed at random', async () => {
+    const r = rng(4);
+    let errors = 0;
+    for (let k = 0; k < 40; k++) {
+      const t = { ...CSV, delimiter: pick(r, [',', ';']) };
+      let s = table(r, t, 30 + randInt(r, 200));
+      for (let m = 1 + randInt(r, 3); m > 0; m--) {
+        const at = randInt(r, s.length);
+        const q = s.indexOf('"', at);
+        s = randInt(r, 2) && q >= 0 ? s.slice(0, q) + s.slice(q + 1) : s.slice(0, at) + '"' + s.slice(at);
+      }
+      const e = await same(Buffer.from(s), { ...t, blockBytes: pick(r, [100, 1 << 12, 1 << 24]), maxRecordBytes: 3000 });
+      if (e instanceof Error) errors++;
+    }
+    expect(errors).toBeGreaterThan(10);
+  });
+
   it('names a header without the text column as csv-parse does, and reads invalid UTF-8 as csv-parse does', async () => {
     const e = await same(Buffer.from('id,body\n1,a b c\n'), CSV);
     expect((e as Error).message).toMatch(/the header has no column 'text'/);
