@@ -178,6 +178,9 @@ const WORKER_TEXTS = 64;
 /** Where records come from: a stream (stdin), or a file, read straight into the blocks. */
 export type RecordInput = Readable | { file: string };
 
+/** A file stream's chunk (createReadStream's highWaterMark), which csv-parse parses at once. */
+const TABLE_CHUNK = 64 << 10;
+
 /** Bytes read at a time past a block's end, while a line longer than a block is gathered. */
 const LONG_LINE_READ = 1 << 20;
 
@@ -313,7 +316,8 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
 
   // CSV/TSV: a byte-order mark at the start is dropped, and a header row read
   // with csv-parse (its errors are tableRecords'); the rest of the block goes on.
-  const tableStart = (block: Uint8Array): Uint8Array => {
+  const tableStart = (whole: Uint8Array): Uint8Array => {
+    let block = whole;
     if (!tableStarted) {
       tableStarted = true;
       if (block[0] === 0xff && block[1] === 0xfe) {
@@ -328,7 +332,17 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
     if (columns) return block;
     const [head] = tableSlice(block, 0, block.length, 0, { ...records, lineOffset: 0 }, { to: 1 });
     if (!head) return block.subarray(block.length);
-    const { ti, ii } = headerColumns(head.record, o.records);
+    let ti: number, ii: number;
+    try {
+      ({ ti, ii } = headerColumns(head.record, o.records));
+    } catch (e) {
+      // csv-parse reads a whole stream chunk (64 KiB) before the header row
+      // reaches tableRecords, so an error of its in that chunk is the one
+      // reported there.
+      const chunk = Math.min(block.length, TABLE_CHUNK - (block.byteOffset - whole.byteOffset));
+      tableSlice(block, 0, chunk, 0, { ...records, lineOffset: 0 }, { open: true });
+      throw e;
+    }
     columns = { text: ti, id: ii };
     lines += head.line;
     lineBase = Promise.resolve(lines);
