@@ -5,14 +5,17 @@
       "sources": [
         "<!@(node -e \"process.stdout.write(require('fs').readdirSync('native').filter(f=>f.endsWith('.cc')).map(f=>'native/'+f).join(' '))\")",
         "native/cpu_only/no_cuda.cc",
-        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('build-simdjson/simdjson.cpp')\")"
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('build-simdjson/simdjson.cpp')\")",
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&require('fs').existsSync('build-libcsv/libcsv.c')&&process.stdout.write('build-libcsv/libcsv.c')\")"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")",
-        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('build-simdjson')\")"
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('build-simdjson')\")",
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&require('fs').existsSync('build-libcsv/libcsv.c')&&process.stdout.write('build-libcsv')\")"
       ],
       "defines": [
         "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&process.stdout.write('CUSIM_WITH_SIMDJSON=1')\")",
+        "<!@(node -e \"require('fs').existsSync('build-simdjson/simdjson.cpp')&&require('fs').existsSync('build-libcsv/libcsv.c')&&process.stdout.write('CUSIM_WITH_LIBCSV=1')\")",
         "NAPI_VERSION=8",
         "NODE_ADDON_API_DISABLE_DEPRECATED",
         "NAPI_CPP_EXCEPTIONS",

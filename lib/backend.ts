@@ -14,6 +14,7 @@ export function devices(): DeviceInfo {
     const n = native();
     cachedDevices = n.devices();
     if (n.recordReader) cachedDevices.recordReader = n.recordReader;
+    if (n.tableReader) cachedDevices.tableReader = n.tableReader;
   }
   return cachedDevices;
 }

@@ -380,6 +380,13 @@ export interface TextTokenizerNative {
 
 export interface NativeRecordOptions {
   jsonl: boolean;
+  /**
+   * CSV or TSV (where the addon has tableReader): the block holds whole
+   * records; each entry's text and id are columns textColumn and idColumn
+   * (-1: none). Entries' lines count as csv-parse's info.lines does: a read
+   * record's is the line it ends on, a JavaScript one's the lines before it.
+   */
+  table?: { delimiter: string; quoted: boolean; textColumn: number; idColumn: number };
   field: string;
   idField: string;
   maxRecordBytes: number;
@@ -541,6 +548,8 @@ export interface Addon extends LshFunctions {
   setUnicodeTables?(stage1: Uint16Array, blocks: Uint32Array, extra: Uint32Array): void;
   /** The native record reader's parser ('simdjson 3.0.1'); absent from builds without it. */
   recordReader?: string;
+  /** The native CSV/TSV reader's parser ('libcsv 3.0.3'); absent from builds without it. */
+  tableReader?: string;
   /** remap[id]: the column of batch-local term id (-1: dropped by a frozen vocabulary). */
   assembleTextRows(
     indptr: Uint32Array,

@@ -93,6 +93,12 @@ export interface DeviceInfo {
    * and the CLI reads records in JavaScript.
    */
   recordReader?: string;
+  /**
+   * The parser of the native CSV/TSV reader compiled in ('libcsv 3.0.3');
+   * absent where the addon was built without libcsv (CSV and TSV are then
+   * read by csv-parse).
+   */
+  tableReader?: string;
 }
 
 // ---- MinHash ----------------------------------------------------------------

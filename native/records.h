@@ -33,6 +33,13 @@ struct Options {
   // Rows' values (token counts); classic MinHash reads column ids only, and
   // arrays not returned are not allocated in JavaScript (nor collected).
   bool values = true;
+  // CSV or TSV (records_table.cc, with libcsv): records end at \r\n, \n or
+  // \r outside quotes; each entry's text and id are columns textColumn and
+  // idColumn (-1: none; a record without that column: '' and the line id).
+  bool table = false;
+  uint8_t delimiter = ',';
+  bool quoted = true;  // CSV; TSV has no quoting
+  int64_t textColumn = 0, idColumn = -1;
 };
 
 // How an entry (a line that is not blank) is finished.
@@ -88,6 +95,27 @@ struct Block {
 // the same (the hasher's tables must be installed, so no kJsTokens entry).
 void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint8_t* bytes, size_t n, const Options& o,
                Block* out);
+
+// Tables (Options::table). A table block's chunk cuts: `want` - 1 places at
+// or after n * k / want (k = 1..want-1) where a record ends outside quotes,
+// ascending, with 0 first and n last.
+std::vector<size_t> TableCuts(const uint8_t* bytes, size_t n, size_t want, const Options& o);
+
+// The records of bytes[begin, end) (a record start, a record end or n)
+// handed on in order: doc(line, text, textLen, id, idLen, hasId) for one read
+// here (line: lines of the chunk before its terminator, as csv-parse's
+// info.lines counts them), js(line, start, end) for one left to JavaScript
+// (line: lines before it; csv-parse's to read, errors included). Empty
+// records are skipped. Returns the chunk's line count.
+struct TableSink {
+  virtual void Doc(uint32_t line, const uint8_t* text, size_t textLen, const uint8_t* id, size_t idLen, bool hasId) = 0;
+  virtual void Js(uint32_t line, size_t start, size_t end) = 0;
+  virtual ~TableSink() = default;
+};
+uint64_t ParseTable(const uint8_t* bytes, size_t begin, size_t end, const Options& o, TableSink* sink);
+
+// The libcsv version compiled in ("" without it).
+const char* TableParserVersion();
 
 // Bytes ReadBlock may read past the end of the block.
 size_t Padding();

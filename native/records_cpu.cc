@@ -113,6 +113,36 @@ void ParseChunk(const uint8_t* bytes, size_t begin, size_t end, const Options& o
     if (texts.size() >= (uint64_t(1) << 32)) ThrowInvalid("a block's texts exceed 4 GiB");
     offsets.push_back(uint32_t(texts.size()));
   };
+  if (o.table) {
+#ifdef CUSIM_WITH_LIBCSV
+    // Tables: records_table.cc splits and reads the records.
+    struct Sink : TableSink {
+      Block& blk;
+      uint32_t& at;
+      decltype(jsLine)& jsFn;
+      decltype(doc)& docFn;
+      Sink(Block& b_, uint32_t& l, decltype(jsLine)& j, decltype(doc)& d) : blk(b_), at(l), jsFn(j), docFn(d) {}
+      void Doc(uint32_t l, const uint8_t* text, size_t textLen, const uint8_t* id, size_t idLen, bool hasId) override {
+        at = l;
+        docFn(text, textLen);
+        if (hasId) {
+          blk.idKind.back() = kIdString;
+          blk.idA.back() = uint32_t(blk.idBytes.size());
+          Append(blk.idBytes, id, idLen);
+          blk.idB.back() = uint32_t(blk.idBytes.size());
+        }
+      }
+      void Js(uint32_t l, size_t start, size_t stop) override {
+        at = l;
+        jsFn(start, stop);
+      }
+    } sink(b, line, jsLine, doc);
+    part->lines = ParseTable(bytes, begin, end, o, &sink);
+#else
+    ThrowInvalid("the addon was built without libcsv (the native CSV reader)");
+#endif
+    return;
+  }
   for (size_t start = begin; start < end; ++line) {
     const void* hit = std::memchr(bytes + start, '\n', end - start);
     const size_t nl = hit ? size_t(static_cast<const uint8_t*>(hit) - bytes) : end;
@@ -396,13 +426,16 @@ void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint
   // so small that the per-chunk cost shows.
   const size_t want = std::max<size_t>(1, std::min<size_t>(NumThreads() * 4, n / (64 << 10)));
   std::vector<size_t> cut{0};
-  for (size_t k = 1; k < want; ++k) {
+#ifdef CUSIM_WITH_LIBCSV
+  if (o.table) cut = TableCuts(bytes, n, want, o);
+#endif
+  for (size_t k = 1; k < want && !o.table; ++k) {
     size_t at = std::max(cut.back(), n * k / want);
     const void* hit = at < n ? std::memchr(bytes + at, '\n', n - at) : nullptr;
     at = hit ? size_t(static_cast<const uint8_t*>(hit) - bytes) + 1 : n;
     if (at > cut.back() && at < n) cut.push_back(at);
   }
-  cut.push_back(n);
+  if (!o.table) cut.push_back(n);
   std::vector<Part> parts(cut.size() - 1);
   // CUSIM_PROFILE=1: one line per block on stderr.
   PhaseLog log(hasher ? "records block (token hasher)" : "records block");

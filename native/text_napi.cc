@@ -265,6 +265,26 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       if (!(opt.firstLine >= 0 && opt.firstLine <= 9007199254740991.0) ||
           opt.firstLine != double(uint64_t(opt.firstLine)))
         ThrowInvalid("options.firstLine must be a non-negative integer");
+      // Tables (CSV, TSV): { delimiter (one byte), quoted, textColumn, idColumn }.
+      Napi::Value table = o.Get("table");
+      if (table.IsObject()) {
+        Napi::Object t = table.As<Napi::Object>();
+#ifndef CUSIM_WITH_LIBCSV
+        ThrowInvalid("options.table: the addon was built without libcsv (the native CSV reader)");
+#endif
+        opt.table = true;
+        const std::string delimiter = StrPropOr(t, "delimiter", ",");
+        opt.quoted = BoolPropOr(t, "quoted", true);
+        if (delimiter.size() != 1 || delimiter[0] == '\r' || delimiter[0] == '\n' ||
+            (opt.quoted && delimiter[0] == '"'))
+          ThrowInvalid("options.table.delimiter must be one byte other than a quote or a line break");
+        opt.delimiter = uint8_t(delimiter[0]);
+        opt.textColumn = int64_t(UintProp(t, "textColumn", 0, 0, 4294967294.0));
+        const double id = NumPropOr(t, "idColumn", -1);
+        if (!(id >= -1 && id <= 4294967294.0) || id != double(int64_t(id)))
+          ThrowInvalid("options.table.idColumn must be -1 or a column index");
+        opt.idColumn = int64_t(id);
+      }
       const bool handed = BoolPropOr(o, "handed", false);
       opt.values = BoolPropOr(o, "values", true);
       // A TokenHasher (made with this tokenizer's options) splits and hashes instead.
@@ -460,6 +480,10 @@ void Init(Napi::Env env, Napi::Object exports) {
 #ifdef CUSIM_WITH_SIMDJSON
   // The native record reader's parser, for messages saying which reader runs.
   exports.Set("recordReader", Napi::String::New(env, std::string("simdjson ") + records::SimdjsonVersion()));
+#ifdef CUSIM_WITH_LIBCSV
+  // The native CSV reader's parser ('libcsv 3.0.3'); absent: CSV is read in JavaScript.
+  exports.Set("tableReader", Napi::String::New(env, records::TableParserVersion()));
+#endif
 #endif
   exports.Set("assembleTextRows", Napi::Function::New(env, AssembleRows, "assembleTextRows"));
 }

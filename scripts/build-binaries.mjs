@@ -26,6 +26,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { floorViolations, neededLibraries } from './elf-symbols.mjs';
 import { glibcStubs, TARGETS } from './glibc-stubs.mjs';
+import { fetchLibcsv } from './libcsv-source.mjs';
 import { fetchSimdjson } from './simdjson-source.mjs';
 import { PACKAGES_DIR as OUT_DIR, packMain, PLATFORMS, root, writePlatformPackage } from './packages.mjs';
 
@@ -102,7 +103,7 @@ function build(arch) {
       process.execPath,
       [
         '-e',
-        `const a = require(${JSON.stringify(stripped)}); console.log(JSON.stringify({ ...a.devices(), recordReader: a.recordReader }))`,
+        `const a = require(${JSON.stringify(stripped)}); console.log(JSON.stringify({ ...a.devices(), recordReader: a.recordReader, tableReader: a.tableReader }))`,
       ],
       {
         encoding: 'utf8',
@@ -112,6 +113,7 @@ function build(arch) {
     const d = JSON.parse(check.stdout);
     if (d.compiledWithCuda !== cuda) fail(`${stripped}: compiledWithCuda is ${d.compiledWithCuda}, expected ${cuda}`);
     if (!d.recordReader) fail(`${stripped}: no native record reader (simdjson) compiled in`);
+    if (!d.tableReader) fail(`${stripped}: no native CSV reader (libcsv) compiled in`);
     say(`${arch}: devices() ${check.stdout.trim()}`);
   }
   say(`${arch}: needs ${neededLibraries(stripped).join(', ')}; ${(statSync(stripped).size / 2 ** 20).toFixed(1)} MiB`);
@@ -123,6 +125,12 @@ try {
   say(`simdjson in ${path.relative(root, fetchSimdjson())}/`);
 } catch (e) {
   fail(`simdjson, which the binaries compile in, is not available: ${e.message}`);
+}
+// The native CSV reader: libcsv compiled in from Debian's source package (LGPL-2.1+; see the README's notices).
+try {
+  say(`libcsv in ${path.relative(root, fetchLibcsv())}/`);
+} catch (e) {
+  fail(`libcsv, which the binaries compile in, is not available: ${e.message}`);
 }
 mkdirSync(OUT_DIR, { recursive: true });
 for (const arch of arches) {

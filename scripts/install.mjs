@@ -102,6 +102,13 @@ try {
 } catch (e) {
   say(`simdjson not available (${e.message}); building without the native JSONL reader`);
 }
+// libcsv for the native CSV reader, likewise (without it CSV is read by csv-parse).
+try {
+  const { fetchLibcsv } = await import('./libcsv-source.mjs');
+  fetchLibcsv();
+} catch (e) {
+  say(`libcsv not available (${e.message}); building without the native CSV reader`);
+}
 const cmakeJs = path.join(path.dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
 const build = spawnSync(process.execPath, [cmakeJs, 'compile'], { cwd: root, stdio: 'inherit' });
 if (build.status !== 0) {

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { debStanzas } from '../scripts/simdjson-source.mjs';
+import { debStanzas } from '../scripts/debian-source.mjs';
 
 describe('simdjson-source: the deb stanzas of the apt configuration', () => {
   it('reads deb822 and one-line sources, keeps URIs/Suites/Components/Signed-By, skips what is not an enabled deb entry', () => {

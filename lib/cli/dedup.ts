@@ -4,6 +4,7 @@
 // verification.
 import { Command, Option } from 'commander';
 import { createReadStream, statSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import type { Readable } from 'node:stream';
 import { native, packageRoot } from '../addon.js';
@@ -34,6 +35,7 @@ import type { Progress } from './progress.js';
 import { formatOfFile, readRecords } from './records.js';
 import type { RecordFormat, RecordOptions } from './records.js';
 import { readRecordBlocks } from './record-blocks.js';
+import { nativeRecordReader } from './record-native.js';
 import { acrossPackages, buildGroups, buildPackagePairs, featureLine, renderCsv, renderJson, renderTable } from './report.js';
 import { attachTexts, fileIds, recordOptionsOf, refuseStdin } from './member-text.js';
 import type { DedupReport } from './report.js';
@@ -176,7 +178,14 @@ async function featurize(
     try {
       // The native reader runs on the thread pool, so it is worth blocks even with --threads 1.
       const nativeReader = o.reader !== 'js' && o.native && native().recordReader !== undefined;
-      if (hashed && (o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) {
+      // CSV and TSV: in blocks only where the native reader reads them (libcsv compiled in, a one-byte delimiter).
+      const tableBlocks =
+        o.reader !== 'js' &&
+        o.native &&
+        TABLE_FORMATS.has(input.format) &&
+        nativeRecordReader(feat, recordOptions).reader &&
+        !(input.path !== undefined && (await utf16(input.path)));
+      if (hashed && (((o.threads > 1 || nativeReader) && LINE_FORMATS.has(input.format)) || tableBlocks)) {
         // Line-based records: parsed and featurized block by block (natively, or on worker threads).
         await stream.finish();
         await readRecordBlocks(input.path === undefined ? input.open() : { file: input.path }, {
@@ -499,6 +508,18 @@ const OUT_CHARS = 1 << 20;
 const readFile = (p: string): Readable => createReadStream(p, { highWaterMark: 1 << 20 });
 // Record formats read line by line (csv and tsv records may span lines).
 const LINE_FORMATS: ReadonlySet<RecordFormat> = new Set(['auto', 'lines', 'jsonl']);
+const TABLE_FORMATS: ReadonlySet<RecordFormat> = new Set(['csv', 'tsv']);
+
+/** Whether a file starts with a UTF-16LE byte-order mark (csv-parse then decodes it as UTF-16; the native reader reads UTF-8 only). */
+async function utf16(file: string): Promise<boolean> {
+  const fh = await open(file, 'r');
+  try {
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(2), 0, 2, 0);
+    return bytesRead === 2 && buffer[0] === 0xff && buffer[1] === 0xfe;
+  } finally {
+    await fh.close();
+  }
+}
 
 // Workers pay off once a core is left for the main thread's merge; on two
 // cores or fewer the single-threaded path is faster.
@@ -597,7 +618,10 @@ export function registerDedup(program: Command, io: Io, done: (code: number) => 
     )
     .option('--no-native', 'tokenize in JavaScript instead of the native tokenizer (same output; for comparison)')
     .addOption(
-      new Option('--reader <r>', 'JSONL and line records: native (simdjson, where compiled in) or js (JSON.parse; same output)')
+      new Option(
+        '--reader <r>',
+        'JSONL, line, CSV and TSV records: native (simdjson, libcsv, where compiled in) or js (JSON.parse, csv-parse; same output)',
+      )
         .choices(['native', 'js'])
         .default('native'),
     )

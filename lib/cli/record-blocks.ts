@@ -6,19 +6,21 @@
 // rows, ids and the first error reported are those of a sequential pass;
 // memory holds at most two blocks per worker. Input that fits in one block
 // is done on this thread, with no workers started.
+import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { Worker } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import { CliError } from './errors.js';
+import { escapeText } from './escape.js';
 import { idList } from '../dedup/ids.js';
 import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
-import { RECORD_WORKER, featurizeBlock } from './record-worker.js';
+import { RECORD_WORKER, featurizeBlock, featurizeDocs } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
-import { lineFormat, tooLongError } from './records.js';
-import type { RecordOptions } from './records.js';
+import { headerColumns, lineFormat, readRecords, tableColumns, tableSlice, tooLongError } from './records.js';
+import type { Doc, RecordOptions } from './records.js';
 
 export interface RecordBlockOptions {
   records: RecordOptions;
@@ -50,6 +52,7 @@ export interface RecordBlockOptions {
 }
 
 const NEWLINE = 0x0a;
+const QUOTE = 0x22;
 /** Bytes simdjson may read past a block (native records::Padding()): each block's buffer has them. */
 const PADDING = 64;
 
@@ -72,6 +75,42 @@ function detect(block: Uint8Array, format: RecordOptions['format']): 'lines' | '
     start = nl + 1;
   }
   return undefined;
+}
+
+/**
+ * CSV/TSV block ends in view (which starts at a record start): after the
+ * last line feed outside quotes at or before `limit` (0: none), and after
+ * the first one past it (-1: none). Quote parity is exact for any input
+ * csv-parse accepts (a doubled quote toggles twice); for any other, the
+ * records cut here are its to reject. A lone \r (also a record end) is not
+ * cut at: input with only those is gathered whole.
+ */
+export function tableEnds(view: Uint8Array, limit: number, quoted: boolean): { last: number; next: number } {
+  const n = view.length;
+  let last = 0;
+  let inQuotes = false;
+  // The first line feed at or after limit, found once.
+  let after = -2;
+  for (let pos = 0; pos < n;) {
+    const q = quoted ? view.indexOf(QUOTE, pos) : -1;
+    const stop = q < 0 ? n : q;
+    if (!inQuotes) {
+      // (A negative offset would count from the end.)
+      if (Math.min(stop, limit) > pos) {
+        const l = view.lastIndexOf(NEWLINE, Math.min(stop, limit) - 1);
+        if (l >= pos) last = l + 1;
+      }
+      if (stop > limit) {
+        if (after === -2 || (after >= 0 && after < pos)) after = view.indexOf(NEWLINE, Math.max(pos, limit));
+        if (after < 0) return { last, next: -1 };
+        if (after < stop) return { last, next: after + 1 };
+      }
+    }
+    if (q < 0) break;
+    inQuotes = !inQuotes;
+    pos = q + 1;
+  }
+  return { last, next: -1 };
 }
 
 function rethrow(f: BlockFailure): never {
@@ -139,8 +178,31 @@ const WORKER_TEXTS = 64;
 /** Where records come from: a stream (stdin), or a file, read straight into the blocks. */
 export type RecordInput = Readable | { file: string };
 
+/** A file stream's chunk (createReadStream's highWaterMark), which csv-parse parses at once. */
+const TABLE_CHUNK = 64 << 10;
+
 /** Bytes read at a time past a block's end, while a line longer than a block is gathered. */
 const LONG_LINE_READ = 1 << 20;
+
+/** CSV/TSV read by csv-parse (readRecords), featurized about blockBytes of text at a time on this thread. */
+async function jsTableBlocks(input: RecordInput, o: RecordBlockOptions, feat: TextFeaturizer): Promise<void> {
+  const blockBytes = o.blockBytes ?? 8 << 20;
+  let docs: Doc[] = [];
+  let chars = 0;
+  let task = 0;
+  const flush = async (): Promise<void> => {
+    if (docs.length) await o.onBlock(fromMessage(await featurizeDocs({ task: task++, minTokens: o.minTokens, bits: o.bits }, docs, feat)));
+    docs = [];
+    chars = 0;
+  };
+  const stream = 'file' in input ? createReadStream(input.file) : input;
+  for await (const d of readRecords(stream, o.records)) {
+    if (o.signal?.aborted) return;
+    docs.push(d);
+    if ((chars += d.text.length) >= blockBytes) await flush();
+  }
+  await flush();
+}
 
 /** Reads `input` to its end, passing each block's featurized rows to `o.onBlock` in order. */
 export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions): Promise<void> {
@@ -167,7 +229,20 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   const nativeDrain = async (limit: number): Promise<void> => {
     while (inFlight.length > limit) await o.onBlock(await inFlight.shift()!);
   };
-  let format: 'lines' | 'jsonl' | undefined;
+  const table = records.format === 'csv' || records.format === 'tsv';
+  const quoted = records.format === 'csv';
+  // CSV/TSV without the native reader: csv-parse's records (readRecords), featurized in blocks here.
+  if (table && !reader) return jsTableBlocks(input, o, feat);
+  // CSV/TSV: the text and id columns, known before the first block unless a header row names them.
+  let columns: { text: number; id: number } | undefined;
+  if (table) {
+    const c = tableColumns(o.records);
+    if (c.names) columns = { text: c.ti, id: c.ii };
+  }
+  let tableStarted = false;
+  // CSV/TSV gathered past maxRecordBytes with no record end: bytes last given to csv-parse to judge.
+  let judged = 0;
+  let format: 'lines' | 'jsonl' | 'csv' | 'tsv' | undefined = table ? (records.format as 'csv' | 'tsv') : undefined;
   // Line numbers go on from lineOffset (a range of a longer input), as readRecords numbers them.
   let lines = records.lineOffset ?? 0;
   // With the native reader, the lines before the next block: each block's
@@ -239,13 +314,59 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
     }
   };
 
-  const submit = (block: Uint8Array): void => {
+  // CSV/TSV: a byte-order mark at the start is dropped, and a header row read
+  // with csv-parse (its errors are tableRecords'); the rest of the block goes on.
+  const tableStart = (whole: Uint8Array): Uint8Array => {
+    let block = whole;
+    if (!tableStarted) {
+      tableStarted = true;
+      if (block[0] === 0xff && block[1] === 0xfe) {
+        throw new CliError(
+          `${escapeText(records.source)}: UTF-16 ${records.format === 'tsv' ? 'TSV' : 'CSV'} is not read by the native reader`,
+          'pass --reader js, or convert the input to UTF-8',
+          1,
+        );
+      }
+      if (block[0] === 0xef && block[1] === 0xbb && block[2] === 0xbf) block = block.subarray(3);
+    }
+    if (columns) return block;
+    const [head] = tableSlice(block, 0, block.length, 0, { ...records, lineOffset: 0 }, { to: 1 });
+    if (!head) return block.subarray(block.length);
+    let ti: number, ii: number;
+    try {
+      ({ ti, ii } = headerColumns(head.record, o.records));
+    } catch (e) {
+      // csv-parse reads a whole stream chunk (64 KiB) before the header row
+      // reaches tableRecords, so an error of its in that chunk is the one
+      // reported there.
+      const chunk = Math.min(block.length, TABLE_CHUNK - (block.byteOffset - whole.byteOffset));
+      tableSlice(block, 0, chunk, 0, { ...records, lineOffset: 0 }, { open: true });
+      throw e;
+    }
+    columns = { text: ti, id: ii };
+    lines += head.line;
+    lineBase = Promise.resolve(lines);
+    return block.subarray(head.bytes);
+  };
+
+  const submit = (whole: Uint8Array): void => {
+    const block = table ? tableStart(whole) : whole;
+    if (table && block.length === 0) return;
+    // Only a record of empty fields (which csv-parse holds as no bytes) grows a table block this far.
+    if (table && block.length >= 2 ** 32) {
+      throw new CliError(
+        `${escapeText(records.source)}: a record of 4 GiB or more`,
+        `check the ${format === 'tsv' ? 'TSV' : 'CSV'} or pass --format lines`,
+        1,
+      );
+    }
     format ??= detect(block, records.format);
     const t: BlockTask = {
       task: tasks.length,
       block,
       firstLine: lines,
       format: format ?? 'lines',
+      ...(columns ? { table: columns } : {}),
       records,
       features: o.features,
       minTokens: o.minTokens,
@@ -322,7 +443,8 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // False: no line break yet in a line already past maxRecordBytes.
   const cut = (final: boolean, at?: number): boolean => {
     if (filled === 0) return true;
-    const end = at ?? (final ? filled : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
+    const end =
+      at ?? (final ? filled : table ? tableEnds(buf.subarray(0, filled), filled, quoted).last : buf.lastIndexOf(NEWLINE, filled - 1) + 1);
     if (end === 0) return filled <= records.maxRecordBytes;
     const full = buf;
     const rest = filled - end;
@@ -336,7 +458,15 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   };
   // cut(false, at), refusing a line past maxRecordBytes (numbered once the lines before it are counted).
   const cutWhole = async (at?: number): Promise<void> => {
-    if (!cut(false, at)) throw tooLongError(o.records, (await linesSoFar()) + 1);
+    if (cut(false, at)) return;
+    if (!table) throw tooLongError(o.records, (await linesSoFar()) + 1);
+    // A record past maxRecordBytes, or quoting csv-parse rejects: its error
+    // (judged as the bytes double, so the checks cost O(bytes) in all). An
+    // unclosed quote is no verdict yet: more may close it.
+    if (filled < 2 * judged) return;
+    judged = filled;
+    const before = (await linesSoFar()) - (records.lineOffset ?? 0);
+    tableSlice(buf, 0, filled, before, records, { open: true, bom: !tableStarted });
   };
   // The native reader is done with a block's buffer once its promise settles.
   const recycle = (block: Uint8Array): void => {
@@ -354,6 +484,12 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // or one longer line, as from a stream; a line not yet ended gathers on.
   const flushBlocks = async (): Promise<void> => {
     while (filled >= blockBytes) {
+      if (table) {
+        const { last, next } = tableEnds(buf.subarray(0, filled), blockBytes, quoted);
+        if (last === 0 && next < 0) return cutWhole();
+        await flush(last || next);
+        continue;
+      }
       let end = buf.lastIndexOf(NEWLINE, blockBytes - 1) + 1;
       if (end === 0) {
         const nl = buf.subarray(0, filled).indexOf(NEWLINE, blockBytes);

@@ -11,7 +11,7 @@ import { native } from '../addon.js';
 import type { NativeRecordBlock, TextTokenizerNative, TokenHasherNative } from '../native-types.js';
 import type { HashedRows, TextFeaturizer } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
-import { blockLine, lineId } from './records.js';
+import { blockLine, lineId, tableDoc, tableSlice } from './records.js';
 import type { Doc, RecordOptions } from './records.js';
 import type { BlockResult, BlockTask } from './record-worker.js';
 
@@ -36,23 +36,50 @@ const ID_JS = 6;
  */
 export function nativeRecordReader(
   feat: TextFeaturizer,
-  records: Pick<RecordOptions, 'field' | 'idField'>,
+  records: Pick<RecordOptions, 'field' | 'idField'> & Partial<Pick<RecordOptions, 'format' | 'delimiter'>>,
 ): { reader?: TextTokenizerNative; why: string } {
   let version: string | undefined;
+  const table = records.format === 'csv' || records.format === 'tsv';
   try {
     version = native().recordReader;
+    if (version && table) version = native().tableReader;
   } catch {
     return { why: 'the addon does not load' };
   }
   const handle = feat.nativeHandle;
-  if (!version || (handle && typeof handle.recordsAsync !== 'function')) return { why: 'the addon was built without simdjson' };
+  if (!version || (handle && typeof handle.recordsAsync !== 'function'))
+    return { why: `the addon was built without ${table ? 'libcsv' : 'simdjson'}` };
   if (!handle) return { why: 'native tokenizer off' };
+  if (table) {
+    const d = tableDelimiter(records as RecordOptions);
+    if (Buffer.byteLength(d) !== 1 || d === '\r' || d === '\n' || (records.format === 'csv' && d === '"'))
+      return { why: `the delimiter '${d}' is read in JavaScript` };
+    return { reader: handle, why: version };
+  }
   // record[name] also finds Object.prototype's members ('toString',
   // '__proto__'), and a lone surrogate has no UTF-8: JavaScript's to read.
   for (const name of [records.field, records.idField]) {
     if (name in Object.prototype || Buffer.from(name).toString() !== name) return { why: `the field name '${name}' is read in JavaScript` };
   }
   return { reader: handle, why: version };
+}
+
+/** The CSV/TSV field separator (csv-parse's, records.ts). */
+export function tableDelimiter(o: Pick<RecordOptions, 'format' | 'delimiter'>): string {
+  return o.delimiter ?? (o.format === 'tsv' ? '\t' : ',');
+}
+
+/**
+ * A CSV/TSV record the native reader left to csv-parse: block bytes
+ * [start, end), `before` lines into the block. One record, or csv-parse's
+ * error for it as reading the whole input gives it.
+ */
+function tableEntry(t: BlockTask, start: number, end: number, before: number, records: RecordOptions): Doc | undefined {
+  const lineOffset = records.lineOffset ?? 0;
+  const recs = tableSlice(t.block, start, end, t.firstLine - lineOffset + before, records);
+  // The native reader cuts records where csv-parse does for any input it accepts.
+  if (recs.length > 1) throw new Error(`${records.source}: a CSV record read natively held ${recs.length} records`);
+  return recs.length ? tableDoc(recs[0].record, recs[0].line, t.table!.text, t.table!.id, records) : undefined;
 }
 
 class NativeIds implements IdList {
@@ -124,8 +151,15 @@ export function readNativeBlock(
   /** NativeRecordOptions.hasher: splits and hashes the block's texts (a GPU's) instead of `reader`. */
   hasher?: TokenHasherNative,
 ): Promise<NativeRecordBlock> {
+  const table = t.table && {
+    delimiter: tableDelimiter(t.records as RecordOptions),
+    quoted: t.format === 'csv',
+    textColumn: t.table.text,
+    idColumn: t.table.id,
+  };
   return reader.recordsAsync!(t.block, {
     jsonl: t.format === 'jsonl',
+    ...(table ? { table } : {}),
     field: t.records.field,
     idField: t.records.idField,
     maxRecordBytes: t.records.maxRecordBytes,
@@ -180,7 +214,9 @@ async function mixedBlock(
     const k = r.kind[e];
     if (k === NATIVE) continue;
     if (k === JS_LINE) {
-      const d = blockLine(t.block, r.jsLineStart[ln], r.jsLineEnd[ln], t.firstLine + r.line[e] + 1, t.format, records, decoder);
+      const d = t.table
+        ? tableEntry(t, r.jsLineStart[ln], r.jsLineEnd[ln], r.line[e], records)
+        : blockLine(t.block, r.jsLineStart[ln], r.jsLineEnd[ln], t.firstLine + r.line[e] + 1, t.format as 'lines', records, decoder);
       ln++;
       jsDocs.push(d);
       if (d) texts.push(d.text);
@@ -228,7 +264,7 @@ async function mixedBlock(
     idKind[kept] = id;
     idA[kept] = a;
     idB[kept] = r.idB[e];
-    lines[kept] = t.firstLine + r.line[e] + 1;
+    lines[kept] = r.kind[e] === JS_LINE && t.table ? jsDocs[j - 1]!.line! : t.firstLine + r.line[e] + 1;
     kept++;
   }
   const ids = new NativeIds(

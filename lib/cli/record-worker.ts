@@ -9,7 +9,7 @@ import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
 import { CliError } from './errors.js';
 import { blockRecords } from './records.js';
-import type { RecordOptions } from './records.js';
+import type { Doc, RecordOptions } from './records.js';
 
 export const RECORD_WORKER = 'cusim-record-worker';
 
@@ -19,7 +19,10 @@ export interface BlockTask {
   block: Uint8Array;
   /** Lines before the block. */
   firstLine: number;
-  format: 'lines' | 'jsonl';
+  /** 'csv' and 'tsv' blocks (whole records) are read by the native reader only (record-native.ts). */
+  format: 'lines' | 'jsonl' | 'csv' | 'tsv';
+  /** CSV/TSV: the text and id columns (0-based; id -1: none). */
+  table?: { text: number; id: number };
   records: Omit<RecordOptions, 'onBytes'>;
   features: TextFeaturizerOptions;
   minTokens: number;
@@ -54,7 +57,15 @@ export interface BlockFailure {
 }
 
 export async function featurizeBlock(t: BlockTask, feat: TextFeaturizer): Promise<BlockMessage> {
-  const docs = blockRecords(t.block, t.firstLine, t.format, t.records);
+  return featurizeDocs(t, blockRecords(t.block, t.firstLine, t.format as 'lines' | 'jsonl', t.records), feat);
+}
+
+/** Documents (with their lines) featurized to a block's rows, ids and counts. */
+export async function featurizeDocs(
+  t: Pick<BlockTask, 'task' | 'minTokens' | 'bits'>,
+  docs: Doc[],
+  feat: TextFeaturizer,
+): Promise<BlockMessage> {
   const rows = await feat.hashedRows(
     docs.map((d) => d.text),
     { minTokens: t.minTokens, bits: t.bits },

@@ -3,6 +3,7 @@
 // and the record being read, whatever the input's size; CSV and TSV go
 // through csv-parse. Ids come from `idField`, else the record's line number.
 import { parse } from 'csv-parse';
+import { parse as parseSync } from 'csv-parse/sync';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { escapeText } from './escape.js';
@@ -202,7 +203,7 @@ function columnIndex(spec: string, header: readonly string[] | undefined): numbe
  * --no-header, from column numbers; `names` is undefined when the first row
  * is the header that names them.
  */
-function tableColumns(o: RecordOptions): { ti: number; ii: number; names?: string[] } {
+export function tableColumns(o: RecordOptions): { ti: number; ii: number; names?: string[] } {
   if (o.columns) {
     const ti = columnIndex(o.field, o.columns);
     if (ti < 0) {
@@ -235,9 +236,95 @@ function tableColumns(o: RecordOptions): { ti: number; ii: number; names?: strin
   return { ti, ii, names: [] };
 }
 
+/** csv-parse's options for CSV or TSV input. */
+function tableParseOptions(o: RecordOptions) {
+  const tsv = o.format === 'tsv';
+  return {
+    delimiter: o.delimiter ?? (tsv ? '\t' : ','),
+    quote: tsv ? false : '"',
+    bom: true,
+    info: true as const,
+    skip_empty_lines: true,
+    // Mixed line endings (files edited on several systems) are common.
+    record_delimiter: ['\r\n', '\n', '\r'],
+    relax_column_count: true,
+    max_record_size: o.maxRecordBytes,
+  };
+}
+
+/** The text and id columns a header row names, or the error saying it lacks the text column. */
+export function headerColumns(header: string[], o: RecordOptions): { ti: number; ii: number } {
+  const ti = columnIndex(o.field, header);
+  if (ti < 0) {
+    throw new CliError(
+      `${escapeText(o.source)}: the header has no column '${escapeText(o.field)}' (columns: ${header.map(escapeText).join(', ')})`,
+      HEADERLESS_FIX,
+      1,
+    );
+  }
+  return { ti, ii: columnIndex(o.idField, header) };
+}
+
+/** csv-parse's error as the CLI words it (a CliError for its own CSV_ errors). */
+function tableError(failure: unknown, o: RecordOptions): unknown {
+  const e = failure as Error & { code?: string };
+  if (!(failure instanceof CliError) && typeof e?.code === 'string' && e.code.startsWith('CSV_')) {
+    return new CliError(
+      `${escapeText(o.source)}: ${escapeText(e.message)}`,
+      `check the ${o.format === 'tsv' ? 'TSV' : 'CSV'} or pass --format lines`,
+      1,
+    );
+  }
+  return failure;
+}
+
+/**
+ * The records csv-parse reads from bytes[start, end) of a CSV or TSV input,
+ * `linesBefore` lines into it (the lines before the bytes, as csv-parse
+ * counts them): each with its line number (plus lineOffset) as tableRecords
+ * gives it and the bytes read through its end, or the error tableRecords
+ * throws there, words and line included. The native reader (record-native.ts,
+ * record-blocks.ts) hands here what it leaves to csv-parse. `to`: stop after
+ * that many records; `open`: the bytes may end inside a record, so an
+ * unclosed quote at their end is no error (no records then); `bom`: the
+ * bytes start the input.
+ */
+export function tableSlice(
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  linesBefore: number,
+  o: RecordOptions,
+  { to = -1, open = false, bom = false }: { to?: number; open?: boolean; bom?: boolean } = {},
+): { record: string[]; line: number; bytes: number }[] {
+  const options = { ...tableParseOptions(o), bom, to };
+  const slice = Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start);
+  try {
+    return (parseSync(slice, options) as unknown as { record: string[]; info: { lines: number; bytes: number } }[]).map((r) => ({
+      record: r.record,
+      line: linesBefore + r.info.lines + (o.lineOffset ?? 0),
+      bytes: r.info.bytes,
+    }));
+  } catch (first) {
+    if (open && (first as { code?: string }).code === 'CSV_QUOTE_NOT_CLOSED') return [];
+    // Parsed again after as many (empty, skipped) lines as come before it, so that
+    // csv-parse's message names the line it would name reading the whole input.
+    try {
+      parseSync(Buffer.concat([Buffer.alloc(linesBefore, 0x0a), slice]), options);
+    } catch (e) {
+      throw tableError(e, o);
+    }
+    throw new Error('csv-parse failed on a record only when read alone');
+  }
+}
+
+/** A table record's document (line: its line number, lineOffset included). */
+export function tableDoc(rec: readonly string[], line: number, ti: number, ii: number, o: RecordOptions): Doc {
+  return { id: ii >= 0 && rec[ii] !== undefined ? rec[ii] : lineId(o, line), text: rec[ti] ?? '', line };
+}
+
 /** CSV or TSV, with a header row naming the columns unless --no-header or --columns says there is none. TSV has no quoting (IANA text/tab-separated-values). */
 async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<Doc> {
-  const tsv = o.format === 'tsv';
   let ti: number, ii: number, names: string[] | undefined;
   try {
     ({ ti, ii, names } = tableColumns(o));
@@ -245,17 +332,7 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
     input.destroy();
     throw e;
   }
-  const parser = parse({
-    delimiter: o.delimiter ?? (tsv ? '\t' : ','),
-    quote: tsv ? false : '"',
-    bom: true,
-    info: true,
-    skip_empty_lines: true,
-    // Mixed line endings (files edited on several systems) are common.
-    record_delimiter: ['\r\n', '\n', '\r'],
-    relax_column_count: true,
-    max_record_size: o.maxRecordBytes,
-  });
+  const parser = parse(tableParseOptions(o));
   let failure: unknown;
   input.on('error', (e) => parser.destroy(e));
   // An input destroyed without an error (stdin on SIGINT/SIGTERM) never ends the
@@ -273,19 +350,10 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
       const rec = row.record;
       if (!header) {
         header = rec;
-        text = columnIndex(o.field, header);
-        id = columnIndex(o.idField, header);
-        if (text < 0) {
-          throw new CliError(
-            `${escapeText(o.source)}: the header has no column '${escapeText(o.field)}' (columns: ${header.map(escapeText).join(', ')})`,
-            HEADERLESS_FIX,
-            1,
-          );
-        }
+        ({ ti: text, ii: id } = headerColumns(header, o));
         continue;
       }
-      const line = row.info.lines + (o.lineOffset ?? 0);
-      yield { id: id >= 0 && rec[id] !== undefined ? rec[id] : lineId(o, line), text: rec[text] ?? '', line };
+      yield tableDoc(rec, row.info.lines + (o.lineOffset ?? 0), text, id, o);
     }
   } catch (e) {
     failure = e;
@@ -293,14 +361,7 @@ async function* tableRecords(input: Readable, o: RecordOptions): AsyncGenerator<
     input.unpipe(parser);
     parser.destroy();
   }
-  if (failure instanceof CliError) throw failure;
-  if (failure) {
-    const e = failure as Error & { code?: string };
-    if (typeof e.code === 'string' && e.code.startsWith('CSV_')) {
-      throw new CliError(`${escapeText(o.source)}: ${escapeText(e.message)}`, `check the ${tsv ? 'TSV' : 'CSV'} or pass --format lines`, 1);
-    }
-    throw failure;
-  }
+  if (failure) throw tableError(failure, o);
 }
 
 /** The records of one input, in order. */

@@ -179,26 +179,29 @@ async function insertBatch(ctx: RangeContext, r: number, b: Pending, stats: Rang
 }
 
 /**
- * Line records (JSONL, lines) of classic jobs: read in blocks by the reader
- * `cusim dedup FILE` uses (simdjson and the native tokenizer on the thread
- * pool where the addon has them), numbered from the range's first line, so
- * the ids, names and rows are those of the record-by-record path.
+ * Records (JSONL, lines, CSV, TSV) of classic jobs: read in blocks by the
+ * reader `cusim dedup FILE` uses (simdjson or libcsv and the native tokenizer
+ * on the thread pool where the addon has them), numbered from the range's
+ * first line, so the ids, names and rows are those of the record-by-record path.
  */
 async function blockRange(
   ctx: RangeContext,
   r: number,
   range: Extract<Range, { kind: 'records' }>,
-  buf: Buffer,
+  /** The range's bytes, after a CSV/TSV header row's when it has one. */
+  bufs: Buffer[],
   lines: number,
   blocks: NonNullable<Signer['blocks']>,
   stats: RangeStats,
 ): Promise<void> {
   const s = ctx.settings;
+  const buf = bufs[bufs.length - 1];
   // Blocks of about --batch-docs records (by the range's mean line), handed
   // over in pieces of that size: a block's writes overlap the next's reading.
   const blockBytes = Math.round(Math.min(8 << 20, Math.max(4096, (ctx.batchDocs * buf.length) / Math.max(1, lines))));
   const input = Readable.from(
     (function* () {
+      if (bufs.length > 1) yield bufs[0];
       for (let at = 0; at < buf.length; at += blockBytes) yield buf.subarray(at, at + blockBytes);
     })(),
     { objectMode: false },
@@ -214,7 +217,11 @@ async function blockRange(
       source: range.name,
       idPrefix: range.idPrefix,
       maxRecordBytes: Math.min(s.maxSize, MAX_DOC_BYTES),
-      lineOffset: range.linesBefore,
+      // CSV/TSV as readRecords reads them below: the header row's lines are the range's.
+      delimiter: s.delimiter ?? undefined,
+      header: s.header ?? true,
+      columns: s.columns ?? undefined,
+      lineOffset: range.linesBefore - (range.header?.lines ?? 0),
     },
     features: blocks.features,
     minTokens: s.minTokens,
@@ -288,8 +295,8 @@ export async function processRange(ctx: RangeContext, r: number, range: Range): 
     stats.idLo = range.idBase + range.linesBefore + 1;
     stats.idHi = range.idBase + range.linesBefore + newlines + 2;
     stats.ms.read += performance.now() - t;
-    if (ctx.signer.blocks && (range.format === 'jsonl' || range.format === 'lines')) {
-      await blockRange(ctx, r, range, buf, newlines, ctx.signer.blocks, stats);
+    if (ctx.signer.blocks) {
+      await blockRange(ctx, r, range, header ? [header, buf] : [buf], newlines, ctx.signer.blocks, stats);
       return roundMs(stats);
     }
     const input = Readable.from(header ? [header, buf] : [buf], { objectMode: false });
