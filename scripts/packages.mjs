@@ -61,6 +61,18 @@ async function digest(file) {
   return { size, sha256: hash.digest('hex') };
 }
 
+/** Libraries compiled into the binary, and where their license texts go in a platform package. */
+const THIRD_PARTY = [
+  { from: 'build-simdjson/LICENSE', to: 'LICENSE.simdjson', what: 'simdjson (Apache-2.0) is compiled in' },
+  {
+    from: 'build-libcsv/LICENSE',
+    to: 'LICENSE.libcsv',
+    what:
+      'libcsv (LGPL-2.1-or-later) is compiled in, from Debian\'s source package; cusim\'s complete source and ' +
+      'scripts/libcsv-source.mjs, which fetches libcsv\'s, let you rebuild the binary with a modified libcsv',
+  },
+];
+
 /**
  * Writes outDir/<name>/ (package.json, cusim.node, LICENSE, README.md) for
  * `binary` built for `arch`; the package.json records the binary's size and
@@ -76,6 +88,10 @@ export async function writePlatformDir({ arch, binary, outDir, version = mainMan
   mkdirSync(dir, { recursive: true });
   copyFileSync(binary, path.join(dir, 'cusim.node'));
   copyFileSync(path.join(root, 'LICENSE'), path.join(dir, 'LICENSE'));
+  // The libraries compiled into the binary from Debian's source packages ship
+  // their license texts with it (libcsv is LGPL-2.1+: see the README).
+  const notices = THIRD_PARTY.filter((t) => existsSync(path.join(root, t.from)));
+  for (const t of notices) copyFileSync(path.join(root, t.from), path.join(dir, t.to));
   const manifest = {
     name: p.name,
     version,
@@ -84,15 +100,16 @@ export async function writePlatformDir({ arch, binary, outDir, version = mainMan
     os: ['linux'],
     cpu: [p.cpu],
     libc: ['glibc'],
-    files: ['cusim.node', 'LICENSE', 'README.md'],
+    files: ['cusim.node', 'LICENSE', ...notices.map((t) => t.to), 'README.md'],
     engines: main.engines,
     cusimBinary: { file: 'cusim.node', ...(await digest(path.join(dir, 'cusim.node'))) },
   };
   writeFileSync(path.join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   writeFileSync(
     path.join(dir, 'README.md'),
-    `# ${p.name}\n\nThe prebuilt native addon of [cusim](https://www.npmjs.com/package/cusim) for Linux ${p.cpu} with glibc >= 2.28: ${p.what}.\n` +
-      'Install `cusim`, which depends on this package where it applies; it is not meant to be used on its own.\n',
+    `# ${p.name}\n\nThe prebuilt native addon of cusim for Linux ${p.cpu} with glibc >= 2.28: ${p.what}.\n` +
+      'Install `cusim`, which depends on this package where it applies; it is not meant to be used on its own.\n' +
+      notices.map((t) => `\n${t.what}: see ${t.to}.\n`).join(''),
   );
   return dir;
 }
