@@ -378,7 +378,7 @@ describe('band keys in row blocks (what BandIndex keeps) are read in place', () 
     }
     const m = fromRows(rows, 20_000);
     const shape = { samples: 108, bands: 6, rows: 18, width: 1 as const };
-    const mh = new MinHash({ dim: m.cols, samples: shape.samples, seed: 3, backend: 'cpu' });
+    const mh = new MinHash({ samples: shape.samples, seed: 3, backend: 'cpu' });
     const sigs = await mh.hash(m);
     mh.dispose();
     const { keys, empty } = await native().lshBandKeys(sigs, shape);
