@@ -68,8 +68,8 @@ const THIRD_PARTY = [
     from: 'build-libcsv/LICENSE',
     to: 'LICENSE.libcsv',
     what:
-      'libcsv (LGPL-2.1-or-later) is compiled in, from Debian\'s source package; cusim\'s complete source and ' +
-      'scripts/libcsv-source.mjs, which fetches libcsv\'s, let you rebuild the binary with a modified libcsv',
+      "libcsv (LGPL-2.1-or-later) is compiled in, from Debian's source package; cusim's complete source and " +
+      "scripts/libcsv-source.mjs, which fetches libcsv's, let you rebuild the binary with a modified libcsv",
   },
 ];
 
