@@ -326,6 +326,18 @@ describe('the native CSV/TSV reader', () => {
     });
     expect(stderr[0]).toMatch(/Invalid Opening Quote: a quote is found on field 1 at line \d+, value is "a"/);
     expect(stderr[0]).toBe(stderr[1]);
+    // A quote opened inside a field is a CSV error like any other csv-parse error (its code lacks the CSV_
+    // prefix, and it was worded as an unreadable path): one coded line naming the line, with the CSV fix.
+    const quoted = path.join(dir, 'quoted.csv');
+    writeFileSync(quoted, 'id,text\n1,hello world foo bar\n2,x"y" some text here\n');
+    for (const reader of ['native', 'js']) {
+      const out = cusim(['dedup', quoted, '--field', 'text', '--reader', reader]);
+      expect(out.status).toBe(1);
+      expect(out.stderr).toMatch(
+        /^cusim: .*quoted\.csv: Invalid Opening Quote: a quote is found on field 1 at line 3, value is "x" \(check the CSV or pass --format lines\)$/m,
+      );
+      expect(out.stderr).not.toMatch(/check the path/);
+    }
     // A UTF-16 file (csv-parse decodes it after its byte-order mark) is left to csv-parse.
     const wide = path.join(dir, 'wide.csv');
     writeFileSync(wide, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(rows.slice(0, 200).join('\n'), 'utf16le')]));

@@ -2,7 +2,7 @@
 // CSV or TSV. Streams are pulled chunk by chunk, so memory holds one chunk
 // and the record being read, whatever the input's size; CSV and TSV go
 // through csv-parse. Ids come from `idField`, else the record's line number.
-import { parse } from 'csv-parse';
+import { CsvError, parse } from 'csv-parse';
 import { parse as parseSync } from 'csv-parse/sync';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -265,10 +265,13 @@ export function headerColumns(header: string[], o: RecordOptions): { ti: number;
   return { ti, ii: columnIndex(o.idField, header) };
 }
 
-/** csv-parse's error as the CLI words it (a CliError for its own CSV_ errors). */
+/**
+ * csv-parse's error as the CLI words it: a CliError for any of its parse
+ * errors (most codes start with CSV_, but not all: INVALID_OPENING_QUOTE).
+ */
 function tableError(failure: unknown, o: RecordOptions): unknown {
   const e = failure as Error & { code?: string };
-  if (!(failure instanceof CliError) && typeof e?.code === 'string' && e.code.startsWith('CSV_')) {
+  if (!(failure instanceof CliError) && (failure instanceof CsvError || (typeof e?.code === 'string' && e.code.startsWith('CSV_')))) {
     return new CliError(
       `${escapeText(o.source)}: ${escapeText(e.message)}`,
       `check the ${o.format === 'tsv' ? 'TSV' : 'CSV'} or pass --format lines`,
