@@ -116,7 +116,12 @@ export class MinHash extends MinHashBase<MinHashNative> {
   }
 
   protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
-    return { m: toCsr(matrix, 'matrix', { values: 'ignore', maxCols: 2 ** 32 }), wordsPerRow: this.samples };
+    return { m: toCsr(matrix, 'matrix', { values: 'ignore', maxCols: 2 ** 32 }), wordsPerRow: this.shape() };
+  }
+
+  // Any column count toCsr accepts (up to 2^32) is hashed.
+  protected shape(): number {
+    return this.samples;
   }
 }
 

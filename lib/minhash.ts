@@ -131,6 +131,8 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
 
   /** The matrix checked for this engine, and the output words per row. */
   protected abstract prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number };
+  /** A matrix of `cols` columns may be hashed (a RangeError if not); returns the words of a signature. */
+  protected abstract shape(cols: number): number;
 
   /**
    * Signatures of rows [rowStart, rowEnd), row-major, wordsPerRow uint32 per
@@ -141,16 +143,22 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
   }
 
   /**
-   * hash() of `matrix`'s rows read from `staged`, a copy of them that
-   * stageCsr/stageCsrAsync made (weighted: with values): no copy is made on
-   * this thread. For the library's pipelines (dedup's band index holds the
-   * staged rows it verifies with); `matrix` is only checked.
+   * hash() of the rows of `staged`, a copy of a matrix of `shape` (checked
+   * when it was staged) that stageCsr/stageCsrAsync made (weighted: with
+   * values): no copy is made on this thread, and the matrix it was copied
+   * from is not read again (its arrays may have changed since). For the
+   * library's pipelines (dedup's band index holds the staged rows it
+   * verifies with).
    * @internal
    */
-  async hashStaged(staged: Staged, matrix: CsrMatrix, options: Omit<HashOptions, 'transfer'> = {}): Promise<Uint32Array> {
-    const { m, wordsPerRow } = this.prepare(matrix);
-    if (staged.length !== m.rows) throw rangeError(`staged has ${staged.length} rows but matrix has ${m.rows}`);
-    return (await callHash(this.handle, staged, m.rows, { ...options, transfer: false }, wordsPerRow)).signatures;
+  async hashStaged(
+    staged: Staged,
+    shape: { rows: number; cols: number },
+    options: Omit<HashOptions, 'transfer'> = {},
+  ): Promise<Uint32Array> {
+    const wordsPerRow = this.shape(shape.cols);
+    if (staged.length !== shape.rows) throw rangeError(`staged has ${staged.length} rows but the matrix has ${shape.rows}`);
+    return (await callHash(this.handle, staged, shape.rows, { ...options, transfer: false }, wordsPerRow)).signatures;
   }
 
   /** hash() plus the CUDA-event timings of this call (each call its own: calls may overlap). */
@@ -270,8 +278,12 @@ export class WeightedMinHash extends MinHashBase<WeightedMinHashNative> {
   protected prepare(matrix: CsrMatrix): { m: CsrMatrix; wordsPerRow: number } {
     // Weights are checked natively over the rows a call hashes (callHash).
     const m = toCsr(matrix, 'matrix', { weights: 'unchecked' });
-    if (m.cols !== this.dim) throw rangeError(`matrix.cols is ${m.cols} but this WeightedMinHash was built for dim=${this.dim}`);
-    return { m, wordsPerRow: this.samples * 2 };
+    return { m, wordsPerRow: this.shape(m.cols) };
+  }
+
+  protected shape(cols: number): number {
+    if (cols !== this.dim) throw rangeError(`matrix.cols is ${cols} but this WeightedMinHash was built for dim=${this.dim}`);
+    return this.samples * 2;
   }
 
   /**

@@ -505,6 +505,64 @@ describe('dedupRecords: progress, abort, bad blocks', () => {
   });
 });
 
+describe('dedupRecords reads each block before it asks for the next', () => {
+  it.each(['weighted', 'classic'] as const)(
+    '%s: a source that refills one set of arrays for every block (and scribbles on them at the end) gives the groups of the whole matrix, on every backend and verification',
+    async (method) => {
+      const r = rng(53);
+      const rows: [number[], number[]][] = [];
+      while (rows.length < 9000) {
+        const cols = Array.from({ length: 3 + randInt(r, 12) }, () => randInt(r, 8000));
+        const vals = cols.map(() => 1 + randInt(r, 3));
+        rows.push([cols, vals]);
+        if (r() < 0.15) rows.push([cols, vals]);
+        if (r() < 0.15) rows.push([cols.slice(1), vals.slice(1)]);
+      }
+      const m = fromRows(rows, 8000);
+      // Blocks of 1 to 700 rows, an empty one among them, all read from the same arrays.
+      const cuts = [0];
+      while (cuts[cuts.length - 1] < m.rows)
+        cuts.push(Math.min(m.rows, cuts[cuts.length - 1] + (cuts.length === 5 ? 0 : 1 + randInt(r, 700))));
+      const indptr = new Uint32Array(701);
+      const indices = new Uint32Array(700 * 16);
+      const values = new Float32Array(700 * 16);
+      async function* refilled(): AsyncGenerator<DedupBlock> {
+        for (let k = 0; k + 1 < cuts.length; k++) {
+          const [b, e] = [cuts[k], cuts[k + 1]];
+          const base = m.indptr[b];
+          const nnz = m.indptr[e] - base;
+          for (let i = b; i <= e; i++) indptr[i - b] = m.indptr[i] - base;
+          indices.set(m.indices.subarray(base, base + nnz));
+          values.set(m.values!.subarray(base, base + nnz));
+          // A tick between blocks, so calls still running see the arrays change under them if they read them.
+          await new Promise((resolve) => setImmediate(resolve));
+          yield {
+            rows: {
+              rows: e - b,
+              cols: m.cols,
+              indptr: indptr.subarray(0, e - b + 1),
+              indices: indices.subarray(0, nnz),
+              values: values.subarray(0, nnz),
+            },
+          };
+        }
+        indices.fill(7);
+        values.fill(3);
+      }
+      for (const backend of backends) {
+        const want = await dedup(m, { method, threshold: 0.8, backend });
+        expect(want.count).toBeGreaterThan(300);
+        for (const verify of ['exact', 'estimate'] as const) {
+          const got = await dedupRecords(refilled(), { method, threshold: 0.8, backend, verify });
+          const oracle = verify === 'exact' ? want : await dedup(m, { method, threshold: 0.8, backend, verify });
+          expect(got.group).toEqual(oracle.group);
+          expect(got.pairs).toEqual(oracle.pairs);
+        }
+      }
+    },
+  );
+});
+
 describe('dedup() owns its input', () => {
   it('rewriting the matrix after the call returns changes nothing', async () => {
     const m: CsrMatrix = {

@@ -31,12 +31,17 @@ export class BandIndex implements Disposable {
   #empty: Staged[] = [];
   // The vectors in memory, in row order, before those in #spill.
   #rows: Staged[] = [];
-  #bytes = new Map<Staged, number>();
-  #inMemory = 0;
+  // Per staged block: the bytes of the vectors of it and every block before
+  // it (blocks are staged ahead of hashing, so what is in memory when a block
+  // settles counts blocks after it too).
+  #upTo = new Map<Staged, number>();
+  #added = 0;
   #spill: RowSpillNative | undefined;
   // The spill writes, one after another: a block's rows go to the file after
   // the block before it (calls started together may run in any order).
   #spilling: Promise<void> = Promise.resolve();
+  // The last addVectors copy (they run one after another).
+  #staging: Promise<void> = Promise.resolve();
   #size = 0;
   #vectorRows = 0;
 
@@ -75,11 +80,21 @@ export class BandIndex implements Disposable {
    */
   async addVectors(m: CsrMatrix): Promise<Staged | undefined> {
     if (m.rows === 0) return undefined;
-    const staged = await native().stageCsrAsync(m, this.o.width === 2);
+    // Copies one after another, so blocks added while one is copied keep their order.
+    const before = this.#staging;
+    let copied!: () => void;
+    this.#staging = new Promise<void>((resolve) => (copied = resolve));
+    let staged: Staged;
+    try {
+      await before;
+      staged = await native().stageCsrAsync(m, this.o.width === 2);
+    } finally {
+      copied();
+    }
     this.#rows.push(staged);
     const bytes = 4 * (m.rows + 1) + 4 * this.o.width * (m.indptr[m.rows] - m.indptr[0]);
-    this.#bytes.set(staged, bytes);
-    this.#inMemory += bytes;
+    this.#added += bytes;
+    this.#upTo.set(staged, this.#added);
     this.#vectorRows += m.rows;
     return staged;
   }
@@ -91,13 +106,12 @@ export class BandIndex implements Disposable {
    */
   settle(staged: Staged): void {
     const spill = this.o.spill;
-    if (!spill || (!this.#spill && this.#inMemory <= spill.afterBytes)) return;
+    if (!spill || (!this.#spill && (this.#upTo.get(staged) ?? 0) <= spill.afterBytes)) return;
     this.#spill ??= new (native().RowSpill)(spill.dir, this.o.width === 2);
     const at = this.#rows.indexOf(staged);
     if (at < 0) return;
     this.#rows.splice(at, 1);
-    this.#inMemory -= this.#bytes.get(staged) ?? 0;
-    this.#bytes.delete(staged);
+    this.#upTo.delete(staged);
     // Each append starts once the one before it is done; each block is freed once written.
     const file = this.#spill;
     const p = this.#spilling.then(() => file.spillAsync(staged)).finally(() => staged.dispose());
@@ -144,7 +158,7 @@ export class BandIndex implements Disposable {
     this.#keys = [];
     this.#empty = [];
     this.#rows = [];
-    this.#bytes.clear();
+    this.#upTo.clear();
     this.#spill?.dispose();
     this.#spill = undefined;
   }

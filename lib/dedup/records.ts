@@ -3,7 +3,7 @@
 // each block hashed as it arrives by its method's signer, groups out. With
 // exact verification (the default) only what grouping reads is kept: band
 // keys and the rows' vectors (band-index.ts), never the signature matrix;
-// signatures are made 64K rows at a time into one reused buffer. dedup(),
+// signatures are made 64K rows at a time into two buffers used in turn. dedup(),
 // `cusim dedup` and its --shard workers (indexRecords) all run through here.
 import { tmpdir } from 'node:os';
 import { abortError, rangeError, typeError } from '../errors.js';
@@ -94,16 +94,31 @@ interface SliceSink<B> {
 }
 
 /**
- * Hashes blocks one after another: the method's signer is made at the first
- * block (weighted: dim = its columns), each block's rows are hashed in slices
- * into one reused buffer and handed to `each.slice` (copy what is kept).
+ * Hashes blocks in order: the method's signer is made at the first block
+ * (weighted: dim = its columns), each block's rows are hashed in slices into
+ * a reused buffer and handed to `each.slice` (copy what is kept), slices
+ * strictly in order. A block whose rows `each.block` staged (copied) is
+ * released as soon as the copy is made, and then overlaps the blocks around
+ * it: its copy runs while the block before it is hashed, and its hashing
+ * (into the other of two buffers) while the slices before it are handed on.
+ * Each of those steps is a native call whose latency, not its work, bounded
+ * a large dedup with the three run one after another per block.
  */
 class BlockSigner<B extends { rows: unknown }> {
   #signer: Signer | undefined;
   #cols = -1;
-  #out: Uint32Array | undefined;
+  // Two buffers, block by block in turn: a block's slices are hashed into
+  // one while the other's are still being handed on.
+  #bufs: { array?: Uint32Array; free: Promise<void> }[] = [{ free: Promise.resolve() }, { free: Promise.resolve() }];
   #blocks = 0;
-  /** Rows hashed so far. */
+  // The hash calls of every block started so far have returned.
+  #hashed: Promise<void> = Promise.resolve();
+  // The slices of every block started so far have been handed on.
+  #handed: Promise<void> = Promise.resolve();
+  // Rows whose hash calls returned (hash calls run one after another, so
+  // progress counted from this only grows).
+  #hashedRows = 0;
+  /** Rows hashed and handed on so far. */
   rows = 0;
 
   constructor(
@@ -113,8 +128,98 @@ class BlockSigner<B extends { rows: unknown }> {
     private readonly each: SliceSink<B>,
   ) {}
 
-  async add(b: B): Promise<void> {
+  /** Hashes the block and hands its slices on; resolves once that is done. */
+  add(b: B): Promise<void> {
+    return this.start(b).done;
+  }
+
+  /**
+   * Starts the block: `released` resolves once the block's arrays may change
+   * (copied by `each.block`, or else hashed), `done` once its slices are
+   * handed on. Blocks are hashed and handed on in the order they start.
+   */
+  start(b: B): { released: Promise<void>; done: Promise<void> } {
+    let first: { raw: CsrMatrix; input: CsrMatrix; k: number };
+    try {
+      first = this.#check(b);
+    } catch (e) {
+      const failed = Promise.reject(e);
+      failed.catch(() => {});
+      return { released: failed, done: failed };
+    }
+    const { raw, input, k } = first;
+    // What hashing the staged copy needs of the input (its arrays are not read once it is copied).
+    const shape = { rows: input.rows, cols: input.cols };
     const { o, reporter, total } = this;
+    const signer = this.#signer!;
+    const buf = this.#bufs[k & 1];
+    // Called now, in block order (its synchronous part: a throw rejects).
+    const stagedCall = (async (): Promise<Staged | undefined> => (await this.each.block?.(b, k, input, raw)) ?? undefined)();
+    const before = { hashed: this.#hashed, handed: this.#handed, free: buf.free };
+    let hashedAll!: () => void;
+    let hashFailed!: (e: unknown) => void;
+    const hashed = new Promise<void>((resolve, reject) => {
+      hashedAll = resolve;
+      hashFailed = reject;
+    });
+    hashed.catch(() => {});
+    const done = (async () => {
+      try {
+        const staged = await stagedCall;
+        await before.hashed;
+        await before.free;
+        // The buffer, as large as a slice of this block needs (a small job
+        // does not pin 57 MB): page-locked for the CUDA backend once it is
+        // 1 MB or more, so the kernels' results land in it directly; else an
+        // ordinary array (written in place: outHanded).
+        const need = Math.min(HASH_ROWS, input.rows) * o.params.samples * signer.width;
+        if (!buf.array || buf.array.length < need)
+          buf.array = o.backend === 'cuda' && need >= 1 << 18 ? pinnedArray(Uint32Array, need) : new Uint32Array(need);
+        if (input.rows === 0) hashedAll();
+        for (let s = 0; s < input.rows; s += HASH_ROWS) {
+          const e = Math.min(input.rows, s + HASH_ROWS);
+          const options = {
+            rowStart: s,
+            rowEnd: e,
+            // The buffer is this signer's own, read by `each.slice` only after the call settles.
+            out: buf.array,
+            outHanded: true,
+            signal: o.signal,
+            onProgress: reporter.enabled ? (p: { done: number }) => reporter.update('hash', this.#hashedRows + p.done, total) : undefined,
+          };
+          // The band index's copy of the rows, when it made one, is hashed in
+          // place: the block is copied once, on a worker, not on this thread.
+          const sigs = staged ? await signer.hashStaged(staged, shape, options) : await signer.hash(input, options);
+          this.#hashedRows += e - s;
+          reporter.update('hash', this.#hashedRows, total);
+          if (e === input.rows) hashedAll();
+          await before.handed;
+          await this.each.slice(sigs, raw, s, e, b);
+          this.rows += e - s;
+        }
+        // Done after the blocks before it, rows or not.
+        await before.handed;
+        if (staged) this.each.hashed?.(staged);
+      } catch (e) {
+        hashFailed(e);
+        throw e;
+      }
+    })();
+    this.#hashed = hashed;
+    this.#handed = done;
+    buf.free = done.then(
+      () => {},
+      () => {},
+    );
+    // Copied: the source may reuse the arrays. Not staged: they are read until hashed.
+    const released = stagedCall.then(async (staged) => (staged ? undefined : done));
+    released.catch(() => {});
+    return { released, done };
+  }
+
+  /** The block checked, the signer made at the first one, and its rows as the signer reads them. */
+  #check(b: B): { raw: CsrMatrix; input: CsrMatrix; k: number } {
+    const { o } = this;
     const k = this.#blocks++;
     if (!isObject(b)) throw typeError(`blocks[${k}] must be an object { rows, ids? }, got ${describe(b)}`);
     const raw = checkRows(b.rows, k, o.method);
@@ -130,36 +235,7 @@ class BlockSigner<B extends { rows: unknown }> {
     } else if (raw.cols !== this.#cols) {
       throw rangeError(`blocks[${k}].rows.cols is ${raw.cols} but blocks[0].rows.cols is ${this.#cols}: every block has the same columns`);
     }
-    const signer = this.#signer!;
-    const input = signer.input(raw);
-    // The slices' one buffer, as large as a slice of this block needs (a
-    // small job does not pin 57 MB): page-locked for the CUDA backend once it
-    // is 1 MB or more, so the kernels' results land in it directly; else an
-    // ordinary array (written in place: outHanded).
-    const need = Math.min(HASH_ROWS, input.rows) * o.params.samples * signer.width;
-    if (!this.#out || this.#out.length < need)
-      this.#out = o.backend === 'cuda' && need >= 1 << 18 ? pinnedArray(Uint32Array, need) : new Uint32Array(need);
-    const staged = await this.each.block?.(b, k, input, raw);
-    for (let s = 0; s < input.rows; s += HASH_ROWS) {
-      const e = Math.min(input.rows, s + HASH_ROWS);
-      const base = this.rows;
-      const options = {
-        rowStart: s,
-        rowEnd: e,
-        // The buffer is this signer's own, read by `each.slice` only after the call settles.
-        out: this.#out,
-        outHanded: true,
-        signal: o.signal,
-        onProgress: reporter.enabled ? (p: { done: number }) => reporter.update('hash', base + p.done, total) : undefined,
-      };
-      // The band index's copy of the rows, when it made one, is hashed in
-      // place: the block is copied once, on a worker, not on this thread.
-      const sigs = staged ? await signer.hashStaged(staged, input, options) : await signer.hash(input, options);
-      await this.each.slice(sigs, raw, s, e, b);
-      this.rows += e - s;
-      reporter.update('hash', this.rows, total);
-    }
-    if (staged) this.each.hashed?.(staged);
+    return { raw, input: this.#signer!.input(raw), k };
   }
 
   dispose(): void {
@@ -168,24 +244,35 @@ class BlockSigner<B extends { rows: unknown }> {
   }
 }
 
-/** Feeds `source` to `signer` block by block (abortable while the source waits); the signer is disposed on return. */
+/**
+ * Feeds `source` to `signer` in order (abortable while the source waits),
+ * with up to `window` blocks started and not yet done: the next block is
+ * asked for once the one before it is released (see BlockSigner.start). The
+ * signer is disposed on return, once no block is running.
+ */
 async function signAll<B>(
   source: Source<B>,
-  signer: { add(b: B): Promise<void>; dispose(): void },
+  signer: { start(b: B): { released: Promise<void>; done: Promise<void> }; dispose(): void },
   signal: AbortSignal | undefined,
+  window = 1,
 ): Promise<void> {
   const it = iterate(source, 'source');
   let finished = false;
+  const running: Promise<void>[] = [];
   try {
     for (;;) {
       const r = await next(it, signal);
-      if (r.done) {
-        finished = true;
-        return;
-      }
-      await signer.add(r.value);
+      if (r.done) break;
+      const { released, done } = signer.start(r.value);
+      running.push(done);
+      await released;
+      while (running.length >= window) await running.shift();
     }
+    while (running.length) await running.shift();
+    finished = true;
   } finally {
+    // No native call of a block may outlive the signer.
+    await Promise.allSettled(running);
     signer.dispose();
     // A source left early (an error, an abort) is told so, without waiting:
     // one stuck in an await (a reader on a silent pipe) would never answer.
@@ -263,7 +350,8 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
     hashed: (staged) => band?.settle(staged),
   });
   try {
-    await signAll(source, signer, o.signal);
+    // Three blocks at a time: one copied, one hashed, one handed on.
+    await signAll(source, signer, o.signal, 3);
     reporter.finish('hash', signer.rows, total ?? signer.rows);
     const signed = { rows: signer.rows };
     const tHash = performance.now();
@@ -359,7 +447,17 @@ export function recordIndexer(index: MinHashLSH, options: IndexRecordsOptions = 
 /** recordIndexer() over a whole source: every block inserted in order; returns the rows inserted. */
 export async function indexRecords(source: Source<IndexBlock>, index: MinHashLSH, options: IndexRecordsOptions = {}): Promise<number> {
   const ix = recordIndexer(index, options);
-  await signAll(source, ix, options.signal);
+  await signAll(
+    source,
+    {
+      start: (b) => {
+        const done = ix.add(b);
+        return { released: done, done };
+      },
+      dispose: () => ix.dispose(),
+    },
+    options.signal,
+  );
   return ix.rows;
 }
 

@@ -32,8 +32,8 @@ export interface Signer {
   input(matrix: CsrMatrix): CsrMatrix;
   /** Signatures of rows of a matrix input() returned. */
   hash(input: CsrMatrix, options?: HashOptions): Promise<Uint32Array>;
-  /** hash() reading the rows from `staged`, a stageCsr copy of `input` (no copy on this thread). */
-  hashStaged(staged: Staged, input: CsrMatrix, options?: HashOptions): Promise<Uint32Array>;
+  /** hash() reading the rows from `staged`, a stageCsr copy of an input of `shape` (no copy on this thread; the input is not read). */
+  hashStaged(staged: Staged, shape: { rows: number; cols: number }, options?: HashOptions): Promise<Uint32Array>;
   dispose(): void;
 }
 
