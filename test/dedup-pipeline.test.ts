@@ -110,6 +110,31 @@ function blocksOf(m: CsrMatrix, ids: string[], size: number): DedupBlock[] {
   return out;
 }
 
+/**
+ * At least `n` random rows (lengths base + [0, spread), columns below `cols`,
+ * weights 1 + [0, maxWeight)) with exact copies, copies without their first
+ * column, and empty rows, each following a row at its rate.
+ */
+function nearCopies(
+  seed: number,
+  n: number,
+  cols: number,
+  [base, spread]: [number, number],
+  rates: { copy: number; edit?: number; empty?: number; maxWeight?: number },
+): CsrMatrix {
+  const r = rng(seed);
+  const rows: [number[], number[]][] = [];
+  while (rows.length < n) {
+    const c = Array.from({ length: base + randInt(r, spread) }, () => randInt(r, cols));
+    const v = c.map(() => 1 + randInt(r, rates.maxWeight ?? 3));
+    rows.push([c, v]);
+    if (r() < rates.copy) rows.push([c, v]);
+    if (rates.edit !== undefined && r() < rates.edit) rows.push([c.slice(1), v.slice(1)]);
+    if (rates.empty !== undefined && r() < rates.empty) rows.push([[], []]);
+  }
+  return fromRows(rows, cols);
+}
+
 describe('one pipeline: dedup(), dedupRecords() and cusim dedup agree', () => {
   it.each([32, 20])('classic over %i-bit token hashes: same groups and pairs, every pair at its brute-force Jaccard', async (bits) => {
     const docs = corpus(11, 120);
@@ -250,16 +275,8 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
   it.each(['weighted', 'classic'] as const)(
     '%s: a block of more than 65,536 rows, hashed in slices from the band index copy, gives the signatures path groups',
     async (method) => {
-      const r = rng(29);
-      const rows: [number[], number[]][] = [];
-      while (rows.length < 70_000) {
-        const cols = Array.from({ length: 3 + randInt(r, 8) }, () => randInt(r, 50_000));
-        const vals = cols.map(() => 1 + randInt(r, 4));
-        rows.push([cols, vals]);
-        // Copies across the 65,536-row slice boundary too.
-        if (r() < 0.02) rows.push([cols, vals]);
-      }
-      const m = fromRows(rows, 50_000);
+      // Copies across the 65,536-row slice boundary too.
+      const m = nearCopies(29, 70_000, 50_000, [3, 8], { copy: 0.02, maxWeight: 4 });
       // One block (dedupRecords), so its rows go through the one staged copy in slices.
       const blocks = async function* (): AsyncGenerator<DedupBlock> {
         yield { rows: m };
@@ -276,17 +293,7 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
   it.each(['weighted', 'classic'] as const)(
     '%s: vectors spilled to a file past spill.afterBytes give the groups, pairs and similarities of vectors kept in memory',
     async (method) => {
-      const r = rng(31);
-      const rows: [number[], number[]][] = [];
-      while (rows.length < 3000) {
-        const cols = Array.from({ length: 2 + randInt(r, 30) }, () => randInt(r, 5000));
-        const vals = cols.map(() => 1 + randInt(r, 3));
-        rows.push([cols, vals]);
-        if (r() < 0.1) rows.push([cols, vals]);
-        if (r() < 0.1) rows.push([cols.slice(1), vals.slice(1)]);
-        if (r() < 0.01) rows.push([[], []]);
-      }
-      const m = fromRows(rows, 5000);
+      const m = nearCopies(31, 3000, 5000, [2, 30], { copy: 0.1, edit: 0.1, empty: 0.01 });
       // Blocks of 250 rows: with afterBytes 0 every block goes to the file, with 100,000 the first few stay.
       const blocks = (): DedupBlock[] =>
         blocksOf(
@@ -366,17 +373,8 @@ describe('the compact path (band keys and vectors) equals MinHashLSH over whole 
 
 describe('band keys in row blocks (what BandIndex keeps) are read in place', () => {
   it('keys cut into blocks of every size (empty, one row, many within 1,024 rows, across them) give the groups of one array, on every backend', async () => {
-    const r = rng(41);
     // 6,000 rows with copies and near copies, so classes and candidate pairs are many.
-    const rows: [number[], number[]][] = [];
-    while (rows.length < 6000) {
-      const cols = Array.from({ length: 4 + randInt(r, 10) }, () => randInt(r, 20_000));
-      rows.push([cols, cols.map(() => 1)]);
-      if (r() < 0.2) rows.push([cols, cols.map(() => 1)]);
-      if (r() < 0.2) rows.push([cols.slice(1), cols.slice(1).map(() => 1)]);
-      if (r() < 0.02) rows.push([[], []]);
-    }
-    const m = fromRows(rows, 20_000);
+    const m = nearCopies(41, 6000, 20_000, [4, 10], { copy: 0.2, edit: 0.2, empty: 0.02 });
     const shape = { samples: 108, bands: 6, rows: 18, width: 1 as const };
     const mh = new MinHash({ samples: shape.samples, seed: 3, backend: 'cpu' });
     const sigs = await mh.hash(m);
@@ -510,15 +508,7 @@ describe('dedupRecords reads each block before it asks for the next', () => {
     '%s: a source that refills one set of arrays for every block (and scribbles on them at the end) gives the groups of the whole matrix, on every backend and verification',
     async (method) => {
       const r = rng(53);
-      const rows: [number[], number[]][] = [];
-      while (rows.length < 9000) {
-        const cols = Array.from({ length: 3 + randInt(r, 12) }, () => randInt(r, 8000));
-        const vals = cols.map(() => 1 + randInt(r, 3));
-        rows.push([cols, vals]);
-        if (r() < 0.15) rows.push([cols, vals]);
-        if (r() < 0.15) rows.push([cols.slice(1), vals.slice(1)]);
-      }
-      const m = fromRows(rows, 8000);
+      const m = nearCopies(54, 9000, 8000, [3, 12], { copy: 0.15, edit: 0.15 });
       // Blocks of 1 to 700 rows, an empty one among them, all read from the same arrays.
       const cuts = [0];
       while (cuts[cuts.length - 1] < m.rows)
