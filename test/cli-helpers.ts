@@ -8,6 +8,11 @@ import { fileURLToPath } from 'node:url';
 import { TextFeaturizer, type TextMode } from '../lib/index.js';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** A module of the compiled library (dist/), as workers and the CLI load it (after ensureDist()). */
+export function fromDist<T>(p: string): Promise<T> {
+  return import(path.join(root, 'dist', p)) as Promise<T>;
+}
 export const bin = path.join(root, 'bin', 'cusim');
 export const fixture = path.join(root, 'test', 'fixtures', 'dedup');
 

@@ -40,6 +40,11 @@ export function randInt(r: () => number, n: number): number {
   return Math.floor(r() * n);
 }
 
+/** One of `xs`, drawn with `r`. */
+export function pick<T>(r: () => number, xs: readonly T[]): T {
+  return xs[randInt(r, xs.length)];
+}
+
 /** Zipf-like column draw: popular columns are small ids. */
 export function zipf(r: () => number, n: number, s = 1.1): number {
   // Inverse-CDF on a continuous approximation; good enough for test skew.

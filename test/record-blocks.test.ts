@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cusim, ensureDist, root } from './cli-helpers.js';
+import { cusim, ensureDist, fromDist } from './cli-helpers.js';
 import { rng, randInt } from './helpers.js';
 
 type Dist = {
@@ -21,7 +21,7 @@ let d: Dist;
 beforeAll(async () => {
   // Workers load the compiled worker module, so everything comes from dist/.
   ensureDist();
-  const load = (p: string) => import(path.join(root, 'dist', p));
+  const load = fromDist;
   d = {
     blocks: await load('cli/record-blocks.js'),
     records: await load('cli/records.js'),

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cusim, ensureDist, root } from './cli-helpers.js';
-import { rng, randInt } from './helpers.js';
+import { cusim, ensureDist, fromDist } from './cli-helpers.js';
+import { pick, randInt, rng } from './helpers.js';
 
 type Dist = {
   blocks: typeof import('../lib/cli/record-blocks.js');
@@ -20,12 +20,11 @@ let d: Dist;
 
 beforeAll(async () => {
   ensureDist();
-  const load = (p: string) => import(path.join(root, 'dist', p));
+  const load = fromDist;
   d = { blocks: await load('cli/record-blocks.js'), records: await load('cli/records.js'), text: await load('text/index.js') };
 });
 
 type R = () => number;
-const pick = <T>(r: R, xs: readonly T[]): T => xs[randInt(r, xs.length)];
 const WORDS = ['alpha', 'Beta', 'GAMMA', 'delta', 'x', 'parse_json', 'camelCase', 'node42', 'the', 'for', 'Überall', '東京', 'naïve', '😀'];
 
 function chunked(buf: Buffer, seed: number): Readable {

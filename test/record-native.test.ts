@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cusim, ensureDist, root } from './cli-helpers.js';
-import { hasGpu, rng, randInt } from './helpers.js';
+import { cusim, ensureDist, fromDist } from './cli-helpers.js';
+import { hasGpu, pick, randInt, rng } from './helpers.js';
 
 type Dist = {
   blocks: typeof import('../lib/cli/record-blocks.js');
@@ -19,12 +19,11 @@ let d: Dist;
 
 beforeAll(async () => {
   ensureDist();
-  const load = (p: string) => import(path.join(root, 'dist', p));
+  const load = fromDist;
   d = { blocks: await load('cli/record-blocks.js'), text: await load('text/index.js'), addon: await load('addon.js') };
 });
 
 type R = () => number;
-const pick = <T>(r: R, xs: readonly T[]): T => xs[randInt(r, xs.length)];
 
 const WORDS = ['alpha', 'Beta', 'GAMMA', 'delta', 'x', 'parse_json', 'camelCase', 'node42', 'the', 'for', 'if', 'return'];
 const WIDE = ['Überall', '東京', 'naïve', 'café', '😀', 'ǅungla', 'straße', 'Ⅻ'];
