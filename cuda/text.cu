@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "../native/classic_minhash.h"
+#include "../native/lsh.h"
 #include "../native/text.h"
 #include "../native/text_unicode.h"
 #include "common/gpu.cuh"
@@ -333,6 +335,58 @@ using dev::LowerKernel;
 using dev::Params;
 using dev::TokenKernel;
 
+// Classic MinHash of each document's token hashes (text.h Sketch): one warp
+// per document, lanes over samples (kSketchPer per lane per pass, their (a, b)
+// in registers), the document's hashes read 32 at a time and broadcast by
+// shuffle. Repeats leave a minimum as it is, so the unsorted hashes do too.
+// Exact integer arithmetic (minhash::UniversalHash): the CPU's bit for bit.
+constexpr int kSketchPer = 4;
+
+__global__ void SketchKernel(const uint32_t* __restrict__ hashes, const uint64_t* __restrict__ at, uint64_t docs,
+                             const ulonglong2* __restrict__ ab, uint32_t samples, uint32_t* __restrict__ sig) {
+  const uint64_t w = (uint64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (w >= docs) return;  // uniform per warp
+  const unsigned lane = threadIdx.x & 31;
+  const uint64_t begin = at[w], end = at[w + 1];
+  for (uint32_t s0 = 0; s0 < samples; s0 += 32 * kSketchPer) {
+    uint64_t a[kSketchPer], b[kSketchPer];
+    uint32_t best[kSketchPer];
+#pragma unroll
+    for (int q = 0; q < kSketchPer; ++q) {
+      const uint32_t s = s0 + q * 32 + lane;
+      const ulonglong2 p = s < samples ? ab[s] : make_ulonglong2(1, 0);
+      a[q] = p.x, b[q] = p.y, best[q] = minhash::kMaxHash;
+    }
+    for (uint64_t base = begin; base < end; base += 32) {
+      const uint32_t n = end - base < 32 ? uint32_t(end - base) : 32u;
+      const uint32_t tok = lane < n ? hashes[base + lane] : 0;
+      for (uint32_t j = 0; j < n; ++j) {
+        const uint32_t h = __shfl_sync(0xffffffffu, tok, j);
+#pragma unroll
+        for (int q = 0; q < kSketchPer; ++q) best[q] = min(best[q], minhash::UniversalHash(a[q], b[q], h));
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kSketchPer; ++q) {
+      const uint32_t s = s0 + q * 32 + lane;
+      if (s < samples) sig[w * samples + s] = best[q];
+    }
+  }
+}
+
+// Each document's band keys (lsh::BandKey, as lshBandKeys makes them) and
+// whether its signature is empty: one thread per document.
+__global__ void BandKeysKernel(const uint32_t* __restrict__ sig, uint64_t docs, uint32_t samples, uint32_t bands,
+                               uint32_t rows, uint64_t* __restrict__ keys, uint8_t* __restrict__ empty) {
+  const uint64_t d = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= docs) return;
+  const uint32_t* row = sig + d * samples;
+  for (uint32_t band = 0; band < bands; ++band) keys[d * bands + band] = lsh::BandKey(row, band, rows, 1);
+  bool none = true;
+  for (uint32_t s = 0; s < samples && none; ++s) none = row[s] == lsh::kSentinel;
+  empty[d] = none;
+}
+
 template <typename Unit>
 struct HostList {
   std::vector<uint32_t> hash;
@@ -446,7 +500,10 @@ class CudaTokenHasher : public TokenHasher {
     stop_ = HostList<uint16_t>();
     keywords_ = HostList<uint8_t>();
     stage1_.release();
-    for (auto* b : {&blocks_, &extra_, &dHashes_, &dSorted_}) b->release();
+    for (auto* b : {&blocks_, &extra_, &dHashes_, &dSorted_, &dSig_}) b->release();
+    dKeys_.release();
+    dEmpty_.release();
+    dAb_.release();
     for (auto* b : {&dOff_, &dCounts_, &dAt_, &dUlen_}) b->release();
     dBytes_.release();
     dTemp_.release();
@@ -455,12 +512,15 @@ class CudaTokenHasher : public TokenHasher {
     pinnedOff_.release();
   }
 
-  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted,
-            TokenHashes* out) override {
+  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted, TokenHashes* out,
+            const Sketch* sketch) override {
     std::lock_guard<std::mutex> lock(mu_);  // one call at a time owns the buffers
     gpu::DeviceGuard g(device_);
     out->indptr.assign(1, 0);
     out->hashes.clear();
+    out->keys.clear();
+    out->empty.clear();
+    if (sketch) UploadSketch(*sketch);
     // 'words' lowercases whatever options.lowercase says (wordTokens() always does).
     const bool lower = o_.mode == Mode::Words || o_.lowercase;
     const Params pr{o_.mode, o_.minLength, o_.q, lower, o_.pad, o_.dropKeywords, wtf8};
@@ -469,14 +529,29 @@ class CudaTokenHasher : public TokenHasher {
       // Documents [d0, d1): about chunk_ bytes, at least one document.
       size_t d1 = d0 + 1;
       while (d1 < docs && offsets[d1 + 1] - offsets[d0] <= chunk_) ++d1;
-      RunChunk(bytes, offsets, d0, d1, pr, t, sorted, out);
+      RunChunk(bytes, offsets, d0, d1, pr, t, sorted, sketch, out);
       d0 = d1;
     }
   }
 
  private:
+  // The sketch's permutations on the device, uploaded when they change (a
+  // dedup passes the same ones with every block).
+  void UploadSketch(const Sketch& sk) {
+    const uint32_t samples = sk.samples();
+    if (sk.b.size() != samples || sk.bands == 0 || sk.rows == 0 || uint64_t(sk.bands) * sk.rows > samples)
+      ThrowInvalid("a sketch needs bands × rows <= samples and one b per a");
+    if (sk.a == sketchA_ && sk.b == sketchB_) return;
+    std::vector<ulonglong2> ab(samples);
+    for (uint32_t i = 0; i < samples; ++i) ab[i] = make_ulonglong2(sk.a[i], sk.b[i]);
+    dAb_.reserve(std::max<uint32_t>(samples, 1), "sketch permutations");
+    CUSIM_CUDA_CHECK(cudaMemcpy(dAb_.data(), ab.data(), samples * sizeof(ulonglong2), cudaMemcpyHostToDevice));
+    sketchA_ = sk.a;
+    sketchB_ = sk.b;
+  }
+
   void RunChunk(const uint8_t* bytes, const uint64_t* offsets, size_t d0, size_t d1, const Params& pr,
-                const dev::Tables& t, bool sorted, TokenHashes* out) {
+                const dev::Tables& t, bool sorted, const Sketch* sketch, TokenHashes* out) {
     const uint64_t n = d1 - d0, base = offsets[d0], len = offsets[d1] - base;
     const uint64_t cap = std::max<uint64_t>(len, 1);
     pinned_.reserve(cap, "text chunk staging");
@@ -518,12 +593,13 @@ class CudaTokenHasher : public TokenHasher {
     if (bad) ThrowInvalid("a document's lowercase text outgrew its bytes on the GPU");
     const size_t at0 = out->hashes.size();
     out->hashes.resize(at0 + total);
+    const uint32_t* back = nullptr;
     if (total) {
       dHashes_.reserve(total, "text token hashes");
       TokenKernel<<<grid, kThreads, 0, st>>>(dBytes_.data(), dOff_.data(), n, dUnits_.data(), dUlen_.data(), t,
                                              stop_.View(), keywords_.View(), pr, nullptr, dAt_.data(), dHashes_.data());
       CUSIM_LAUNCH_CHECK();
-      const uint32_t* back = dHashes_.data();
+      back = dHashes_.data();
       if (sorted) {
         // Each document's hashes ascending, segment by segment, before they come back.
         dSorted_.reserve(total, "text token hashes, sorted");
@@ -538,6 +614,25 @@ class CudaTokenHasher : public TokenHasher {
         back = dSorted_.data();
       }
       CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->hashes.data() + at0, back, total * 4, cudaMemcpyDeviceToHost, st));
+    }
+    if (sketch) {
+      // The band keys made here, from the hashes where they are.
+      const uint32_t samples = sketch->samples(), bands = sketch->bands;
+      dSig_.reserve(std::max<uint64_t>(n * samples, 1), "sketch signatures");
+      dKeys_.reserve(std::max<uint64_t>(n * bands, 1), "sketch band keys");
+      dEmpty_.reserve(std::max<uint64_t>(n, 1), "sketch empty rows");
+      SketchKernel<<<gpu::GridFor(n * 32, kThreads, 0x7fffffffu), kThreads, 0, st>>>(back, dAt_.data(), n, dAb_.data(),
+                                                                                     samples, dSig_.data());
+      CUSIM_LAUNCH_CHECK();
+      BandKeysKernel<<<grid, kThreads, 0, st>>>(dSig_.data(), n, samples, bands, sketch->rows, dKeys_.data(),
+                                                dEmpty_.data());
+      CUSIM_LAUNCH_CHECK();
+      const size_t k0 = out->keys.size(), e0 = out->empty.size();
+      out->keys.resize(k0 + n * bands);
+      out->empty.resize(e0 + n);
+      CUSIM_CUDA_CHECK(
+          cudaMemcpyAsync(out->keys.data() + k0, dKeys_.data(), n * bands * 8, cudaMemcpyDeviceToHost, st));
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->empty.data() + e0, dEmpty_.data(), n, cudaMemcpyDeviceToHost, st));
     }
     std::vector<uint64_t> at(n + 1);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(at.data(), dAt_.data(), (n + 1) * 8, cudaMemcpyDeviceToHost, st));
@@ -562,6 +657,12 @@ class CudaTokenHasher : public TokenHasher {
   gpu::DeviceBuffer<uint16_t> dUnits_;
   gpu::DeviceBuffer<uint8_t> dTemp_;
   gpu::DeviceBuffer<uint32_t> dHashes_, dSorted_;
+  // Sketch: permutations, signatures, band keys and empty flags of a chunk.
+  gpu::DeviceBuffer<ulonglong2> dAb_;
+  gpu::DeviceBuffer<uint32_t> dSig_;
+  gpu::DeviceBuffer<uint64_t> dKeys_;
+  gpu::DeviceBuffer<uint8_t> dEmpty_;
+  std::vector<uint64_t> sketchA_, sketchB_;
 };
 
 }  // namespace

@@ -47,7 +47,7 @@ export { SPILL_AFTER_BYTES, dedupRecords, indexRecords, recordIndexer } from './
 export type { DedupRecordsOptions, DedupRecordsResult, IndexBlock, IndexRecordsOptions, RecordIndexer } from './dedup/records.js';
 export { DEDUP_DEFAULTS, dedupParams } from './dedup/defaults.js';
 export type { DedupParamsOptions } from './dedup/defaults.js';
-export type { DedupOptions, DedupResult, DedupBlock } from './dedup/options.js';
+export type { DedupOptions, DedupResult, DedupBlock, BlockBandKeys } from './dedup/options.js';
 export { classicTokens } from './dedup/signer.js';
 export { idList } from './dedup/ids.js';
 export type { IdList } from './dedup/ids.js';

@@ -45,6 +45,8 @@ export interface Staged {
   /** Rows of a staged matrix, elements of a staged array; 0 once disposed. */
   readonly length: number;
   dispose(): void;
+  /** A staged array's elements, copied into a typed array of its type (a staged matrix throws). */
+  toArray(): Uint8Array | Uint32Array | Float32Array | BigUint64Array;
 }
 
 /** options.cancel and options.progress of a long call. */
@@ -408,6 +410,19 @@ export interface NativeRecordOptions {
    * tokenizer: the same rows.
    */
   hasher?: TokenHasherNative;
+  /** With `hasher`: the kept rows' classic MinHash band keys too, made by the hasher (NativeRecordBlock keys, empty). */
+  sketch?: SketchParams;
+}
+
+/**
+ * Classic MinHash band keys of each document's token-hash set (native/text.h
+ * Sketch): `samples` permutations of the seed, `bands` bands of `rows`.
+ */
+export interface SketchParams {
+  samples: number;
+  seed: number;
+  bands: number;
+  rows: number;
 }
 
 /** row_spill_napi.cc RowSpill: staged CSR blocks appended to a file, read back row by row. */
@@ -425,8 +440,8 @@ export interface TokenHasherNative {
   hashAsync(
     bytes: Uint8Array,
     offsets: Uint32Array,
-    options?: { sorted?: boolean },
-  ): Promise<{ indptr: BigUint64Array; hashes: Uint32Array }>;
+    options?: { sorted?: boolean; sketch?: SketchParams },
+  ): Promise<{ indptr: BigUint64Array; hashes: Uint32Array; keys?: BigUint64Array; empty?: Uint8Array }>;
   dispose(): void;
 }
 
@@ -463,6 +478,9 @@ export interface NativeRecordBlock {
   jsTextEnds: Uint32Array;
   jsLineStart: Uint32Array;
   jsLineEnd: Uint32Array;
+  /** With options.sketch: the kept rows' band keys (rows × bands) and empty flags, staged in native memory. */
+  keys?: Staged;
+  empty?: Staged;
 }
 
 // ---- persistence (persist_napi.cc) --------------------------------------------------------

@@ -326,7 +326,8 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(
         env, "Staged",
-        {InstanceAccessor("length", &StagedWrap::Length, nullptr), InstanceMethod("dispose", &StagedWrap::Dispose)});
+        {InstanceAccessor("length", &StagedWrap::Length, nullptr), InstanceMethod("dispose", &StagedWrap::Dispose),
+         InstanceMethod("toArray", &StagedWrap::ToArray)});
   }
   // Made only by stageCsr / stageArray, which pass the data as an External.
   explicit StagedWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<StagedWrap>(info) {
@@ -347,6 +348,23 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
   Napi::Value Dispose(const Napi::CallbackInfo& info) {
     data_.reset();
     return info.Env().Undefined();
+  }
+  // A staged array's elements, copied into a typed array of its type (what a
+  // test or a caller inspecting kept results reads; calls read it in place).
+  Napi::Value ToArray(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!data_ || data_->csr) {
+      MakeJsError(env, kInvalidArgument, "toArray() reads a staged array that is not disposed", "TypeError")
+          .ThrowAsJavaScriptException();
+      return env.Undefined();
+    }
+    const ArrayRef& a = data_->array;
+    const size_t bytes = size_t(a.length) * a.elementBytes;
+    Napi::ArrayBuffer buf = Napi::ArrayBuffer::New(env, bytes);
+    if (bytes) std::memcpy(buf.Data(), a.data, bytes);
+    napi_value out;
+    napi_create_typedarray(env, data_->type, size_t(a.length), buf, 0, &out);
+    return Napi::Value(env, out);
   }
   Napi::Value Length(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), double(!data_ ? 0 : data_->csr ? data_->view.rows : data_->array.length));

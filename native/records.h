@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct Options {
   uint8_t delimiter = ',';
   bool quoted = true;  // CSV; TSV has no quoting
   int64_t textColumn = 0, idColumn = -1;
+  // With a token hasher: the kept rows' band keys too (text.h Sketch), made
+  // by the hasher where the hashes are. Unused without a hasher.
+  std::shared_ptr<const text::Sketch> sketch;
 };
 
 // How an entry (a line that is not blank) is finished.
@@ -86,6 +90,10 @@ struct Block {
   std::vector<uint32_t> jsTextEnds;
   // kJsLine entries' lines: [jsLineStart[i], jsLineEnd[i]) of the block.
   std::vector<uint32_t> jsLineStart, jsLineEnd;
+  // With Options::sketch: the kept rows' band keys (rows × bands) and empty
+  // flags, in row order.
+  std::vector<uint64_t> keys;
+  std::vector<uint8_t> empty;
 };
 
 // `bytes` holds n bytes of whole lines followed by at least Padding() readable

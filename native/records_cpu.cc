@@ -354,10 +354,13 @@ void HashBlock(text::TokenHasher& hasher, const uint8_t* bytes, const std::vecto
   text::TokenHashes h;
   const bool sorted = o.mask == 0xffffffffu;
   if (docs)
-    hasher.Hash(all.data(), offsets.data(), docs, /*wtf8=*/false, sorted, &h);
+    hasher.Hash(all.data(), offsets.data(), docs, /*wtf8=*/false, sorted, &h, o.sketch.get());
   else
     h.indptr.assign(1, 0);
   if (h.indptr.size() != docs + 1) ThrowInvalid("records: the token hasher returned the wrong number of documents");
+  const uint32_t bands = o.sketch ? o.sketch->bands : 0;
+  if (o.sketch && docs && (h.keys.size() != docs * bands || h.empty.size() != docs))
+    ThrowInvalid("records: the token hasher returned no band keys for the documents");
   log->Mark("hash");
   ParallelFor(parts.size(), 1, [&](size_t lo, size_t hi) {
     std::vector<uint32_t> tokens;
@@ -365,6 +368,15 @@ void HashBlock(text::TokenHasher& hasher, const uint8_t* bytes, const std::vecto
       Part& p = parts[c];
       text::Rows rows;
       HashedChunkRows(h, p.firstDoc, p.texts.docEntry.size(), sorted, o, &tokens, &rows);
+      if (o.sketch) {
+        // The kept rows' keys, as FinishChunk keeps their rows.
+        for (size_t d = 0; d < tokens.size(); ++d) {
+          if (tokens[d] < o.minTokens) continue;
+          const uint64_t* k = h.keys.data() + (p.firstDoc + d) * bands;
+          p.b.keys.insert(p.b.keys.end(), k, k + bands);
+          p.b.empty.push_back(h.empty[p.firstDoc + d]);
+        }
+      }
       FinishChunk(p.texts, tokens.data(), std::move(rows), o, &p.b);
       p.texts = Texts();
     }
@@ -488,6 +500,9 @@ void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint
   b.jsText.resize(total.jsText);
   b.jsTextEnds.resize(total.jsTexts);
   b.lines = total.lines;
+  const size_t bands = o.sketch && hasher ? o.sketch->bands : 0;
+  b.keys.resize(total.rows * bands);
+  b.empty.resize(bands ? total.rows : 0);
   auto put = [](auto& dst, size_t off, const auto& src) {
     if (!src.empty()) std::memcpy(dst.data() + off, src.data(), src.size() * sizeof(src[0]));
   };
@@ -523,6 +538,10 @@ void ReadBlock(const text::Tokenizer& tok, text::TokenHasher* hasher, const uint
       put(b.jsText, a.jsText, p.jsText);
       put(b.jsLineStart, a.jsLines, p.jsLineStart);
       put(b.jsLineEnd, a.jsLines, p.jsLineEnd);
+      if (bands) {
+        put(b.keys, a.rows * bands, p.keys);
+        put(b.empty, a.rows, p.empty);
+      }
     }
   });
   parts.clear();

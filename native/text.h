@@ -108,7 +108,28 @@ class Tokenizer {
 struct TokenHashes {
   std::vector<uint64_t> indptr;  // documents + 1: document d's hashes are [indptr[d], indptr[d+1])
   std::vector<uint32_t> hashes;
+  // With a Sketch: per document, its band keys (documents × bands, row-major)
+  // and whether its signature is empty (no token).
+  std::vector<uint64_t> keys;
+  std::vector<uint8_t> empty;
 };
+
+// Classic MinHash band keys of each document's set of token hashes, made by
+// the hasher where the hashes are (on the GPU: no round trip of the hashes or
+// of a signature): the signature of samples a.size() (minhash::UniversalHash
+// under the permutations (a[s], b[s]), the minimum over the document's
+// hashes; repeats do not change it) cut into `bands` bands of `rows` samples,
+// each hashed by lsh::BandKey. Equal, bit for bit, to hashing the document's
+// row (its distinct hashes) with classic MinHash and taking lshBandKeys of
+// the signature: what a dedup keeps of a row.
+struct Sketch {
+  std::vector<uint64_t> a, b;
+  uint32_t bands = 0, rows = 0;
+  uint32_t samples() const { return uint32_t(a.size()); }
+};
+
+// The sketch of documents [0, docs) of `h` on the CPU, into h->keys and h->empty.
+void SketchCpu(const Sketch& s, TokenHashes* h);
 
 class TokenHasher {
  public:
@@ -118,8 +139,9 @@ class TokenHasher {
   // (text_unicode.h) when any byte is >= 0x80. sorted: each document's
   // hashes ascending (a set's reader then only drops repeats; the GPU sorts
   // them where they already are).
+  // With a `sketch`, out->keys and out->empty too.
   virtual void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted,
-                    TokenHashes* out) = 0;
+                    TokenHashes* out, const Sketch* sketch = nullptr) = 0;
 };
 
 std::unique_ptr<TokenHasher> MakeCpuTokenHasher(const Options& options);

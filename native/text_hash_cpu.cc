@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <string>
 
+#include "classic_minhash.h"
 #include "common.h"
+#include "lsh.h"
+#include "parallel.h"
 #include "text.h"
 #include "text_unicode.h"
 
@@ -14,8 +17,8 @@ namespace {
 class CpuTokenHasher : public TokenHasher {
  public:
   explicit CpuTokenHasher(const Options& o) : tok_(o) {}
-  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted,
-            TokenHashes* out) override {
+  void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted, TokenHashes* out,
+            const Sketch* sketch) override {
     // The tokenizer takes 32-bit offsets: a document set over 4 GiB goes in parts.
     out->indptr.assign(1, 0);
     out->hashes.clear();
@@ -43,6 +46,7 @@ class CpuTokenHasher : public TokenHasher {
       }
       d0 = d1;
     }
+    if (sketch) SketchCpu(*sketch, out);
   }
 
  private:
@@ -50,6 +54,27 @@ class CpuTokenHasher : public TokenHasher {
 };
 
 }  // namespace
+
+void SketchCpu(const Sketch& s, TokenHashes* h) {
+  const size_t docs = h->indptr.size() - 1;
+  const uint32_t samples = s.samples();
+  if (s.b.size() != samples || s.bands == 0 || s.rows == 0 || uint64_t(s.bands) * s.rows > samples)
+    ThrowInvalid("a sketch needs bands × rows <= samples and one b per a");
+  h->keys.resize(docs * s.bands);
+  h->empty.resize(docs);
+  ParallelFor(docs, 256, [&](size_t lo, size_t hi) {
+    std::vector<uint32_t> sig(samples);
+    for (size_t d = lo; d < hi; ++d) {
+      std::fill(sig.begin(), sig.end(), minhash::kMaxHash);
+      for (uint64_t k = h->indptr[d]; k < h->indptr[d + 1]; ++k)
+        for (uint32_t j = 0; j < samples; ++j)
+          sig[j] = std::min(sig[j], minhash::UniversalHash(s.a[j], s.b[j], h->hashes[k]));
+      for (uint32_t band = 0; band < s.bands; ++band)
+        h->keys[d * s.bands + band] = lsh::BandKey(sig.data(), band, s.rows, 1);
+      h->empty[d] = lsh::IsEmptyRow(sig.data(), samples, 1);
+    }
+  });
+}
 
 std::unique_ptr<TokenHasher> MakeCpuTokenHasher(const Options& options) {
   return std::make_unique<CpuTokenHasher>(options);

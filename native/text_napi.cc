@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "classic_minhash.h"
 #include "napi_util.h"
 #include "owned.h"
 #include "records.h"
@@ -125,6 +126,25 @@ Napi::Value BatchToJs(Napi::Env env, text::Batch&& b) {
   r.Set("ids", Typed(env, std::move(b.ids)));
   r.Set("counts", Typed(env, std::move(b.counts)));
   return r;
+}
+
+// { samples, seed, bands, rows }: classic MinHash band keys of the kept rows
+// (text.h Sketch), under datasketch's permutations for the seed.
+std::shared_ptr<const text::Sketch> SketchArg(const Napi::Value& v, const std::string& name) {
+  if (!v.IsObject()) ThrowInvalid(name + " must be an object { samples, seed, bands, rows }", "TypeError");
+  Napi::Object o = v.As<Napi::Object>();
+  auto sk = std::make_shared<text::Sketch>();
+  const uint32_t samples = UintProp(o, "samples", 0, 1, 1 << 20);
+  const double seed = NumPropOr(o, "seed", -1);
+  if (!(seed >= 0 && seed <= 4294967295.0) || seed != double(uint64_t(seed)))
+    ThrowInvalid(name + ".seed must be an integer in [0, 2^32 - 1]");
+  sk->bands = UintProp(o, "bands", 0, 1, samples);
+  sk->rows = UintProp(o, "rows", 0, 1, samples);
+  if (uint64_t(sk->bands) * sk->rows > samples) ThrowInvalid(name + ": bands × rows must be at most samples");
+  sk->a.resize(samples);
+  sk->b.resize(samples);
+  minhash::SeedPermutations(uint32_t(seed), samples, sk->a.data(), sk->b.data());
+  return sk;
 }
 
 // TextTokenizer / TokenHasher options: { mode, minLength, dropKeywords, keywords, stopWords, q, lowercase, pad }.
@@ -292,6 +312,11 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
       Napi::Value h = o.Get("hasher");
       if (!h.IsUndefined() && !(hasher = TokenHasherOf(h)))
         ThrowInvalid("options.hasher must be a TokenHasher", "TypeError");
+      Napi::Value sk = o.Get("sketch");
+      if (!sk.IsUndefined()) {
+        if (!hasher) ThrowInvalid("options.sketch needs options.hasher");
+        opt.sketch = SketchArg(sk, "options.sketch");
+      }
       Inputs in(Inputs::Use::Sync);
       auto block = in.Array<uint8_t>(info[0], "block");
       const size_t n = block.length;
@@ -351,6 +376,16 @@ class TextTokenizerWrap : public ResourceWrap<TextTokenizerWrap, text::Tokenizer
             r.Set("jsTextEnds", Typed(env, std::move(b.jsTextEnds)));
             r.Set("jsLineStart", Typed(env, std::move(b.jsLineStart)));
             r.Set("jsLineEnd", Typed(env, std::move(b.jsLineEnd)));
+            if (opt.sketch) {
+              // Staged, as lshBandKeys gives them: kept by a dedup as they are.
+              auto keys = std::make_shared<std::vector<uint64_t>>(std::move(b.keys));
+              auto empty = std::make_shared<std::vector<uint8_t>>(std::move(b.empty));
+              auto own = std::make_shared<Inputs>(Inputs::Use::Async);
+              own->Hold(keys);
+              own->Hold(empty);
+              r.Set("keys", NewStagedArray(env, own, keys->data(), keys->size(), napi_biguint64_array));
+              r.Set("empty", NewStagedArray(env, own, empty->data(), empty->size(), napi_uint8_array));
+            }
             return r;
           },
           keep);
@@ -405,16 +440,25 @@ class TokenHasherWrap : public ResourceWrap<TokenHasherWrap, text::TokenHasher> 
       auto impl = Get("TokenHasher");
       auto owned = std::make_shared<Inputs>(Inputs::Use::Async);
       Input in = ReadInput(info, *owned);
-      const bool sorted =
-          info.Length() > 2 && info[2].IsObject() && BoolPropOr(info[2].As<Napi::Object>(), "sorted", false);
+      const bool opts = info.Length() > 2 && info[2].IsObject();
+      const bool sorted = opts && BoolPropOr(info[2].As<Napi::Object>(), "sorted", false);
+      // { sketch }: each document's band keys and empty flag too (text.h Sketch).
+      std::shared_ptr<const text::Sketch> sketch;
+      if (opts && !info[2].As<Napi::Object>().Get("sketch").IsUndefined())
+        sketch = SketchArg(info[2].As<Napi::Object>().Get("sketch"), "options.sketch");
       auto off = std::make_shared<std::vector<uint64_t>>(in.offsets, in.offsets + in.docs + 1);
       auto out = std::make_shared<text::TokenHashes>();
       return RunAsync(
-          info.Env(), [=] { impl->Hash(in.bytes, off->data(), in.docs, /*wtf8=*/true, sorted, out.get()); },
+          info.Env(),
+          [=] { impl->Hash(in.bytes, off->data(), in.docs, /*wtf8=*/true, sorted, out.get(), sketch.get()); },
           [=](Napi::Env env) -> Napi::Value {
             auto r = Napi::Object::New(env);
             r.Set("indptr", Typed(env, std::move(out->indptr)));
             r.Set("hashes", Typed(env, std::move(out->hashes)));
+            if (sketch) {
+              r.Set("keys", Typed(env, std::move(out->keys)));
+              r.Set("empty", Typed(env, std::move(out->empty)));
+            }
             return r;
           },
           {}, owned);

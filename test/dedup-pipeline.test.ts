@@ -24,7 +24,7 @@ import {
 } from '../lib/index.js';
 import { native } from '../lib/addon.js';
 import { cusim, ensureDist } from './cli-helpers.js';
-import { backends, randInt, randomCsr, rng } from './helpers.js';
+import { backends, blocksOf, randInt, randomCsr, rng } from './helpers.js';
 
 beforeAll(() => ensureDist());
 
@@ -89,25 +89,6 @@ function fromRows(rows: [number[], number[]][], cols: number): CsrMatrix {
     indices: Uint32Array.from(rows.flatMap(([c]) => c)),
     values: Float32Array.from(rows.flatMap(([, v]) => v)),
   };
-}
-
-function blocksOf(m: CsrMatrix, ids: string[], size: number): DedupBlock[] {
-  const out: DedupBlock[] = [];
-  for (let b = 0; b < m.rows; b += size) {
-    const e = Math.min(m.rows, b + size);
-    const base = m.indptr[b];
-    out.push({
-      rows: {
-        rows: e - b,
-        cols: m.cols,
-        indptr: Uint32Array.from(m.indptr.subarray(b, e + 1), (x) => x - base),
-        indices: m.indices.slice(base, m.indptr[e]),
-        ...(m.values ? { values: m.values.slice(base, m.indptr[e]) } : {}),
-      },
-      ids: ids.slice(b, e),
-    });
-  }
-  return out;
 }
 
 /**

@@ -1,6 +1,6 @@
 // Shared test utilities: a seeded RNG, random inputs, and the GPU gate.
 import { describe, expect, it } from 'vitest';
-import { devices, type Backend, type CsrMatrix } from '../lib/index.js';
+import { devices, type Backend, type CsrMatrix, type DedupBlock } from '../lib/index.js';
 
 export const deviceInfo = devices();
 export const hasGpu = deviceInfo.cuda;
@@ -130,4 +130,24 @@ export function components(n: number, edges: Array<[number, number]>): { group: 
     group[i] = label.get(r)!;
   }
   return { group, count: label.size };
+}
+
+/** A matrix cut into dedupRecords blocks of `size` rows (copies), each with its rows' ids. */
+export function blocksOf(m: CsrMatrix, ids: string[], size: number): DedupBlock[] {
+  const out: DedupBlock[] = [];
+  for (let b = 0; b < m.rows; b += size) {
+    const e = Math.min(m.rows, b + size);
+    const base = m.indptr[b];
+    out.push({
+      rows: {
+        rows: e - b,
+        cols: m.cols,
+        indptr: Uint32Array.from(m.indptr.subarray(b, e + 1), (x) => x - base),
+        indices: m.indices.slice(base, m.indptr[e]),
+        ...(m.values ? { values: m.values.slice(base, m.indptr[e]) } : {}),
+      },
+      ids: ids.slice(b, e),
+    });
+  }
+  return out;
 }

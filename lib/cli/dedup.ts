@@ -15,6 +15,7 @@ import { DEDUP_DEFAULTS, dedupParams } from '../dedup/defaults.js';
 import { idList, toIdList } from '../dedup/ids.js';
 import type { IdList } from '../dedup/ids.js';
 import type { DedupBlock } from '../dedup/options.js';
+import type { SketchParams } from '../native-types.js';
 import { SPILL_AFTER_BYTES, dedupRecords } from '../dedup/records.js';
 import { prefetchUnicodeTables } from '../text/unicode-tables.js';
 import { TextFeaturizer } from '../text/index.js';
@@ -133,15 +134,17 @@ async function featurize(
   stop: AbortSignal,
   /** GPUs that split and hash the records' tokens (readRecordBlocks' tokenDevices). */
   tokenDevices: readonly number[],
+  /** The classic banding: blocks whose tokens a GPU hashed come with their band keys, made there. */
+  sketch: SketchParams | undefined,
 ): Promise<ReadStats> {
   const feat = new TextFeaturizer(featOptions);
   // Classic MinHash reads sets of 32-bit token hashes: no vocabulary, no weights.
   const bits = o.hashBits ?? 32;
   const stats: ReadStats = { skipped: [], documents: 0, tooSmall: 0, rows: 0, nnz: 0, cols: method === 'classic' ? 2 ** bits : 0 };
-  const send = (rows: DedupBlock['rows'], ids: IdList): Promise<void> => {
+  const send = (rows: DedupBlock['rows'], ids: IdList, bandKeys?: DedupBlock['bandKeys']): Promise<void> => {
     stats.rows += rows.rows;
     stats.nnz += rows.indices.length;
-    return push({ rows, ids });
+    return push(bandKeys ? { rows, ids, bandKeys } : { rows, ids });
   };
   const hashed =
     method === 'classic'
@@ -198,6 +201,8 @@ async function featurize(
           signal: io.signal ? AbortSignal.any([io.signal, stop]) : stop,
           reader: o.reader,
           tokenDevices,
+          // Token hashes of 32 bits are what classic MinHash reads as they are (classicTokens).
+          ...(sketch && hashed.bits === 32 ? { sketch } : {}),
           onReader: (d) => {
             if (o.verbose && !o.quiet && !toldReader) io.stderr.write(`cusim: records read by the ${d} reader\n`);
             toldReader = true;
@@ -206,7 +211,7 @@ async function featurize(
             const ids = toIdList(r.ids, 'ids');
             stats.documents += r.documents;
             stats.tooSmall += r.tooSmall;
-            return send({ rows: ids.length, cols: 2 ** hashed.bits, indptr: r.rows.indptr, indices: r.rows.indices }, ids);
+            return send({ rows: ids.length, cols: 2 ** hashed.bits, indptr: r.rows.indptr, indices: r.rows.indices }, ids, r.bandKeys);
           },
         });
         continue;
@@ -387,8 +392,10 @@ async function dedupCommand(paths: string[], o: DedupCommandOptions, io: Io): Pr
       method,
       (b) => queue.push(b),
       queue.stopped.signal,
-      // On the CUDA backend the GPUs that hash also split and hash the tokens.
+      // On the CUDA backend the GPUs that hash also split and hash the tokens,
+      // and make the rows' band keys where the hashes are.
       backend === 'cuda' ? gpuIndices(o.devices) : [],
+      method === 'classic' ? { samples: params.samples, seed: o.seed, bands: params.bands, rows: params.rows } : undefined,
     );
   } catch (e) {
     queue.close();

@@ -17,6 +17,7 @@ import { escapeText } from './escape.js';
 import { idList } from '../dedup/ids.js';
 import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
+import type { SketchParams } from '../native-types.js';
 import { RECORD_WORKER, featurizeBlock, featurizeDocs } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
 import { headerColumns, lineFormat, readRecords, tableColumns, tableSlice, tooLongError } from './records.js';
@@ -44,6 +45,13 @@ export interface RecordBlockOptions {
    * tokenizer's. Unset or empty: the tokenizer, on the thread pool.
    */
   tokenDevices?: readonly number[];
+  /**
+   * With tokenDevices: each block's rows come with their classic MinHash band
+   * keys under these parameters (BlockResult.bandKeys), made by the GPU that
+   * hashed the tokens, where the hashes are. Blocks read another way (the
+   * JavaScript reader, entries left to JavaScript) come without.
+   */
+  sketch?: SketchParams;
   /** Told which reader runs: 'native (simdjson 3.0.1)' or 'JavaScript (why)'. */
   onReader?: (description: string) => void;
   signal?: AbortSignal;
@@ -380,11 +388,12 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
       // The block's buffer is its own (cut below), padded, and not touched
       // until this settles. Read with lines numbered from 0, then from `base`.
       const hasher = hashers.length ? hashers[dealt++ % hashers.length] : undefined;
-      const read = readNativeBlock({ ...t, firstLine: 0 }, reader, true, hasher);
+      const sketch = hasher ? o.sketch : undefined;
+      const read = readNativeBlock({ ...t, firstLine: 0 }, reader, true, hasher, sketch);
       const counted = Promise.all([before, read]);
       lineBase = counted.then(([base, r]) => base + r.lines);
       lineBase.catch(() => {});
-      const p = counted.then(([base, r]) => nativeBlockResult({ ...t, firstLine: base }, r, hashTexts, base));
+      const p = counted.then(([base, r]) => nativeBlockResult({ ...t, firstLine: base }, r, hashTexts, base, sketch));
       p.then(
         () => recycle(block),
         () => {},

@@ -8,7 +8,7 @@
 // does; both are spliced in at their place, so the rows, ids and first error
 // are those of the JavaScript reader.
 import { native } from '../addon.js';
-import type { NativeRecordBlock, TextTokenizerNative, TokenHasherNative } from '../native-types.js';
+import type { NativeRecordBlock, SketchParams, TextTokenizerNative, TokenHasherNative } from '../native-types.js';
 import type { HashedRows, TextFeaturizer } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
 import { blockLine, lineId, tableDoc, tableSlice } from './records.js';
@@ -150,6 +150,8 @@ export function readNativeBlock(
   handed = false,
   /** NativeRecordOptions.hasher: splits and hashes the block's texts (a GPU's) instead of `reader`. */
   hasher?: TokenHasherNative,
+  /** NativeRecordOptions.sketch (with a hasher): the rows' band keys too. */
+  sketch?: SketchParams,
 ): Promise<NativeRecordBlock> {
   const table = t.table && {
     delimiter: tableDelimiter(t.records as RecordOptions),
@@ -169,6 +171,7 @@ export function readNativeBlock(
     firstLine: t.firstLine,
     handed,
     ...(hasher ? { hasher } : {}),
+    ...(hasher && sketch ? { sketch } : {}),
   });
 }
 
@@ -177,7 +180,14 @@ export function readNativeBlock(
  * featurizeNativeBlock). `base`: the read numbered lines from 0, and they go
  * on from t.firstLine = base, added here.
  */
-export async function nativeBlockResult(t: BlockTask, r: NativeRecordBlock, hashTexts: HashTexts, base = 0): Promise<BlockResult> {
+export async function nativeBlockResult(
+  t: BlockTask,
+  r: NativeRecordBlock,
+  hashTexts: HashTexts,
+  base = 0,
+  /** The sketch r was read with, if any: its keys go with the rows. */
+  sketch?: SketchParams,
+): Promise<BlockResult> {
   if (base !== 0) for (let i = 0; i < r.keptLine.length; i++) r.keptLine[i] += base;
   const records = t.records as RecordOptions;
   const entries = r.entries ?? r.kind!.length;
@@ -192,8 +202,12 @@ export async function nativeBlockResult(t: BlockTask, r: NativeRecordBlock, hash
       documents: entries,
       tooSmall: entries - kept,
       rows: { tokens: r.tokens, indptr: r.rowPtr, indices: r.cols, values: r.values },
+      ...(sketch && r.keys && r.empty ? { bandKeys: { ...sketch, keys: r.keys, empty: r.empty } } : {}),
     };
   }
+  // Rows spliced with JavaScript's have no keys for those: all are hashed as usual.
+  r.keys?.dispose();
+  r.empty?.dispose();
   return mixedBlock(t, r as Required<NativeRecordBlock>, records, entries, hashTexts);
 }
 

@@ -7,6 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { TextFeaturizer } from '../text/index.js';
 import type { HashedRows, TextFeaturizerOptions } from '../text/index.js';
 import type { IdList } from '../dedup/ids.js';
+import type { BlockBandKeys } from '../dedup/options.js';
 import { CliError } from './errors.js';
 import { blockRecords } from './records.js';
 import type { Doc, RecordOptions } from './records.js';
@@ -44,10 +45,12 @@ export interface BlockResult {
   lines: Float64Array;
   documents: number;
   tooSmall: number;
+  /** The rows' band keys, where the reader was asked for them (RecordBlockOptions.sketch) and made them. */
+  bandKeys?: BlockBandKeys;
 }
 
 /** A block's result as a worker posts it: ids as strings (functions do not cross threads). */
-export interface BlockMessage extends Omit<BlockResult, 'ids'> {
+export interface BlockMessage extends Omit<BlockResult, 'ids' | 'bandKeys'> {
   ids: string[];
 }
 

@@ -72,6 +72,13 @@ export class BandIndex implements Disposable {
     this.#size += r.empty.length;
   }
 
+  /** The next rows' band keys and empty flags as made elsewhere (a GPU token hasher's, BlockBandKeys): kept, and owned, as they are. */
+  addKeys(keys: Staged, empty: Staged): void {
+    this.#keys.push(keys);
+    this.#empty.push(empty);
+    this.#size += empty.length;
+  }
+
   /**
    * The next rows' vectors, copied on a worker over the CPU pool (classic:
    * column ids only; weighted: with weights); `m`'s arrays must stay as they

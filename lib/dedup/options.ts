@@ -8,6 +8,7 @@ import { typeError } from '../errors.js';
 import { checkEnum, checkInt, describe, isObject, type CsrMatrix } from '../validate.js';
 import { DEDUP_DEFAULTS, dedupParams, type DedupParamsOptions } from './defaults.js';
 import type { IdList } from './ids.js';
+import type { SketchParams, Staged } from '../native-types.js';
 
 export interface DedupOptions extends DedupParamsOptions {
   /**
@@ -73,10 +74,27 @@ export function checkDedupOptions(options: DedupOptions): CheckedDedupOptions {
   };
 }
 
+/**
+ * Classic MinHash band keys of a block's rows, made where the rows were made
+ * (the record reader's GPU token hasher, from the token hashes on the device:
+ * native/text.h Sketch): what a dedup keeps of each row, so its rows need not
+ * be hashed again. Used only by a classic dedup over 32-bit token hashes whose
+ * samples, seed, bands and rows are these; otherwise the rows are hashed as
+ * any others. The block owns them: dedupRecords disposes them.
+ */
+export interface BlockBandKeys extends SketchParams {
+  /** rows × bands keys (lsh::BandKey of each band of the row's signature), row-major. */
+  keys: Staged;
+  /** Per row, 1 where its signature is empty (no token). */
+  empty: Staged;
+}
+
 /** One block of a dedupRecords() source: featurized rows and, optionally, their names. */
 export interface DedupBlock {
   /** One row per document; every block has the same `cols`. */
   rows: CsrMatrix;
   /** The rows' names (default: none; the result's ids are then row numbers). */
   ids?: IdList | readonly string[];
+  /** The rows' band keys, when the reader made them (see BlockBandKeys). */
+  bandKeys?: BlockBandKeys;
 }

@@ -14,7 +14,14 @@ import { checkInt, describe, isObject, toCsr, type CsrMatrix } from '../validate
 import { BandIndex } from './band-index.js';
 import type { Staged } from '../native-types.js';
 import { IdListChain, toIdList, type IdList } from './ids.js';
-import { checkDedupOptions, type CheckedDedupOptions, type DedupBlock, type DedupOptions, type DedupResult } from './options.js';
+import {
+  checkDedupOptions,
+  type BlockBandKeys,
+  type CheckedDedupOptions,
+  type DedupBlock,
+  type DedupOptions,
+  type DedupResult,
+} from './options.js';
 import { makeSigner, type Signer } from './signer.js';
 import { pinnedArray } from '../pinned.js';
 
@@ -91,6 +98,8 @@ interface SliceSink<B> {
   slice: (signatures: Uint32Array, raw: CsrMatrix, start: number, end: number, b: B) => Promise<void> | void;
   /** Told once every row of a block `block` staged has been hashed from its staged copy. */
   hashed?: (staged: Staged) => void;
+  /** Takes a block's band keys in place of its signatures (see BlockSigner's #keysOf); absent: every block is hashed. */
+  keyed?: (keys: BlockBandKeys) => Promise<void> | void;
 }
 
 /**
@@ -148,6 +157,8 @@ class BlockSigner<B extends { rows: unknown }> {
       return { released: failed, done: failed };
     }
     const { raw, input, k } = first;
+    const keys = this.#keysOf(b, input);
+    if (keys) return this.#startKeyed(b, k, input, raw, keys);
     // What hashing the staged copy needs of the input (its arrays are not read once it is copied).
     const shape = { rows: input.rows, cols: input.cols };
     const { o, reporter, total } = this;
@@ -214,6 +225,67 @@ class BlockSigner<B extends { rows: unknown }> {
     // Copied: the source may reuse the arrays. Not staged: they are read until hashed.
     const released = stagedCall.then(async (staged) => (staged ? undefined : done));
     released.catch(() => {});
+    return { released, done };
+  }
+
+  /**
+   * The block's band keys, where they can stand for its signatures: made for
+   * a classic dedup of 32-bit token hashes (classicTokens reads those as they
+   * are) with this dedup's samples, seed and banding, one set per row, and a
+   * sink that takes them. Keys that cannot are disposed (the block owned
+   * them), and the rows are hashed as any others.
+   */
+  #keysOf(b: B, input: CsrMatrix): BlockBandKeys | undefined {
+    const keys = (b as { bandKeys?: BlockBandKeys }).bandKeys;
+    if (keys === undefined) return undefined;
+    const { o } = this;
+    const p = o.params;
+    const fits =
+      isObject(keys) &&
+      this.each.keyed !== undefined &&
+      o.method === 'classic' &&
+      input.cols === 2 ** 32 &&
+      keys.samples === p.samples &&
+      keys.seed === o.seed &&
+      keys.bands === p.bands &&
+      keys.rows === p.rows &&
+      keys.keys?.length === input.rows * p.bands &&
+      keys.empty?.length === input.rows;
+    if (fits) return keys;
+    if (isObject(keys)) for (const s of [keys.keys, keys.empty]) if (typeof s?.dispose === 'function') s.dispose();
+    return undefined;
+  }
+
+  /** start() for a block whose band keys came with it: its rows copied (each.block), its keys handed on in order. */
+  #startKeyed(b: B, k: number, input: CsrMatrix, raw: CsrMatrix, keys: BlockBandKeys): { released: Promise<void>; done: Promise<void> } {
+    const { reporter, total } = this;
+    const stagedCall = (async (): Promise<Staged | undefined> => (await this.each.block?.(b, k, input, raw)) ?? undefined)();
+    const before = { hashed: this.#hashed, handed: this.#handed };
+    const done = (async () => {
+      let owned = true;
+      try {
+        const staged = await stagedCall;
+        await before.hashed;
+        this.#hashedRows += input.rows;
+        reporter.update('hash', this.#hashedRows, total);
+        await before.handed;
+        owned = false;
+        await this.each.keyed!(keys);
+        this.rows += input.rows;
+        if (staged) this.each.hashed?.(staged);
+      } finally {
+        if (owned) for (const s of [keys.keys, keys.empty]) s.dispose();
+      }
+    })();
+    const hashed = done.then(
+      () => {},
+      () => {},
+    );
+    this.#hashed = hashed;
+    this.#handed = done;
+    const released = stagedCall.then(async (staged) => (staged ? undefined : done));
+    released.catch(() => {});
+    done.catch(() => {});
     return { released, done };
   }
 
@@ -348,6 +420,7 @@ export async function dedupRecords(source: Source<DedupBlock>, options: DedupRec
       if (o.returnSignatures) signatures.push(sigs.slice());
     },
     hashed: (staged) => band?.settle(staged),
+    ...(band ? { keyed: (keys: BlockBandKeys) => band.addKeys(keys.keys, keys.empty) } : {}),
   });
   try {
     // Three blocks at a time: one copied, one hashed, one handed on.
