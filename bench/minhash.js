@@ -527,6 +527,15 @@ async function stagingSection(make, labels, work, chunks, gpu) {
     const wallS = (performance.now() - t0) / 1e3;
     set.dispose();
     wmh.dispose();
+    if (gpu && label === labels[0]) {
+      // The page-locking the first chunks paid, two ways, on a block of one array's size.
+      const bytes = work.indices.byteLength;
+      const p = await n.probePageLocking(bytes);
+      const rate = (ms) => (ms > 0 ? `${fmt(bytes / 1e6 / ms)} GB/s` : 'failed');
+      notes.push(
+        `page-locking one ${fmt(bytes / 1e6)} MB block (native probePageLocking, device 0): cudaHostAlloc ${fmt(p.hostAllocMs)} ms (${rate(p.hostAllocMs)}), cudaFreeHost ${fmt(p.hostFreeMs)} ms, H2D from it ${fmt(p.hostAllocH2dGBs)} GB/s; huge-page memory faulted in on all cores ${fmt(p.touchMs)} ms then cudaHostRegister ${fmt(p.registerMs)} ms (${rate(p.registerMs < 0 ? -1 : p.touchMs + p.registerMs)} together), cudaHostUnregister ${fmt(p.unregisterMs)} ms, H2D from it ${fmt(p.registeredH2dGBs)} GB/s`,
+      );
+    }
     steady.sort((a, b) => a - b);
     const median = steady.length ? steady[steady.length >> 1] : undefined;
     notes.push(

@@ -516,6 +516,21 @@ export interface Addon extends LshFunctions {
   setMaxTypedLength?(maxLength: number): void;
   allocPinned(bytes: number): { buffer: ArrayBuffer; pinned: boolean };
   deviceMemory(device: number): { free: number; total: number };
+  /**
+   * What page-locking `bytes` costs on device 0 (bench only; gpu.h):
+   * cudaHostAlloc, or huge-page memory faulted in on all cores then
+   * cudaHostRegister'ed, with one host-to-device copy's rate from each; -1
+   * where a step failed. Rejects where CUDA is unavailable.
+   */
+  probePageLocking(bytes: number): Promise<{
+    hostAllocMs: number;
+    hostFreeMs: number;
+    hostAllocH2dGBs: number;
+    touchMs: number;
+    registerMs: number;
+    unregisterMs: number;
+    registeredH2dGBs: number;
+  }>;
   holdDeviceMemory(device: number, bytes: number): { release(): void };
   cudaSupport(
     driverVersion: number,
