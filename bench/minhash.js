@@ -2,7 +2,8 @@
 // dim = 2,422,260 columns with Zipf(1.1) popularity, log-normal row lengths
 // with mean 340, 128 samples. Sections, in one run: the host's copy ceiling
 // (bench/peers/copy_bandwidth.py), 1, 2, 4 … GPUs on a 1M-row call and a
-// 9.6M-row stream from pageable and pinned arrays, one GPU (kernel and wall,
+// 9.6M-row stream from pageable and pinned arrays, the stream's staging copy
+// chunk by chunk (page-locking and copy rate), one GPU (kernel and wall,
 // kernel variants, PyTorch peers), the first-wave figures against their
 // targets, and the CPU backend on all cores. About 3 minutes on a 4-GPU host.
 const DIM = 2_422_260;
@@ -110,19 +111,19 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
     log('minhash: copy ceiling (bench/peers/copy_bandwidth.py)');
     ceiling = copyCeiling(runPeer, peersDir, quick);
     sections.push(ceiling.section);
+    const n = devices.gpus.length;
+    // One GPU and all of them, each section on engines of its own.
+    const make = (label) => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: label === 'cuda ×1' ? [0] : 'all' });
+    const labels = n > 1 ? ['cuda ×1', `cuda ×${n}`] : ['cuda ×1'];
+    // Before anything has page-locked staging, so its first chunks show what
+    // that costs; it leaves the pool as the scaling section's first call would.
+    log('minhash: staging copy per chunk');
+    const staging = await stagingSection(make, labels, work, quick ? 3 : 6, true);
     sections.push(
       await scalingSection({ WeightedMinHash, pinnedArray: cusim.pinnedArray, work, dim, samples, devices, time, log, quick, ceiling }),
     );
-    const n = devices.gpus.length;
-    sections.push(
-      await transferSection(
-        (label) => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cuda', devices: label === 'cuda ×1' ? [0] : 'all' }),
-        n > 1 ? ['cuda ×1', `cuda ×${n}`] : ['cuda ×1'],
-        work,
-        quick ? 2 : 3,
-        samples,
-      ),
-    );
+    sections.push(await transferSection(make, labels, work, quick ? 2 : 3, samples));
+    sections.push(staging);
   }
   if (process.env.CUSIM_BENCH_MINHASH_ONLY === 'scaling') return { sections };
 
@@ -341,6 +342,7 @@ export async function run({ cusim, quick, backends, devices, time, log, runPeer,
         values: small.values.subarray(0, small.indptr[small.rows]),
       };
       sections.push(await transferSection(() => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cpu' }), ['cpu'], part, 3, samples));
+      sections.push(await stagingSection(() => new WeightedMinHash({ dim, samples, seed: 1, backend: 'cpu' }), ['cpu'], part, 4, false));
     }
     wmh.dispose();
   }
@@ -467,6 +469,86 @@ async function transferSection(make, labels, work, chunks, samples) {
     rows,
     notes: [
       "copied = the default: hashStream copies each chunk on a worker, over all cores (into page-locked staging on CUDA, DMAed in place), before it asks the source for the next; transfer: true = each chunk's buffers are detached and read in place (on CUDA the engine stages batches into its own pinned slots, overlapped with the kernels)",
+    ],
+  };
+}
+
+/**
+ * hashStream's staging copy, chunk by chunk: the steps hashStream takes (each
+ * chunk copied by stageCsrAsync into the stream's StagingSet while the chunk
+ * before it is hashed, then hashed from the copy), with what each copy cost
+ * (Staged.stats): the bytes, those in blocks made for it and the time that
+ * took (page-locking, on CUDA), and the copy rate of the rest of the
+ * worker's time. The same chunk each time, as in the stream sections.
+ */
+async function stagingSection(make, labels, work, chunks, gpu) {
+  const { native } = await import('../dist/addon.js');
+  const n = native();
+  const rows = [];
+  const notes = [];
+  for (const label of labels) {
+    const wmh = make(label);
+    // Every column's tables made, by a handed-over copy: no staging block taken.
+    await wmh.hash(
+      { ...work, indptr: work.indptr.slice(), indices: work.indices.slice(), values: work.values.slice() },
+      { transfer: true },
+    );
+    const set = new n.StagingSet();
+    const steady = [];
+    let pending;
+    const t0 = performance.now();
+    for (let k = 0; k < chunks; k++) {
+      const c0 = performance.now();
+      const staged = await n.stageCsrAsync(work, true, gpu, set);
+      const waitMs = performance.now() - c0;
+      const st = staged.stats;
+      const next = wmh.hashStaged(staged, work);
+      staged.dispose(); // the call holds the copy
+      next.catch(() => {});
+      if (pending) await pending;
+      pending = next;
+      const copyMs = st.stageMs - st.allocMs;
+      const copyGBs = st.bulkBytes / 1e6 / copyMs;
+      if (k >= 2) steady.push(copyGBs);
+      rows.push({
+        engine: label,
+        chunk: k,
+        'MB copied': fmt(st.bulkBytes / 1e6),
+        'MB in new blocks': fmt(st.freshBytes / 1e6),
+        'making them ms': fmt(st.allocMs),
+        'making them GB/s': st.freshBytes ? fmt(st.freshBytes / 1e6 / st.allocMs) : undefined,
+        'copy ms': fmt(copyMs),
+        'copy GB/s': fmt(copyGBs),
+        'staging wall ms': fmt(waitMs),
+        'page-locked': st.pinned ? 'yes' : 'no',
+      });
+    }
+    await pending;
+    const wallS = (performance.now() - t0) / 1e3;
+    set.dispose();
+    wmh.dispose();
+    if (gpu && label === labels[0]) {
+      // The page-locking the first chunks paid, two ways, on a block of one array's size.
+      const bytes = work.indices.byteLength;
+      const p = await n.probePageLocking(bytes);
+      const rate = (ms) => (ms > 0 ? `${fmt(bytes / 1e6 / ms)} GB/s` : 'failed');
+      notes.push(
+        `page-locking one ${fmt(bytes / 1e6)} MB block (native probePageLocking, device 0): cudaHostAlloc ${fmt(p.hostAllocMs)} ms (${rate(p.hostAllocMs)}), cudaFreeHost ${fmt(p.hostFreeMs)} ms, H2D from it ${fmt(p.hostAllocH2dGBs)} GB/s; huge-page memory faulted in on all cores ${fmt(p.touchMs)} ms then cudaHostRegister ${fmt(p.registerMs)} ms (${rate(p.registerMs < 0 ? -1 : p.touchMs + p.registerMs)} together), cudaHostUnregister ${fmt(p.unregisterMs)} ms, H2D from it ${fmt(p.registeredH2dGBs)} GB/s`,
+      );
+    }
+    steady.sort((a, b) => a - b);
+    const median = steady.length ? steady[steady.length >> 1] : undefined;
+    notes.push(
+      `${label}: ${chunks} chunks in ${fmt(wallS)} s; copy GB/s from the third chunk on (blocks reused), median ${fmt(median)} (target, issue 29: ≥ 20)`,
+    );
+  }
+  return {
+    title: `hashStream's staging copy per chunk, ${work.rows} pageable rows a chunk`,
+    columns: Object.keys(rows[0]),
+    rows,
+    notes: [
+      ...notes,
+      "MB copied = indices + values (indptr, 4 bytes a row, is copied beside them); new blocks = those the stream's StagingSet had to take from the process's pools fresh (the first two chunks: a chunk's blocks come back when its call ends, so chunk k reuses chunk k - 2's); making them = cudaHostAlloc on CUDA (the page-locking), malloc on the CPU; copy ms = the stageCsrAsync worker's time less that (the copies over the CPU pool, with the indptr checks), while the previous chunk's call runs; staging wall = the stream's wait for the copy, on the event loop",
     ],
   };
 }

@@ -11,7 +11,7 @@
 // - a row with no positive weight gets the sentinel (0xFFFFFFFF, 0xFFFFFFFF)
 //   in every sample, and estimates 0 against anything.
 import { MAX_TYPED_LENGTH, native } from './addon.js';
-import type { MinHashEngine, Staged, WeightedMinHashNative } from './native-types.js';
+import type { MinHashEngine, Staged, StagingSet, WeightedMinHashNative } from './native-types.js';
 import { resolveBackend, resolveDevices, type Backend, type BackendOption } from './backend.js';
 import { checkSignal, withCancel } from './cancel.js';
 import { checkOnProgress, ProgressReporter, withNativeProgress, type OnProgress } from './progress.js';
@@ -191,6 +191,10 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
     // Rows of the chunks yielded so far, out of totalRows when the caller knows it.
     const reporter = new ProgressReporter(checkOnProgress(options.onProgress));
     const total = options.totalRows === undefined ? undefined : checkInt(options.totalRows, 'totalRows', 0);
+    // The stream's staging blocks: each chunk's copy reuses those of the chunk
+    // two before it (whose call has ended), so only the first two chunks make
+    // (page-lock) blocks, whatever the process-wide pools keep idle.
+    let staging: StagingSet | undefined;
     const take = async (chunk: CsrMatrix) => {
       const { m, wordsPerRow } = this.prepare(chunk);
       const run = (matrix: CsrMatrix | Staged) =>
@@ -200,7 +204,8 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
         }));
       if (transfer) return () => run(m);
       if (options.signal?.aborted) throw abortError(options.signal.reason);
-      const staged = await native().stageCsrAsync(m, m.values !== undefined, this.backend === 'cuda');
+      staging ??= new (native().StagingSet)();
+      const staged = await native().stageCsrAsync(m, m.values !== undefined, this.backend === 'cuda', staging);
       return () => {
         try {
           return run(staged);
@@ -209,7 +214,7 @@ export abstract class MinHashBase<H extends MinHashEngine> extends NativeResourc
         }
       };
     };
-    return streamHashes(source, take, reporter, total);
+    return streamHashes(source, take, reporter, total, () => staging?.dispose());
   }
 }
 
@@ -445,6 +450,7 @@ async function* streamHashes(
   take: (m: CsrMatrix) => Promise<() => Promise<{ sig: Uint32Array; rows: number }>>,
   reporter: ProgressReporter,
   total: number | undefined,
+  close: () => void,
 ): AsyncGenerator<Uint32Array> {
   if (!isObject(source) || (!(Symbol.asyncIterator in source) && !(Symbol.iterator in source))) {
     throw typeError(`source must be an iterable of CsrMatrix, got ${describe(source)}`);
@@ -474,6 +480,7 @@ async function* streamHashes(
   } finally {
     // Wait out a call still in flight so no work outlives the consumer.
     if (pending) await pending.catch(() => {});
+    close();
   }
 }
 

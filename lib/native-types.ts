@@ -44,9 +44,36 @@ export interface ProgressCounter {
 export interface Staged {
   /** Rows of a staged matrix, elements of a staged array; 0 once disposed. */
   readonly length: number;
+  /** What the copy that made it cost (undefined once disposed). */
+  readonly stats: StageStats | undefined;
   dispose(): void;
   /** A staged array's elements, copied into a typed array of its type (a staged matrix throws). */
   toArray(): Uint8Array | Uint32Array | Float32Array | BigUint64Array;
+}
+
+/**
+ * One staging copy: bytes copied into owned blocks of >= 1 MB (indices and
+ * values), the part of them in blocks made for this copy and the time that
+ * took (page-locking on the GPU path), the stageCsrAsync worker's whole time
+ * (0 for other copies), and whether every such block is page-locked.
+ */
+export interface StageStats {
+  bulkBytes: number;
+  freshBytes: number;
+  allocMs: number;
+  stageMs: number;
+  pinned: boolean;
+}
+
+/**
+ * A stream's staging blocks (owned_napi.cc): copies given it take their
+ * indices and values blocks from it, and those come back to it when the last
+ * call reading them ends, so each chunk reuses the blocks (page-locked ones
+ * on the GPU path) of a chunk before it. dispose() hands them to the process's
+ * pools.
+ */
+export interface StagingSet {
+  dispose(): void;
 }
 
 /** options.cancel and options.progress of a long call. */
@@ -507,6 +534,21 @@ export interface Addon extends LshFunctions {
   setMaxTypedLength?(maxLength: number): void;
   allocPinned(bytes: number): { buffer: ArrayBuffer; pinned: boolean };
   deviceMemory(device: number): { free: number; total: number };
+  /**
+   * What page-locking `bytes` costs on device 0 (bench only; gpu.h):
+   * cudaHostAlloc, or huge-page memory faulted in on all cores then
+   * cudaHostRegister'ed, with one host-to-device copy's rate from each; -1
+   * where a step failed. Rejects where CUDA is unavailable.
+   */
+  probePageLocking(bytes: number): Promise<{
+    hostAllocMs: number;
+    hostFreeMs: number;
+    hostAllocH2dGBs: number;
+    touchMs: number;
+    registerMs: number;
+    unregisterMs: number;
+    registeredH2dGBs: number;
+  }>;
   holdDeviceMemory(device: number, bytes: number): { release(): void };
   cudaSupport(
     driverVersion: number,
@@ -523,9 +565,11 @@ export interface Addon extends LshFunctions {
   stageCsr(matrix: CsrMatrix, wantValues?: boolean): Staged;
   /**
    * stageCsr with the copy on a worker over the CPU pool (page-locked staging
-   * when `gpu`); the caller leaves the arrays be until it settles.
+   * when `gpu`; from `staging`'s blocks when given); the caller leaves the
+   * arrays be until it settles.
    */
-  stageCsrAsync(matrix: CsrMatrix, wantValues?: boolean, gpu?: boolean): Promise<Staged>;
+  stageCsrAsync(matrix: CsrMatrix, wantValues?: boolean, gpu?: boolean, staging?: StagingSet): Promise<Staged>;
+  StagingSet: new () => StagingSet;
   /** The parts end to end, all of one element type; consume disposes each staged part once copied. */
   stageArray(parts: (ArrayBufferView | Staged)[], consume?: boolean): Staged;
   /** stageArray of staged parts, copied on a worker (consume: the parts are disposed at once). */

@@ -63,6 +63,19 @@ std::shared_ptr<void> HoldDeviceMemory(int device, uint64_t bytes);
 void* HostPinnedAlloc(uint64_t bytes, bool zero = true);
 void HostPinnedFree(void* p) noexcept;
 
+// What page-locking `bytes` costs two ways, on device 0, each block freed after
+// (bench/minhash.js; staging pays it for a stream's first chunks): cudaHostAlloc
+// (what the staging pool does), and memory advised onto huge pages, faulted in
+// on all cores (FirstTouch), then cudaHostRegister'ed; with the rate of one
+// host-to-device copy from each, to show both DMA at page-locked speed. A
+// field is -1 where its step failed (registerMs: cudaHostRegister refused).
+// Throws where CUDA is unavailable.
+struct PageLockProbe {
+  double hostAllocMs = -1, hostFreeMs = -1, hostAllocH2dGBs = -1;
+  double touchMs = -1, registerMs = -1, unregisterMs = -1, registeredH2dGBs = -1;
+};
+PageLockProbe ProbePageLocking(uint64_t bytes);
+
 // Runs `release` (which drops state holding GPU or large host memory) on a
 // background thread, in queue order: a call whose results are ready need not
 // wait for cudaFree's implicit device synchronizations.

@@ -98,6 +98,24 @@ struct CsrArrays {
   bool hasValues = false;
 };
 
+// ---- staging kept by a stream ----------------------------------------------------
+// The bulk blocks (indices, values) of a stream's staged chunks (hashStream):
+// a chunk's blocks come back to the set when the last call reading them ends,
+// and the next chunk takes them again, so a stream page-locks (on the GPU
+// path) or faults in its staging once, for its first chunks, never per chunk,
+// whatever the process-wide pools keep idle (their caps are below two 1M-row
+// chunks' blocks on many hosts). Closed (disposed or collected), it hands its
+// blocks back to those pools; blocks still in use go there when their call ends.
+class StagingSet;
+
+// What one staging copy cost: for the bench's copy rate per chunk.
+struct StageStats {
+  uint64_t bulkBytes = 0;   // bytes copied into owned blocks of >= 1 MB
+  uint64_t freshBytes = 0;  // of those, in blocks made for this copy (page-locked or faulted in now)
+  double allocMs = 0;       // making those blocks (cudaHostAlloc on the GPU path)
+  bool pinned = true;       // every bulk block page-locked (false when any fell back to pageable memory)
+};
+
 // ---- a call's inputs ------------------------------------------------------------
 class Inputs {
  public:
@@ -116,6 +134,9 @@ class Inputs {
   // The call DMAs its bulk inputs to a GPU: copies of them go to page-locked
   // staging, and pinnedArray memory is read in place.
   void ForGpu(bool gpu) { gpu_ = gpu; }
+  // Bulk copies take their blocks from `set` (a stream's) instead of the pools.
+  void UseStaging(std::shared_ptr<StagingSet> set) { staging_ = std::move(set); }
+  const StageStats& stats() const { return stats_; }
 
   // Each of these resolves and copies at once, with no JavaScript in between.
   template <typename T>
@@ -150,6 +171,8 @@ class Inputs {
   const void* Own(const ArrayRef& a, uint64_t offset, uint64_t count, bool bulk);
   Use use_;
   bool gpu_ = false;
+  std::shared_ptr<StagingSet> staging_;
+  StageStats stats_;
   std::vector<std::shared_ptr<void>> held_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -85,7 +86,10 @@ class BlockPool {
       : alloc_(alloc), free_(free), maxInUse_(maxInUse), idleCap_(idleCap) {}
 
   // Null when the allocator refuses or more than maxInUse would be out.
-  std::shared_ptr<void> Acquire(uint64_t bytes) {
+  // *fresh (when given) says whether the block was made now, not reused;
+  // *capacity (when given) is its size, `bytes` or more.
+  std::shared_ptr<void> Acquire(uint64_t bytes, bool* fresh = nullptr, uint64_t* capacity = nullptr) {
+    if (fresh) *fresh = false;
     if (bytes == 0) return nullptr;
     const uint64_t want = Round(bytes);
     void* p = nullptr;
@@ -119,7 +123,9 @@ class BlockPool {
         usedBytes_ -= cap;
         return nullptr;
       }
+      if (fresh) *fresh = true;
     }
+    if (capacity) *capacity = cap;
     return std::shared_ptr<void>(p, [this, cap](void* q) { Return(q, cap); });
   }
 
@@ -210,6 +216,94 @@ BlockPool& PageablePool() {
   return *p;
 }
 
+// A block of `bytes` for a copy: page-locked when `pinned` is asked for and
+// can be had, else pageable; what it cost is added to *stats (when given).
+// *isPinned says which, *capacity its size (`bytes` or more). Null when neither can.
+std::shared_ptr<void> PoolBlock(uint64_t bytes, bool pinned, StageStats* stats, bool* isPinned,
+                                uint64_t* capacity = nullptr) {
+  const auto t0 = std::chrono::steady_clock::now();
+  bool fresh = false;
+  std::shared_ptr<void> p;
+  if (pinned) p = PinnedPool().Acquire(bytes, &fresh, capacity);
+  *isPinned = p != nullptr;
+  if (!p) {
+    if (stats) stats->pinned = false;
+    if (bytes <= PhysicalBytes()) p = PageablePool().Acquire(bytes, &fresh, capacity);
+  }
+  if (p && fresh && stats) {
+    stats->freshBytes += bytes;
+    stats->allocMs += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return p;
+}
+
+}  // namespace
+
+class StagingSet : public std::enable_shared_from_this<StagingSet> {
+ public:
+  // A block of at least `bytes`: the smallest one the set holds that fits,
+  // else a new one from the pools (null when they have none). Free blocks
+  // smaller than `bytes` go back to the pools then: the stream's chunks have
+  // outgrown them.
+  std::shared_ptr<void> Take(uint64_t bytes, bool pinned, StageStats* stats) {
+    Block b;
+    std::vector<Block> small;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      size_t best = free_.size();
+      for (size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].bytes >= bytes && (best == free_.size() || free_[i].bytes < free_[best].bytes)) best = i;
+      if (best != free_.size()) {
+        b = std::move(free_[best]);
+        free_.erase(free_.begin() + long(best));
+      } else {
+        for (Block& f : free_) small.push_back(std::move(f));
+        free_.clear();
+      }
+    }
+    small.clear();  // back to the pools, outside the lock
+    if (!b.p) {
+      b.p = PoolBlock(bytes, pinned, stats, &b.pinned, &b.bytes);
+      if (!b.p) return nullptr;
+    } else if (!b.pinned) {
+      stats->pinned = false;
+    }
+    // The call's reference: when it goes, the block comes back here (or, the
+    // set closed or gone, to its pool).
+    void* q = b.p.get();
+    return std::shared_ptr<void>(q, [set = weak_from_this(), b](void*) mutable {
+      if (auto s = set.lock()) s->Put(std::move(b));
+    });
+  }
+
+  void Close() {
+    std::vector<Block> drop;
+    std::lock_guard<std::mutex> lock(m_);
+    closed_ = true;
+    drop.swap(free_);
+  }
+  bool open() {
+    std::lock_guard<std::mutex> lock(m_);
+    return !closed_;
+  }
+
+ private:
+  struct Block {
+    std::shared_ptr<void> p;  // the pool's block
+    uint64_t bytes = 0;
+    bool pinned = true;
+  };
+  void Put(Block&& b) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!closed_) free_.push_back(std::move(b));
+  }
+  std::mutex m_;
+  std::vector<Block> free_;
+  bool closed_ = false;
+};
+
+namespace {
+
 // Never read (zero bytes), never null.
 alignas(64) const uint8_t kEmpty[64] = {};
 
@@ -258,6 +352,7 @@ struct StagedData {
   CsrView view;    // csr
   ArrayRef array;  // !csr
   napi_typedarray_type type = napi_uint32_array;
+  double stageMs = 0;  // stageCsrAsync: the worker's time, blocks made and copies
 };
 
 namespace {
@@ -326,7 +421,8 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(
         env, "Staged",
-        {InstanceAccessor("length", &StagedWrap::Length, nullptr), InstanceMethod("dispose", &StagedWrap::Dispose),
+        {InstanceAccessor("length", &StagedWrap::Length, nullptr),
+         InstanceAccessor("stats", &StagedWrap::Stats, nullptr), InstanceMethod("dispose", &StagedWrap::Dispose),
          InstanceMethod("toArray", &StagedWrap::ToArray)});
   }
   // Made only by stageCsr / stageArray, which pass the data as an External.
@@ -369,6 +465,19 @@ class StagedWrap : public Napi::ObjectWrap<StagedWrap> {
   Napi::Value Length(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), double(!data_ ? 0 : data_->csr ? data_->view.rows : data_->array.length));
   }
+  // { bulkBytes, freshBytes, allocMs, stageMs, pinned } of the copy that made it
+  // (stageMs: stageCsrAsync's worker only); undefined once disposed.
+  Napi::Value Stats(const Napi::CallbackInfo& info) {
+    if (!data_) return info.Env().Undefined();
+    const StageStats& st = data_->in->stats();
+    auto o = Napi::Object::New(info.Env());
+    o.Set("bulkBytes", double(st.bulkBytes));
+    o.Set("freshBytes", double(st.freshBytes));
+    o.Set("allocMs", st.allocMs);
+    o.Set("stageMs", data_->stageMs);
+    o.Set("pinned", st.bulkBytes > 0 && st.pinned);
+    return o;
+  }
   std::shared_ptr<const StagedData> data_;
 };
 
@@ -401,6 +510,39 @@ Napi::Value NewStagedArray(Napi::Env env, std::shared_ptr<Inputs> owner, const v
 
 namespace {
 
+// stagingSet() -> StagingSet: a stream's staging blocks (owned.h), for
+// stageCsrAsync; dispose() when the stream ends (its finalizer does otherwise).
+const napi_type_tag kStagingSetTag = {0x6375736973657473ull, 0x7374616769736574ull};
+
+class StagingSetWrap : public Napi::ObjectWrap<StagingSetWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "StagingSet", {InstanceMethod("dispose", &StagingSetWrap::Dispose)});
+  }
+  explicit StagingSetWrap(const Napi::CallbackInfo& info)
+      : Napi::ObjectWrap<StagingSetWrap>(info), set_(std::make_shared<StagingSet>()) {
+    napi_type_tag_object(info.Env(), info.This(), &kStagingSetTag);
+  }
+  ~StagingSetWrap() override { set_->Close(); }
+  // Null once disposed: later copies then take blocks from the pools.
+  std::shared_ptr<StagingSet> set() const { return set_->open() ? set_ : nullptr; }
+
+ private:
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    set_->Close();
+    return info.Env().Undefined();
+  }
+  std::shared_ptr<StagingSet> set_;
+};
+
+std::shared_ptr<StagingSet> StagingSetOf(const Napi::Value& v) {
+  if (v.IsUndefined() || v.IsNull()) return nullptr;
+  bool tagged = false;
+  if (!v.IsObject() || napi_check_object_type_tag(v.Env(), v, &kStagingSetTag, &tagged) != napi_ok || !tagged)
+    ThrowInvalid("staging must be a StagingSet", "TypeError");
+  return StagingSetWrap::Unwrap(v.As<Napi::Object>())->set();
+}
+
 // stageCsr(matrix, wantValues = true) -> Staged
 Napi::Value StageCsr(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -413,21 +555,24 @@ Napi::Value StageCsr(const Napi::CallbackInfo& info) {
   });
 }
 
-// stageCsrAsync(matrix, wantValues = true, gpu = false) -> Promise<Staged>: as
+// stageCsrAsync(matrix, wantValues = true, gpu = false, staging?) -> Promise<Staged>: as
 // stageCsr, but the copy (and the page-locking of fresh staging, when `gpu`
 // asks for page-locked staging that a GPU call then DMAs in place) runs on a
 // worker over the CPU pool, not on the JavaScript thread. The caller must leave
 // the matrix's arrays as they are until the Promise settles (hashStream asks
 // its source for nothing meanwhile): what is written into them during the copy
 // may or may not be seen. An array detached meanwhile rejects the Promise.
+// With a StagingSet (a stream's), the indices and values go to its blocks.
 Napi::Value StageCsrAsync(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
     const bool values = info.Length() < 2 || info[1].ToBoolean().Value();
     const bool gpu = info.Length() > 2 && info[2].ToBoolean().Value();
+    auto staging = StagingSetOf(info[3]);
     const CsrSource src = ReadCsr(info[0], "matrix", values);
     auto d = std::make_shared<StagedData>();
     d->in = std::make_shared<Inputs>(Inputs::Use::Async);
     d->in->ForGpu(gpu);
+    d->in->UseStaging(std::move(staging));
     d->csr = true;
     if (src.staged) {
       d->view = d->in->Csr(src, 0, src.rows);
@@ -447,7 +592,12 @@ Napi::Value StageCsrAsync(const Napi::CallbackInfo& info) {
     for (const auto& [v, h] : given)
       if (!v.IsUndefined()) refs->emplace_back(Napi::Persistent(v), h);
     return RunAsync(
-        info.Env(), [d, arrays] { d->view = d->in->Csr(*arrays); },
+        info.Env(),
+        [d, arrays] {
+          const auto t0 = std::chrono::steady_clock::now();
+          d->view = d->in->Csr(*arrays);
+          d->stageMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        },
         [d, refs](Napi::Env env) -> Napi::Value {
           // A buffer detached during the copy may have been freed under it:
           // what was read is refused (a coded TypeError naming the array).
@@ -596,6 +746,7 @@ void Init(Napi::Env env, Napi::Object exports) {
   GetEnvData(env)->stagedCtor = Napi::Persistent(StagedWrap::Define(env));
   exports.Set("stageCsr", Napi::Function::New(env, StageCsr, "stageCsr"));
   exports.Set("stageCsrAsync", Napi::Function::New(env, StageCsrAsync, "stageCsrAsync"));
+  exports.Set("StagingSet", StagingSetWrap::Define(env));
   exports.Set("stageArray", Napi::Function::New(env, StageArray, "stageArray"));
   exports.Set("stageArrayAsync", Napi::Function::New(env, StageArrayAsync, "stageArrayAsync"));
 }
@@ -696,8 +847,12 @@ void* Inputs::Allocate(uint64_t bytes, bool bulk) {
   // staging. Below 1 MB, malloc's own free lists already reuse memory.
   std::shared_ptr<void> p;
   if (bytes >= (uint64_t(1) << 20)) {
-    if (gpu_ && bulk) p = PinnedPool().Acquire(bytes);
-    if (!p && bytes <= PhysicalBytes()) p = PageablePool().Acquire(bytes);
+    if (bulk) stats_.bulkBytes += bytes;
+    bool pinned = false;
+    if (staging_ && bulk)
+      p = staging_->Take(bytes, gpu_, &stats_);
+    else
+      p = PoolBlock(bytes, gpu_ && bulk, bulk ? &stats_ : nullptr, &pinned);
     if (!p)
       ThrowOutOfMemory("host memory for a copy of the call's inputs", bytes,
                        uint64_t(sysconf(_SC_AVPHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)));

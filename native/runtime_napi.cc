@@ -121,6 +121,30 @@ Napi::Value AllocPinned(const Napi::CallbackInfo& info) {
   });
 }
 
+// probePageLocking(bytes) -> Promise<PageLockProbe fields> (gpu.h), on a worker.
+Napi::Value ProbePageLockingJs(const Napi::CallbackInfo& info) {
+  return Guard(info, [&]() -> Napi::Value {
+    const double n = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+    if (!(n >= 1 && n <= 9007199254740991.0 && n == double(uint64_t(n))))
+      ThrowInvalid("bytes must be a positive integer");
+    auto r = std::make_shared<PageLockProbe>();
+    return RunAsync(
+        info.Env(), [r, n] { *r = ProbePageLocking(uint64_t(n)); },
+        [r](Napi::Env env) -> Napi::Value {
+          auto o = Napi::Object::New(env);
+          o.Set("hostAllocMs", r->hostAllocMs);
+          o.Set("hostFreeMs", r->hostFreeMs);
+          o.Set("hostAllocH2dGBs", r->hostAllocH2dGBs);
+          o.Set("touchMs", r->touchMs);
+          o.Set("registerMs", r->registerMs);
+          o.Set("unregisterMs", r->unregisterMs);
+          o.Set("registeredH2dGBs", r->registeredH2dGBs);
+          return o;
+        },
+        {});
+  });
+}
+
 // deviceMemory(device) -> { free, total } bytes (tests watch GPU memory with it).
 Napi::Value DeviceMemoryJs(const Napi::CallbackInfo& info) {
   return Guard(info, [&]() -> Napi::Value {
@@ -171,6 +195,7 @@ Napi::Value HoldDeviceMemoryJs(const Napi::CallbackInfo& info) {
 void Init(Napi::Env env, Napi::Object exports) {
   exports.Set("holdDeviceMemory", Napi::Function::New(env, HoldDeviceMemoryJs, "holdDeviceMemory"));
   exports.Set("deviceMemory", Napi::Function::New(env, DeviceMemoryJs, "deviceMemory"));
+  exports.Set("probePageLocking", Napi::Function::New(env, ProbePageLockingJs, "probePageLocking"));
   exports.Set("setMaxTypedLength", Napi::Function::New(env, SetMaxTyped, "setMaxTypedLength"));
   exports.Set("allocPinned", Napi::Function::New(env, AllocPinned, "allocPinned"));
   exports.Set("devices", Napi::Function::New(env, Devices, "devices"));

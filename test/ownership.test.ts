@@ -56,6 +56,26 @@ const spoilers: Array<[string, (views: View[]) => Promise<void> | void]> = [
 const transfer = (ArrayBuffer.prototype as { transfer?: () => ArrayBuffer }).transfer;
 if (transfer) spoilers.push(['moved by ArrayBuffer.prototype.transfer', (views) => void buffers(views).forEach((b) => transfer.call(b))]);
 
+/**
+ * One set of buffers a source refills with each of `chunks` in turn (all of
+ * one row count; nnz sized for the largest, the rest zeroed): fill(c) writes
+ * c into them and returns the matrix over them; views are the buffers.
+ */
+function oneBuffer(chunks: CsrMatrix[]): { views: View[]; fill: (c: CsrMatrix) => CsrMatrix } {
+  const { rows, cols } = chunks[0];
+  const nnz = Math.max(...chunks.map((c) => c.indices.length));
+  const indptr = new Uint32Array(rows + 1);
+  const indices = new Uint32Array(nnz);
+  const values = new Float32Array(nnz);
+  const fill = (c: CsrMatrix): CsrMatrix => {
+    indptr.set(c.indptr);
+    indices.fill(0).set(c.indices);
+    values.fill(0).set(c.values!);
+    return { rows, cols, indptr, indices, values };
+  };
+  return { views: [indptr, indices, values], fill };
+}
+
 function copyCsr(m: CsrMatrix): CsrMatrix {
   return { ...m, indptr: m.indptr.slice(), indices: m.indices.slice(), values: m.values?.slice() };
 }
@@ -306,20 +326,11 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
   it('a generator refilling one buffer gets the signatures of every chunk', async () => {
     const R = rng(5);
     const chunks = [0, 1, 2, 3].map(() => randomCsr(R, 700, 900, (i) => 1 + (i % 30)));
-    // Every chunk fits one set of buffers (same rows; nnz padded to the largest).
-    const nnz = Math.max(...chunks.map((c) => c.indices.length));
     using wmh = new WeightedMinHash({ dim: 900, samples: 32, backend: 'cpu' });
     const want = await Promise.all(chunks.map((c) => wmh.hash(c)));
-    const indptr = new Uint32Array(701);
-    const indices = new Uint32Array(nnz);
-    const values = new Float32Array(nnz);
+    const { fill } = oneBuffer(chunks);
     function* reuse(): Generator<CsrMatrix> {
-      for (const c of chunks) {
-        indptr.set(c.indptr);
-        indices.fill(0).set(c.indices);
-        values.fill(0).set(c.values!);
-        yield { rows: 700, cols: 900, indptr, indices, values };
-      }
+      for (const c of chunks) yield fill(c);
     }
     const got: Uint32Array[] = [];
     for await (const s of wmh.hashStream(reuse())) got.push(s);
@@ -339,7 +350,6 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
   const R = rng(17);
   const rows = 4000;
   const chunks = [0, 1, 2, 3, 4].map((k) => randomCsr(R, rows, 5000, (i) => 1 + ((i * 7 + k) % 60)));
-  const nnz = Math.max(...chunks.map((c) => c.indices.length));
   const busyWorkers = () => {
     const n = Number(process.env.UV_THREADPOOL_SIZE) || 4;
     for (let i = 0; i < n; i++) pbkdf2('spoil', 'salt', 20000, 32, 'sha256', () => {});
@@ -353,17 +363,13 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
       using engine = make();
       const want: Uint32Array[] = [];
       for (const c of chunks) want.push(await engine.hash(copyCsr(c)));
-      const indptr = new Uint32Array(rows + 1);
-      const indices = new Uint32Array(nnz);
-      const values = new Float32Array(nnz);
-      const spoil = () => void spoilers[2][1]([indptr, indices, values]);
+      const { views, fill } = oneBuffer(chunks);
+      const spoil = () => void spoilers[2][1](views);
       async function* reuse(): AsyncGenerator<CsrMatrix> {
         for (const c of chunks) {
-          indptr.set(c.indptr);
-          indices.fill(0).set(c.indices);
-          values.fill(0).set(c.values!);
+          const m = fill(c);
           busyWorkers();
-          yield { rows, cols: 5000, indptr, indices, values };
+          yield m;
           spoil(); // at once, before anything awaits
           await new Promise((r) => setTimeout(r, 5));
         }
@@ -388,6 +394,61 @@ describe('hashStream reads each chunk before the source can reuse its buffer', (
       message: expect.stringMatching(/^matrix\.indices is detached/),
     });
     expect(kept.byteLength).toBe(chunks[0].indices.byteLength);
+  });
+
+  // Chunks whose indices and values pass 1 MB are staged into the stream's own
+  // blocks (a StagingSet), which come back to it when a chunk's call ends and
+  // are then refilled with a later chunk. A block handed back too early (while
+  // its call still reads it) would be overwritten by the next chunk's copy
+  // under a running call. The calls here take far longer than a copy (64
+  // samples over 400k elements on the CPU), so every copy lands while the
+  // previous chunk's call runs. The source also refills its one buffer per
+  // chunk, and the chunks differ in size (the set's blocks grow once). The
+  // oracle is hash() of untouched copies of each chunk on the CPU.
+  const big = [0, 1, 2, 3, 4, 5].map((k) => randomCsr(rng(40 + k), 4000, 20_000, (i) => 60 + ((i * 13 + k * 7) % 80) + (k === 3 ? 40 : 0)));
+  it('the stream reuses its staging blocks only once the call reading them has ended', async () => {
+    using cpu = new WeightedMinHash({ dim: 20_000, samples: 64, seed: 3, backend: 'cpu' });
+    const want: Uint32Array[] = [];
+    for (const c of big) want.push(await cpu.hash(copyCsr(c)));
+    expect(Math.min(...big.map((c) => c.indices.byteLength))).toBeGreaterThan(1 << 20);
+    for (const backend of backends) {
+      using wmh = new WeightedMinHash({ dim: 20_000, samples: 64, seed: 3, backend });
+      const { fill } = oneBuffer(big);
+      function* reuse(): Generator<CsrMatrix> {
+        for (const c of big) yield fill(c);
+      }
+      const got: Uint32Array[] = [];
+      for await (const s of wmh.hashStream(reuse())) got.push(s);
+      expect(got.length).toBe(big.length);
+      got.forEach((s, k) => expect(s, `${backend} chunk ${k}`).toEqual(want[k]));
+    }
+  });
+
+  it("a StagingSet's third chunk reuses the first chunk's blocks, and a staged copy outlives the set", async () => {
+    const n = native();
+    const set = new n.StagingSet();
+    const [a, b, c] = big.slice(0, 3).map(copyCsr);
+    const bytes = (m: CsrMatrix) => m.indices.byteLength + m.values!.byteLength;
+    const sa = await n.stageCsrAsync(a, true, false, set);
+    const sb = await n.stageCsrAsync(b, true, false, set);
+    // Both held (a call reads each): the second could not take the first's blocks.
+    expect(sa.stats).toMatchObject({ bulkBytes: bytes(a), pinned: false });
+    expect(sb.stats).toMatchObject({ bulkBytes: bytes(b) });
+    sa.dispose(); // its blocks go back to the set
+    // big[2] is no larger than big[0] (big[3] is the large one).
+    expect(bytes(c)).toBeLessThanOrEqual(bytes(a));
+    const sc = await n.stageCsrAsync(c, true, false, set);
+    expect(sc.stats).toMatchObject({ bulkBytes: bytes(c), freshBytes: 0 });
+    set.dispose();
+    using wmh = new WeightedMinHash({ dim: 20_000, samples: 16, seed: 3, backend: 'cpu' });
+    const [wb, wc] = [await wmh.hash(copyCsr(big[1])), await wmh.hash(copyCsr(big[2]))];
+    expect(await wmh.hashStaged(sb, b)).toEqual(wb);
+    expect(await wmh.hashStaged(sc, c)).toEqual(wc);
+    sb.dispose();
+    sc.dispose();
+    expect(() => n.stageCsrAsync(a, true, false, {} as never)).toThrow(
+      expect.objectContaining({ code: 'CUSIM_INVALID_ARGUMENT', name: 'TypeError', message: 'staging must be a StagingSet' }),
+    );
   });
 });
 

@@ -1,5 +1,7 @@
 // Device discovery and the shared CUDA plumbing from gpu.cuh.
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -101,6 +103,49 @@ void* HostPinnedAlloc(uint64_t bytes, bool zero) {
 }
 
 void HostPinnedFree(void* p) noexcept { cudaFreeHost(p); }
+
+PageLockProbe ProbePageLocking(uint64_t bytes) {
+  if (!QueryDevices().cuda) throw Error(kCudaError, "no usable GPU");
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  PageLockProbe r;
+  gpu::DeviceGuard g(0);
+  gpu::DeviceBuffer<uint8_t> dev(bytes, "the page-locking probe");
+  const auto h2d = [&](const void* p) {
+    const auto t = Clock::now();
+    CUSIM_CUDA_CHECK(cudaMemcpy(dev.data(), p, bytes, cudaMemcpyHostToDevice));
+    return double(bytes) / 1e6 / since(t);
+  };
+  auto t = Clock::now();
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) == cudaSuccess) {
+    r.hostAllocMs = since(t);
+    r.hostAllocH2dGBs = h2d(p);
+    t = Clock::now();
+    cudaFreeHost(p);
+    r.hostFreeMs = since(t);
+  } else {
+    (void)cudaGetLastError();
+  }
+  t = Clock::now();
+  p = AllocHostResult(bytes);
+  FirstTouch(p, bytes);
+  r.touchMs = since(t);
+  t = Clock::now();
+  if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) {
+    r.registerMs = since(t);
+    r.registeredH2dGBs = h2d(p);
+    t = Clock::now();
+    cudaHostUnregister(p);
+    r.unregisterMs = since(t);
+  } else {
+    (void)cudaGetLastError();
+  }
+  std::free(p);
+  return r;
+}
 
 namespace gpu {
 

@@ -43,6 +43,7 @@ std::shared_ptr<void> HoldDeviceMemory(int, uint64_t) {
 }
 void* HostPinnedAlloc(uint64_t, bool) { return nullptr; }
 void HostPinnedFree(void*) noexcept {}
+PageLockProbe ProbePageLocking(uint64_t) { throw Error(kCudaError, "CUDA is not compiled into this addon"); }
 
 // ---- minhash (weighted and classic) ----
 
