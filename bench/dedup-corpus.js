@@ -90,6 +90,8 @@ if (status !== 0) {
 }
 const report = JSON.parse(Buffer.concat(out).toString('utf8'));
 const rssKb = Number(/Maximum resident set size \(kbytes\): (\d+)/.exec(err)?.[1] ?? NaN);
+// CPU time of the whole process (every thread): how busy the host was.
+const cpuS = ['User', 'System'].reduce((a, k) => a + Number(new RegExp(`${k} time \\(seconds\\): ([\\d.]+)`).exec(err)?.[1] ?? NaN), 0);
 
 // Planted pairs against the groups.
 const groupOf = new Map();
@@ -198,7 +200,7 @@ lines.push(
 lines.push('');
 lines.push(
   `${report.input.documents.toLocaleString('en-US')} documents, ${report.groups.length.toLocaleString('en-US')} groups; ` +
-    `LSH ${bands} × ${rows} over ${report.lsh.samples} samples; wall ${wallS.toFixed(1)} s; peak RSS ${(rssKb / 1048576).toFixed(2)} GiB`,
+    `LSH ${bands} × ${rows} over ${report.lsh.samples} samples; wall ${wallS.toFixed(1)} s; peak RSS ${(rssKb / 1048576).toFixed(2)} GiB; CPU ${cpuS.toFixed(1)} s (${(cpuS / wallS).toFixed(1)} cores busy on average)`,
 );
 lines.push('');
 lines.push(

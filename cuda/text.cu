@@ -12,6 +12,7 @@
 
 #include "../native/classic_minhash.h"
 #include "../native/lsh.h"
+#include "../native/phase_log.h"
 #include "../native/text.h"
 #include "../native/text_unicode.h"
 #include "common/gpu.cuh"
@@ -564,8 +565,11 @@ class CudaTokenHasher : public TokenHasher {
       dUnits_.reserve(cap, "text units");
       dUlen_.reserve(n, "text units");
     }
+    // CUSIM_PROFILE=1: the host copy, the counting round trip, and the rest.
+    PhaseLog log("text hasher chunk");
     gpu::ParallelCopy(pinned_.data(), bytes + base, len);
     for (uint64_t i = 0; i <= n; ++i) pinnedOff_.data()[i] = offsets[d0 + i] - base;
+    log.Mark("stage");
     cudaStream_t st = stream_->get();
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dBytes_.data(), pinned_.data(), len, cudaMemcpyHostToDevice, st));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(dOff_.data(), pinnedOff_.data(), (n + 1) * 8, cudaMemcpyHostToDevice, st));
@@ -590,6 +594,7 @@ class CudaTokenHasher : public TokenHasher {
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(&total, dAt_.data() + n, 8, cudaMemcpyDeviceToHost, st));
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(&bad, bad_, sizeof(unsigned), cudaMemcpyDeviceToHost, st));
     stream_->sync();
+    log.Mark("count");
     if (bad) ThrowInvalid("a document's lowercase text outgrew its bytes on the GPU");
     const size_t at0 = out->hashes.size();
     out->hashes.resize(at0 + total);
@@ -636,7 +641,9 @@ class CudaTokenHasher : public TokenHasher {
     }
     std::vector<uint64_t> at(n + 1);
     CUSIM_CUDA_CHECK(cudaMemcpyAsync(at.data(), dAt_.data(), (n + 1) * 8, cudaMemcpyDeviceToHost, st));
+    log.Mark("queue");
     stream_->sync();
+    log.Mark("hash, sort, sketch, download");
     for (uint64_t i = 1; i <= n; ++i) out->indptr.push_back(at0 + at[i]);
   }
 

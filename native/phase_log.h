@@ -15,13 +15,21 @@ namespace cusim {
 
 class PhaseLog {
  public:
-  explicit PhaseLog(const char* scope) : scope_(scope), on_(Enabled()), last_(Clock::now()) {}
+  explicit PhaseLog(const char* scope) : scope_(scope), on_(Enabled()), last_(Clock::now()) {
+    if (!on_) return;
+    start_ = last_;
+    Since(start_);  // the process's origin: the first PhaseLog made
+  }
   PhaseLog(const PhaseLog&) = delete;
   PhaseLog& operator=(const PhaseLog&) = delete;
   ~PhaseLog() {
     if (!on_ || phases_.empty()) return;
     std::string line = "cusim " + scope_ + ":";
     char buf[96];
+    // When, on one clock for the process: lines of calls that overlap (blocks
+    // in flight) read as a timeline.
+    std::snprintf(buf, sizeof buf, " [%.1f-%.1f ms]", Since(start_), Since(last_));
+    line += buf;
     for (const auto& p : phases_) {
       std::snprintf(buf, sizeof buf, " %s %.2f ms (%u; RSS %.0f MB)", p.name, p.ms, p.calls, p.rssMB);
       line += buf;
@@ -61,6 +69,11 @@ class PhaseLog {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // Milliseconds from the first PhaseLog of the process to t.
+  static double Since(Clock::time_point t) {
+    static const Clock::time_point origin = Clock::now();
+    return std::chrono::duration<double, std::milli>(t - origin).count();
+  }
   struct Phase {
     const char* name;  // a literal: compared by address
     double ms;
@@ -80,6 +93,7 @@ class PhaseLog {
     return mb;
   }
   std::string scope_;
+  Clock::time_point start_;
   bool on_;
   Clock::time_point last_;
   std::vector<Phase> phases_;
