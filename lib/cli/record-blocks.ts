@@ -218,11 +218,12 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   const { onBytes, ...records } = o.records;
   const feat = new TextFeaturizer(o.features);
   const { reader, why } = o.reader === 'js' ? { reader: undefined, why: 'reader: js' } : nativeRecordReader(feat, records);
-  // Two token hashers per GPU (a hasher runs one block at a time, on its
-  // own stream): one block's upload and sort overlap another's kernels.
-  // Each block's texts go up once and are split, hashed and sorted there.
+  // Three token hashers per GPU (a hasher runs one block at a time, on its
+  // own stream): one block's upload and host copies overlap others' kernels
+  // and downloads. Each block's texts go up once and are split, hashed and
+  // sorted there (with two, both were busy most of a 10M job on an H200).
   const gpus = reader ? (o.tokenDevices ?? []) : [];
-  const hashers = gpus.flatMap((d) => [d, d]).flatMap((d) => feat.nativeTokenHasher(d) ?? []);
+  const hashers = gpus.flatMap((d) => [d, d, d]).flatMap((d) => feat.nativeTokenHasher(d) ?? []);
   const where = hashers.length ? `, tokens hashed on ${gpus.length === 1 ? 'the GPU' : `${gpus.length} GPUs`}` : '';
   o.onReader?.(reader ? `native (${why}${where})` : `JavaScript (${why})`);
   let dealt = 0;
