@@ -511,6 +511,11 @@ class CudaTokenHasher : public TokenHasher {
     dUnits_.release();
     pinned_.release();
     pinnedOff_.release();
+    small_.release();
+    hostAt_.release();
+    hostKeys_.release();
+    hostHashes_.release();
+    hostEmpty_.release();
   }
 
   void Hash(const uint8_t* bytes, const uint64_t* offsets, size_t docs, bool wtf8, bool sorted, TokenHashes* out,
@@ -589,15 +594,18 @@ class CudaTokenHasher : public TokenHasher {
     CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, tempBytes, dCounts_.data(), dAt_.data(), n + 1, st));
     dTemp_.reserve(std::max<size_t>(tempBytes, 1), "text scan");
     CUSIM_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(dTemp_.data(), tempBytes, dCounts_.data(), dAt_.data(), n + 1, st));
-    uint64_t total = 0;
-    unsigned bad = 0;
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(&total, dAt_.data() + n, 8, cudaMemcpyDeviceToHost, st));
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(&bad, bad_, sizeof(unsigned), cudaMemcpyDeviceToHost, st));
+    // Every download lands in page-locked memory: a copy to pageable memory
+    // is staged by the driver on the calling thread, and with a few hashers
+    // per GPU those copies, not the kernels, set a 10M job's pace.
+    small_.reserve(2, "text chunk counts");
+    small_.data()[1] = 0;  // the 4-byte flag lands in the low half
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(small_.data(), dAt_.data() + n, 8, cudaMemcpyDeviceToHost, st));
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(small_.data() + 1, bad_, sizeof(unsigned), cudaMemcpyDeviceToHost, st));
     stream_->sync();
     log.Mark("count");
-    if (bad) ThrowInvalid("a document's lowercase text outgrew its bytes on the GPU");
+    const uint64_t total = small_.data()[0];
+    if (uint32_t(small_.data()[1])) ThrowInvalid("a document's lowercase text outgrew its bytes on the GPU");
     const size_t at0 = out->hashes.size();
-    out->hashes.resize(at0 + total);
     const uint32_t* back = nullptr;
     if (total) {
       dHashes_.reserve(total, "text token hashes");
@@ -618,7 +626,8 @@ class CudaTokenHasher : public TokenHasher {
                                                             st));
         back = dSorted_.data();
       }
-      CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->hashes.data() + at0, back, total * 4, cudaMemcpyDeviceToHost, st));
+      Grow(hostHashes_, total, "text token hashes, host");
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(hostHashes_.data(), back, total * 4, cudaMemcpyDeviceToHost, st));
     }
     if (sketch) {
       // The band keys made here, from the hashes where they are.
@@ -632,19 +641,31 @@ class CudaTokenHasher : public TokenHasher {
       BandKeysKernel<<<grid, kThreads, 0, st>>>(dSig_.data(), n, samples, bands, sketch->rows, dKeys_.data(),
                                                 dEmpty_.data());
       CUSIM_LAUNCH_CHECK();
-      const size_t k0 = out->keys.size(), e0 = out->empty.size();
-      out->keys.resize(k0 + n * bands);
-      out->empty.resize(e0 + n);
-      CUSIM_CUDA_CHECK(
-          cudaMemcpyAsync(out->keys.data() + k0, dKeys_.data(), n * bands * 8, cudaMemcpyDeviceToHost, st));
-      CUSIM_CUDA_CHECK(cudaMemcpyAsync(out->empty.data() + e0, dEmpty_.data(), n, cudaMemcpyDeviceToHost, st));
+      Grow(hostKeys_, n * bands, "sketch band keys, host");
+      Grow(hostEmpty_, n, "sketch empty rows, host");
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(hostKeys_.data(), dKeys_.data(), n * bands * 8, cudaMemcpyDeviceToHost, st));
+      CUSIM_CUDA_CHECK(cudaMemcpyAsync(hostEmpty_.data(), dEmpty_.data(), n, cudaMemcpyDeviceToHost, st));
     }
-    std::vector<uint64_t> at(n + 1);
-    CUSIM_CUDA_CHECK(cudaMemcpyAsync(at.data(), dAt_.data(), (n + 1) * 8, cudaMemcpyDeviceToHost, st));
+    Grow(hostAt_, n + 1, "text token offsets, host");
+    CUSIM_CUDA_CHECK(cudaMemcpyAsync(hostAt_.data(), dAt_.data(), (n + 1) * 8, cudaMemcpyDeviceToHost, st));
     log.Mark("queue");
     stream_->sync();
     log.Mark("hash, sort, sketch, download");
+    out->hashes.insert(out->hashes.end(), hostHashes_.data(), hostHashes_.data() + total);
+    if (sketch) {
+      out->keys.insert(out->keys.end(), hostKeys_.data(), hostKeys_.data() + n * sketch->bands);
+      out->empty.insert(out->empty.end(), hostEmpty_.data(), hostEmpty_.data() + n);
+    }
+    const uint64_t* at = hostAt_.data();
     for (uint64_t i = 1; i <= n; ++i) out->indptr.push_back(at0 + at[i]);
+    log.Mark("copy out");
+  }
+
+  // Page-locked room for at least n, with a quarter to spare: chunks vary a
+  // little in size, and page-locking anew costs milliseconds.
+  template <typename T>
+  static void Grow(gpu::PinnedBuffer<T>& b, uint64_t n, const char* what) {
+    if (n > b.size()) b.reserve(std::max<uint64_t>(n + n / 4, 1), what);
   }
 
   std::mutex mu_;
@@ -670,6 +691,10 @@ class CudaTokenHasher : public TokenHasher {
   gpu::DeviceBuffer<uint64_t> dKeys_;
   gpu::DeviceBuffer<uint8_t> dEmpty_;
   std::vector<uint64_t> sketchA_, sketchB_;
+  // Downloads (see RunChunk): the count and flag, then the chunk's results.
+  gpu::PinnedBuffer<uint64_t> small_, hostAt_, hostKeys_;
+  gpu::PinnedBuffer<uint32_t> hostHashes_;
+  gpu::PinnedBuffer<uint8_t> hostEmpty_;
 };
 
 }  // namespace

@@ -96,7 +96,6 @@ describe.skipIf(!!why)(`published packages: npm pack → install → every engin
     const list = (await sh('tar', ['-tzf', mainTgz], work)).out.split('\n');
     for (const f of [
       'bin/cusim',
-      'bin/package.json',
       'dist/index.js',
       'dist/cli/main.js',
       'dist/cjs/index.cjs',

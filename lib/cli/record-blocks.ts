@@ -221,7 +221,7 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // Three token hashers per GPU (a hasher runs one block at a time, on its
   // own stream): one block's upload and host copies overlap others' kernels
   // and downloads. Each block's texts go up once and are split, hashed and
-  // sorted there (with two, both were busy most of a 10M job on an H200).
+  // sorted there.
   const gpus = reader ? (o.tokenDevices ?? []) : [];
   const hashers = gpus.flatMap((d) => [d, d, d]).flatMap((d) => feat.nativeTokenHasher(d) ?? []);
   const where = hashers.length ? `, tokens hashed on ${gpus.length === 1 ? 'the GPU' : `${gpus.length} GPUs`}` : '';
