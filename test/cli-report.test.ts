@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { cusim, ensureDist, fixture, fixtureDocs, oracleGroups, root } from './cli-helpers.js';
 import { sh } from './npm.js';
+import { randInt, rng } from './helpers.js';
 
 beforeAll(() => ensureDist());
 
@@ -277,5 +278,18 @@ describe('safeJson (the JSON report writer)', () => {
       if (s === 'plain ascii') expect(out).toBe(JSON.stringify({ s, n: [1, 2] }, null, 2));
       else if (s.includes('\u007f')) expect(out).toContain('\\u007f');
     }
+  });
+});
+
+describe('counts in reports and progress', () => {
+  it("group thousands as toLocaleString('en-US') does, for every integer size and sign", async () => {
+    const { grouped } = await import('../lib/cli/sources.js');
+    const r = rng(5);
+    const xs = [0, 1, 9, 10, 999, 1000, 1001, 999_999, 1_000_000, 380_051_310, 2 ** 32, 2 ** 53 - 1];
+    for (let i = 0; i < 2000; i++) xs.push(Math.floor(r() * 10 ** (1 + randInt(r, 15))) * (r() < 0.2 ? -1 : 1));
+    // (-0 is '0' here, where toLocaleString writes '-0'.)
+    for (const x of xs) expect(grouped(x), String(x)).toBe((x || 0).toLocaleString('en-US'));
+    // Fractions round as the progress counts did (Math.round, then grouped).
+    expect(grouped(1234.5)).toBe('1,235');
   });
 });

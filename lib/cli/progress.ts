@@ -4,7 +4,7 @@
 // --json consumers see no control characters.
 import cliProgress from 'cli-progress';
 import type { OnProgress } from '../progress.js';
-import { formatBytes } from './sources.js';
+import { formatBytes, grouped } from './sources.js';
 
 export interface Progress {
   readonly enabled: boolean;
@@ -29,12 +29,12 @@ const silent: Progress = {
 
 function count(n: number, unit: string): string {
   if (unit === 'bytes') return formatBytes(n);
-  return `${Math.round(n).toLocaleString('en-US')}${unit ? ' ' + unit : ''}`;
+  return `${grouped(n)}${unit ? ' ' + unit : ''}`;
 }
 
 function rate(n: number, seconds: number, unit: string): string {
   const r = n / Math.max(seconds, 1e-3);
-  return unit === 'bytes' ? `${formatBytes(r)}/s` : `${Math.round(r).toLocaleString('en-US')}/s`;
+  return unit === 'bytes' ? `${formatBytes(r)}/s` : `${grouped(r)}/s`;
 }
 
 export function progress(enabled: boolean, stream: NodeJS.WritableStream): Progress {

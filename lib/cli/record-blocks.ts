@@ -17,7 +17,7 @@ import { escapeText } from './escape.js';
 import { idList } from '../dedup/ids.js';
 import { nativeBlockResult, nativeRecordReader, readNativeBlock } from './record-native.js';
 import type { HashTexts, RecordReader } from './record-native.js';
-import type { SketchParams } from '../native-types.js';
+import type { SketchParams, TokenHasherNative } from '../native-types.js';
 import { RECORD_WORKER, featurizeBlock, featurizeDocs } from './record-worker.js';
 import type { BlockFailure, BlockMessage, BlockResult, BlockTask, TextsResult, TextsTask } from './record-worker.js';
 import { headerColumns, lineFormat, readRecords, tableColumns, tableSlice, tooLongError } from './records.js';
@@ -223,7 +223,13 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
   // and downloads. Each block's texts go up once and are split, hashed and
   // sorted there.
   const gpus = reader ? (o.tokenDevices ?? []) : [];
-  const hashers = gpus.flatMap((d) => [d, d, d]).flatMap((d) => feat.nativeTokenHasher(d) ?? []);
+  const slots = gpus.flatMap((d) => [d, d, d]);
+  const first = slots.length ? feat.nativeTokenHasher(slots[0]) : undefined;
+  // The others are made when first dealt a block: each is a stream and
+  // buffers on its GPU (tens of ms on this thread), made while the blocks
+  // before it are read rather than all before the first.
+  const hashers: (TokenHasherNative | undefined)[] = first ? [first, ...slots.slice(1).map(() => undefined)] : [];
+  const hasherFor = (k: number): TokenHasherNative => (hashers[k % hashers.length] ??= feat.nativeTokenHasher(slots[k % hashers.length])!);
   const where = hashers.length ? `, tokens hashed on ${gpus.length === 1 ? 'the GPU' : `${gpus.length} GPUs`}` : '';
   o.onReader?.(reader ? `native (${why}${where})` : `JavaScript (${why})`);
   let dealt = 0;
@@ -388,7 +394,7 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
     if (reader && before && block.length < 2 ** 32) {
       // The block's buffer is its own (cut below), padded, and not touched
       // until this settles. Read with lines numbered from 0, then from `base`.
-      const hasher = hashers.length ? hashers[dealt++ % hashers.length] : undefined;
+      const hasher = hashers.length ? hasherFor(dealt++) : undefined;
       const sketch = hasher ? o.sketch : undefined;
       const read = readNativeBlock({ ...t, firstLine: 0 }, reader, true, hasher, sketch);
       const counted = Promise.all([before, read]);
@@ -561,6 +567,6 @@ export async function readRecordBlocks(input: RecordInput, o: RecordBlockOptions
     closing = true;
     await Promise.all([...workers.map((w) => w.terminate()), textPool?.close()]);
     // A block still in flight keeps its hasher alive until its native call ends.
-    for (const h of hashers) h.dispose();
+    for (const h of hashers) h?.dispose();
   }
 }

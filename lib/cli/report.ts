@@ -5,7 +5,7 @@
 import { groupMembers } from '../lsh.js';
 import path from 'node:path';
 import type { Skip } from './sources.js';
-import { packageLabel, packageOf } from './sources.js';
+import { grouped, packageLabel, packageOf } from './sources.js';
 import { csvField, escapeText, safeJson } from './escape.js';
 
 export interface DedupResultLike {
@@ -116,7 +116,7 @@ export function buildGroups(ids: readonly string[] | ((row: number) => string), 
  * a count of anything.
  */
 export function featureLine(m: { rows: number; cols: number; nnz: number }, hashBits: number | undefined): string {
-  const n = (x: number): string => x.toLocaleString('en-US');
+  const n = grouped;
   const cols =
     m.cols === 2 ** 32
       ? '32-bit token hashes'

@@ -36,6 +36,17 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
 /** The longest file read as one document: V8's longest string, in bytes of UTF-8 (at least one character each). */
 export const MAX_DOC_BYTES = bufferConstants.MAX_STRING_LENGTH;
 
+/**
+ * An integer with its thousands grouped by commas (toLocaleString('en-US')'s
+ * form), without loading ICU's locale data: that first call was 20-70 ms of
+ * the event loop in a run's report.
+ */
+export function grouped(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  const digits = String(Math.abs(Math.round(n)));
+  return (n < 0 && Math.round(n) !== 0 ? '-' : '') + digits.replace(/\B(?=(\d{3})+$)/g, ',');
+}
+
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
   const units = ['KiB', 'MiB', 'GiB', 'TiB'];
