@@ -17,7 +17,15 @@ const threads = process.env.CUSIM_THREADS ?? String(Math.max(2, Math.floor(cores
 // 4 GiB crossing peaks at 8.5 GB of memory: its own project, left out of
 // `npm test` (the one file measured above 4 GB) and run by
 // `npm run test:large-memory` (.ci/run runs both).
-const common = { pool: 'forks' as const, testTimeout: 120_000, hookTimeout: 120_000, env: { CUSIM_THREADS: threads } };
+// test/loop-watch.ts names a test that blocks its worker's event loop long
+// enough to come near vitest's 60 s RPC timeout.
+const common = {
+  pool: 'forks' as const,
+  testTimeout: 120_000,
+  hookTimeout: 120_000,
+  env: { CUSIM_THREADS: threads },
+  setupFiles: ['./test/loop-watch.ts'],
+};
 const oom = 'test/gpu-oom.test.ts';
 const largeMemory = 'test/scale-4gib.test.ts';
 
