@@ -15,8 +15,8 @@ interface Report {
   groups: { members: { id: string }[]; pairs: { left: string; right: string; similarity: number }[] }[];
 }
 
-function run(args: string[], input: string): Report {
-  const r = cusim(['dedup', '-', '--format', 'jsonl', '--backend', 'cpu', '--json', '--quiet', ...args], { input });
+async function run(args: string[], input: string): Promise<Report> {
+  const r = await cusim(['dedup', '-', '--format', 'jsonl', '--backend', 'cpu', '--json', '--quiet', ...args], { input });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as Report;
 }
@@ -86,7 +86,7 @@ describe('cusim dedup: classic MinHash for binary features', () => {
   const input = docs.map((d) => JSON.stringify(d)).join('\n');
   const threshold = 0.7;
 
-  it('chooses the method by weighting: binary (the default) is classic; count and tfidf, or --weighted, are weighted', () => {
+  it('chooses the method by weighting: binary (the default) is classic; count and tfidf, or --weighted, are weighted', async () => {
     const cases: [string[], string, string][] = [
       [['--mode', 'qgrams'], 'binary', 'classic'],
       [['--mode', 'words'], 'binary', 'classic'],
@@ -98,21 +98,21 @@ describe('cusim dedup: classic MinHash for binary features', () => {
       [['--mode', 'words', '--weighting', 'binary', '--weighted'], 'binary', 'weighted'],
     ];
     for (const [args, weighting, method] of cases) {
-      const r = run(['--threshold', '0.8', ...args], input);
+      const r = await run(['--threshold', '0.8', ...args], input);
       expect(r.options, args.join(' ')).toMatchObject({ weighting, method });
     }
     // Identifiers (--mode code) are sets too unless --weighted.
-    expect(cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu'], { input }).stderr).toMatch(
+    expect((await cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu'], { input })).stderr).toMatch(
       /classic MinHash, \d+ samples/,
     );
-    expect(cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu', '--weighted'], { input }).stderr).toMatch(
-      /weighted MinHash, \d+ samples/,
-    );
+    expect(
+      (await cusim(['dedup', '-', '--format', 'jsonl', '--mode', 'code', '--backend', 'cpu', '--weighted'], { input })).stderr,
+    ).toMatch(/weighted MinHash, \d+ samples/);
   });
 
-  it('finds exactly the brute-force set-Jaccard groups over 3-gram sets, with exact similarities', () => {
+  it('finds exactly the brute-force set-Jaccard groups over 3-gram sets, with exact similarities', async () => {
     const oracle = setJaccardOracle(docs, threshold);
-    const r = run(['--mode', 'qgrams', '--threshold', String(threshold)], input);
+    const r = await run(['--mode', 'qgrams', '--threshold', String(threshold)], input);
     expect(r.options.method).toBe('classic');
     // The corpus keeps every pair away from the threshold, so the LSH's recall
     // bounds a miss: the lowest similarity above the threshold is a candidate
@@ -132,7 +132,7 @@ describe('cusim dedup: classic MinHash for binary features', () => {
     }
     expect(pairs).toBeGreaterThanOrEqual(oracle.groups.length);
     // Weighted MinHash over the same binary features verifies the same set Jaccard: the same groups.
-    const w = run(['--mode', 'qgrams', '--threshold', String(threshold), '--weighted', '--weighting', 'binary'], input);
+    const w = await run(['--mode', 'qgrams', '--threshold', String(threshold), '--weighted', '--weighting', 'binary'], input);
     expect(w.options.method).toBe('weighted');
     expect(w.groups).toEqual(r.groups);
   });

@@ -40,8 +40,8 @@ describe('cusim join', () => {
     return inter / (a.size + b.size - inter);
   };
 
-  it.each([0.3, 0.5, 0.8])('--threshold %f over 3-grams gives exactly the brute-force pairs', (t) => {
-    const r = cusim(['join', file, '--threshold', String(t), '--measure', 'jaccard', '--qgram', '3', '--json']);
+  it.each([0.3, 0.5, 0.8])('--threshold %f over 3-grams gives exactly the brute-force pairs', async (t) => {
+    const r = await cusim(['join', file, '--threshold', String(t), '--measure', 'jaccard', '--qgram', '3', '--json']);
     expect(r.status, r.stderr).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.schema).toBe('cusim.join/1');
@@ -58,7 +58,7 @@ describe('cusim join', () => {
     rep.pairs.forEach((p: { similarity: number }, i: number) => expect(p.similarity).toBeCloseTo(want[i].similarity, 5));
   });
 
-  it('streams pairs chunk by chunk (--chunk-pairs below the pair count): every brute-force pair once; --sort orders them all', () => {
+  it('streams pairs chunk by chunk (--chunk-pairs below the pair count): every brute-force pair once; --sort orders them all', async () => {
     const r = rng(5);
     const recs = Array.from(
       { length: 150 },
@@ -84,33 +84,35 @@ describe('cusim join', () => {
       expect(rows[0]).toBe('left,right,overlap,similarity');
       return rows.slice(1).map((l) => l.split(','));
     };
-    const streamed = cusim(['join', many, '-t', String(t), '--csv', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']);
+    const streamed = await cusim(['join', many, '-t', String(t), '--csv', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']);
     expect(streamed.status, streamed.stderr).toBe(0);
     const got = parse(streamed.stdout);
     const keys = got.map((x) => `${x[0]},${x[1]}`);
     expect(new Set(keys).size).toBe(keys.length);
     expect([...keys].sort()).toEqual([...want].sort());
     for (const x of got) expect(Number(x[3])).toBeCloseTo(sim.get(`${x[0]},${x[1]}`)!, 5);
-    const sorted = cusim(['join', many, '-t', String(t), '--csv', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet', '--sort']);
+    const sorted = await cusim(['join', many, '-t', String(t), '--csv', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet', '--sort']);
     expect(sorted.status, sorted.stderr).toBe(0);
     expect(parse(sorted.stdout).map((x) => `${x[0]},${x[1]}`)).toEqual(want); // want is in (left, right) order
     // JSON and the table count the same pairs across chunks.
-    const json = JSON.parse(cusim(['join', many, '-t', String(t), '--json', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']).stdout);
+    const json = JSON.parse(
+      (await cusim(['join', many, '-t', String(t), '--json', '--chunk-pairs', '64', '--backend', 'cpu', '--quiet'])).stdout,
+    );
     expect(json.pairs).toHaveLength(want.length);
-    const table = cusim(['join', many, '-t', String(t), '--chunk-pairs', '64', '--backend', 'cpu', '--quiet']).stdout;
+    const table = (await cusim(['join', many, '-t', String(t), '--chunk-pairs', '64', '--backend', 'cpu', '--quiet'])).stdout;
     expect(table).toContain(`… ${want.length - 50} more pairs`);
     expect(table).toContain(`150 records, ${want.length} pairs with jaccard ≥ ${t}`);
   });
 
-  it('a missing --threshold and a bad one are one-line usage errors', () => {
-    const a = cusim(['join', file]);
+  it('a missing --threshold and a bad one are one-line usage errors', async () => {
+    const a = await cusim(['join', file]);
     expect(a.status).toBe(2);
     expect(a.stderr.trim().split('\n')).toHaveLength(1);
     expect(a.stderr).toMatch(/required option '-t, --threshold <x>' not specified/);
-    const b = cusim(['join', file, '--threshold', '1.5']);
+    const b = await cusim(['join', file, '--threshold', '1.5']);
     expect(b.status).toBe(2);
     expect(b.stderr).toMatch(/--threshold for --measure jaccard must be a number in \(0, 1\], got 1\.5/);
-    const c = cusim(['join', path.join(dir, 'nope.txt'), '-t', '0.5']);
+    const c = await cusim(['join', path.join(dir, 'nope.txt'), '-t', '0.5']);
     expect(c.status).toBe(1);
     expect(c.stderr).toMatch(/no such file or directory: .*nope\.txt \(check the path\)/);
   });
@@ -142,9 +144,9 @@ describe('cusim knn', () => {
     return c;
   };
 
-  it('returns the brute-force k nearest by (distance, id)', () => {
+  it('returns the brute-force k nearest by (distance, id)', async () => {
     const k = 5;
-    const res = cusim(['knn', '--index', bf, '--queries', qf, '-k', String(k), '--bits', String(bits), '--json']);
+    const res = await cusim(['knn', '--index', bf, '--queries', qf, '-k', String(k), '--bits', String(bits), '--json']);
     expect(res.status, res.stderr).toBe(0);
     const rep = JSON.parse(res.stdout);
     expect(rep.schema).toBe('cusim.knn/1');
@@ -161,10 +163,10 @@ describe('cusim knn', () => {
     expect(rep.results[1].distances[0]).toBe(1);
   });
 
-  it('a file that is not a whole number of codes is a one-line error', () => {
+  it('a file that is not a whole number of codes is a one-line error', async () => {
     const odd = path.join(dir, 'odd.bin');
     writeFileSync(odd, Buffer.alloc(13));
-    const res = cusim(['knn', '--index', odd, '--queries', qf, '--bits', '64']);
+    const res = await cusim(['knn', '--index', odd, '--queries', qf, '--bits', '64']);
     expect(res.status).toBe(1);
     expect(res.stderr).toMatch(/--index .*odd\.bin has 13 bytes, not a multiple of 8 \(64-bit codes\) \(check --bits\)/);
     expect(res.stderr).not.toMatch(/\n\s+at /);
@@ -172,7 +174,7 @@ describe('cusim knn', () => {
 });
 
 describe('cusim cluster', () => {
-  it('writes one {id, cluster, similarity, created} line per document as it is assigned', () => {
+  it('writes one {id, cluster, similarity, created} line per document as it is assigned', async () => {
     const docs = [
       'gpu kernels hash signatures on the device quickly',
       'the river flooded the valley after heavy autumn rain',
@@ -181,7 +183,7 @@ describe('cusim cluster', () => {
       'heavy autumn rain flooded the river valley',
       'completely unrelated words about baking sourdough bread',
     ];
-    const res = cusim(['cluster', '--threshold', '0.3', '--batch', '2'], { input: docs.join('\n') + '\n' });
+    const res = await cusim(['cluster', '--threshold', '0.3', '--batch', '2'], { input: docs.join('\n') + '\n' });
     expect(res.status, res.stderr).toBe(0);
     const lines = res.stdout
       .trim()
@@ -200,8 +202,8 @@ describe('cusim cluster', () => {
     expect(res.stderr).toMatch(/5 documents, 3 clusters/);
   });
 
-  it('JSONL input keeps the record ids; a bad line is a one-line error', () => {
-    const ok = cusim(['cluster', '--quiet'], { input: '{"id":"a","text":"one two three"}\n{"id":"b","text":"one two three"}\n' });
+  it('JSONL input keeps the record ids; a bad line is a one-line error', async () => {
+    const ok = await cusim(['cluster', '--quiet'], { input: '{"id":"a","text":"one two three"}\n{"id":"b","text":"one two three"}\n' });
     expect(ok.status, ok.stderr).toBe(0);
     expect(
       ok.stdout
@@ -209,7 +211,7 @@ describe('cusim cluster', () => {
         .split('\n')
         .map((l) => JSON.parse(l).id),
     ).toEqual(['a', 'b']);
-    const bad = cusim(['cluster', '--quiet', '--format', 'jsonl'], { input: '{"text":"x"}\n{oops\n' });
+    const bad = await cusim(['cluster', '--quiet', '--format', 'jsonl'], { input: '{"text":"x"}\n{oops\n' });
     expect(bad.status).toBe(1);
     expect(bad.stderr.trim()).toMatch(/^cusim: stdin line 2 is not valid JSON \(fix the line or use --format lines\)$/);
   });

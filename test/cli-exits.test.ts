@@ -122,8 +122,8 @@ describe('empty input: "no documents found in …", exit 1', () => {
     ],
   ];
   for (const [name, args, input, re] of cases) {
-    it(name, () => {
-      const r = cusim([...args, '--quiet'], { cwd: dir, input: input ?? '' });
+    it(name, async () => {
+      const r = await cusim([...args, '--quiet'], { cwd: dir, input: input ?? '' });
       expect(r.status).toBe(1);
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
       expect(r.stderr).toMatch(re);
@@ -152,9 +152,9 @@ describe('hostile names are escaped in every output format', () => {
   // eslint-disable-next-line no-control-regex -- the control characters a terminal must never receive raw
   const raw = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/;
 
-  it('table and CSV: one line per member, no control or bidi characters, escapes recoverable', () => {
+  it('table and CSV: one line per member, no control or bidi characters, escapes recoverable', async () => {
     for (const fmt of [[], ['--csv']]) {
-      const r = cusim(['dedup', '.', '--quiet', ...fmt], { cwd: tree });
+      const r = await cusim(['dedup', '.', '--quiet', ...fmt], { cwd: tree });
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout).not.toMatch(raw);
       expect(r.stdout).not.toMatch(/^group 99/m);
@@ -169,15 +169,15 @@ describe('hostile names are escaped in every output format', () => {
     }
   });
 
-  it('JSON: every control and bidi character is a \\u escape and parses back to the exact names', () => {
-    const r = cusim(['dedup', '.', '--json', '--quiet'], { cwd: tree });
+  it('JSON: every control and bidi character is a \\u escape and parses back to the exact names', async () => {
+    const r = await cusim(['dedup', '.', '--json', '--quiet'], { cwd: tree });
     expect(r.status).toBe(0);
     expect(r.stdout).not.toMatch(raw);
     const ids = JSON.parse(r.stdout).groups[0].members.map((m: { id: string }) => m.id);
     expect(ids.sort()).toEqual([...names].sort());
   });
 
-  it('join, cluster and error messages escape record ids and texts too', () => {
+  it('join, cluster and error messages escape record ids and texts too', async () => {
     const recs = [
       { id: 'x\x1b]0;pwned\x07', text: 'identical text for both records here' },
       { id: 'y\nforged', text: 'identical text for both records here' },
@@ -189,11 +189,11 @@ describe('hostile names are escaped in every output format', () => {
       ['join', '-', '-t', '0.9', '--json'],
       ['cluster'],
     ]) {
-      const r = cusim([...args, '--quiet'], { input });
+      const r = await cusim([...args, '--quiet'], { input });
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout).not.toMatch(raw);
     }
-    const missing = cusim(['dedup', 'no\x1b[2Jsuch'], { cwd: dir });
+    const missing = await cusim(['dedup', 'no\x1b[2Jsuch'], { cwd: dir });
     expect(missing.status).toBe(1);
     expect(missing.stderr).toContain('no\\x1b[2Jsuch');
     expect(missing.stderr).not.toMatch(raw);

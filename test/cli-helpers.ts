@@ -1,7 +1,7 @@
 // Runs bin/cusim as a child process, and the brute-force oracle for its
 // groups: exact weighted Jaccard over the same featurization, then connected
 // components of the pairs at or above the threshold.
-import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,9 +39,38 @@ export interface CliRun {
   stderr: string;
 }
 
-export function cusim(args: string[], opts: SpawnSyncOptions & { input?: string } = {}): CliRun {
-  const r = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 120_000, ...opts });
-  return { status: r.status, stdout: String(r.stdout), stderr: String(r.stderr) };
+/**
+ * Runs bin/cusim to its end (at most `timeout` ms, default 120 s, then
+ * SIGTERM), with `input` on its stdin (else none). A child process, not
+ * spawnSync: the test worker's event loop keeps answering vitest's runner
+ * meanwhile, whose calls time out after a fixed 60 s ("Timeout calling
+ * onTaskUpdate"), and CLI runs of 38-50 s were seen on a busy GPU host.
+ */
+export function cusim(
+  args: string[],
+  opts: Omit<SpawnOptions, 'stdio'> & { input?: string | Buffer; timeout?: number; maxBuffer?: number } = {},
+): Promise<CliRun> {
+  // (maxBuffer: spawnSync's; the output is kept whole here.)
+  const { input, timeout = 120_000, maxBuffer: _, ...options } = opts;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { ...options, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (c: Buffer) => out.push(c));
+    child.stderr.on('data', (c: Buffer) => err.push(c));
+    const timer = setTimeout(() => child.kill('SIGTERM'), timeout);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+    });
+    // A CLI that exits before reading all of its input closes the pipe under us.
+    child.stdin.on('error', () => {});
+    child.stdin.end(input ?? '');
+  });
 }
 
 /** Exact weighted Jaccard of two CSR rows with sorted columns. */

@@ -48,21 +48,21 @@ describe('record files given as arguments', () => {
   const recs = plantedRecords(7, 60);
   const oracle = oracleGroups(recs, 0.8, 'words').groups.map((g) => [...g].sort());
 
-  it('a .jsonl file is read as records (--field, --id-field), not as one document', () => {
+  it('a .jsonl file is read as records (--field, --id-field), not as one document', async () => {
     const file = path.join(dir, 'recs.jsonl');
     writeFileSync(file, recs.map((d) => JSON.stringify({ key: d.id, body: d.text, other: 1 })).join('\n') + '\n');
-    const r = cusim(['dedup', file, '--field', 'body', '--id-field', 'key', '-t', '0.8', '--json']);
+    const r = await cusim(['dedup', file, '--field', 'body', '--id-field', 'key', '-t', '0.8', '--json']);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout).input.documents).toBe(recs.length);
     expect(groupsOf(r.stdout)).toEqual(oracle);
   });
 
-  it('CSV: quoted fields with commas, quotes and newlines; ids from a column', () => {
+  it('CSV: quoted fields with commas, quotes and newlines; ids from a column', async () => {
     const file = path.join(dir, 'recs.csv');
     // Text with a comma and a quoted word in every record; one field holds a newline.
     const rows = recs.map((d, i) => [d.id, `${d.text}, "q"${i === 3 ? '\nsecond line' : ''}`]);
     writeFileSync(file, 'id,text\r\n' + rows.map((f) => f.map(csvQuote).join(',')).join('\r\n') + '\r\n');
-    const r = cusim(['dedup', file, '-t', '0.8', '--json']);
+    const r = await cusim(['dedup', file, '-t', '0.8', '--json']);
     expect(r.status, r.stderr).toBe(0);
     const expected = oracleGroups(
       rows.map(([id, text]) => ({ id, text })),
@@ -72,10 +72,10 @@ describe('record files given as arguments', () => {
     expect(groupsOf(r.stdout)).toEqual(expected);
   });
 
-  it('TSV (unquoted, tab-separated) and --delimiter for other separators', () => {
+  it('TSV (unquoted, tab-separated) and --delimiter for other separators', async () => {
     const tsv = path.join(dir, 'recs.tsv');
     writeFileSync(tsv, 'name\tbody\n' + recs.map((d) => `${d.id}\t${d.text} "as is`).join('\n') + '\n');
-    const a = cusim(['dedup', tsv, '--field', 'body', '--id-field', 'name', '-t', '0.8', '--json']);
+    const a = await cusim(['dedup', tsv, '--field', 'body', '--id-field', 'name', '-t', '0.8', '--json']);
     expect(a.status, a.stderr).toBe(0);
     expect(groupsOf(a.stdout)).toEqual(
       oracleGroups(
@@ -86,57 +86,57 @@ describe('record files given as arguments', () => {
     );
     const semi = path.join(dir, 'recs.txt');
     writeFileSync(semi, 'id;text\n' + recs.map((d) => `${d.id};${d.text}`).join('\n') + '\n');
-    const b = cusim(['dedup', semi, '--format', 'csv', '--delimiter', ';', '-t', '0.8', '--json']);
+    const b = await cusim(['dedup', semi, '--format', 'csv', '--delimiter', ';', '-t', '0.8', '--json']);
     expect(b.status, b.stderr).toBe(0);
     expect(groupsOf(b.stdout)).toEqual(oracle);
   });
 
-  it('--format lines reads any file as one record per line (ids: line numbers)', () => {
+  it('--format lines reads any file as one record per line (ids: line numbers)', async () => {
     const file = path.join(dir, 'recs.lst');
     writeFileSync(file, recs.map((d) => d.text).join('\n') + '\n');
-    const r = cusim(['dedup', file, '--format', 'lines', '-t', '0.8', '--json']);
+    const r = await cusim(['dedup', file, '--format', 'lines', '-t', '0.8', '--json']);
     expect(r.status, r.stderr).toBe(0);
     const byLine = recs.map((d, i) => ({ id: String(i + 1), text: d.text }));
     expect(groupsOf(r.stdout)).toEqual(oracleGroups(byLine, 0.8, 'words').groups.map((g) => [...g].sort()));
     // Without --format the same file is one document.
-    const one = cusim(['dedup', file, '--json']);
+    const one = await cusim(['dedup', file, '--json']);
     expect(JSON.parse(one.stdout).input.documents).toBe(1);
   });
 
-  it('several record files: line-number ids carry the file name; stdin joins in order', () => {
+  it('several record files: line-number ids carry the file name; stdin joins in order', async () => {
     const a = path.join(dir, 'a.jsonl');
     const b = path.join(dir, 'b.jsonl');
     const text = 'one two three four five six seven eight nine ten';
     writeFileSync(a, JSON.stringify({ text }) + '\n');
     writeFileSync(b, '\n' + JSON.stringify({ text }) + '\n');
-    const r = cusim(['dedup', a, '-', b, '--json'], { cwd: dir, input: JSON.stringify({ id: 's', text }) + '\n' });
+    const r = await cusim(['dedup', a, '-', b, '--json'], { cwd: dir, input: JSON.stringify({ id: 's', text }) + '\n' });
     expect(r.status, r.stderr).toBe(0);
     expect(groupsOf(r.stdout)).toEqual([['a.jsonl:1', 'b.jsonl:2', 's']]);
   });
 
-  it('bad records name the file and line; a missing column lists the header', () => {
+  it('bad records name the file and line; a missing column lists the header', async () => {
     const bad = path.join(dir, 'bad.jsonl');
     writeFileSync(bad, '{"text":"ok"}\n{"text": 5}\n');
-    const r = cusim(['dedup', bad]);
+    const r = await cusim(['dedup', bad]);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/bad\.jsonl line 2 has no string field 'text'/);
     const csv = path.join(dir, 'cols.csv');
     writeFileSync(csv, 'a,b\n1,2\n');
-    const c = cusim(['dedup', csv]);
+    const c = await cusim(['dedup', csv]);
     expect(c.status).toBe(1);
     expect(c.stderr).toMatch(/the header has no column 'text' \(columns: a, b\)/);
     const open = path.join(dir, 'open.csv');
     writeFileSync(open, 'id,text\n1,"never closed\n');
-    const o = cusim(['dedup', open]);
+    const o = await cusim(['dedup', open]);
     expect(o.status).toBe(1);
     expect(o.stderr).toMatch(/open\.csv: .*quote/i);
     expect(o.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it('a record longer than --max-size is an error naming its line, not an allocation', () => {
+  it('a record longer than --max-size is an error naming its line, not an allocation', async () => {
     const file = path.join(dir, 'long.jsonl');
     writeFileSync(file, '{"text":"short"}\n' + JSON.stringify({ text: 'x'.repeat(5000) }) + '\n');
-    const r = cusim(['dedup', file, '--max-size', '1000']);
+    const r = await cusim(['dedup', file, '--max-size', '1000']);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/long\.jsonl line 2 is longer than 1000 bytes/);
   });
@@ -230,18 +230,18 @@ describe('directory walks', () => {
     put('other/gen-2.js', doc);
     put('test/fixtures/e.js', doc);
   });
-  const members = (args: string[]): string[] => {
-    const r = cusim(['dedup', '.', '--json', ...args], { cwd: tree });
+  const members = async (args: string[]): Promise<string[]> => {
+    const r = await cusim(['dedup', '.', '--json', ...args], { cwd: tree });
     expect(r.status, r.stderr).toBe(0);
     return groupsOf(r.stdout).flat().sort();
   };
 
-  it('honours .gitignore files, nested ones only below their directory, and negations', () => {
-    expect(members([])).toEqual(['keep.log', 'other/gen-2.js', 'src/a.js', 'src/b.js', 'sub/d.js', 'test/fixtures/e.js']);
+  it('honours .gitignore files, nested ones only below their directory, and negations', async () => {
+    expect(await members([])).toEqual(['keep.log', 'other/gen-2.js', 'src/a.js', 'src/b.js', 'sub/d.js', 'test/fixtures/e.js']);
   });
 
-  it('--no-gitignore walks everything; --exclude drops paths and names matching its globs', () => {
-    expect(members(['--no-gitignore'])).toEqual(
+  it('--no-gitignore walks everything; --exclude drops paths and names matching its globs', async () => {
+    expect(await members(['--no-gitignore'])).toEqual(
       [
         'build/c.js',
         'keep.log',
@@ -254,8 +254,8 @@ describe('directory walks', () => {
         'x.log',
       ].sort(),
     );
-    expect(members(['--exclude', 'test/**', '--exclude', '*.log'])).toEqual(['other/gen-2.js', 'src/a.js', 'src/b.js', 'sub/d.js']);
-    expect(members(['--exclude', 'src'])).toEqual(['keep.log', 'other/gen-2.js', 'sub/d.js', 'test/fixtures/e.js']);
+    expect(await members(['--exclude', 'test/**', '--exclude', '*.log'])).toEqual(['other/gen-2.js', 'src/a.js', 'src/b.js', 'sub/d.js']);
+    expect(await members(['--exclude', 'src'])).toEqual(['keep.log', 'other/gen-2.js', 'sub/d.js', 'test/fixtures/e.js']);
   });
 });
 
@@ -273,18 +273,18 @@ describe('skip reasons say what happened', () => {
     closeSync(fd);
   });
 
-  it('too-large names the limit passed (--max-size, or the longest string a document can be); not-utf8 only for bad UTF-8', () => {
-    const skips = (args: string[]): Record<string, { reason: string; detail: string }> => {
-      const r = cusim(['dedup', '.', '--json', '--quiet', ...args], { cwd: tree });
+  it('too-large names the limit passed (--max-size, or the longest string a document can be); not-utf8 only for bad UTF-8', async () => {
+    const skips = async (args: string[]): Promise<Record<string, { reason: string; detail: string }>> => {
+      const r = await cusim(['dedup', '.', '--json', '--quiet', ...args], { cwd: tree });
       expect(r.status, r.stderr).toBe(0);
       const rep = JSON.parse(r.stdout);
       expect(rep.groups).toHaveLength(1);
       return Object.fromEntries(rep.input.skipped.map((s: { id: string; reason: string; detail: string }) => [s.id, s]));
     };
-    const dflt = skips([]);
+    const dflt = await skips([]);
     expect(dflt['huge.txt']).toEqual({ id: 'huge.txt', reason: 'too-large', detail: '600 MiB > --max-size 4.0 MiB' });
     expect(dflt['latin1.txt']).toEqual({ id: 'latin1.txt', reason: 'not-utf8', detail: 'invalid UTF-8' });
-    const big = skips(['--max-size', String(2 ** 31)]);
+    const big = await skips(['--max-size', String(2 ** 31)]);
     expect(big['huge.txt'].reason).toBe('too-large');
     expect(big['huge.txt'].detail).toMatch(
       /^600 MiB > 512 MiB, the longest text one document can hold \(read it as records with --format\)$/,

@@ -28,7 +28,7 @@ interface Report {
 }
 const want = new Map<string, Report>();
 
-beforeAll(() => {
+beforeAll(async () => {
   ensureDist();
   // The npm summaries as JSONL, and as CSV whose every 7th text holds a quoted newline and quotes.
   const rows = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k.tsv'), 'utf8')
@@ -42,7 +42,7 @@ beforeAll(() => {
     'name,text\n' + rows.map(([name, text], i) => `${q(name)},${q(i % 7 ? text : `${text}\n"quoted" line`)}`).join('\n') + '\n',
   );
   for (const f of [jsonl, csv]) {
-    const r = cusim(['dedup', f, ...common, '--json', '--quiet']);
+    const r = await cusim(['dedup', f, ...common, '--json', '--quiet']);
     expect(r.status, r.stderr).toBe(0);
     const rep = JSON.parse(r.stdout) as Report;
     expect(rep.groups.length).toBeGreaterThan(10);
@@ -152,7 +152,7 @@ function suite(cluster: boolean) {
     expect(got.redis!.keys).toBeGreaterThan(64);
     // Another job's keys stay.
     redisCli(h, cluster, 'set', 'other:key', 'x');
-    const d = cusim(['dedup', '--redis', h.url, '--prefix', 'q1', '--drop']);
+    const d = await cusim(['dedup', '--redis', h.url, '--prefix', 'q1', '--drop']);
     expect(d.status, d.stderr).toBe(0);
     expect(keysOf(h, 'q1')).toEqual([]);
     expect(redisCli(h, cluster, 'get', 'other:key').trim()).toBe('x');
@@ -180,7 +180,7 @@ function suite(cluster: boolean) {
       start(args('2/3')).done,
     ]);
     for (const r of runs) expect(r.code, r.err).toBe(0);
-    const rep = cusim(['dedup', '--redis', h.url, '--prefix', 's1', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    const rep = await cusim(['dedup', '--redis', h.url, '--prefix', 's1', '--report', '--json', '--backend', 'cpu', '--quiet']);
     expect(rep.status, rep.stderr).toBe(0);
     const got = JSON.parse(rep.stdout) as Report;
     expect(got.groups).toEqual(want.get(csv)!.groups);
@@ -240,7 +240,7 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     expect(redisCli(h, false, '--scan', '--pattern', 'm1:rows:*').trim()).toBe('');
     expect(redisCli(h, false, 'hlen', 'm1:done').trim()).toBe('0');
     // A planner over the changed file is refused too, before parsing anything.
-    const other = cusim(['dedup', file, ...common, ...small, '--redis', h.url, '--prefix', 'm1', '--shard', '0/2']);
+    const other = await cusim(['dedup', file, ...common, ...small, '--redis', h.url, '--prefix', 'm1', '--shard', '0/2']);
     expect(other.status).toBe(2);
     expect(other.stderr).toMatch(/job 'm1' in Redis was planned over different input/);
     writeFileSync(file, bytes);
@@ -255,12 +255,13 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     const h = handle();
     const args = (shard: string) => ['dedup', jsonl, ...common, ...small, '--redis', h.url, '--prefix', 'lost', '--shard', shard];
     for (const r of await Promise.all([start(args('0/2')).done, start(args('1/2')).done])) expect(r.code, r.err).toBe(0);
-    const report = () => cusim(['dedup', '--redis', h.url, '--prefix', 'lost', '--report', '--json', '--backend', 'cpu', '--quiet']);
-    expect(report().status).toBe(0);
+    const report = async () =>
+      await cusim(['dedup', '--redis', h.url, '--prefix', 'lost', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    expect((await report()).status).toBe(0);
     const key = redisCli(h, false, '--scan', '--pattern', 'lost:lsh:r{*').split('\n').filter(Boolean)[0];
     expect(Number(redisCli(h, false, 'strlen', key).trim())).toBeGreaterThan(0);
     redisCli(h, false, 'del', key);
-    const r = report();
+    const r = await report();
     expect(r.status).toBe(1);
     // The index's own totals catch a deleted record key first (the job's per-range totals are checked after).
     expect(r.stderr).toMatch(/is inconsistent: record partition \d+ holds 0 rows, its total says [1-9]\d*/);
@@ -269,7 +270,7 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
   it('a weighted job (--hash-bits given to both) over --shard ranges gives exactly the single-process groups: its batch blobs carry the weights', async () => {
     const h = handle();
     const weighted = ['--weighted', '--hash-bits', '18'];
-    const one = cusim(['dedup', jsonl, ...common, ...weighted, '--json', '--quiet']);
+    const one = await cusim(['dedup', jsonl, ...common, ...weighted, '--json', '--quiet']);
     expect(one.status, one.stderr).toBe(0);
     const args = (shard: string) => [
       'dedup',
@@ -285,7 +286,7 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
       shard,
     ];
     for (const r of await Promise.all([start(args('0/2')).done, start(args('1/2')).done])) expect(r.code, r.err).toBe(0);
-    const rep = cusim(['dedup', '--redis', h.url, '--prefix', 'wt', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    const rep = await cusim(['dedup', '--redis', h.url, '--prefix', 'wt', '--report', '--json', '--backend', 'cpu', '--quiet']);
     expect(rep.status, rep.stderr).toBe(0);
     const want = JSON.parse(one.stdout) as Report & { options: { method: string } };
     const got = JSON.parse(rep.stdout) as Report & { options: { method: string } };
@@ -299,33 +300,34 @@ describeRedis('cusim dedup --redis --queue and cusim worker on one Redis server'
     const h = handle();
     const args = (shard: string) => ['dedup', jsonl, ...common, ...small, '--redis', h.url, '--prefix', 'blob', '--shard', shard];
     for (const r of await Promise.all([start(args('0/2')).done, start(args('1/2')).done])) expect(r.code, r.err).toBe(0);
-    const report = () => cusim(['dedup', '--redis', h.url, '--prefix', 'blob', '--report', '--json', '--backend', 'cpu', '--quiet']);
-    const ok = report();
+    const report = async () =>
+      await cusim(['dedup', '--redis', h.url, '--prefix', 'blob', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    const ok = await report();
     expect(ok.status, ok.stderr).toBe(0);
     expect((JSON.parse(ok.stdout) as Report).groups).toEqual(want.get(jsonl)!.groups);
     const keys = redisCli(h, false, '--scan', '--pattern', 'blob:rows:*').split('\n').filter(Boolean);
     expect(keys.length).toBeGreaterThan(1);
     redisCli(h, false, 'del', keys[0]);
-    const r = report();
+    const r = await report();
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(
       new RegExp(`job 'blob' is inconsistent: the rows of 1 of its ${keys.length} insert batches are gone \\(${keys[0]}\\)`),
     );
   });
 
-  it('refuses --queue on stdin and workers without their options', () => {
-    const r = cusim(['dedup', '-', '--redis', 'redis://127.0.0.1:1', '--queue', '--quiet'], { input: 'a b c\n' });
+  it('refuses --queue on stdin and workers without their options', async () => {
+    const r = await cusim(['dedup', '-', '--redis', 'redis://127.0.0.1:1', '--queue', '--quiet'], { input: 'a b c\n' });
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/--queue splits files into ranges; stdin cannot be split/);
-    const both = cusim(['dedup', jsonl, '--redis', 'redis://127.0.0.1:1', '--queue', '--shard', '0/2', '--quiet']);
+    const both = await cusim(['dedup', jsonl, '--redis', 'redis://127.0.0.1:1', '--queue', '--shard', '0/2', '--quiet']);
     expect(both.status).toBe(2);
     expect(both.stderr).toMatch(/--redis needs one of --queue, --shard i\/N \(a worker\), --report or --drop/);
-    const k8s = cusim(['dedup', jsonl, '--redis', 'redis://127.0.0.1:1', '--shard', 'JOB_COMPLETION_INDEX/2', '--quiet'], {
+    const k8s = await cusim(['dedup', jsonl, '--redis', 'redis://127.0.0.1:1', '--shard', 'JOB_COMPLETION_INDEX/2', '--quiet'], {
       env: { ...process.env, JOB_COMPLETION_INDEX: undefined },
     });
     expect(k8s.status).toBe(2);
     expect(k8s.stderr).toMatch(/JOB_COMPLETION_INDEX is not set/);
-    expect(cusim(['worker']).stderr).toMatch(/--redis/);
+    expect((await cusim(['worker'])).stderr).toMatch(/--redis/);
   });
 });
 

@@ -32,8 +32,8 @@ interface Rep {
 const memberIds = (r: Rep): string[][] => r.groups.map((g) => g.members.map((m) => m.id).sort()).sort();
 
 describe('CSV/TSV without a header row', () => {
-  it('--no-header with column numbers reads every row as a record, and the groups are the oracle groups', () => {
-    const r = cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json']);
+  it('--no-header with column numbers reads every row as a record, and the groups are the oracle groups', async () => {
+    const r = await cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json']);
     expect(r.status, r.stderr).toBe(0);
     const rep = JSON.parse(r.stdout) as Rep;
     // The first row is a record too.
@@ -43,9 +43,9 @@ describe('CSV/TSV without a header row', () => {
     expect(memberIds(rep)).toEqual(oracle.sort());
   });
 
-  it('--columns names the columns of a headerless file: the same report', () => {
-    const byNumber = cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json']);
-    const byName = cusim(['dedup', tsv, '--columns', 'name,text', '--id-field', 'name', '-t', '0.8', '--json']);
+  it('--columns names the columns of a headerless file: the same report', async () => {
+    const byNumber = await cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json']);
+    const byName = await cusim(['dedup', tsv, '--columns', 'name,text', '--id-field', 'name', '-t', '0.8', '--json']);
     expect(byName.status, byName.stderr).toBe(0);
     const strip = (s: string): unknown => {
       const { groups, input } = JSON.parse(s) as Rep;
@@ -54,28 +54,28 @@ describe('CSV/TSV without a header row', () => {
     expect(strip(byName.stdout)).toEqual(strip(byNumber.stdout));
   });
 
-  it('a header without the text column: the error suggests --no-header and --columns', () => {
-    const r = cusim(['dedup', tsv, '--quiet']);
+  it('a header without the text column: the error suggests --no-header and --columns', async () => {
+    const r = await cusim(['dedup', tsv, '--quiet']);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/the header has no column 'text' \(columns: 8004-solana, /);
     expect(r.stderr).toContain('--no-header with --field N, or --columns name,text');
-    const bad = cusim(['dedup', tsv, '--no-header', '--quiet']);
+    const bad = await cusim(['dedup', tsv, '--no-header', '--quiet']);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/--no-header: --field 'text' is not a column number \(name the text column by number/);
   });
 
-  it('with a header row, --field may also be a column number', () => {
+  it('with a header row, --field may also be a column number', async () => {
     const base = 'the quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing matches';
     const input = `key,body\nx,"${base}"\ny,unrelated words here entirely\nz,"${base}"\n`;
-    const r = cusim(['dedup', '-', '--format', 'csv', '--field', '2', '--id-field', '1', '--json'], { input });
+    const r = await cusim(['dedup', '-', '--format', 'csv', '--field', '2', '--id-field', '1', '--json'], { input });
     expect(r.status, r.stderr).toBe(0);
     const rep = JSON.parse(r.stdout) as Rep;
     expect(rep.input.documents).toBe(3);
     expect(memberIds(rep)).toEqual([['x', 'z']]);
   });
 
-  it('join reads the same headerless file', () => {
-    const r = cusim(['join', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.9', '--json', '--quiet']);
+  it('join reads the same headerless file', async () => {
+    const r = await cusim(['join', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.9', '--json', '--quiet']);
     expect(r.status, r.stderr).toBe(0);
     const ids = new Set(summaries.map((s) => s.id));
     const pairs = (JSON.parse(r.stdout) as { pairs: { left: string; right: string }[] }).pairs;
@@ -85,41 +85,41 @@ describe('CSV/TSV without a header row', () => {
 });
 
 describe('--show-text', () => {
-  it('files: each member with the first N characters of its file', () => {
-    const r = cusim(['dedup', '.', '-t', '0.8', '--json', '--show-text', '40'], { cwd: fixture });
+  it('files: each member with the first N characters of its file', async () => {
+    const r = await cusim(['dedup', '.', '-t', '0.8', '--json', '--show-text', '40'], { cwd: fixture });
     expect(r.status, r.stderr).toBe(0);
     const texts = new Map(fixtureDocs().map((d) => [d.id, d.text]));
     const rep = JSON.parse(r.stdout) as Rep;
     expect(rep.groups.length).toBe(2);
     for (const m of rep.groups.flatMap((g) => g.members)) expect(m.text).toBe(texts.get(m.id)!.slice(0, 40));
-    const table = cusim(['dedup', '.', '-t', '0.8', '--show-text', '40', '--quiet'], { cwd: fixture });
+    const table = await cusim(['dedup', '.', '-t', '0.8', '--show-text', '40', '--quiet'], { cwd: fixture });
     const first = texts.get('lib/util.js')!.slice(0, 40).replace(/\s+/g, ' ').trim();
     expect(table.stdout).toContain(`  lib/util.js\n         ${first}\n`);
   });
 
-  it('records: each member with the start of its record, read again by id', () => {
-    const r = cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json', '--show-text', '25']);
+  it('records: each member with the start of its record, read again by id', async () => {
+    const r = await cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json', '--show-text', '25']);
     expect(r.status, r.stderr).toBe(0);
     const byId = new Map(summaries.map((s) => [s.id, s.text]));
     const members = (JSON.parse(r.stdout) as Rep).groups.flatMap((g) => g.members);
     expect(members.length).toBeGreaterThan(0);
     for (const m of members) expect(m.text).toBe(byId.get(m.id)!.slice(0, 25));
     // Without the option no text is kept.
-    const plain = cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json']);
+    const plain = await cusim(['dedup', tsv, '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--json']);
     expect((JSON.parse(plain.stdout) as Rep).groups[0].members[0].text).toBeUndefined();
   });
 
-  it('stdin cannot be read again: refused up front', () => {
-    const r = cusim(['dedup', '-', '--show-text', '10'], { input: 'a b c\n' });
+  it('stdin cannot be read again: refused up front', async () => {
+    const r = await cusim(['dedup', '-', '--show-text', '10'], { input: 'a b c\n' });
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/--show-text reads the members again .* stdin can be read only once/);
   });
 });
 
 describe('the table', () => {
-  it('orders groups by size, then similarity, and numbers them in that order', () => {
+  it('orders groups by size, then similarity, and numbers them in that order', async () => {
     // In input order the pair comes first; the table puts the group of three first.
-    const t = cusim(['dedup', '.', '-t', '0.8', '--quiet'], { cwd: fixture });
+    const t = await cusim(['dedup', '.', '-t', '0.8', '--quiet'], { cwd: fixture });
     expect(t.status).toBe(0);
     expect(t.stdout.indexOf('group 1: 3 near-duplicates')).toBeGreaterThanOrEqual(0);
     expect(t.stdout.indexOf('group 2: 2 near-duplicates')).toBeGreaterThan(t.stdout.indexOf('group 1: 3'));
@@ -127,18 +127,18 @@ describe('the table', () => {
     const base = 'the quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing matches';
     const other = 'completely different words about gpu kernels and memory bandwidth on hopper and blackwell chips';
     const input = [`a\t${base}`, `b\t${base} today`, `c\t${other}`, `d\t${other}`].join('\n');
-    const r = cusim(['dedup', '-', '--format', 'tsv', '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--quiet'], {
+    const r = await cusim(['dedup', '-', '--format', 'tsv', '--no-header', '--field', '2', '--id-field', '1', '-t', '0.8', '--quiet'], {
       input,
     });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^group 1: 2 near-duplicates \(similarity ≥ 1\.000\)\n {2}1\.000 {2}c\n {2}1\.000 {2}d\ngroup 2: 2 /);
   });
 
-  it('names hashed columns as such, not as features', () => {
-    const r = cusim(['dedup', '.', '-t', '0.8'], { cwd: fixture });
+  it('names hashed columns as such, not as features', async () => {
+    const r = await cusim(['dedup', '.', '-t', '0.8'], { cwd: fixture });
     expect(r.stderr).toMatch(/nonzeros \(32-bit token hashes\); classic MinHash/);
     expect(r.stderr).not.toMatch(/4,294,967,296 features/);
-    const w = cusim(['dedup', '.', '-t', '0.8', '--weighted'], { cwd: fixture });
+    const w = await cusim(['dedup', '.', '-t', '0.8', '--weighted'], { cwd: fixture });
     expect(w.stderr).toMatch(/nonzeros \(a vocabulary of [\d,]+ features\); weighted MinHash/);
   });
 });
@@ -162,8 +162,8 @@ describe('node_modules scans', () => {
   put('tool/src/server.js', server);
   put('tool/dist/server.js', server);
 
-  it('leaves out groups inside one package, counts them, and names members with package@version', () => {
-    const r = cusim(['dedup', '--json'], { cwd: dir });
+  it('leaves out groups inside one package, counts them, and names members with package@version', async () => {
+    const r = await cusim(['dedup', '--json'], { cwd: dir });
     expect(r.status, r.stderr).toBe(0);
     const rep = JSON.parse(r.stdout) as Rep;
     expect(rep.groups.map((g) => g.members.map((m) => [m.package, m.id]))).toEqual([
@@ -174,7 +174,7 @@ describe('node_modules scans', () => {
       ],
     ]);
     expect(rep.withinPackageGroups).toBe(1);
-    const all = JSON.parse(cusim(['dedup', '--json', '--within-package'], { cwd: dir }).stdout) as Rep;
+    const all = JSON.parse((await cusim(['dedup', '--json', '--within-package'], { cwd: dir })).stdout) as Rep;
     expect(memberIds(all)).toEqual([
       [
         'node_modules/left-pad/index.js',
@@ -186,8 +186,8 @@ describe('node_modules scans', () => {
     expect(all.withinPackageGroups).toBe(0);
   });
 
-  it('the table says which packages share files, in a sentence', () => {
-    const r = cusim(['dedup', '--quiet'], { cwd: dir });
+  it('the table says which packages share files, in a sentence', async () => {
+    const r = await cusim(['dedup', '--quiet'], { cwd: dir });
     expect(r.status, r.stderr).toBe(0);
     // One row per package in a group: the copies inside one package are counted, not listed.
     expect(r.stdout).toContain(
@@ -199,15 +199,15 @@ describe('node_modules scans', () => {
     expect(r.stdout).toMatch(
       /^ {2}left-pad@1\.0\.\d and left-pad@1\.0\.\d share a near-duplicate file \(of (1 and 2|2 and 1) scanned; (tool\/node_modules\/)?left-pad, (tool\/node_modules\/)?left-pad\)$/m,
     );
-    const all = cusim(['dedup', '--quiet', '--within-package'], { cwd: dir });
+    const all = await cusim(['dedup', '--quiet', '--within-package'], { cwd: dir });
     expect(all.stdout).toContain('  1.000  left-pad@1.0.1  node_modules/tool/node_modules/left-pad/index.js\n');
     expect(all.stdout).not.toContain('more in this package');
   });
 });
 
 describe('help and errors name the subcommand', () => {
-  it.each(['dedup', 'join', 'cluster'])('cusim %s --help says what CSV/TSV headers need, and --id-field has one default', (sub) => {
-    const h = cusim([sub, '--help']).stdout;
+  it.each(['dedup', 'join', 'cluster'])('cusim %s --help says what CSV/TSV headers need, and --id-field has one default', async (sub) => {
+    const h = (await cusim([sub, '--help'])).stdout;
     expect(h).toContain('CSV/TSV: the first row names the columns');
     expect(h).toContain('--no-header');
     expect(h).toContain('--columns name,text');
@@ -215,13 +215,13 @@ describe('help and errors name the subcommand', () => {
     expect(idHelp.match(/default/g)).toHaveLength(1);
   });
 
-  it('join --help says -t is required; a missing -t points to join --help', () => {
-    expect(cusim(['join', '--help']).stdout).toMatch(/-t, --threshold <x> +similarity threshold \(required\)/);
-    const r = cusim(['join', 'x.txt']);
+  it('join --help says -t is required; a missing -t points to join --help', async () => {
+    expect((await cusim(['join', '--help'])).stdout).toMatch(/-t, --threshold <x> +similarity threshold \(required\)/);
+    const r = await cusim(['join', 'x.txt']);
     expect(r.status).toBe(2);
     expect(r.stderr).toBe("cusim: required option '-t, --threshold <x>' not specified (see cusim join --help)\n");
-    expect(cusim(['dedup', '--bogus']).stderr).toBe("cusim: unknown option '--bogus' (see cusim dedup --help)\n");
-    expect(cusim(['bogus']).stderr).toMatch(/\(see cusim --help\)\n$/);
+    expect((await cusim(['dedup', '--bogus'])).stderr).toBe("cusim: unknown option '--bogus' (see cusim dedup --help)\n");
+    expect((await cusim(['bogus'])).stderr).toMatch(/\(see cusim --help\)\n$/);
   });
 
   it('bench/corpus.js --help prints its usage; an unknown option is one line pointing to it', async () => {

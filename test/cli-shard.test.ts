@@ -13,9 +13,9 @@ const input = readFileSync(path.join(root, 'test', 'fixtures', 'npm-summaries-2k
 const common = ['--mode', 'words', '--threshold', '0.6', '--format', 'lines', '--backend', 'cpu', '--hash-bits', '14'];
 let single: { groups: unknown[]; input: unknown };
 
-beforeAll(() => {
+beforeAll(async () => {
   ensureDist();
-  const r = cusim(['dedup', '-', ...common, '--json', '--quiet'], { input });
+  const r = await cusim(['dedup', '-', ...common, '--json', '--quiet'], { input });
   expect(r.status, r.stderr).toBe(0);
   single = JSON.parse(r.stdout);
   expect(single.groups.length).toBeGreaterThan(10);
@@ -35,8 +35,8 @@ function worker(url: string, prefix: string, shard: string, extra: string[] = []
   return { p, done };
 }
 
-function report(url: string, prefix: string) {
-  const r = cusim(['dedup', '--redis', url, '--prefix', prefix, '--report', '--json', '--backend', 'cpu', '--quiet']);
+async function report(url: string, prefix: string) {
+  const r = await cusim(['dedup', '--redis', url, '--prefix', prefix, '--report', '--json', '--backend', 'cpu', '--quiet']);
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as typeof single;
 }
@@ -46,7 +46,7 @@ function suite(cluster: boolean): () => RedisHandle {
 
   it('classic MinHash (--mode qgrams: binary features): 3 workers give exactly the single-process groups', async () => {
     const qgrams = ['--mode', 'qgrams', '--threshold', '0.7'];
-    const one = cusim(['dedup', '-', ...common, ...qgrams, '--json', '--quiet'], { input });
+    const one = await cusim(['dedup', '-', ...common, ...qgrams, '--json', '--quiet'], { input });
     expect(one.status, one.stderr).toBe(0);
     const want = JSON.parse(one.stdout) as typeof single & { options: { method: string } };
     expect(want.options.method).toBe('classic');
@@ -55,7 +55,7 @@ function suite(cluster: boolean): () => RedisHandle {
       [0, 1, 2].map((i) => worker(handle().url, 'classic', `${i}/3`, [...qgrams, '--batch-docs', '300']).done),
     );
     for (const r of runs) expect(r.code, r.err).toBe(0);
-    const got = report(handle().url, 'classic') as typeof want;
+    const got = (await report(handle().url, 'classic')) as typeof want;
     expect(got.options.method).toBe('classic');
     expect(got.groups).toEqual(want.groups);
     expect(got.input).toEqual({ ...(want.input as object), source: '-' });
@@ -68,7 +68,7 @@ function suite(cluster: boolean): () => RedisHandle {
   it('4 workers with --shard i/4 give exactly the single-process groups', async () => {
     const runs = await Promise.all([0, 1, 2, 3].map((i) => worker(handle().url, 'four', `${i}/4`, ['--batch-docs', '200']).done));
     for (const r of runs) expect(r.code, r.err).toBe(0);
-    const got = report(handle().url, 'four');
+    const got = await report(handle().url, 'four');
     expect(got.groups).toEqual(single.groups);
     expect(got.input).toEqual({ ...(single.input as object), source: '-' });
   });
@@ -90,14 +90,25 @@ function suite(cluster: boolean): () => RedisHandle {
     expect(again.code, again.err).toBe(0);
     expect(again.err).toMatch(/batches were already done/);
     // The report refuses to run before every shard has finished.
-    const early = cusim(['dedup', '--redis', handle().url, '--prefix', 'killed', '--report', '--json', '--backend', 'cpu', '--quiet']);
+    const early = await cusim([
+      'dedup',
+      '--redis',
+      handle().url,
+      '--prefix',
+      'killed',
+      '--report',
+      '--json',
+      '--backend',
+      'cpu',
+      '--quiet',
+    ]);
     expect(early.status).toBe(1);
     expect(early.stderr).toMatch(/shard 0\/4 of job 'killed' has not finished/);
     const rest = await Promise.all([0, 2, 3].map((i) => worker(handle().url, 'killed', `${i}/4`, ['--batch-docs', '20']).done));
     for (const r of rest) expect(r.code, r.err).toBe(0);
     // A worker run again after finishing changes nothing either.
     expect((await worker(handle().url, 'killed', '2/4', ['--batch-docs', '20']).done).code).toBe(0);
-    const got = report(handle().url, 'killed');
+    const got = await report(handle().url, 'killed');
     expect(got.groups).toEqual(single.groups);
     expect(got.input).toEqual({ ...(single.input as object), source: '-' });
   });
@@ -122,12 +133,14 @@ describeRedis('cusim dedup --redis on one Redis server', () => {
     } finally {
       await redis.stop();
     }
-    const tfidf = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--weighting', 'tfidf', '--quiet']);
+    const tfidf = await cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--weighting', 'tfidf', '--quiet']);
     expect(tfidf.status).toBe(2);
     expect(tfidf.stderr).toMatch(/tfidf needs document frequencies over the whole corpus/);
-    expect(cusim(['dedup', fixture, '--shard', '0/2', '--quiet']).stderr).toMatch(/--shard, --queue, --report and --drop need --redis URL/);
-    expect(cusim(['dedup', fixture, '--redis', 'redis://x', '--shard', '4/4', '--quiet']).stderr).toMatch(/--shard must be i\/N/);
-    const down = cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--quiet', '--redis-retry', '0']);
+    expect((await cusim(['dedup', fixture, '--shard', '0/2', '--quiet'])).stderr).toMatch(
+      /--shard, --queue, --report and --drop need --redis URL/,
+    );
+    expect((await cusim(['dedup', fixture, '--redis', 'redis://x', '--shard', '4/4', '--quiet'])).stderr).toMatch(/--shard must be i\/N/);
+    const down = await cusim(['dedup', fixture, '--redis', 'redis://127.0.0.1:1', '--shard', '0/2', '--quiet', '--redis-retry', '0']);
     expect(down.status).toBe(1);
     expect(down.stderr).toMatch(/Redis at redis:\/\/127.0.0.1:1: unreachable/);
   });
@@ -142,12 +155,23 @@ describeRedis('cusim dedup --redis on one Redis server', () => {
       expect(res[1].signal, `${point}: ${res[1].err}`).toBe('SIGKILL');
       for (const i of [0, 2, 3]) expect(res[i].code, res[i].err).toBe(0);
       // The report refuses to run on the killed shard's partial work.
-      const early = cusim(['dedup', '--redis', handle().url, '--prefix', prefix, '--report', '--json', '--backend', 'cpu', '--quiet']);
+      const early = await cusim([
+        'dedup',
+        '--redis',
+        handle().url,
+        '--prefix',
+        prefix,
+        '--report',
+        '--json',
+        '--backend',
+        'cpu',
+        '--quiet',
+      ]);
       expect(early.status).toBe(1);
       expect(early.stderr).toMatch(/shard 1\/4 of job '.*' has not finished/);
       const again = await worker(handle().url, prefix, '1/4', args).done;
       expect(again.code, again.err).toBe(0);
-      const got = report(handle().url, prefix);
+      const got = await report(handle().url, prefix);
       expect(got.groups, point).toEqual(single.groups);
       expect(got.input).toEqual({ ...(single.input as object), source: '-' });
     }
@@ -194,9 +218,9 @@ describeRedis('cusim dedup --redis on one Redis server', () => {
       const allowed = await worker(redis.url, 'evict', '0/1', ['--quiet', '--allow-eviction']).done;
       expect(allowed.code, allowed.err).toBe(0);
       expect(allowed.err).toMatch(/warning: Redis at .* has maxmemory-policy allkeys-lru/);
-      expect(report(redis.url, 'evict').groups).toEqual(single.groups);
+      expect((await report(redis.url, 'evict')).groups).toEqual(single.groups);
       spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(redis.ports[0]), 'del', 'evict:lsh:b{2.7}']);
-      const lost = cusim(['dedup', '--redis', redis.url, '--prefix', 'evict', '--report', '--json', '--backend', 'cpu', '--quiet']);
+      const lost = await cusim(['dedup', '--redis', redis.url, '--prefix', 'evict', '--report', '--json', '--backend', 'cpu', '--quiet']);
       expect(lost.status).toBe(1);
       expect(lost.stderr).toMatch(/index at prefix 'evict:lsh' is inconsistent: (band 2|id \d+ has entries in)/);
     } finally {

@@ -29,8 +29,8 @@ function oneLineError(stderr: string, re: RegExp): void {
   expect(stderr).not.toMatch(/\n\s+at /);
 }
 
-describe('cusim dedup on a fixture with planted near-duplicates', () => {
-  const run = cusim(['dedup', '.', '--json', '--threshold', '0.8'], { cwd: fixture });
+describe('cusim dedup on a fixture with planted near-duplicates', async () => {
+  const run = await cusim(['dedup', '.', '--json', '--threshold', '0.8'], { cwd: fixture });
   const report = run.status === 0 ? JSON.parse(run.stdout) : undefined;
 
   it('exits 0 and finds exactly the planted groups, as the brute-force oracle does', () => {
@@ -128,15 +128,15 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
     expect(report.groups.map((g: { id: number }) => g.id)).toEqual([0, 1]);
   });
 
-  it('prints the same groups as a table and as CSV', () => {
-    const table = cusim(['dedup', '.', '-t', '0.8', '--quiet'], { cwd: fixture });
+  it('prints the same groups as a table and as CSV', async () => {
+    const table = await cusim(['dedup', '.', '-t', '0.8', '--quiet'], { cwd: fixture });
     expect(table.status).toBe(0);
     expect(table.stderr).toBe('');
     // The table lists the largest group first (JSON and CSV keep input order).
     expect(table.stdout).toMatch(/group 1: 3 near-duplicates/);
     expect(table.stdout).toMatch(/group 2: 2 near-duplicates/);
     for (const id of PLANTED.flat()) expect(table.stdout).toContain(id);
-    const csv = cusim(['dedup', '.', '-t', '0.8', '--csv'], { cwd: fixture });
+    const csv = await cusim(['dedup', '.', '-t', '0.8', '--csv'], { cwd: fixture });
     expect(csv.status).toBe(0);
     const rows = csv.stdout.trim().split('\n');
     expect(rows[0]).toBe('group,size,id,similarity');
@@ -152,15 +152,15 @@ describe('cusim dedup on a fixture with planted near-duplicates', () => {
 
 describe('cusim dedup with worker threads', () => {
   // 13 files > 4 × 3 threads: the worker path runs (dedup.ts picks it above that).
-  it('--threads 3 (parallel featurization) gives the same report as --threads 1', () => {
+  it('--threads 3 (parallel featurization) gives the same report as --threads 1', async () => {
     const strip = (out: string): unknown => {
       const r = JSON.parse(out);
       delete r.elapsedMs;
       delete r.stages;
       return r;
     };
-    const one = cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '1'], { cwd: fixture });
-    const three = cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '3'], { cwd: fixture });
+    const one = await cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '1'], { cwd: fixture });
+    const three = await cusim(['dedup', '.', '--json', '-t', '0.8', '--threads', '3'], { cwd: fixture });
     expect(one.status).toBe(0);
     expect(three.status, three.stderr).toBe(0);
     expect(strip(three.stdout)).toEqual(strip(one.stdout));
@@ -170,7 +170,7 @@ describe('cusim dedup with worker threads', () => {
 
 describe('cusim dedup on stdin records', () => {
   const base = 'the quick brown fox jumps over the lazy dog while seven wizards quietly judge boxing matches';
-  it('JSONL: groups near-duplicate records by id (words mode)', () => {
+  it('JSONL: groups near-duplicate records by id (words mode)', async () => {
     const input = [
       { id: 'a', text: base },
       { id: 'b', text: 'completely different words about gpu kernels and memory bandwidth on hopper' },
@@ -179,7 +179,7 @@ describe('cusim dedup on stdin records', () => {
     ]
       .map((r) => JSON.stringify(r))
       .join('\n');
-    const r = cusim(['dedup', '-', '--json', '-t', '0.8'], { input });
+    const r = await cusim(['dedup', '-', '--json', '-t', '0.8'], { input });
     expect(r.status).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.options.mode).toBe('words');
@@ -188,7 +188,7 @@ describe('cusim dedup on stdin records', () => {
     expect(rep.groups[0].pairs[0].similarity).toBeCloseTo(oracle.sim.get('a|c')!, 5);
   });
 
-  it('--weighted (and --weighting count) hash token counts with weighted MinHash; the default hashes token sets', () => {
+  it('--weighted (and --weighting count) hash token counts with weighted MinHash; the default hashes token sets', async () => {
     const input = [
       { id: 'a', text: `${base} ${base}` },
       { id: 'b', text: 'completely different words about gpu kernels and memory bandwidth on hopper' },
@@ -203,7 +203,7 @@ describe('cusim dedup on stdin records', () => {
       [[], 'classic'],
       [['--weighting', 'binary'], 'classic'],
     ] as const) {
-      const r = cusim(['dedup', '-', '--json', '-t', '0.8', ...args], { input });
+      const r = await cusim(['dedup', '-', '--json', '-t', '0.8', ...args], { input });
       expect(r.status).toBe(0);
       const rep = JSON.parse(r.stdout);
       expect(rep.options.method).toBe(method);
@@ -213,16 +213,16 @@ describe('cusim dedup on stdin records', () => {
     }
   });
 
-  it('CSV with a named text column', () => {
+  it('CSV with a named text column', async () => {
     const input = `key,body\nx,"${base}"\ny,unrelated words here entirely\nz,"${base}"\n`;
-    const r = cusim(['dedup', '-', '--format', 'csv', '--field', 'body', '--id-field', 'key', '--json'], { input });
+    const r = await cusim(['dedup', '-', '--format', 'csv', '--field', 'body', '--id-field', 'key', '--json'], { input });
     expect(r.status).toBe(0);
     expect(JSON.parse(r.stdout).groups.map((g: { members: { id: string }[] }) => g.members.map((m) => m.id))).toEqual([['x', 'z']]);
   });
 });
 
 describe('cusim dedup with no path scans node_modules', () => {
-  it('reports near-duplicate files and the packages that share them', () => {
+  it('reports near-duplicate files and the packages that share them', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-nm-'));
     const nm = path.join(dir, 'node_modules');
     const put = (rel: string, text: string): void => {
@@ -238,7 +238,7 @@ describe('cusim dedup with no path scans node_modules', () => {
     put('@scope/tool/node_modules/left-pad/index.js', util);
     put('@scope/tool/lib/main.js', server);
     put('@scope/tool/lib/tiny.js', 'module.exports = 1;');
-    const r = cusim(['dedup', '--json'], { cwd: dir });
+    const r = await cusim(['dedup', '--json'], { cwd: dir });
     expect(r.status).toBe(0);
     expect(r.stderr).toMatch(/no path given; scanning node_modules/);
     const rep = JSON.parse(r.stdout);
@@ -261,13 +261,13 @@ describe('cusim dedup with no path scans node_modules', () => {
 });
 
 describe('cusim errors: one line with the fix, non-zero exit', () => {
-  it('a path that does not exist', () => {
-    const r = cusim(['dedup', 'no/such/dir']);
+  it('a path that does not exist', async () => {
+    const r = await cusim(['dedup', 'no/such/dir']);
     expect(r.status).toBe(1);
     oneLineError(r.stderr, /^cusim: no such file or directory: no\/such\/dir \(check the path\)$/);
   });
 
-  it('an unreadable file', () => {
+  it('an unreadable file', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-perm-'));
     chmodSync(dir, 0o755);
     const f = path.join(dir, 'secret.js');
@@ -275,12 +275,12 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
     chmodSync(f, 0o000);
     // Root reads anything: drop to nobody for this run, as a user would be.
     const asUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
-    const r = cusim(['dedup', f], asUser);
+    const r = await cusim(['dedup', f], asUser);
     expect(r.status).toBe(1);
     oneLineError(r.stderr, /^cusim: permission denied: .*secret\.js \(make it readable/);
   });
 
-  it('unreadable files inside a directory are skipped and reported, not fatal', () => {
+  it('unreadable files inside a directory are skipped and reported, not fatal', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-perm2-'));
     cpSync(path.join(fixture, 'lib'), path.join(dir, 'lib'), { recursive: true });
     cpSync(path.join(fixture, 'vendor'), path.join(dir, 'vendor'), { recursive: true });
@@ -288,7 +288,7 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
     chmodSync(path.join(dir, 'locked.js'), 0o000);
     chmodSync(dir, 0o755);
     const asUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
-    const r = cusim(['dedup', dir, '--json', '-t', '0.8'], { ...asUser, cwd: dir });
+    const r = await cusim(['dedup', dir, '--json', '-t', '0.8'], { ...asUser, cwd: dir });
     expect(r.status).toBe(0);
     const rep = JSON.parse(r.stdout);
     expect(rep.input.skipped).toEqual([{ id: 'locked.js', reason: 'unreadable', detail: 'EACCES' }]);
@@ -305,33 +305,33 @@ describe('cusim errors: one line with the fix, non-zero exit', () => {
     [['--devices', 'x'], /devices must be 'all' or GPU indices/],
     [['--bogus'], /unknown option '--bogus'/],
     [['--json', '--csv'], /--json and --csv cannot be combined \(pick one output format\)/],
-  ])('bad option %j exits 2', (args, re) => {
-    const r = cusim(['dedup', fixture, ...args]);
+  ])('bad option %j exits 2', async (args, re) => {
+    const r = await cusim(['dedup', fixture, ...args]);
     expect(r.status).toBe(2);
     oneLineError(r.stderr, re);
   });
 
-  it('an unknown command', () => {
-    const r = cusim(['frobnicate']);
+  it('an unknown command', async () => {
+    const r = await cusim(['frobnicate']);
     expect(r.status).toBe(2);
     oneLineError(r.stderr, /unknown command 'frobnicate'/);
   });
 
-  it.skipIf(devices().cuda)('--backend cuda without a GPU says so and how to proceed', () => {
-    const r = cusim(['dedup', fixture, '--backend', 'cuda']);
+  it.skipIf(devices().cuda)('--backend cuda without a GPU says so and how to proceed', async () => {
+    const r = await cusim(['dedup', fixture, '--backend', 'cuda']);
     expect(r.status).toBe(1);
     oneLineError(r.stderr, /CUDA is unavailable.*\(retry with --backend cpu\)/);
   });
 
-  it('--verbose adds the stack trace', () => {
-    const r = cusim(['dedup', 'no/such/dir', '--verbose']);
+  it('--verbose adds the stack trace', async () => {
+    const r = await cusim(['dedup', 'no/such/dir', '--verbose']);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/no such file or directory/);
     expect(r.stderr).toMatch(/\n\s+at /);
   });
 
-  it('bad stdin records name the line', () => {
-    const r = cusim(['dedup', '-', '--format', 'jsonl'], { input: '{"text":"ok"}\nnot json\n' });
+  it('bad stdin records name the line', async () => {
+    const r = await cusim(['dedup', '-', '--format', 'jsonl'], { input: '{"text":"ok"}\nnot json\n' });
     expect(r.status).toBe(1);
     oneLineError(r.stderr, /stdin line 2 is not valid JSON/);
   });

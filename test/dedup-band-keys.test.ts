@@ -315,7 +315,7 @@ describe('the block reader hands each block its keys', () => {
 });
 
 describeGpu('cusim dedup: band keys made where the tokens are hashed', () => {
-  it('reports the CPU backend’s groups and pairs, on one GPU and on all', () => {
+  it('reports the CPU backend’s groups and pairs, on one GPU and on all', async () => {
     const docs: string[] = [];
     const r = rng(77);
     const word = () => Array.from({ length: 3 + randInt(r, 6) }, () => String.fromCharCode(97 + randInt(r, 26))).join('');
@@ -329,15 +329,15 @@ describeGpu('cusim dedup: band keys made where the tokens are hashed', () => {
     }
     const file = path.join(mkdtempSync(path.join(tmpdir(), 'cusim-keys-')), 'keys.jsonl');
     writeFileSync(file, docs.map((t, i) => JSON.stringify({ id: `d${i}`, text: t })).join('\n') + '\n');
-    const run = (backend: string, more: string[] = []) => {
-      const out = cusim(['dedup', file, '--field', 'text', '--json', '-t', '0.85', '--backend', backend, ...more]);
+    const run = async (backend: string, more: string[] = []) => {
+      const out = await cusim(['dedup', file, '--field', 'text', '--json', '-t', '0.85', '--backend', backend, ...more]);
       expect(out.status, out.stderr).toBe(0);
       const rep = JSON.parse(out.stdout) as { groups: unknown[] };
       return rep.groups;
     };
-    const cpu = run('cpu');
+    const cpu = await run('cpu');
     expect(cpu.length).toBeGreaterThan(500);
-    expect(run('cuda')).toEqual(cpu);
-    expect(run('cuda', ['--devices', 'all'])).toEqual(cpu);
+    expect(await run('cuda')).toEqual(cpu);
+    expect(await run('cuda', ['--devices', 'all'])).toEqual(cpu);
   }, 240_000);
 });

@@ -126,7 +126,7 @@ describe('one pipeline: dedup(), dedupRecords() and cusim dedup agree', () => {
     const lib = await dedup(m, { method: 'classic', threshold: t, backend: 'cpu' });
     const streamed = await dedupRecords(blocksOf(m, ids, 37), { method: 'classic', threshold: t, backend: 'cpu' });
     // --hash-bits takes 1..31; 32 bits (whole token hashes) is the default.
-    const run = cusim(
+    const run = await cusim(
       [
         'dedup',
         '-',
@@ -169,18 +169,20 @@ describe('one pipeline: dedup(), dedupRecords() and cusim dedup agree', () => {
     }
   });
 
-  it('cusim dedup --spill-after 0 --spill-dir: every token set through the file, the same report; a spill dir that cannot hold one is one coded line', () => {
+  it('cusim dedup --spill-after 0 --spill-dir: every token set through the file, the same report; a spill dir that cannot hold one is one coded line', async () => {
     const docs = corpus(12, 150);
     const input = docs.map((d) => JSON.stringify(d)).join('\n');
     const args = ['dedup', '-', '--format', 'jsonl', '--backend', 'cpu', '--json', '--quiet', '--threshold', '0.85'];
-    const kept = cusim(args, { input });
-    const spilled = cusim([...args, '--spill-after', '0', '--spill-dir', mkdtempSync(path.join(tmpdir(), 'cusim-spill-'))], { input });
+    const kept = await cusim(args, { input });
+    const spilled = await cusim([...args, '--spill-after', '0', '--spill-dir', mkdtempSync(path.join(tmpdir(), 'cusim-spill-'))], {
+      input,
+    });
     expect(kept.status, kept.stderr).toBe(0);
     expect(spilled.status, spilled.stderr).toBe(0);
     const groups = (out: string) => (JSON.parse(out) as { groups: unknown[] }).groups;
     expect(groups(kept.stdout).length).toBeGreaterThan(20);
     expect(groups(spilled.stdout)).toEqual(groups(kept.stdout));
-    const bad = cusim([...args, '--spill-after', '0', '--spill-dir', '/nonexistent/cusim-spill'], { input });
+    const bad = await cusim([...args, '--spill-after', '0', '--spill-dir', '/nonexistent/cusim-spill'], { input });
     expect(bad.status).toBe(1);
     expect(bad.stdout).toBe('');
     expect(bad.stderr.trim().split('\n')).toEqual([

@@ -186,7 +186,7 @@ describe('records read in blocks on worker threads', () => {
     }
   });
 
-  it('cusim dedup gives the same report with worker threads as with the main thread only', () => {
+  it('cusim dedup gives the same report with worker threads as with the main thread only', async () => {
     // Over 8 MiB, so the reader splits it into blocks for the workers.
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-blocks-'));
     const file = path.join(dir, 'docs.jsonl');
@@ -200,16 +200,19 @@ describe('records read in blocks on worker threads', () => {
       prev = text;
     }
     writeFileSync(file, lines.join('\n') + '\n');
-    const run = (threads: string) => {
-      const out = cusim(['dedup', file, '--field', 'text', '--json', '--backend', 'cpu', '--threads', threads, '-t', '0.8', '--quiet'], {
-        maxBuffer: 1 << 28,
-      });
+    const run = async (threads: string) => {
+      const out = await cusim(
+        ['dedup', file, '--field', 'text', '--json', '--backend', 'cpu', '--threads', threads, '-t', '0.8', '--quiet'],
+        {
+          maxBuffer: 1 << 28,
+        },
+      );
       expect(out.status, out.stderr).toBe(0);
       const j = JSON.parse(out.stdout) as { groups: unknown[]; input: unknown };
       return { groups: j.groups, input: j.input };
     };
-    const one = run('1');
+    const one = await run('1');
     expect(one.groups.length).toBeGreaterThan(10);
-    expect(run('3')).toEqual(one);
+    expect(await run('3')).toEqual(one);
   });
 });

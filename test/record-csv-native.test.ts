@@ -283,7 +283,7 @@ describe('the native CSV/TSV reader', () => {
     expect(js.documents).toBe(3);
   });
 
-  it('cusim dedup gives the same report natively and with --reader js', () => {
+  it('cusim dedup gives the same report natively and with --reader js', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-csv-'));
     const r = rng(12);
     const rows: string[] = ['id,text'];
@@ -299,18 +299,21 @@ describe('the native CSV/TSV reader', () => {
     ]) {
       const file = path.join(dir, name);
       writeFileSync(file, body);
-      const run = (reader: string) => {
-        const out = cusim(['dedup', file, '--field', 'text', '--json', '--threads', '2', '-t', '0.8', '--verbose', '--reader', reader], {
-          maxBuffer: 1 << 26,
-        });
+      const run = async (reader: string) => {
+        const out = await cusim(
+          ['dedup', file, '--field', 'text', '--json', '--threads', '2', '-t', '0.8', '--verbose', '--reader', reader],
+          {
+            maxBuffer: 1 << 26,
+          },
+        );
         expect(out.status, out.stderr).toBe(0);
         const j = JSON.parse(out.stdout) as { groups: unknown[]; input: unknown };
         return { groups: j.groups, input: j.input, stderr: out.stderr };
       };
-      const nat = run('native');
+      const nat = await run('native');
       expect(nat.stderr).toMatch(/records read by the native \(libcsv [^,)]+(, tokens hashed on [^)]+)?\) reader/);
       expect(nat.groups.length).toBeGreaterThan(10);
-      const js = run('js');
+      const js = await run('js');
       expect({ groups: nat.groups, input: nat.input }).toEqual({ groups: js.groups, input: js.input });
     }
     // A header without the text column and bad quoting in the first 64 KiB stream chunk, which csv-parse
@@ -318,11 +321,13 @@ describe('the native CSV/TSV reader', () => {
     // of the two the csv-parse reader reports depends on how far its stream ran ahead: either is right.)
     const near = path.join(dir, 'near.csv');
     writeFileSync(near, rows.map((l, i) => (i === 0 ? 'id,body' : i === 50 ? 'x,a"b' : l)).join('\n'));
-    const stderr = ['native', 'js'].map((reader) => {
-      const out = cusim(['dedup', near, '--field', 'text', '--json', '--reader', reader]);
-      expect(out.status).toBe(1);
-      return out.stderr;
-    });
+    const stderr = await Promise.all(
+      ['native', 'js'].map(async (reader) => {
+        const out = await cusim(['dedup', near, '--field', 'text', '--json', '--reader', reader]);
+        expect(out.status).toBe(1);
+        return out.stderr;
+      }),
+    );
     expect(stderr[0]).toMatch(/Invalid Opening Quote: a quote is found on field 1 at line \d+, value is "a"/);
     expect(stderr[0]).toBe(stderr[1]);
     // A quote opened inside a field is a CSV error like any other csv-parse error (its code lacks the CSV_
@@ -330,7 +335,7 @@ describe('the native CSV/TSV reader', () => {
     const quoted = path.join(dir, 'quoted.csv');
     writeFileSync(quoted, 'id,text\n1,hello world foo bar\n2,x"y" some text here\n');
     for (const reader of ['native', 'js']) {
-      const out = cusim(['dedup', quoted, '--field', 'text', '--reader', reader]);
+      const out = await cusim(['dedup', quoted, '--field', 'text', '--reader', reader]);
       expect(out.status).toBe(1);
       expect(out.stderr).toMatch(
         /^cusim: .*quoted\.csv: Invalid Opening Quote: a quote is found on field 1 at line 3, value is "x" \(check the CSV or pass --format lines\)$/m,
@@ -340,7 +345,7 @@ describe('the native CSV/TSV reader', () => {
     // A UTF-16 file (csv-parse decodes it after its byte-order mark) is left to csv-parse.
     const wide = path.join(dir, 'wide.csv');
     writeFileSync(wide, Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(rows.slice(0, 200).join('\n'), 'utf16le')]));
-    const out = cusim(['dedup', wide, '--field', 'text', '--json', '-t', '0.8', '--verbose'], { maxBuffer: 1 << 26 });
+    const out = await cusim(['dedup', wide, '--field', 'text', '--json', '-t', '0.8', '--verbose'], { maxBuffer: 1 << 26 });
     expect(out.status, out.stderr).toBe(0);
     expect(out.stderr).not.toMatch(/native \(libcsv/);
     expect((JSON.parse(out.stdout) as { input: { documents: number } }).input.documents).toBe(199);

@@ -367,7 +367,7 @@ describe('the native record reader', () => {
     }
   });
 
-  it('cusim dedup --verbose names the reader, and --reader js gives the same report', () => {
+  it('cusim dedup --verbose names the reader, and --reader js gives the same report', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'cusim-reader-'));
     const file = path.join(dir, 'docs.jsonl');
     const r = rng(12);
@@ -383,8 +383,8 @@ describe('the native record reader', () => {
       prev = text;
     }
     writeFileSync(file, lines.join('\n') + '\n');
-    const run = (reader: string) => {
-      const out = cusim(
+    const run = async (reader: string) => {
+      const out = await cusim(
         ['dedup', file, '--field', 'text', '--json', '--backend', 'cpu', '--threads', '2', '-t', '0.8', '--verbose', '--reader', reader],
         {
           maxBuffer: 1 << 26,
@@ -394,10 +394,10 @@ describe('the native record reader', () => {
       const j = JSON.parse(out.stdout) as { groups: unknown[]; input: unknown };
       return { groups: j.groups, input: j.input, stderr: out.stderr };
     };
-    const nat = run('native');
+    const nat = await run('native');
     expect(nat.stderr).toMatch(/records read by the native \(simdjson \S+\) reader/);
     expect(nat.groups.length).toBeGreaterThan(10);
-    const js = run('js');
+    const js = await run('js');
     expect(js.stderr).toMatch(/records read by the JavaScript \(reader: js\) reader/);
     expect({ groups: nat.groups, input: nat.input }).toEqual({ groups: js.groups, input: js.input });
   });

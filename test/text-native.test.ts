@@ -381,7 +381,7 @@ describe('native tokenizer interface', () => {
 });
 
 describe('cusim dedup with the native tokenizer', () => {
-  it('reports the same groups as --no-native, with one thread and with worker threads', () => {
+  it('reports the same groups as --no-native, with one thread and with worker threads', async () => {
     ensureDist();
     const strip = (out: string): unknown => {
       const r = JSON.parse(out);
@@ -389,12 +389,14 @@ describe('cusim dedup with the native tokenizer', () => {
       delete r.stages;
       return r;
     };
-    const runs = [
+    const runs = [];
+    for (const extra of [
       ['--threads', '1'],
       ['--threads', '1', '--no-native'],
       ['--threads', '3'],
       ['--threads', '3', '--no-native'],
-    ].map((extra) => cusim(['dedup', '.', '--json', '-t', '0.8', ...extra], { cwd: fixture }));
+    ])
+      runs.push(await cusim(['dedup', '.', '--json', '-t', '0.8', ...extra], { cwd: fixture }));
     for (const r of runs) expect(r.status, r.stderr).toBe(0);
     const want = strip(runs[1].stdout);
     expect((want as { groups: unknown[] }).groups).toHaveLength(2);
