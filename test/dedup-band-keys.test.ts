@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { MinHash, TextFeaturizer, dedupParams, dedupRecords, type CsrMatrix, type DedupBlock } from '../lib/index.js';
+import { MinHash, TextFeaturizer, dedupParams, dedupRecords, type BlockBandKeys, type CsrMatrix, type DedupBlock } from '../lib/index.js';
 import { native } from '../lib/addon.js';
 import type { SketchParams, Staged } from '../lib/native-types.js';
 import { cusim, ensureDist, fromDist } from './cli-helpers.js';
@@ -256,6 +256,15 @@ describe('dedupRecords takes a block’s band keys in place of its signatures', 
         expect(got.group, `${backend}: ${why}`).toEqual(plain.group);
         for (const b of other) expect(b.bandKeys.keys.length, `${why}: let go`).toBe(0);
       }
+      // Keys that are not a reader's (plain typed arrays, say) are a coded error naming the block, never ignored.
+      const plainKeys = blocks().map((b) => ({
+        ...b,
+        bandKeys: { ...p, keys: new BigUint64Array(b.rows.rows * p.bands), empty: new Uint8Array(b.rows.rows) } as unknown as BlockBandKeys,
+      }));
+      await expect(dedupRecords(plainKeys, options)).rejects.toMatchObject({
+        code: 'CUSIM_INVALID_ARGUMENT',
+        message: expect.stringMatching(/blocks\[0\]\.bandKeys must be band keys a reader made/),
+      });
     }
   }, 120_000);
 });

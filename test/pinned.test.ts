@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { native } from '../lib/addon.js';
 import { WeightedMinHash, devices, isPinned, pinnedArray } from '../lib/index.js';
 import type { CsrMatrix } from '../lib/index.js';
-import { backends, describeGpu, expectInvalid, randomCsr, rng } from './helpers.js';
+import { backends, describeGpu, expectInvalid, hasGpu, randomCsr, rng } from './helpers.js';
 
 /** The same matrix with indices and values copied into page-locked arrays. */
 function pinnedCopy(m: CsrMatrix): CsrMatrix {
@@ -127,5 +127,26 @@ describeGpu('WeightedMinHash with page-locked inputs and output (CUDA)', () => {
     await expect(g.hash(m)).rejects.toThrow(new RegExp(`matrix\\.values\\[${nnz - 2}\\]=Infinity`));
     m.values![nnz - 2] = w;
     expect(await g.hash(m)).toEqual(ref);
+  });
+});
+
+// bench/minhash.js's probe of two ways to page-lock a staging block.
+describe('probePageLocking', () => {
+  it('refuses a size that is not a positive integer with a coded error naming it', () => {
+    for (const bad of [0, -1, 1.5, NaN])
+      expectInvalid(() => native().probePageLocking(bad), RangeError, /bytes must be a positive integer/);
+  });
+  it.skipIf(hasGpu)('rejects with CUSIM_CUDA_ERROR where CUDA is unavailable', async () => {
+    await expect(native().probePageLocking(1 << 20)).rejects.toMatchObject({ code: 'CUSIM_CUDA_ERROR' });
+  });
+});
+
+describeGpu('probePageLocking', () => {
+  it('page-locks a block both ways, and each uploads (timings of every step, a positive H2D rate from each)', async () => {
+    const p = await native().probePageLocking(64 << 20);
+    for (const k of ['hostAllocMs', 'hostFreeMs', 'touchMs', 'registerMs', 'unregisterMs'] as const)
+      expect(p[k], k).toBeGreaterThanOrEqual(0);
+    expect(p.hostAllocH2dGBs).toBeGreaterThan(0);
+    expect(p.registeredH2dGBs).toBeGreaterThan(0);
   });
 });

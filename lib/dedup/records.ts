@@ -149,15 +149,16 @@ class BlockSigner<B extends { rows: unknown }> {
    */
   start(b: B): { released: Promise<void>; done: Promise<void> } {
     let first: { raw: CsrMatrix; input: CsrMatrix; k: number };
+    let keys: BlockBandKeys | undefined;
     try {
       first = this.#check(b);
+      keys = this.#keysOf(b, first.input, first.k);
     } catch (e) {
       const failed = Promise.reject(e);
       failed.catch(() => {});
       return { released: failed, done: failed };
     }
     const { raw, input, k } = first;
-    const keys = this.#keysOf(b, input);
     if (keys) return this.#startKeyed(b, k, input, raw, keys);
     // What hashing the staged copy needs of the input (its arrays are not read once it is copied).
     const shape = { rows: input.rows, cols: input.cols };
@@ -235,13 +236,15 @@ class BlockSigner<B extends { rows: unknown }> {
    * sink that takes them. Keys that cannot are disposed (the block owned
    * them), and the rows are hashed as any others.
    */
-  #keysOf(b: B, input: CsrMatrix): BlockBandKeys | undefined {
+  #keysOf(b: B, input: CsrMatrix, k: number): BlockBandKeys | undefined {
     const keys = (b as { bandKeys?: BlockBandKeys }).bandKeys;
     if (keys === undefined) return undefined;
+    // Only the library's readers make them (staged in native memory); anything else is an error, not ignored.
+    if (!isObject(keys) || !isStaged(keys.keys) || !isStaged(keys.empty))
+      throw typeError(`blocks[${k}].bandKeys must be band keys a reader made ({ keys, empty } staged arrays), got ${describe(keys)}`);
     const { o } = this;
     const p = o.params;
     const fits =
-      isObject(keys) &&
       this.each.keyed !== undefined &&
       o.method === 'classic' &&
       input.cols === 2 ** 32 &&
@@ -249,10 +252,11 @@ class BlockSigner<B extends { rows: unknown }> {
       keys.seed === o.seed &&
       keys.bands === p.bands &&
       keys.rows === p.rows &&
-      keys.keys?.length === input.rows * p.bands &&
-      keys.empty?.length === input.rows;
+      keys.keys.length === input.rows * p.bands &&
+      keys.empty.length === input.rows;
     if (fits) return keys;
-    if (isObject(keys)) for (const s of [keys.keys, keys.empty]) if (typeof s?.dispose === 'function') s.dispose();
+    keys.keys.dispose();
+    keys.empty.dispose();
     return undefined;
   }
 
@@ -532,6 +536,13 @@ export async function indexRecords(source: Source<IndexBlock>, index: MinHashLSH
     options.signal,
   );
   return ix.rows;
+}
+
+/** A Staged array (native memory the library made: stageArray, a reader's band keys). */
+function isStaged(v: unknown): v is Staged {
+  if (!isObject(v)) return false;
+  const o = v as Partial<Staged>;
+  return typeof o.dispose === 'function' && typeof o.toArray === 'function' && typeof o.length === 'number';
 }
 
 /** The rows [b, e) of a CSR matrix: indptr rebased, indices and values as views. */
